@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Generate the C and Python views of ndk_probe/vocabulary.yaml.
+
+Usage: gen_vocabulary.py [--check]
+
+With --check nothing is written; the exit status is 1 and the stale files are named when a
+generated file differs from what the vocabulary produces now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = ROOT / "ndk_probe" / "vocabulary.yaml"
+C_HEADER = ROOT / "ndk_probe" / "gen" / "vocabulary.h"
+PY_MODULE = ROOT / "reference_model" / "vocabulary.py"
+
+BANNER = "Generated from ndk_probe/vocabulary.yaml by ndk_probe/tools/gen_vocabulary.py. DO NOT EDIT; change the source and regenerate."
+
+
+def vocabulary_hash(vocab: dict) -> str:
+    """Hash of everything the probe and the host must agree on (ops, kinds, errno names)."""
+    canonical = {
+        "version": vocab["version"],
+        "ops": [[op["name"], op["api"], [[a["name"], a["kind"]] for a in op["args"]]] for op in vocab["ops"]],
+        "errnos": vocab["errnos"],
+        "enums": vocab["enums"],
+    }
+    digest = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
+    return digest[:16]
+
+
+def list_lines(vocab: dict) -> list[str]:
+    """The exact lines `npuconf-probe --list` prints; the host compares them with these."""
+    lines = [f"vocabulary {vocab['version']} {vocabulary_hash(vocab)}"]
+    for op in vocab["ops"]:
+        args = " ".join(f"{a['name']}:{a['kind']}" for a in op["args"])
+        lines.append(f"op {op['name']} {op['api'] or '-'}{(' ' + args) if args else ''}")
+    return lines
+
+
+def render_c(vocab: dict) -> str:
+    kinds = list(vocab["arg_kinds"])
+    ops = vocab["ops"]
+    out = [f"/* {BANNER} */", "#ifndef NPUCONF_GEN_VOCABULARY_H", "#define NPUCONF_GEN_VOCABULARY_H", ""]
+    out += ["#include <errno.h>", "#include <stddef.h>", ""]
+    out.append(f'#define NPUCONF_VOCAB_VERSION {vocab["version"]}')
+    out.append(f'#define NPUCONF_VOCAB_HASH "{vocabulary_hash(vocab)}"')
+    out.append(f"#define NPUCONF_MAX_OP_ARGS {max(len(op['args']) for op in ops)}")
+    out.append("")
+    out.append("enum npuconf_arg_kind {")
+    out += [f"    ARG_{k.upper()}," for k in kinds]
+    out.append("};")
+    out.append("")
+    out.append("enum npuconf_op {")
+    out += [f"    OP_{op['name'].upper()}," for op in ops]
+    out.append("    OP__COUNT")
+    out.append("};")
+    out.append("")
+    out.append("struct npuconf_op_arg { const char *name; enum npuconf_arg_kind kind; };")
+    out.append("struct npuconf_op_info {")
+    out.append("    const char *name;")
+    out.append("    const char *api; /* NULL for probe helpers */")
+    out.append("    size_t nargs;")
+    out.append("    struct npuconf_op_arg args[NPUCONF_MAX_OP_ARGS > 0 ? NPUCONF_MAX_OP_ARGS : 1];")
+    out.append("};")
+    out.append("")
+    out.append("static const struct npuconf_op_info NPUCONF_OPS[OP__COUNT] = {")
+    for op in ops:
+        api = f'"{op["api"]}"' if op["api"] else "NULL"
+        args = ", ".join(f'{{"{a["name"]}", ARG_{a["kind"].upper()}}}' for a in op["args"]) or '{NULL, ARG_TEXT}'
+        out.append(f'    [OP_{op["name"].upper()}] = {{"{op["name"]}", {api}, {len(op["args"])}, {{{args}}}}},')
+    out.append("};")
+    out.append("")
+    out.append("static const char *const NPUCONF_ARG_KIND_NAMES[] = {")
+    out += [f'    "{k}",' for k in kinds]
+    out.append("};")
+    out.append("")
+    out.append("struct npuconf_errno_name { int number; const char *name; };")
+    out.append("static const struct npuconf_errno_name NPUCONF_ERRNOS[] = {")
+    out += [f'    {{{e}, "{e}"}},' for e in vocab["errnos"]]
+    out.append("};")
+    out.append(f"#define NPUCONF_ERRNO_COUNT {len(vocab['errnos'])}")
+    out.append("")
+    for enum_name, members in vocab["enums"].items():
+        out.append(f"/* {enum_name} */")
+        out += [f"#define NPUCONF_{name} {value}" for name, value in members.items()]
+    out.append("")
+    for code, value in vocab["probe_exit_codes"].items():
+        out.append(f"#define PROBE_EXIT_{code} {value}")
+    out.append("")
+    out.append("#endif")
+    return "\n".join(out) + "\n"
+
+
+def render_py(vocab: dict) -> str:
+    out = [f'"""{BANNER}"""', "", "from __future__ import annotations", ""]
+    out += ["from dataclasses import dataclass", "from enum import IntEnum, StrEnum", "from typing import Final", ""]
+    out.append(f"VOCABULARY_VERSION: Final = {vocab['version']}")
+    out.append(f'VOCABULARY_HASH: Final = "{vocabulary_hash(vocab)}"')
+    out.append("")
+    out.append("")
+    out.append("class ArgKind(StrEnum):")
+    out += [f'    {k.upper()} = "{k}"' for k in vocab["arg_kinds"]]
+    out.append("")
+    out.append("")
+    out.append("class Op(StrEnum):")
+    out += [f'    {op["name"].upper()} = "{op["name"]}"' for op in vocab["ops"]]
+    out.append("")
+    out.append("")
+    out.append("@dataclass(frozen=True, slots=True)")
+    out.append("class ArgSpec:")
+    out.append("    name: str")
+    out.append("    kind: ArgKind")
+    out.append("")
+    out.append("")
+    out.append("@dataclass(frozen=True, slots=True)")
+    out.append("class OpSpec:")
+    out.append("    op: Op")
+    out.append("    api: str | None")
+    out.append("    args: tuple[ArgSpec, ...]")
+    out.append("")
+    out.append("")
+    out.append("OPS: Final[dict[Op, OpSpec]] = {")
+    for op in vocab["ops"]:
+        args = "".join(f'ArgSpec("{a["name"]}", ArgKind.{a["kind"].upper()}), ' for a in op["args"])
+        api = f'"{op["api"]}"' if op["api"] else "None"
+        out.append(f'    Op.{op["name"].upper()}: OpSpec(Op.{op["name"].upper()}, {api}, ({args})),')
+    out.append("}")
+    out.append("")
+    out.append("ERRNO_NAMES: Final[frozenset[str]] = frozenset({")
+    out += [f'    "{e}",' for e in vocab["errnos"]]
+    out.append("})")
+    out.append("")
+    for enum_name, members in vocab["enums"].items():
+        py_name = enum_name.split("_", 1)[1]
+        out.append("")
+        out.append(f"class {py_name}(IntEnum):")
+        out.append(f'    """{enum_name} of buffer.h."""')
+        out.append("")
+        prefix = "ANPUBUFFER_" + py_name.upper() + "_"
+        out += [f"    {name.removeprefix(prefix)} = {value}" for name, value in members.items()]
+        out.append("")
+    out.append("")
+    out.append("class ProbeExit(IntEnum):")
+    out += [f"    {code} = {value}" for code, value in vocab["probe_exit_codes"].items()]
+    out.append("")
+    out.append("")
+    out.append("PROBE_LIST_LINES: Final[tuple[str, ...]] = (")
+    out += [f"    {json.dumps(line)}," for line in list_lines(vocab)]
+    out.append(")")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if a generated file is stale")
+    args = parser.parse_args(argv)
+    vocab = yaml.safe_load(SOURCE.read_text())
+    wanted = {C_HEADER: render_c(vocab), PY_MODULE: render_py(vocab)}
+    stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
+    if args.check:
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is stale: run python ndk_probe/tools/gen_vocabulary.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(wanted[path])
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

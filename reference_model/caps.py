@@ -1,0 +1,23 @@
+"""What the judge needs to know about a device (DESIGN §4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCaps:
+    """Capabilities of the device a trace came from.
+
+    supported_pairs: (device number, buffer type) pairs isSupported reported true for at run start;
+    None when discovery did not run (the judge then accepts either answer for valid requests).
+    capacity_bytes / policy: declared by a vnpu device profile; None on real devices, where an
+    allocation of a supported pair may also fail with ENOMEM.
+    vnpu_control: the implementation exports the vnpu control entry point.
+    """
+
+    supported_pairs: frozenset[tuple[int, int]] | None = None
+    capacity_bytes: int | None = None
+    policy: str | None = None
+    personality: str | None = None
+    vnpu_control: bool = False

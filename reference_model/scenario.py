@@ -1,0 +1,206 @@
+"""Scenarios as values (docs/formats.md §2): validated from plain data, no file I/O here."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from .errors import ScenarioInvalid
+from .vocabulary import ERRNO_NAMES, OPS, ArgKind, ArgSpec, Op
+
+SCENARIO_ID = re.compile(r"[a-z0-9][a-z0-9_.-]*\Z")
+HANDLE = re.compile(r"[a-z][a-z0-9_]*\Z")
+CAPABILITIES: Final = frozenset({"supported-pair", "unsupported-pair", "vnpu-control", "load", "capacity"})
+SYMBOLIC_INTS: Final[dict[str, int]] = {
+    "INT32_MIN": -(2**31),
+    "INT32_MAX": 2**31 - 1,
+    "INT64_MIN": -(2**63),
+    "INT64_MAX": 2**63 - 1,
+    "PAGE": 4096,
+}
+PAIR_REFERENCES: Final = {
+    "$pair.device": "supported-pair",
+    "$pair.type": "supported-pair",
+    "$unsupported.device": "unsupported-pair",
+    "$unsupported.type": "unsupported-pair",
+}
+PROT_NAMES: Final = ("READ", "WRITE", "EXEC")
+MAPFLAG_NAMES: Final = ("SHARED", "PRIVATE", "FIXED")
+INT_RANGES: Final = {
+    ArgKind.I32: (-(2**31), 2**31 - 1),
+    ArgKind.I64: (-(2**63), 2**63 - 1),
+    ArgKind.U64: (0, 2**64 - 1),
+}
+DEFAULT_TIMEOUT_MS: Final = 5000
+
+# An argument value after validation: ints, handle names, None, lists of names, or small mappings.
+ArgValue = object
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    op: Op
+    args: tuple[tuple[str, ArgValue], ...]
+
+    def arg(self, name: str) -> ArgValue:
+        for key, value in self.args:
+            if key == name:
+                return value
+        raise KeyError(name)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    id: str
+    title: str
+    chapter: str
+    clauses: tuple[str, ...]
+    requires: frozenset[str]
+    timeout_ms: int
+    steps: tuple[Step, ...]
+    source: str
+
+
+def parse_scenario(data: object, source: str, chapter: str, known_clauses: frozenset[str] | None = None) -> Scenario:
+    """Validate one scenario mapping; raise ScenarioInvalid naming file, scenario and field."""
+    if not isinstance(data, Mapping):
+        raise ScenarioInvalid(source, None, "scenario", type(data).__name__, "a mapping with id, title, clauses, steps")
+    raw_id = data.get("id")
+    if not isinstance(raw_id, str) or not SCENARIO_ID.match(raw_id):
+        raise ScenarioInvalid(source, None, "id", raw_id, "an id matching [a-z0-9][a-z0-9_.-]*")
+    sid = raw_id
+    allowed = {"id", "title", "clauses", "requires", "timeout_ms", "steps"}
+    for key in data:
+        if key not in allowed:
+            raise ScenarioInvalid(source, sid, str(key), key, "one of " + ", ".join(sorted(allowed)))
+    title = data.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise ScenarioInvalid(source, sid, "title", title, "a non-empty sentence")
+    clauses = data.get("clauses")
+    if not isinstance(clauses, list) or not clauses or not all(isinstance(c, str) for c in clauses):
+        raise ScenarioInvalid(source, sid, "clauses", clauses, "a non-empty list of clause IDs")
+    if known_clauses is not None:
+        for i, clause in enumerate(clauses):
+            if clause not in known_clauses:
+                raise ScenarioInvalid(source, sid, f"clauses[{i}]", clause, "a clause ID of conformance/clauses.yaml")
+    requires = data.get("requires") or []
+    if not isinstance(requires, list):
+        raise ScenarioInvalid(source, sid, "requires", requires, "a list of capabilities")
+    for i, cap in enumerate(requires):
+        if cap not in CAPABILITIES:
+            raise ScenarioInvalid(source, sid, f"requires[{i}]", cap, "one of " + ", ".join(sorted(CAPABILITIES)))
+    timeout = data.get("timeout_ms", DEFAULT_TIMEOUT_MS)
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or not 1 <= timeout <= 600_000:
+        raise ScenarioInvalid(source, sid, "timeout_ms", timeout, "an int between 1 and 600000")
+    raw_steps = data.get("steps")
+    if not isinstance(raw_steps, list) or not raw_steps:
+        raise ScenarioInvalid(source, sid, "steps", raw_steps, "a non-empty list of steps")
+    required = frozenset(requires)
+    steps = tuple(_parse_step(s, source, sid, f"steps[{i}]", required) for i, s in enumerate(raw_steps))
+    return Scenario(sid, title.strip(), chapter, tuple(clauses), required, timeout, steps, source)
+
+
+def _parse_step(raw: object, source: str, sid: str, where: str, requires: frozenset[str]) -> Step:
+    if not isinstance(raw, Mapping) or len(raw) != 1:
+        raise ScenarioInvalid(source, sid, where, raw, "a mapping with exactly one op name as key")
+    (name, raw_args), = raw.items()
+    try:
+        op = Op(name)
+    except ValueError:
+        raise ScenarioInvalid(source, sid, where, name, "an op of ndk_probe/vocabulary.yaml") from None
+    spec = OPS[op]
+    args = {} if raw_args is None else raw_args
+    if not isinstance(args, Mapping):
+        raise ScenarioInvalid(source, sid, f"{where}.{name}", raw_args, "a mapping of arguments")
+    known = {a.name for a in spec.args}
+    for key in args:
+        if key not in known:
+            expected = "one of " + ", ".join(sorted(known)) if known else "no arguments"
+            raise ScenarioInvalid(source, sid, f"{where}.{name}.{key}", key, expected)
+    values: list[tuple[str, ArgValue]] = []
+    for arg in spec.args:
+        field = f"{where}.{name}.{arg.name}"
+        if arg.name not in args:
+            raise ScenarioInvalid(source, sid, field, None, f"a value of kind {arg.kind}")
+        values.append((arg.name, _check_arg(arg, args[arg.name], source, sid, field, requires)))
+    return Step(op, tuple(values))
+
+
+def _check_arg(arg: ArgSpec, value: object, source: str, sid: str, field: str, requires: frozenset[str]) -> ArgValue:
+    kind = arg.kind
+
+    def bad(expected: str) -> ScenarioInvalid:
+        return ScenarioInvalid(source, sid, field, value, expected)
+
+    if kind in (ArgKind.REQ, ArgKind.BUF, ArgKind.MAP, ArgKind.FILE):
+        if not isinstance(value, str) or not HANDLE.match(value):
+            raise bad("a handle name matching [a-z][a-z0-9_]*")
+        return value
+    if kind is ArgKind.COOKIE:
+        if value is None or (isinstance(value, str) and HANDLE.match(value)):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+            return value
+        raise bad("a cookie handle name, null, or a non-negative int")
+    if kind in (ArgKind.REQS, ArgKind.BUFS):
+        if not isinstance(value, list) or not all(isinstance(v, str) and HANDLE.match(v) for v in value):
+            raise bad("a list of handle names")
+        return tuple(value)
+    if kind in INT_RANGES:
+        if isinstance(value, str):
+            if value in SYMBOLIC_INTS:
+                return value
+            if value in PAIR_REFERENCES:
+                if PAIR_REFERENCES[value] not in requires:
+                    raise bad(f"{value} only in a scenario that requires {PAIR_REFERENCES[value]}")
+                return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            low, high = INT_RANGES[kind]
+            if low <= value <= high:
+                return value
+        raise bad(f"an int of kind {kind} or one of " + ", ".join([*SYMBOLIC_INTS, *PAIR_REFERENCES]))
+    if kind is ArgKind.PROT:
+        return _check_flags(value, PROT_NAMES, bad, allow_none=True)
+    if kind is ArgKind.MAPFLAGS:
+        return _check_flags(value, MAPFLAG_NAMES, bad, allow_none=False)
+    if kind is ArgKind.BOOL:
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if kind is ArgKind.FDSEL:
+        if isinstance(value, str) and HANDLE.match(value):
+            return value
+        if isinstance(value, Mapping) and set(value) == {"fd"} and isinstance(value["fd"], int):
+            return (("fd", value["fd"]),)
+        raise bad("a file handle name or {fd: <int>}")
+    if kind is ArgKind.BINDSEL:
+        if isinstance(value, Mapping) and len(value) == 1:
+            (key, inner), = value.items()
+            if key == "cookie" and isinstance(inner, str) and HANDLE.match(inner):
+                return (("cookie", inner),)
+            if key == "nth" and isinstance(inner, int) and not isinstance(inner, bool) and inner >= 0:
+                return (("nth", inner),)
+        raise bad("{cookie: <handle>} or {nth: <int >= 0>}")
+    if kind is ArgKind.ERRNO:
+        if isinstance(value, str) and value in ERRNO_NAMES:
+            return value
+        raise bad("an errno name of ndk_probe/vocabulary.yaml")
+    if kind is ArgKind.TEXT:
+        if isinstance(value, str) and value and " " not in value and "\n" not in value:
+            return value
+        raise bad("a single token without spaces")
+    raise AssertionError(f"unhandled argument kind {kind}")
+
+
+def _check_flags(
+    value: object, names: tuple[str, ...], bad: Callable[[str], ScenarioInvalid], *, allow_none: bool
+) -> ArgValue:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if allow_none and value == "NONE":
+        return ()
+    if isinstance(value, list) and all(isinstance(v, str) and v in names for v in value):
+        return tuple(value)
+    raise bad(("NONE, " if allow_none else "") + "a list drawn from " + ", ".join(names) + ", or an int")
