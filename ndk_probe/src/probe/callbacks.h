@@ -1,0 +1,16 @@
+/* The callbacks the probe hands to the implementation; each only records what it received. */
+#ifndef NPUCONF_PROBE_CALLBACKS_H
+#define NPUCONF_PROBE_CALLBACKS_H
+
+#include <android/npumanager/buffer.h>
+
+struct probe_callbacks {
+    ANpuManager_AllocCallback on_alloc;
+    ANpuManager_PreemptCallback on_preempt;
+    ANpuManager_LoadCallback on_load;
+    ANpuManager_CookieDeleter deleter;
+};
+
+extern const struct probe_callbacks PROBE_CALLBACKS;
+
+#endif

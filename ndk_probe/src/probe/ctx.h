@@ -1,0 +1,78 @@
+/*
+ * Per-run and per-scenario state. It lives on main()'s stack and travels by pointer; only what
+ * callbacks must reach lives in the recorder (trace.c).
+ */
+#ifndef NPUCONF_PROBE_CTX_H
+#define NPUCONF_PROBE_CTX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "impl.h"
+#include "program.h"
+
+#define PROBE_MAP_RANGES 8
+#define PROBE_SUPERSEDED_MAPS 64
+
+struct probe_options {
+    const char *impl_path;
+    double timeout_multiplier;
+    uint64_t settle_ms;
+    bool no_fork;
+    const char *program_path;
+};
+
+struct probe_req_slot {
+    ANpuManager_AllocRequest *req;
+    bool live;
+};
+
+/* A still-mapped part of a mapping, relative to the address ANpuBuffer_map() returned. */
+struct probe_map_range {
+    size_t off;
+    size_t len;
+};
+
+struct probe_map_slot {
+    unsigned char *base;
+    size_t len;     /* as mapped */
+    int64_t buf_off; /* the buffer offset passed to ANpuBuffer_map() */
+    size_t buf;     /* registry index of the mapped buffer */
+    size_t nranges; /* 0: nothing of it is mapped */
+    struct probe_map_range ranges[PROBE_MAP_RANGES];
+};
+
+/* A mapping whose slot was reused by a later buf_map while parts of it were still mapped. */
+struct probe_superseded_map {
+    unsigned slot;
+    struct probe_map_slot map;
+};
+
+struct probe_file_slot {
+    bool live;
+    bool handed; /* fd given to the implementation, which now owns it */
+    int fd;    /* the descriptor f<N> hands over */
+    int watch; /* a private dup: same open file description, never handed over */
+    dev_t dev;
+    ino_t ino;
+};
+
+struct probe_ctx {
+    const struct probe_api *api;
+    const struct probe_options *opt;
+    const struct probe_scenario *sc;
+    struct probe_req_slot req[PROBE_SLOTS];
+    size_t buf[PROBE_SLOTS]; /* registry index + 1; 0 when unbound */
+    struct probe_map_slot map[PROBE_SLOTS];
+    /* Kept so teardown still unmaps them; beyond the table's size they stay mapped. */
+    struct probe_superseded_map superseded[PROBE_SUPERSEDED_MAPS];
+    size_t nsuperseded;
+    struct probe_file_slot file[PROBE_SLOTS];
+    uint64_t submitted_allocs; /* requests passed to allocAsync: onAlloc calls owed */
+    uint64_t submitted_loads;  /* loadAsync calls with a callback: onLoad calls owed */
+    size_t next_step;          /* teardown calls continue the step numbering */
+};
+
+#endif

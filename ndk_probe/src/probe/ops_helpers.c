@@ -1,0 +1,112 @@
+/* Probe-side ops: cookies, waiting for callbacks, binding buffers to slots, vnpu control, sleep. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "ops.h"
+#include "trace.h"
+
+void op_cookie_new(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    /* Pool cookies exist for the whole run; creating one only names it in the trace. */
+    (void)ctx;
+    (void)st;
+    op_int_result(res, 0);
+}
+
+static void await(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res, enum trace_counter c) {
+    uint64_t got;
+    bool reached = trace_wait(c, st->args[0].v.u64, probe_scaled_ns(st->args[1].v.u64, ctx->opt->timeout_multiplier),
+                              &got);
+    op_int_result(res, 0);
+    jb_bool(&res->extra, "reached", reached);
+    jb_u64(&res->extra, "got", got);
+}
+
+void op_await_alloc(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    await(ctx, st, res, TC_ALLOC);
+}
+
+void op_await_load(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    await(ctx, st, res, TC_LOAD);
+}
+
+void op_await_preempt(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    await(ctx, st, res, TC_PREEMPT);
+}
+
+void op_bind(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    const struct probe_arg *sel = &st->args[1];
+    size_t index = sel->v.bindsel.by_cookie ? trace_bind_cookie(sel->v.bindsel.slot) : trace_bind_nth(sel->v.bindsel.nth);
+    /* No match leaves the slot unbound, so later ops on it are skipped rather than misdirected. */
+    ctx->buf[st->args[0].v.slot] = index == TRACE_NO_BUF ? 0 : index + 1;
+    op_int_result(res, 0);
+    if (index == TRACE_NO_BUF) {
+        jb_null(&res->extra, "handle");
+    } else {
+        char id[24];
+        trace_buf_id(index, id);
+        jb_str(&res->extra, "handle", id);
+    }
+}
+
+/* The slot of a trailing `=b<N>`, or -1 when the command does not name a buffer. */
+static int named_buffer(const char *command, size_t *eq) {
+    const char *e = strrchr(command, '=');
+    if (e == NULL || e[1] != 'b' || e[2] == '\0') {
+        return -1;
+    }
+    unsigned n = 0;
+    for (const char *d = e + 2; *d != '\0'; d++) {
+        if (*d < '0' || *d > '9' || n >= PROBE_SLOTS) {
+            return -1;
+        }
+        n = n * 10 + (unsigned)(*d - '0');
+    }
+    if (n >= PROBE_SLOTS || (e[2] == '0' && e[3] != '\0')) {
+        return -1;
+    }
+    *eq = (size_t)(e - command);
+    return (int)n;
+}
+
+void op_vnpu(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    const char *command = st->args[0].v.text;
+    if (ctx->api->vnpu_control == NULL) {
+        /* Real devices have no control entry point; the trace says so instead of failing the run. */
+        res->err = ENOSYS;
+        op_int_result(res, -1);
+        return;
+    }
+    size_t eq = 0;
+    int slot = named_buffer(command, &eq);
+    char *owned = NULL;
+    if (slot >= 0) {
+        size_t index = op_buf(ctx, (unsigned)slot);
+        if (index == TRACE_NO_BUF) {
+            op_skip(res, "b%d unbound", slot);
+            return;
+        }
+        size_t cap = eq + 2 + 2 + 2 * sizeof(uintptr_t) + 1;
+        owned = malloc(cap);
+        if (owned == NULL) {
+            op_skip(res, "out of memory");
+            return;
+        }
+        snprintf(owned, cap, "%.*s=0x%" PRIxPTR, (int)eq, command, (uintptr_t)trace_buf_ptr(index));
+        command = owned;
+    }
+    int ret;
+    API_CALL(res, ret = ctx->api->vnpu_control(command));
+    op_int_result(res, ret);
+    free(owned);
+}
+
+void op_sleep_ms(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    (void)ctx;
+    /* Not scaled by the multiplier: a sleep orders events, it is not a budget. */
+    probe_sleep_ns(probe_scaled_ns(st->args[0].v.u64, 1.0));
+    op_int_result(res, 0);
+}

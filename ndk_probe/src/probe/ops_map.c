@@ -1,0 +1,161 @@
+/* Mappings: ANpuBuffer_map/unmap and the probe's reads and writes through them. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/mman.h>
+
+#include "clock.h"
+#include "ops.h"
+#include "pattern.h"
+#include "trace.h"
+
+void op_buf_map(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    unsigned mslot = st->args[0].v.slot, bslot = st->args[1].v.slot;
+    size_t index = op_buf(ctx, bslot);
+    if (index == TRACE_NO_BUF) {
+        op_skip(res, "b%u unbound", bslot);
+        return;
+    }
+    uint64_t length = st->args[2].v.u64;
+    int64_t offset = st->args[5].v.i64;
+    if (!op_fits_size(res, "length", length)) {
+        return;
+    }
+    if ((int64_t)(off_t)offset != offset) {
+        /* 32-bit off_t: a truncated offset would test another call than the scenario's. */
+        op_skip(res, "offset %" PRId64 " does not fit off_t", offset);
+        return;
+    }
+    ANpuBuffer *buf = trace_buf_ptr(index);
+    void *addr;
+    API_CALL(res, addr = ctx->api->ANpuBuffer_map(buf, NULL, (size_t)length, (int)st->args[3].v.i64,
+                                                  (int)st->args[4].v.i64, (off_t)offset));
+    res->has_ret = true;
+    if (addr == MAP_FAILED) {
+        res->ret = -1;
+        res->failed = true;
+        return;
+    }
+    res->ret = 0;
+    struct probe_map_slot *m = &ctx->map[mslot];
+    if (m->nranges > 0 && ctx->nsuperseded < PROBE_SUPERSEDED_MAPS) {
+        ctx->superseded[ctx->nsuperseded++] = (struct probe_superseded_map){mslot, *m};
+    }
+    *m = (struct probe_map_slot){.base = addr, .len = (size_t)length, .buf_off = offset, .buf = index};
+    if (length > 0) {
+        m->ranges[0] = (struct probe_map_range){0, (size_t)length};
+        m->nranges = 1;
+    }
+}
+
+/* Removes [a, b) from the slot's still-mapped ranges. */
+static void ranges_remove(struct probe_map_slot *m, size_t a, size_t b) {
+    struct probe_map_range out[PROBE_MAP_RANGES];
+    size_t n = 0;
+    for (size_t i = 0; i < m->nranges; i++) {
+        size_t lo = m->ranges[i].off, hi = lo + m->ranges[i].len;
+        /* A split beyond the table's capacity forgets the piece: teardown then leaves it mapped. */
+        if (lo < a && n < PROBE_MAP_RANGES) {
+            out[n++] = (struct probe_map_range){lo, (hi < a ? hi : a) - lo};
+        }
+        if (hi > b && n < PROBE_MAP_RANGES) {
+            size_t start = lo > b ? lo : b;
+            out[n++] = (struct probe_map_range){start, hi - start};
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        m->ranges[i] = out[i];
+    }
+    m->nranges = n;
+}
+
+void map_unmap_range(struct probe_map_slot *m, const struct probe_api *api, size_t off, size_t len,
+                     struct op_result *res) {
+    ANpuBuffer *buf = trace_buf_ptr(m->buf);
+    int ret;
+    API_CALL(res, ret = api->ANpuBuffer_unmap(buf, m->base + off, len));
+    op_int_result(res, ret);
+    if (ret == 0) {
+        ranges_remove(m, off, off + len);
+    }
+}
+
+void op_buf_unmap(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    unsigned slot = st->args[0].v.slot;
+    struct probe_map_slot *m = &ctx->map[slot];
+    uint64_t off = st->args[1].v.u64, len = st->args[2].v.u64;
+    if (m->nranges == 0) {
+        op_skip(res, "m%u not mapped", slot);
+        return;
+    }
+    if (!op_fits_size(res, "offset", off) || !op_fits_size(res, "length", len)) {
+        return;
+    }
+    if ((size_t)off > SIZE_MAX - (size_t)len) {
+        op_skip(res, "offset + length overflows size_t");
+        return;
+    }
+    size_t a = (size_t)off, l = (size_t)len;
+    if (l == 0) {
+        /* Length 0: whatever is still mapped from `offset` to the end of the mapping. */
+        size_t lo = SIZE_MAX, hi = 0;
+        for (size_t i = 0; i < m->nranges; i++) {
+            size_t r_lo = m->ranges[i].off, r_hi = r_lo + m->ranges[i].len;
+            lo = r_lo < lo ? r_lo : lo;
+            hi = r_hi > hi ? r_hi : hi;
+        }
+        a = a > lo ? a : lo;
+        if (a >= hi) {
+            op_skip(res, "m%u has nothing mapped from offset %zu", slot, (size_t)off);
+            return;
+        }
+        l = hi - a;
+    }
+    map_unmap_range(m, ctx->api, a, l, res);
+}
+
+/* The mapped bytes [off, off+len) of m<slot>, or NULL (op skipped) when not all mapped. */
+static volatile unsigned char *map_span(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res,
+                                        size_t *len_out) {
+    unsigned slot = st->args[0].v.slot;
+    const struct probe_map_slot *m = &ctx->map[slot];
+    uint64_t off = st->args[1].v.u64, len = st->args[2].v.u64;
+    if (!op_fits_size(res, "offset", off) || !op_fits_size(res, "length", len)) {
+        return NULL;
+    }
+    for (size_t i = 0; i < m->nranges; i++) {
+        const struct probe_map_range *r = &m->ranges[i];
+        if (off >= r->off && off - r->off <= r->len && len <= r->len - (off - r->off)) {
+            *len_out = (size_t)len;
+            return m->base + off;
+        }
+    }
+    op_skip(res, "m%u is not mapped at [%" PRIu64 ", +%" PRIu64 ")", slot, off, len);
+    return NULL;
+}
+
+void op_map_write(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    size_t len;
+    volatile unsigned char *p = map_span(ctx, st, res, &len);
+    if (p == NULL) {
+        return;
+    }
+    uint64_t seed = st->args[3].v.u64;
+    for (size_t k = 0; k < len; k++) {
+        p[k] = pattern_byte(seed, k);
+    }
+    op_int_result(res, 0);
+}
+
+void op_map_read(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    size_t len;
+    volatile unsigned char *p = map_span(ctx, st, res, &len);
+    if (p == NULL) {
+        return;
+    }
+    uint64_t h = fnv1a64(FNV1A64_INIT, p, len);
+    op_int_result(res, 0);
+    char digest[17];
+    snprintf(digest, sizeof digest, "%016" PRIx64, h);
+    jb_str(&res->extra, "digest", digest);
+}

@@ -1,0 +1,486 @@
+#include "program.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "vocab.h"
+
+#define PROGRAM_FORMAT_VERSION "1"
+
+struct parser {
+    unsigned line;
+    char *err;
+    size_t errlen;
+};
+
+static bool fail(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool fail(struct parser *p, const char *fmt, ...) {
+    int n = snprintf(p->err, p->errlen, "line %u: ", p->line);
+    if (n < 0 || (size_t)n >= p->errlen) {
+        return false;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+    if (*s == '\0') {
+        return false;
+    }
+    uint64_t v = 0;
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9') {
+            return false;
+        }
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return false;
+        }
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+static bool parse_i64(const char *s, int64_t *out) {
+    bool neg = *s == '-';
+    uint64_t mag;
+    if (!parse_u64(neg ? s + 1 : s, &mag)) {
+        return false;
+    }
+    if (neg) {
+        if (mag > (uint64_t)INT64_MAX + 1) {
+            return false;
+        }
+        *out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
+    } else {
+        if (mag > (uint64_t)INT64_MAX) {
+            return false;
+        }
+        *out = (int64_t)mag;
+    }
+    return true;
+}
+
+static bool parse_i32(const char *s, int64_t *out) {
+    return parse_i64(s, out) && *out >= INT32_MIN && *out <= INT32_MAX;
+}
+
+/* `<prefix><N>` with N < PROBE_SLOTS, written canonically (no leading zeros). */
+static bool parse_slot(const char *s, char prefix, unsigned *out) {
+    uint64_t n;
+    if (s[0] != prefix || (s[1] == '0' && s[2] != '\0') || !parse_u64(s + 1, &n) || n >= PROBE_SLOTS) {
+        return false;
+    }
+    *out = (unsigned)n;
+    return true;
+}
+
+/* `NONE`, a `|`-joined subset of `names`, or a decimal int32. */
+static bool parse_bits(char *s, const char *const *names, const int *values, size_t n, bool allow_none,
+                       int64_t *out) {
+    if (allow_none && strcmp(s, "NONE") == 0) {
+        *out = 0;
+        return true;
+    }
+    if ((s[0] >= '0' && s[0] <= '9') || s[0] == '-') {
+        return parse_i32(s, out);
+    }
+    int64_t v = 0;
+    char *save = NULL;
+    size_t len = strlen(s);
+    if (len == 0 || s[0] == '|' || s[len - 1] == '|' || strstr(s, "||") != NULL) {
+        return false;
+    }
+    char copy[64];
+    if (len >= sizeof copy) {
+        return false;
+    }
+    memcpy(copy, s, len + 1);
+    for (char *tok = strtok_r(copy, "|", &save); tok != NULL; tok = strtok_r(NULL, "|", &save)) {
+        size_t i = 0;
+        while (i < n && strcmp(tok, names[i]) != 0) {
+            i++;
+        }
+        if (i == n) {
+            return false;
+        }
+        v |= values[i];
+    }
+    *out = v;
+    return true;
+}
+
+static bool parse_list(struct parser *p, char *s, char prefix, struct probe_arg *arg) {
+    arg->v.list.n = 0;
+    arg->v.list.slots = NULL;
+    if (strcmp(s, "-") == 0) {
+        return true;
+    }
+    size_t n = 1;
+    for (const char *c = s; *c != '\0'; c++) {
+        n += *c == ',';
+    }
+    arg->v.list.slots = malloc(n);
+    if (arg->v.list.slots == NULL) {
+        return fail(p, "out of memory");
+    }
+    char *cur = s;
+    for (size_t i = 0; i < n; i++) {
+        char *comma = strchr(cur, ',');
+        if (comma != NULL) {
+            *comma = '\0';
+        }
+        unsigned slot;
+        if (!parse_slot(cur, prefix, &slot)) {
+            return fail(p, "expected a %c<N> slot (N < %d) in the list, found '%s'", prefix, PROBE_SLOTS, cur);
+        }
+        arg->v.list.slots[i] = (unsigned char)slot;
+        arg->v.list.n++;
+        cur = comma != NULL ? comma + 1 : cur;
+    }
+    return true;
+}
+
+static bool printable_token(const char *s) {
+    for (; *s != '\0'; s++) {
+        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7e) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool parse_cookie(char *tok, struct probe_arg *arg) {
+    if (strcmp(tok, "null") == 0) {
+        arg->v.cookie.sel = COOKIE_NULL;
+        return true;
+    }
+    if (parse_slot(tok, 'c', &arg->v.cookie.slot)) {
+        arg->v.cookie.sel = COOKIE_SLOT;
+        return true;
+    }
+    if (strncmp(tok, "raw:", 4) != 0) {
+        return false;
+    }
+    arg->v.cookie.sel = COOKIE_RAW;
+    const char *num = tok + 4;
+    if (num[0] == '-') {
+        int64_t v;
+        if (!parse_i64(num, &v)) {
+            return false;
+        }
+        /* Whether it fits a pointer is decided per target when the op runs, not here. */
+        arg->v.cookie.raw_negative = true;
+        arg->v.cookie.raw_value = v;
+        arg->v.cookie.raw_fits = v >= (int64_t)INTPTR_MIN;
+        arg->v.cookie.raw = arg->v.cookie.raw_fits ? (uintptr_t)(intptr_t)v : 0;
+        return true;
+    }
+    uint64_t u;
+    if (!parse_u64(num, &u)) {
+        return false;
+    }
+    arg->v.cookie.raw_negative = false;
+    arg->v.cookie.raw_unsigned = u;
+    arg->v.cookie.raw_fits = u <= (uint64_t)UINTPTR_MAX;
+    arg->v.cookie.raw = arg->v.cookie.raw_fits ? (uintptr_t)u : 0;
+    return true;
+}
+
+static bool parse_arg(struct parser *p, const struct npuconf_op_arg *spec, char *tok, struct probe_arg *arg) {
+    static const char *const prot_names[] = {"READ", "WRITE", "EXEC"};
+    static const int prot_values[] = {PROT_READ, PROT_WRITE, PROT_EXEC};
+    static const char *const flag_names[] = {"SHARED", "PRIVATE", "FIXED"};
+    static const int flag_values[] = {MAP_SHARED, MAP_PRIVATE, MAP_FIXED};
+    const char *kind = NPUCONF_ARG_KIND_NAMES[spec->kind];
+    arg->kind = spec->kind;
+    bool ok = false;
+    const char *expected = "";
+    switch (spec->kind) {
+    case ARG_REQ:
+        ok = parse_slot(tok, 'r', &arg->v.slot);
+        expected = "r<N>";
+        break;
+    case ARG_BUF:
+        ok = parse_slot(tok, 'b', &arg->v.slot);
+        expected = "b<N>";
+        break;
+    case ARG_MAP:
+        ok = parse_slot(tok, 'm', &arg->v.slot);
+        expected = "m<N>";
+        break;
+    case ARG_FILE:
+        ok = parse_slot(tok, 'f', &arg->v.slot);
+        expected = "f<N>";
+        break;
+    case ARG_COOKIE:
+        ok = parse_cookie(tok, arg);
+        expected = "c<N>, null or raw:<decimal>";
+        break;
+    case ARG_REQS:
+        return parse_list(p, tok, 'r', arg);
+    case ARG_BUFS:
+        return parse_list(p, tok, 'b', arg);
+    case ARG_I32:
+        ok = parse_i32(tok, &arg->v.i64);
+        expected = "a decimal int32";
+        break;
+    case ARG_I64:
+        ok = parse_i64(tok, &arg->v.i64);
+        expected = "a decimal int64";
+        break;
+    case ARG_U64:
+        ok = parse_u64(tok, &arg->v.u64);
+        expected = "a decimal uint64";
+        break;
+    case ARG_PROT:
+        ok = parse_bits(tok, prot_names, prot_values, 3, true, &arg->v.i64);
+        expected = "NONE, a |-joined subset of READ, WRITE, EXEC, or a decimal";
+        break;
+    case ARG_MAPFLAGS:
+        ok = parse_bits(tok, flag_names, flag_values, 3, false, &arg->v.i64);
+        expected = "a |-joined subset of SHARED, PRIVATE, FIXED, or a decimal";
+        break;
+    case ARG_BOOL:
+        ok = strcmp(tok, "0") == 0 || strcmp(tok, "1") == 0;
+        arg->v.flag = tok[0] == '1';
+        expected = "0 or 1";
+        break;
+    case ARG_ERRNO: {
+        int e = vocab_errno_by_name(tok);
+        ok = e >= 0;
+        arg->v.i64 = e;
+        expected = "an errno name of the vocabulary";
+        break;
+    }
+    case ARG_FDSEL:
+        if (parse_slot(tok, 'f', &arg->v.fdsel.slot)) {
+            arg->v.fdsel.is_file = true;
+            ok = true;
+        } else if (strncmp(tok, "fd:", 3) == 0) {
+            int64_t fd;
+            ok = parse_i32(tok + 3, &fd);
+            arg->v.fdsel.is_file = false;
+            arg->v.fdsel.fd = (int)fd;
+        }
+        expected = "f<N> or fd:<decimal>";
+        break;
+    case ARG_BINDSEL:
+        if (strncmp(tok, "cookie:", 7) == 0) {
+            arg->v.bindsel.by_cookie = true;
+            ok = parse_slot(tok + 7, 'c', &arg->v.bindsel.slot);
+        } else if (strncmp(tok, "nth:", 4) == 0) {
+            arg->v.bindsel.by_cookie = false;
+            ok = parse_u64(tok + 4, &arg->v.bindsel.nth);
+        }
+        expected = "cookie:c<N> or nth:<K>";
+        break;
+    case ARG_TEXT:
+        ok = printable_token(tok);
+        arg->v.text = tok;
+        expected = "printable ASCII without spaces";
+        break;
+    }
+    if (!ok) {
+        return fail(p, "argument %s:%s: expected %s, found '%s'", spec->name, kind, expected, tok);
+    }
+    return true;
+}
+
+/* Splits a line into tokens in place; exactly one space between tokens. */
+static bool tokenize(struct parser *p, char *line, char **toks, size_t max, size_t *n) {
+    *n = 0;
+    char *cur = line;
+    for (;;) {
+        char *sp = strchr(cur, ' ');
+        if (sp != NULL) {
+            *sp = '\0';
+        }
+        if (*cur == '\0') {
+            return fail(p, "empty token: tokens are separated by exactly one space");
+        }
+        if (*n == max) {
+            return fail(p, "too many tokens");
+        }
+        toks[(*n)++] = cur;
+        if (sp == NULL) {
+            return true;
+        }
+        cur = sp + 1;
+    }
+}
+
+static bool valid_id(const char *s) {
+    if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9'))) {
+        return false;
+    }
+    for (; *s != '\0'; s++) {
+        char c = *s;
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool grow(void **arr, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) {
+        return true;
+    }
+    size_t cap2 = *cap ? *cap * 2 : 16;
+    while (cap2 < need) {
+        cap2 *= 2;
+    }
+    void *p = realloc(*arr, cap2 * elem);
+    if (p == NULL) {
+        return false;
+    }
+    *arr = p;
+    *cap = cap2;
+    return true;
+}
+
+static bool parse_op_line(struct parser *p, char **toks, size_t ntoks, struct probe_step *st) {
+    memset(st, 0, sizeof *st); /* program_free() reads a half-parsed step too */
+    int op = vocab_op_by_name(toks[0]);
+    if (op < 0) {
+        return fail(p, "unknown op '%s' (see npuconf-probe --list)", toks[0]);
+    }
+    const struct npuconf_op_info *info = &NPUCONF_OPS[op];
+    st->op = (enum npuconf_op)op;
+    st->line = p->line;
+    if (ntoks - 1 != info->nargs) {
+        return fail(p, "op %s takes %zu argument(s), found %zu", info->name, info->nargs, ntoks - 1);
+    }
+    for (size_t a = 0; a < info->nargs; a++) {
+        if (!parse_arg(p, &info->args[a], toks[a + 1], &st->args[a])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool program_parse(char *text, size_t len, struct probe_program *prog, char *err, size_t errlen) {
+    struct parser p = {0, err, errlen};
+    memset(prog, 0, sizeof *prog);
+    prog->text = text;
+    size_t cap_sc = 0, cap_st = 0;
+    struct probe_scenario *sc = NULL; /* the open scenario */
+    char *toks[NPUCONF_MAX_OP_ARGS + 2];
+    size_t ntoks;
+    char *cur = text;
+    char *end = text + len;
+    bool header = false;
+    while (cur < end) {
+        char *nl = memchr(cur, '\n', (size_t)(end - cur));
+        char *line_end = nl != NULL ? nl : end;
+        p.line++;
+        char *line = cur;
+        if (memchr(line, '\0', (size_t)(line_end - line)) != NULL) {
+            return fail(&p, "NUL byte");
+        }
+        *line_end = '\0';
+        cur = nl != NULL ? nl + 1 : end;
+        if (*line == '\0') {
+            return fail(&p, "empty line");
+        }
+        if (!tokenize(&p, line, toks, sizeof toks / sizeof toks[0], &ntoks)) {
+            return false;
+        }
+        if (!header) {
+            if (ntoks != 3 || strcmp(toks[0], "npuconf-program") != 0) {
+                return fail(&p, "expected 'npuconf-program %s <vocabulary hash>'", PROGRAM_FORMAT_VERSION);
+            }
+            if (strcmp(toks[1], PROGRAM_FORMAT_VERSION) != 0) {
+                return fail(&p, "program format %s, this probe reads format %s", toks[1], PROGRAM_FORMAT_VERSION);
+            }
+            if (strcmp(toks[2], NPUCONF_VOCAB_HASH) != 0) {
+                return fail(&p, "program vocabulary hash %s differs from the probe's %s: rebuild the probe", toks[2],
+                            NPUCONF_VOCAB_HASH);
+            }
+            header = true;
+            continue;
+        }
+        if (sc == NULL) {
+            if (strcmp(toks[0], "scenario") != 0 || ntoks != 3) {
+                return fail(&p, "expected 'scenario <id> <timeout_ms>'");
+            }
+            if (!valid_id(toks[1])) {
+                return fail(&p, "scenario id '%s' is not [a-z0-9][a-z0-9_.-]*", toks[1]);
+            }
+            uint64_t timeout;
+            if (!parse_u64(toks[2], &timeout) || timeout == 0) {
+                return fail(&p, "timeout_ms: expected a positive decimal, found '%s'", toks[2]);
+            }
+            if (!grow((void **)&prog->scenarios, &cap_sc, prog->nscenarios + 1, sizeof *prog->scenarios)) {
+                return fail(&p, "out of memory");
+            }
+            sc = &prog->scenarios[prog->nscenarios++];
+            memset(sc, 0, sizeof *sc);
+            sc->id = toks[1];
+            sc->timeout_ms = timeout;
+            sc->line = p.line;
+            cap_st = 0;
+            continue;
+        }
+        if (strcmp(toks[0], "end") == 0) {
+            if (ntoks != 1) {
+                return fail(&p, "'end' takes no argument");
+            }
+            sc = NULL;
+            continue;
+        }
+        if (strcmp(toks[0], "scenario") == 0) {
+            return fail(&p, "scenario %s is not closed by 'end'", sc->id);
+        }
+        if (!grow((void **)&sc->steps, &cap_st, sc->nsteps + 1, sizeof *sc->steps)) {
+            return fail(&p, "out of memory");
+        }
+        struct probe_step *st = &sc->steps[sc->nsteps++];
+        if (!parse_op_line(&p, toks, ntoks, st)) {
+            return false;
+        }
+    }
+    if (!header) {
+        p.line = 1;
+        return fail(&p, "empty program: expected 'npuconf-program %s <vocabulary hash>'", PROGRAM_FORMAT_VERSION);
+    }
+    if (sc != NULL) {
+        return fail(&p, "end of program inside scenario %s: missing 'end'", sc->id);
+    }
+    return true;
+}
+
+void program_free(struct probe_program *prog) {
+    for (size_t s = 0; s < prog->nscenarios; s++) {
+        struct probe_scenario *sc = &prog->scenarios[s];
+        for (size_t i = 0; i < sc->nsteps; i++) {
+            const struct npuconf_op_info *info = &NPUCONF_OPS[sc->steps[i].op];
+            for (size_t a = 0; a < info->nargs; a++) {
+                if (info->args[a].kind == ARG_REQS || info->args[a].kind == ARG_BUFS) {
+                    free(sc->steps[i].args[a].v.list.slots);
+                }
+            }
+        }
+        free(sc->steps);
+    }
+    free(prog->scenarios);
+    free(prog->text);
+    memset(prog, 0, sizeof *prog);
+}
+
+void program_raw_cookie_text(const struct probe_arg *arg, char out[32]) {
+    if (arg->v.cookie.raw_negative) {
+        snprintf(out, 32, "raw:%" PRId64, arg->v.cookie.raw_value);
+    } else {
+        snprintf(out, 32, "raw:%" PRIu64, arg->v.cookie.raw_unsigned);
+    }
+}

@@ -1,0 +1,82 @@
+/*
+ * Probe programs (docs/formats.md §3), parsed whole before anything runs so that a bad program
+ * is reported once, with its line number, and never half-executed.
+ */
+#ifndef NPUCONF_PROBE_PROGRAM_H
+#define NPUCONF_PROBE_PROGRAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vocabulary.h"
+
+#define PROBE_SLOTS 256
+
+enum cookie_sel { COOKIE_SLOT, COOKIE_NULL, COOKIE_RAW };
+
+struct probe_arg {
+    enum npuconf_arg_kind kind;
+    union {
+        unsigned slot;         /* req, buf, map, file */
+        int64_t i64;           /* i32, i64, prot, mapflags, errno (the number) */
+        uint64_t u64;          /* u64 */
+        bool flag;             /* bool */
+        const char *text;      /* text (points into the program's text buffer) */
+        struct {
+            size_t n;
+            unsigned char *slots;
+        } list;                /* reqs, bufs */
+        struct {
+            enum cookie_sel sel;
+            unsigned slot;
+            uintptr_t raw;     /* the pointer bits handed to the API (when raw_fits) */
+            int64_t raw_value; /* as written, for the trace */
+            bool raw_negative;
+            uint64_t raw_unsigned;
+            bool raw_fits; /* whether the value fits a pointer on this target */
+        } cookie;
+        struct {
+            bool is_file;
+            unsigned slot;
+            int fd;
+        } fdsel;
+        struct {
+            bool by_cookie;
+            unsigned slot;
+            uint64_t nth;
+        } bindsel;
+    } v;
+};
+
+struct probe_step {
+    enum npuconf_op op;
+    unsigned line;
+    struct probe_arg args[NPUCONF_MAX_OP_ARGS > 0 ? NPUCONF_MAX_OP_ARGS : 1];
+};
+
+struct probe_scenario {
+    const char *id;
+    uint64_t timeout_ms;
+    unsigned line;
+    size_t nsteps;
+    struct probe_step *steps;
+};
+
+struct probe_program {
+    char *text; /* owns the bytes every `const char *` above points into */
+    size_t nscenarios;
+    struct probe_scenario *scenarios;
+};
+
+/*
+ * Parses `len` bytes of `text` (which must have room for a terminating NUL at text[len]; `prog`
+ * takes it over even on failure). On failure returns false and writes one line into `err` naming
+ * the line number.
+ */
+bool program_parse(char *text, size_t len, struct probe_program *prog, char *err, size_t errlen);
+void program_free(struct probe_program *prog);
+/* "raw:<decimal>" as the scenario wrote it. */
+void program_raw_cookie_text(const struct probe_arg *arg, char out[32]);
+
+#endif

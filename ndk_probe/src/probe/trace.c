@@ -1,0 +1,366 @@
+#include "trace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "vocab.h"
+
+/* One probe cookie object; its address is what the implementation receives. */
+struct trace_cookie {
+    unsigned handed;  /* setCookie calls with a deleter */
+    unsigned deleted; /* deleter calls */
+};
+
+struct trace_raw {
+    uintptr_t bits;
+    char text[32];
+};
+
+struct trace_buf {
+    ANpuBuffer *ptr;
+    unsigned id;
+    bool live;
+};
+
+struct trace_success {
+    size_t buf;         /* registry index */
+    const void *cookie; /* as received by onAlloc */
+    bool bound;
+};
+
+/* The single mutable global of the probe (see trace.h). */
+static struct recorder {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int fd;
+    uint64_t counts[TC__COUNT];
+    struct trace_cookie cookies[PROBE_SLOTS];
+    struct trace_raw *raws;
+    size_t nraws, capraws;
+    struct trace_buf *bufs;
+    size_t nbufs, capbufs;
+    unsigned next_id;
+    struct trace_success *succ;
+    size_t nsucc, capsucc;
+} rec;
+
+static _Thread_local bool in_api;
+
+static void *grow(void *arr, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) {
+        return arr;
+    }
+    size_t cap2 = *cap ? *cap * 2 : 16;
+    void *p = realloc(arr, cap2 * elem);
+    if (p == NULL) {
+        abort(); /* a callback has no way to report failure */
+    }
+    *cap = cap2;
+    return p;
+}
+
+void trace_init(int fd) {
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutex_init(&rec.mu, &ma);
+    pthread_mutexattr_destroy(&ma);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    /* Budgets are CLOCK_MONOTONIC; wall-clock steps must not stretch or cut a wait. */
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rec.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    rec.fd = fd;
+    rec.next_id = 1;
+}
+
+void trace_reset(void) {
+    pthread_mutex_lock(&rec.mu);
+    memset(rec.counts, 0, sizeof rec.counts);
+    memset(rec.cookies, 0, sizeof rec.cookies);
+    rec.nraws = 0;
+    rec.nbufs = 0;
+    rec.nsucc = 0;
+    rec.next_id = 1;
+    pthread_mutex_unlock(&rec.mu);
+}
+
+static void write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return; /* the reader is gone; nothing left to tell */
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void emit_locked(struct jbuf *ev) {
+    jb_u64(ev, "t", probe_now_ns());
+    jb_raw(ev, "}\n");
+    int saved = errno;
+    write_all(rec.fd, ev->p, ev->len);
+    errno = saved;
+}
+
+void trace_emit(struct jbuf *ev) {
+    pthread_mutex_lock(&rec.mu);
+    emit_locked(ev);
+    pthread_mutex_unlock(&rec.mu);
+}
+
+void trace_api_enter(void) { in_api = true; }
+void trace_api_leave(void) { in_api = false; }
+
+void *trace_cookie_ptr(unsigned slot) { return &rec.cookies[slot]; }
+
+/* The pool slot of `cookie`, or -1 when it is not a probe cookie object. */
+static int cookie_slot_locked(const void *cookie) {
+    uintptr_t c = (uintptr_t)cookie;
+    uintptr_t base = (uintptr_t)&rec.cookies[0];
+    if (c < base || c >= (uintptr_t)&rec.cookies[PROBE_SLOTS] || (c - base) % sizeof rec.cookies[0] != 0) {
+        return -1;
+    }
+    return (int)((c - base) / sizeof rec.cookies[0]);
+}
+
+void trace_cookie_handed(const struct probe_arg *cookie) {
+    pthread_mutex_lock(&rec.mu);
+    rec.counts[TC_HANDED]++;
+    if (cookie->v.cookie.sel == COOKIE_SLOT) {
+        rec.cookies[cookie->v.cookie.slot].handed++;
+    }
+    pthread_mutex_unlock(&rec.mu);
+}
+
+void trace_raw_register(const struct probe_arg *cookie) {
+    pthread_mutex_lock(&rec.mu);
+    rec.raws = grow(rec.raws, &rec.capraws, rec.nraws + 1, sizeof *rec.raws);
+    rec.raws[rec.nraws].bits = cookie->v.cookie.raw;
+    program_raw_cookie_text(cookie, rec.raws[rec.nraws].text);
+    rec.nraws++;
+    pthread_mutex_unlock(&rec.mu);
+}
+
+/* Writes the cookie's trace value; *deleted tells whether its deleter already ran for every handing. */
+static void cookie_json_locked(struct jbuf *ev, const void *cookie, bool *deleted) {
+    *deleted = false;
+    if (cookie == NULL) {
+        jb_null(ev, "cookie");
+        return;
+    }
+    int slot = cookie_slot_locked(cookie);
+    char text[40];
+    if (slot >= 0) {
+        const struct trace_cookie *c = &rec.cookies[slot];
+        *deleted = c->deleted > 0 && c->deleted >= c->handed;
+        snprintf(text, sizeof text, "c%d", slot);
+        jb_str(ev, "cookie", text);
+        return;
+    }
+    for (size_t i = 0; i < rec.nraws; i++) {
+        if (rec.raws[i].bits == (uintptr_t)cookie) {
+            jb_str(ev, "cookie", rec.raws[i].text);
+            return;
+        }
+    }
+    snprintf(text, sizeof text, "?0x%" PRIxPTR, (uintptr_t)cookie);
+    jb_str(ev, "cookie", text);
+}
+
+/* Registry index of a live handle for `buf`, assigning the next B<N> at first sight. */
+static size_t buf_index_locked(ANpuBuffer *buf) {
+    for (size_t i = rec.nbufs; i-- > 0;) {
+        if (rec.bufs[i].live && rec.bufs[i].ptr == buf) {
+            return i;
+        }
+    }
+    rec.bufs = grow(rec.bufs, &rec.capbufs, rec.nbufs + 1, sizeof *rec.bufs);
+    rec.bufs[rec.nbufs] = (struct trace_buf){buf, rec.next_id++, true};
+    return rec.nbufs++;
+}
+
+static void buf_json_locked(struct jbuf *ev, size_t index) {
+    if (index == TRACE_NO_BUF) {
+        jb_null(ev, "buf");
+        return;
+    }
+    char text[24];
+    snprintf(text, sizeof text, "B%u", rec.bufs[index].id);
+    jb_str(ev, "buf", text);
+}
+
+static void error_json(struct jbuf *ev, int error) {
+    if (error == 0) {
+        jb_i64(ev, "error", 0);
+    } else {
+        char tmp[16];
+        jb_str(ev, "error", vocab_errno_name(error, tmp));
+    }
+}
+
+static void callback_event(const char *kind, void *cookie, bool with_result, int error, ANpuBuffer *buf,
+                           enum trace_counter counter, bool success_alloc) {
+    struct jbuf ev;
+    jb_init(&ev);
+    pthread_mutex_lock(&rec.mu);
+    rec.counts[counter]++;
+    jb_raw(&ev, "{\"ev\":\"cb\"");
+    jb_str(&ev, "kind", kind);
+    bool deleted;
+    cookie_json_locked(&ev, cookie, &deleted);
+    if (with_result) {
+        size_t index = buf != NULL ? buf_index_locked(buf) : TRACE_NO_BUF;
+        error_json(&ev, error);
+        buf_json_locked(&ev, index);
+        if (success_alloc && error == 0 && index != TRACE_NO_BUF) {
+            rec.succ = grow(rec.succ, &rec.capsucc, rec.nsucc + 1, sizeof *rec.succ);
+            rec.succ[rec.nsucc++] = (struct trace_success){index, cookie, false};
+        }
+    }
+    jb_str(&ev, "thread", in_api ? "caller" : "other");
+    if (deleted) {
+        jb_bool(&ev, "cookie_deleted", true);
+    }
+    emit_locked(&ev);
+    pthread_cond_broadcast(&rec.cv);
+    pthread_mutex_unlock(&rec.mu);
+    jb_free(&ev);
+}
+
+void trace_record_alloc(void *cookie, int error, ANpuBuffer *buf) {
+    callback_event("alloc", cookie, true, error, buf, TC_ALLOC, true);
+}
+
+void trace_record_load(void *cookie, int error, ANpuBuffer *buf) {
+    callback_event("load", cookie, true, error, buf, TC_LOAD, false);
+}
+
+void trace_record_preempt(void *cookie) { callback_event("preempt", cookie, false, 0, NULL, TC_PREEMPT, false); }
+
+void trace_record_deleter(void *cookie) {
+    struct jbuf ev;
+    jb_init(&ev);
+    pthread_mutex_lock(&rec.mu);
+    jb_raw(&ev, "{\"ev\":\"deleter\"");
+    bool deleted;
+    /* Named before counting, so cookie_deleted marks a deleter run more often than handed over. */
+    cookie_json_locked(&ev, cookie, &deleted);
+    jb_str(&ev, "thread", in_api ? "caller" : "other");
+    if (deleted) {
+        jb_bool(&ev, "cookie_deleted", true);
+    }
+    int slot = cookie_slot_locked(cookie);
+    if (slot >= 0) {
+        rec.cookies[slot].deleted++;
+    }
+    rec.counts[TC_DELETER]++;
+    emit_locked(&ev);
+    pthread_cond_broadcast(&rec.cv);
+    pthread_mutex_unlock(&rec.mu);
+    jb_free(&ev);
+}
+
+ANpuBuffer *trace_buf_ptr(size_t index) {
+    pthread_mutex_lock(&rec.mu);
+    ANpuBuffer *p = index < rec.nbufs ? rec.bufs[index].ptr : NULL;
+    pthread_mutex_unlock(&rec.mu);
+    return p;
+}
+
+bool trace_buf_live(size_t index) {
+    pthread_mutex_lock(&rec.mu);
+    bool live = index < rec.nbufs && rec.bufs[index].live;
+    pthread_mutex_unlock(&rec.mu);
+    return live;
+}
+
+void trace_buf_id(size_t index, char out[24]) {
+    pthread_mutex_lock(&rec.mu);
+    snprintf(out, 24, "B%u", index < rec.nbufs ? rec.bufs[index].id : 0u);
+    pthread_mutex_unlock(&rec.mu);
+}
+
+void trace_buf_retire(size_t index) {
+    pthread_mutex_lock(&rec.mu);
+    if (index < rec.nbufs) {
+        rec.bufs[index].live = false;
+    }
+    pthread_mutex_unlock(&rec.mu);
+}
+
+size_t trace_bind_cookie(unsigned cookie_slot) {
+    size_t found = TRACE_NO_BUF;
+    pthread_mutex_lock(&rec.mu);
+    for (size_t i = 0; i < rec.nsucc; i++) {
+        if (!rec.succ[i].bound && rec.succ[i].cookie == (const void *)&rec.cookies[cookie_slot]) {
+            rec.succ[i].bound = true;
+            found = rec.succ[i].buf;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&rec.mu);
+    return found;
+}
+
+size_t trace_bind_nth(uint64_t nth) {
+    size_t found = TRACE_NO_BUF;
+    pthread_mutex_lock(&rec.mu);
+    if (nth < rec.nsucc) {
+        rec.succ[nth].bound = true;
+        found = rec.succ[nth].buf;
+    }
+    pthread_mutex_unlock(&rec.mu);
+    return found;
+}
+
+size_t *trace_unfreed_successes(size_t *n) {
+    pthread_mutex_lock(&rec.mu);
+    size_t *out = malloc((rec.nsucc ? rec.nsucc : 1) * sizeof *out);
+    if (out == NULL) {
+        abort();
+    }
+    *n = 0;
+    for (size_t i = 0; i < rec.nsucc; i++) {
+        size_t b = rec.succ[i].buf;
+        bool dup = false;
+        for (size_t j = 0; j < *n; j++) {
+            dup = dup || out[j] == b;
+        }
+        if (!dup && rec.bufs[b].live) {
+            out[(*n)++] = b;
+        }
+    }
+    pthread_mutex_unlock(&rec.mu);
+    return out;
+}
+
+uint64_t trace_count(enum trace_counter c) {
+    pthread_mutex_lock(&rec.mu);
+    uint64_t v = rec.counts[c];
+    pthread_mutex_unlock(&rec.mu);
+    return v;
+}
+
+bool trace_wait(enum trace_counter c, uint64_t target, uint64_t budget_ns, uint64_t *got) {
+    struct timespec deadline = probe_deadline_ts(budget_ns);
+    pthread_mutex_lock(&rec.mu);
+    while (rec.counts[c] < target) {
+        if (pthread_cond_timedwait(&rec.cv, &rec.mu, &deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    *got = rec.counts[c];
+    pthread_mutex_unlock(&rec.mu);
+    return *got >= target;
+}

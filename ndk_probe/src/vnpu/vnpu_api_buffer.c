@@ -1,0 +1,122 @@
+/* ANpuBuffer_free, _map, _unmap and _setPriority. Buffer pointers are looked up in the registry
+ * (compared, never dereferenced) before use, so a stale pointer gets EINVAL, not a crash. */
+#include <errno.h>
+#include <sys/mman.h>
+
+#include "vnpu_internal.h"
+
+VNPU_API int ANpuBuffer_free(ANpuBuffer *const *buffers, size_t buffersLen)
+{
+    vnpu_dev();
+    if (buffersLen == 0)
+        return 0;
+    if (buffers == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    int rc = 0;
+    ANpuBuffer *reap = NULL;
+    vnpu_lock();
+    for (size_t i = 0; i < buffersLen; i++) {
+        ANpuBuffer *buf = buffers[i];
+        if (buf == NULL || !vnpu_buffer_is_registered_locked(buf) || !buf->user_ref) {
+            rc = -1; /* NULL, unknown or already freed: the others are still freed */
+            continue;
+        }
+        buf->user_ref = false;
+        vnpu_buffer_settle_locked(buf, &reap);
+    }
+    vnpu_unlock();
+    vnpu_buffer_reap(reap); /* deleters run on this thread unless a callback is in flight */
+    if (rc != 0)
+        errno = EINVAL;
+    return rc;
+}
+
+static int map_error_locked(const ANpuBuffer *buf, int prot)
+{
+    if (!vnpu_buffer_is_registered_locked(buf) || !buf->user_ref)
+        return EINVAL; /* map after free is undefined; refuse it */
+    if (vnpu_aosp())
+        return buf->preempted || buf->state != VNPU_ALLOCATED ? ENOMEM : 0; /* D1; no prot check (D13) */
+    if (buf->preempted)
+        return ENOENT;
+    if (buf->state != VNPU_ALLOCATED)
+        return EBUSY; /* a load is in flight */
+    if ((prot & ~buf->prot) != 0)
+        return EACCES; /* not a subset of the allocation's protection flags */
+    return 0;
+}
+
+VNPU_API void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot, int flags, off_t offset)
+{
+    vnpu_dev();
+    ANpuBuffer *reap = NULL;
+    vnpu_lock();
+    int err = map_error_locked(buf, prot);
+    void *p = MAP_FAILED;
+    if (err == 0) {
+        /* Under the lock, so preemption cannot slip between the checks and the mapping. */
+        p = mmap(addr, length, prot, flags, buf->memfd, offset);
+        if (p == MAP_FAILED) {
+            err = errno;
+        } else {
+            uintptr_t start = (uintptr_t)p, end = start + vnpu_page_round_up(length);
+            vnpu_maps_forget_all_locked(start, end, &reap); /* MAP_FIXED may replace mappings */
+            if (vnpu_maps_add_locked(buf, start, end) != 0) {
+                munmap(p, length);
+                p = MAP_FAILED;
+                err = ENOMEM;
+            }
+        }
+    }
+    vnpu_unlock();
+    vnpu_buffer_reap(reap);
+    if (p == MAP_FAILED)
+        errno = err;
+    return p;
+}
+
+VNPU_API int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length)
+{
+    vnpu_dev();
+    uintptr_t start = (uintptr_t)addr, end = start + vnpu_page_round_up(length);
+    ANpuBuffer *reap = NULL;
+    int err = 0;
+    vnpu_lock();
+    /* Published: only this buffer's mappings. aosp-2026 ignores the buffer and calls munmap
+     * (facts MAP-3); either way the bookkeeping follows what was unmapped. */
+    if (!vnpu_aosp() && (!vnpu_buffer_is_registered_locked(buf) || length == 0 || (start & (vnpu_page_size() - 1)) != 0 || end < start ||
+                         !vnpu_maps_covers_locked(buf, start, end)))
+        err = EINVAL;
+    else if (munmap(addr, length) != 0)
+        err = errno;
+    else
+        vnpu_maps_forget_all_locked(start, end, &reap);
+    vnpu_unlock();
+    vnpu_buffer_reap(reap); /* the last unmap of a freed buffer destroys it */
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+VNPU_API int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t newBufferPriority)
+{
+    vnpu_dev();
+    int err = 0;
+    vnpu_lock();
+    if (!vnpu_buffer_is_registered_locked(buf) || !buf->user_ref)
+        err = EINVAL;
+    else if (!vnpu_aosp() && (newBufferPriority < ANPUBUFFER_PRIORITY_MIN || newBufferPriority > ANPUBUFFER_PRIORITY_MAX))
+        err = EINVAL; /* aosp-2026 accepts any value (D3) */
+    else
+        buf->priority = newBufferPriority; /* also on a preempted buffer: it is still live */
+    vnpu_unlock();
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}

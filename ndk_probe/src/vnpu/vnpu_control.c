@@ -1,0 +1,139 @@
+/* vnpu_control(): the virtual device's test hooks (npuconf/vnpu_control.h). Not part of the NDK
+ * API; the probe finds it with dlsym(), so on real devices the scenarios that need it are
+ * NOT_APPLICABLE. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "npuconf/vnpu_control.h"
+#include "vnpu_internal.h"
+
+/* The errno names are the vocabulary's (one source of truth); the op table is not needed here. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-const-variable"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#include "vocabulary.h"
+#pragma GCC diagnostic pop
+
+static bool parse_u64(const char *s, int base, uint64_t *out)
+{
+    if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ')
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, base);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+static int cmd_preempt(const char *arg)
+{
+    int err = ENOENT;
+    vnpu_lock();
+    if (strcmp(arg, "lowest") == 0) {
+        ANpuBuffer *victim = vnpu_policy_victim_locked();
+        if (victim != NULL)
+            err = vnpu_preempt_locked(victim);
+    } else {
+        uint64_t addr;
+        if (strncmp(arg, "0x", 2) != 0 || !parse_u64(arg + 2, 16, &addr) || addr > UINTPTR_MAX) {
+            err = EINVAL;
+        } else {
+            /* Compared with live buffers only; an unknown address is never dereferenced. */
+            for (ANpuBuffer *b = vnpu_dev()->buffers; b != NULL; b = b->next)
+                if ((uintptr_t)b == (uintptr_t)addr)
+                    err = vnpu_preempt_locked(b);
+        }
+    }
+    vnpu_unlock();
+    return err;
+}
+
+/* Reserves capacity, preempting (lowest priority first) until used + reserved fits. The
+ * reservation stays in force even when it cannot be met (ENOMEM). */
+static int cmd_pressure(uint64_t bytes)
+{
+    int err = 0;
+    vnpu_lock();
+    struct vnpu_device *dev = vnpu_dev();
+    dev->reserved = bytes;
+    while (err == 0 && vnpu_policy_over_locked()) {
+        ANpuBuffer *victim = vnpu_policy_victim_locked();
+        err = victim != NULL ? vnpu_preempt_locked(victim) : ENOMEM;
+    }
+    vnpu_unlock();
+    return err;
+}
+
+static int errno_by_name(const char *name, int *out)
+{
+    if (strcmp(name, "none") == 0) {
+        *out = 0;
+        return 0;
+    }
+    for (size_t i = 0; i < NPUCONF_ERRNO_COUNT; i++)
+        if (strcmp(NPUCONF_ERRNOS[i].name, name) == 0) {
+            *out = NPUCONF_ERRNOS[i].number;
+            return 0;
+        }
+    return EINVAL;
+}
+
+static int run(const char *command)
+{
+    if (command == NULL)
+        return EINVAL;
+    const char *eq = strchr(command, '=');
+    if (eq == NULL)
+        return EINVAL;
+    size_t klen = (size_t)(eq - command);
+    const char *arg = eq + 1;
+    struct vnpu_device *dev = vnpu_dev();
+    uint64_t n;
+#define KEY(k) (klen == sizeof(k) - 1 && strncmp(command, k, klen) == 0)
+    if (KEY("preempt"))
+        return cmd_preempt(arg);
+    if (KEY("pressure"))
+        return parse_u64(arg, 10, &n) ? cmd_pressure(n) : EINVAL;
+    if (KEY("delay_ms")) {
+        if (!parse_u64(arg, 10, &n) || n > UINT32_MAX)
+            return EINVAL;
+        vnpu_lock();
+        dev->delay_ms = n;
+        vnpu_unlock();
+        return 0;
+    }
+    if (KEY("callback_thread")) {
+        bool caller = strcmp(arg, "caller") == 0;
+        if (!caller && strcmp(arg, "other") != 0)
+            return EINVAL;
+        vnpu_lock();
+        dev->callback_caller = caller;
+        vnpu_unlock();
+        return 0;
+    }
+    if (KEY("fail_next")) {
+        int e;
+        if (errno_by_name(arg, &e) != 0)
+            return EINVAL;
+        vnpu_lock();
+        dev->fail_next = e;
+        vnpu_unlock();
+        return 0;
+    }
+#undef KEY
+    return EINVAL;
+}
+
+VNPU_API int vnpu_control(const char *command)
+{
+    int err = run(command);
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,211 @@
+/*
+ * Internal interfaces of the virtual NPU (libvnpu.so). See docs/vnpu.md for the behaviour.
+ *
+ * Locking: one process-wide mutex (vnpu_lock) protects every buffer's mutable state, the buffer
+ * registry, the budget and the job queue. Request objects are not locked (the API makes their
+ * thread-safety the caller's job). No vnpu lock is ever held while user code runs (callbacks,
+ * cookie deleters), so callbacks may call back into the API.
+ */
+#ifndef VNPU_INTERNAL_H
+#define VNPU_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "android/npumanager/buffer.h"
+
+/* Only the 18 API functions and vnpu_control leave the library (-fvisibility=hidden). */
+#define VNPU_API __attribute__((visibility("default")))
+
+#define VNPU_REQUEST_MAGIC 0x52514e56u /* "VNQR" */
+#define VNPU_BUFFER_MAGIC 0x46424e56u  /* "VNBF": helps spot stale pointers in a debugger */
+#define VNPU_PROT_ALL 0x7              /* PROT_READ | PROT_WRITE | PROT_EXEC */
+#define VNPU_MAX_PAIRS 64
+
+/* ---- profile (vnpu_profile.c) ---- */
+
+enum vnpu_personality { VNPU_PUBLISHED, VNPU_AOSP_2026 };
+enum vnpu_policy_kind { VNPU_POLICY_BUDGET };
+
+struct vnpu_pair {
+    int32_t device;
+    int8_t type;
+};
+
+struct vnpu_profile {
+    struct vnpu_pair pairs[VNPU_MAX_PAIRS];
+    size_t npairs;
+    uint64_t capacity;
+    enum vnpu_policy_kind policy;
+    enum vnpu_personality personality;
+    uint64_t callback_delay_us;
+};
+
+/* Fills *out from $NPUCONF_VNPU_PROFILE (defaults when unset). Returns 0, or -1 with a
+ * one-line message in err. */
+int vnpu_profile_load(struct vnpu_profile *out, char *err, size_t errlen);
+bool vnpu_profile_has_pair(const struct vnpu_profile *p, int32_t device, int32_t type);
+
+/* ---- cookie holders (vnpu_cookie.c) ---- */
+
+/* A reference-counted (value, deleter) pair. NULL stands for (NULL, no deleter). */
+struct vnpu_cookie {
+    atomic_uint refs;
+    void *value;
+    ANpuManager_CookieDeleter deleter;
+};
+
+struct vnpu_cookie *vnpu_cookie_new(void *value, ANpuManager_CookieDeleter deleter);
+struct vnpu_cookie *vnpu_cookie_ref(struct vnpu_cookie *c);
+/* Drops one reference; the last one runs the deleter on the calling thread. Never call with
+ * the vnpu lock held. */
+void vnpu_cookie_unref(struct vnpu_cookie *c);
+void *vnpu_cookie_value(const struct vnpu_cookie *c);
+
+/* ---- requests (vnpu_api_request.c) ---- */
+
+struct ANpuManager_AllocRequest {
+    uint32_t magic;
+    int32_t device;
+    int8_t type;
+    int64_t size;
+    int32_t priority;
+    int32_t prot;
+    int fd; /* owned; -1 (published) or any negative (aosp-2026) means no segment */
+    int64_t file_offset, length, buffer_offset;
+    struct vnpu_cookie *cookie;
+    ANpuManager_AllocCallback on_alloc;
+    ANpuManager_PreemptCallback on_preempt;
+};
+
+void vnpu_request_check(const ANpuManager_AllocRequest *req);
+
+/* ---- buffers (vnpu_buffer.c, vnpu_maps.c) ---- */
+
+enum vnpu_buf_state {
+    VNPU_ALLOCATING, /* admitted, onAlloc not delivered yet */
+    VNPU_ALLOCATED,
+    VNPU_LOADING, /* a loadAsync copy is queued or running */
+};
+
+struct vnpu_range {
+    uintptr_t start, end; /* page-aligned, end exclusive */
+};
+
+struct ANpuBuffer {
+    uint32_t magic;
+    struct ANpuBuffer *next, *prev; /* registry (device.buffers), until destroyed */
+    struct ANpuBuffer *next_dead;   /* reap list, after unlinking */
+    uint64_t seq;                   /* admission order, 1-based */
+    /* Immutable after creation. */
+    int64_t size;
+    int32_t prot, device;
+    int8_t type;
+    struct vnpu_cookie *cookie; /* this buffer's reference, dropped when the struct dies */
+    ANpuManager_PreemptCallback on_preempt;
+    /* Under the vnpu lock. memfd is also read without the lock by the one copy in flight. */
+    int memfd; /* -1 once the memory is released (preemption) */
+    int32_t priority;
+    enum vnpu_buf_state state;
+    bool user_ref;       /* the user may still call ANpuBuffer_free */
+    bool delivered;      /* onAlloc(0, buf) has started */
+    bool preempted;
+    bool cancel_pending; /* aosp-2026: preempted while allocating/loading */
+    bool load_poisoned;  /* aosp-2026: a failed load wedges later loads (LOAD-6) */
+    bool accounted;      /* counted by the budget */
+    bool dead;
+    unsigned jobs; /* queued or running callback jobs that use this buffer */
+    struct vnpu_range *ranges;
+    size_t nranges, cap_ranges;
+};
+
+ANpuBuffer *vnpu_buffer_new_locked(const ANpuManager_AllocRequest *snap, struct vnpu_cookie *cookie, int memfd);
+/* Applies the lifetime rules after a state change: stops accounting a freed, unmapped buffer,
+ * and unlinks a buffer nobody can reach any more onto *reap. */
+void vnpu_buffer_settle_locked(ANpuBuffer *buf, ANpuBuffer **reap);
+/* Releases the memory of a buffer (closes its memfd). */
+void vnpu_buffer_release_memory_locked(ANpuBuffer *buf);
+/* Destroys the unlinked buffers of a reap list; cookie deleters run here. Call unlocked. */
+void vnpu_buffer_reap(ANpuBuffer *reap);
+bool vnpu_buffer_is_registered_locked(const ANpuBuffer *buf);
+
+/* Mapping bookkeeping. */
+int vnpu_maps_add_locked(ANpuBuffer *buf, uintptr_t start, uintptr_t end);
+bool vnpu_maps_covers_locked(const ANpuBuffer *buf, uintptr_t start, uintptr_t end);
+/* Forgets [start, end) in every buffer (a mapping replaced by MAP_FIXED, or unmapped). */
+void vnpu_maps_forget_all_locked(uintptr_t start, uintptr_t end, ANpuBuffer **reap);
+uintptr_t vnpu_page_round_up(uintptr_t n);
+uintptr_t vnpu_page_size(void);
+
+/* ---- policy (vnpu_policy.c) ---- */
+
+/* 0 when the budget admits size bytes now (and accounts them), else ENOMEM. */
+int vnpu_policy_admit_locked(int64_t size);
+void vnpu_policy_account_locked(ANpuBuffer *buf);
+void vnpu_policy_release_locked(ANpuBuffer *buf);
+bool vnpu_policy_over_locked(void);
+/* The preemption victim for preempt=lowest and pressure, or NULL. */
+ANpuBuffer *vnpu_policy_victim_locked(void);
+
+/* ---- preemption (vnpu_preempt.c) ---- */
+
+/* Preempts buf: 0, or an errno (ENOENT, EBUSY). Queues the callbacks it owes. */
+int vnpu_preempt_locked(ANpuBuffer *buf);
+bool vnpu_preemptable_locked(const ANpuBuffer *buf);
+
+/* ---- jobs and the worker (vnpu_jobs.c, vnpu_device.c) ---- */
+
+enum vnpu_job_kind { VNPU_JOB_ALLOC, VNPU_JOB_LOAD, VNPU_JOB_PREEMPT };
+
+struct vnpu_job {
+    struct vnpu_job *next;
+    uint64_t due_ns;
+    enum vnpu_job_kind kind;
+    ANpuBuffer *buf;            /* NULL for an allocation that failed at admission */
+    struct vnpu_cookie *cookie; /* failed allocation only: the submission's reference */
+    int error;                  /* decided result; 0 means do the work */
+    bool immediate;             /* runs inside the API call (aosp-2026 client-side errors) */
+    ANpuManager_AllocCallback on_alloc;
+    ANpuManager_LoadCallback on_load;
+    int fd; /* source of the copy (a private dup), or -1 */
+    int64_t file_offset, length, buffer_offset;
+};
+
+struct vnpu_job *vnpu_job_new(enum vnpu_job_kind kind);
+/* Runs one job (callbacks included) on the calling thread; frees it. Call unlocked. */
+void vnpu_job_run(struct vnpu_job *job);
+/* Copies [off, off+len) of src into dst at dst_off with pread/pwrite: 0 or an errno. */
+int vnpu_copy_segment(int src, int64_t off, int64_t len, int dst, int64_t dst_off);
+/* EINVAL when [off, off+len) ends past the end of a regular file, else 0 (or fstat's errno). */
+int vnpu_check_file_bounds(int fd, int64_t off, int64_t len);
+
+/* ---- the device (vnpu_device.c) ---- */
+
+struct vnpu_device {
+    struct vnpu_profile profile;
+    ANpuBuffer *buffers; /* registry: every buffer struct not yet destroyed */
+    uint64_t next_seq;
+    uint64_t used;     /* budget: bytes of accounted buffers */
+    uint64_t reserved; /* budget: pressure=<bytes> */
+    /* control state */
+    uint64_t delay_ms;
+    bool callback_caller;
+    int fail_next;
+    /* worker */
+    struct vnpu_job *head, *tail;
+    bool worker_started;
+};
+
+/* The one process-wide device: initialised at the first API call; a bad profile ends the
+ * process there (exit status 70). */
+struct vnpu_device *vnpu_dev(void);
+bool vnpu_aosp(void);
+void vnpu_lock(void);
+void vnpu_unlock(void);
+/* Queues an asynchronous job (delay applied) and makes sure the worker runs. */
+void vnpu_enqueue_locked(struct vnpu_job *job);
+
+#endif

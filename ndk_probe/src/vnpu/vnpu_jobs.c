@@ -1,0 +1,158 @@
+/* Callback jobs: delivering onAlloc (after the load-on-alloc copy), onLoad (after the copy) and
+ * onPreempt. A job runs on the worker thread, or inline inside allocAsync when
+ * callback_thread=caller is set. The copy and the user callbacks run without the vnpu lock. */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vnpu_internal.h"
+
+#define VNPU_COPY_CHUNK (64 * 1024)
+
+struct vnpu_job *vnpu_job_new(enum vnpu_job_kind kind)
+{
+    struct vnpu_job *job = calloc(1, sizeof *job);
+    if (job == NULL)
+        abort();
+    job->kind = kind;
+    job->fd = -1;
+    return job;
+}
+
+int vnpu_check_file_bounds(int fd, int64_t off, int64_t len)
+{
+    struct stat64 st;
+    if (fstat64(fd, &st) != 0)
+        return errno;
+    if (S_ISREG(st.st_mode) && (off > st.st_size || len > st.st_size - off))
+        return EINVAL;
+    return 0;
+}
+
+int vnpu_copy_segment(int src, int64_t off, int64_t len, int dst, int64_t dst_off)
+{
+    char *chunk = malloc(VNPU_COPY_CHUNK);
+    if (chunk == NULL)
+        return ENOMEM;
+    int err = 0;
+    while (len > 0 && err == 0) {
+        size_t want = len < VNPU_COPY_CHUNK ? (size_t)len : VNPU_COPY_CHUNK;
+        /* pread: the position of the app's file description is never touched. */
+        ssize_t got = pread64(src, chunk, want, off);
+        if (got < 0) {
+            err = errno == EINTR ? 0 : errno;
+            continue;
+        }
+        if (got == 0) {
+            err = EINVAL; /* the segment runs past the end of the file */
+            break;
+        }
+        for (ssize_t put = 0; put < got && err == 0;) {
+            ssize_t n = pwrite64(dst, chunk + put, (size_t)(got - put), dst_off + put);
+            if (n < 0 && errno != EINTR)
+                err = errno;
+            else if (n > 0)
+                put += n;
+        }
+        off += got;
+        dst_off += got;
+        len -= got;
+    }
+    free(chunk);
+    return err;
+}
+
+/* Drops the job's reference on its buffer after the callbacks returned. */
+static void job_done(ANpuBuffer *buf)
+{
+    ANpuBuffer *reap = NULL;
+    vnpu_lock();
+    buf->jobs--;
+    vnpu_buffer_settle_locked(buf, &reap);
+    vnpu_unlock();
+    vnpu_buffer_reap(reap);
+}
+
+static void run_alloc(struct vnpu_job *job)
+{
+    ANpuBuffer *buf = job->buf;
+    if (buf == NULL) { /* refused at admission */
+        job->on_alloc(vnpu_cookie_value(job->cookie), job->error, NULL);
+        vnpu_cookie_unref(job->cookie); /* the submission's reference, after onAlloc returned */
+        return;
+    }
+    int err = 0;
+    if (job->fd >= 0) {
+        err = vnpu_copy_segment(job->fd, job->file_offset, job->length, buf->memfd, job->buffer_offset);
+        close(job->fd);
+    }
+    void *cookie = vnpu_cookie_value(buf->cookie);
+    vnpu_lock();
+    bool cancelled = buf->cancel_pending;
+    if (err != 0 || cancelled) {
+        buf->user_ref = false; /* never handed out */
+        vnpu_policy_release_locked(buf);
+        vnpu_buffer_release_memory_locked(buf);
+        if (cancelled)
+            err = ECANCELED;
+    } else {
+        buf->state = VNPU_ALLOCATED;
+        buf->delivered = true;
+    }
+    vnpu_unlock();
+    if (err != 0) {
+        job->on_alloc(cookie, err, NULL);
+        if (cancelled && buf->on_preempt != NULL)
+            buf->on_preempt(cookie);
+    } else {
+        job->on_alloc(cookie, 0, buf);
+    }
+    job_done(buf);
+}
+
+static void run_load(struct vnpu_job *job)
+{
+    ANpuBuffer *buf = job->buf;
+    int err = job->error;
+    bool copying = job->fd >= 0; /* only then is the buffer in VNPU_LOADING */
+    if (copying) {
+        err = vnpu_copy_segment(job->fd, job->file_offset, job->length, buf->memfd, job->buffer_offset);
+        close(job->fd);
+    }
+    bool cancelled = false;
+    vnpu_lock();
+    if (copying) {
+        buf->state = VNPU_ALLOCATED;
+        cancelled = buf->cancel_pending;
+        if (cancelled) {
+            vnpu_buffer_release_memory_locked(buf);
+            err = ECANCELED;
+        }
+    }
+    if (err != 0 && !job->immediate && vnpu_aosp())
+        buf->load_poisoned = true; /* the service's entry stays LOADING (facts LOAD-6) */
+    vnpu_unlock();
+    void *cookie = vnpu_cookie_value(buf->cookie);
+    job->on_load(cookie, err, buf);
+    if (cancelled && buf->on_preempt != NULL)
+        buf->on_preempt(cookie);
+    job_done(buf);
+}
+
+void vnpu_job_run(struct vnpu_job *job)
+{
+    switch (job->kind) {
+    case VNPU_JOB_ALLOC:
+        run_alloc(job);
+        break;
+    case VNPU_JOB_LOAD:
+        run_load(job);
+        break;
+    case VNPU_JOB_PREEMPT:
+        job->buf->on_preempt(vnpu_cookie_value(job->buf->cookie));
+        job_done(job->buf);
+        break;
+    }
+    free(job);
+}
