@@ -1,0 +1,39 @@
+"""Reports rendered from a run's results.jsonl only: junit.xml, report.html and summary.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .html import write_html as write_html
+from .junit import write_junit as write_junit
+from .results import ResultRecord as ResultRecord
+from .results import ResultsUnreadable as ResultsUnreadable
+from .results import RunResults as RunResults
+from .results import load_results as load_results
+from .summary import write_summary as write_summary
+
+__all__ = [
+    "ResultRecord",
+    "ResultsUnreadable",
+    "RunResults",
+    "load_results",
+    "write_html",
+    "write_junit",
+    "write_reports",
+    "write_summary",
+]
+
+
+def write_reports(results_path: Path, out_dir: Path) -> dict[str, Path]:
+    """Read `results_path` (results.jsonl or its directory) and write the three reports into `out_dir`."""
+    run = load_results(results_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "junit": out_dir / "junit.xml",
+        "html": out_dir / "report.html",
+        "summary": out_dir / "summary.json",
+    }
+    write_junit(run, paths["junit"])
+    write_html(run, paths["html"])
+    write_summary(run, paths["summary"])
+    return paths

@@ -1,0 +1,135 @@
+"""junit.xml from a run's results (docs/reports.md has the verdict → JUnit table).
+
+One `<testsuite>` per device, one `<testcase>` per scenario. JUnit elements are the CI-facing
+projection; the verdict itself is always in the testcase property `verdict`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+import junitparser
+from junitparser import xunit2
+
+from reference_model.verdicts import Verdict
+
+from .results import ResultRecord, RunResults, render_value, safe_text
+
+TRACE_EXCERPT_LINES: Final = 40
+
+_ERROR_VERDICTS: Final = frozenset({Verdict.CRASH, Verdict.TIMEOUT, Verdict.ERROR})
+_SKIPPED_VERDICTS: Final = frozenset({Verdict.NOT_APPLICABLE, Verdict.NOT_EXECUTED})
+
+
+def _exit_text(record: ResultRecord) -> str:
+    if not record.exit:
+        return ""
+    return "exit: " + ", ".join(f"{k}={render_value(v)}" for k, v in record.exit.items())
+
+
+def _trace_block(record: ResultRecord) -> str:
+    excerpt = record.trace_excerpt(TRACE_EXCERPT_LINES)
+    if not excerpt:
+        return "trace: (none recorded)"
+    skipped = len(record.trace) - len(excerpt)
+    head = f"trace (last {len(excerpt)} of {len(record.trace)} lines):" if skipped else "trace:"
+    return "\n".join([head, *excerpt])
+
+
+def _system_out(record: ResultRecord) -> str:
+    parts: list[str] = []
+    if record.verdict is Verdict.WAIVED:
+        parts.append(f"WAIVED: {record.waiver or record.reason or 'waived'}")
+        if record.divergence is not None:
+            parts.append(record.divergence.full_text())
+    elif record.reason:
+        parts.append(f"{record.verdict}: {record.reason}")
+    if record.discrepancy:
+        parts.append(f"AOSP discrepancy: {record.discrepancy}")
+    exit_text = _exit_text(record)
+    if exit_text:
+        parts.append(exit_text)
+    if record.recorded:
+        parts.append(_trace_block(record))
+    return "\n\n".join(parts)
+
+
+def _result_element(record: ResultRecord) -> junitparser.Failure | junitparser.Error | junitparser.Skipped | None:
+    verdict = record.verdict
+    if verdict is Verdict.FAIL:
+        if record.divergence is not None:
+            failure = junitparser.Failure(safe_text(record.divergence.one_line()), str(verdict))
+            failure.text = safe_text(record.divergence.full_text())
+        else:
+            failure = junitparser.Failure(safe_text(record.reason or "FAIL (no divergence recorded)"), str(verdict))
+        return failure
+    if verdict in _ERROR_VERDICTS:
+        error = junitparser.Error(safe_text(f"{verdict}: {record.reason or verdict.lower()}"), str(verdict))
+        body = "\n".join(x for x in (record.reason, _exit_text(record)) if x)
+        if body:
+            error.text = safe_text(body)
+        return error
+    if verdict in _SKIPPED_VERDICTS:
+        return junitparser.Skipped(safe_text(f"{verdict}: {record.reason or verdict.lower()}"), str(verdict))
+    return None  # PASS, WAIVED
+
+
+def _testcase(record: ResultRecord) -> xunit2.TestCase:
+    case = xunit2.TestCase(
+        safe_text(record.scenario),
+        safe_text(record.chapter),
+        record.duration_ms / 1000.0 if record.duration_ms is not None else None,
+    )
+    # Properties first: the JUnit schema puts <properties> before results and output.
+    case.add_property("verdict", str(record.verdict))
+    case.add_property("clauses", safe_text(",".join(record.clauses)))
+    case.add_property("discrepancy", safe_text(record.discrepancy or ""))
+    case.add_property("waiver", safe_text(record.waiver or ""))
+    if record.title:
+        case.add_property("title", safe_text(record.title))
+    element = _result_element(record)
+    if element is not None:
+        case.result = [element]
+    if record.verdict is not Verdict.PASS:
+        case.system_out = safe_text(_system_out(record))
+    return case
+
+
+def _suite(run: RunResults, serial: str, info: Mapping[str, object]) -> junitparser.TestSuite:
+    suite = junitparser.TestSuite(safe_text(serial))
+    plan = run.plan
+    if plan is not None:
+        suite.timestamp = safe_text(plan.started)
+        for name, value in (
+            ("run_id", plan.run_id),
+            ("kit_version", plan.kit_version),
+            ("vocabulary", plan.vocabulary),
+            ("profile", plan.profile),
+            ("target", plan.target),
+            ("corpus_hash", plan.corpus_hash),
+            ("model_hash", plan.model_hash),
+        ):
+            suite.add_property(name, safe_text(value))
+    for key, field_value in info.items():
+        suite.add_property(safe_text(f"device.{key}"), safe_text(render_value(field_value)))
+    suite.add_testcases([_testcase(record) for record in run.for_device(serial)])
+    return suite
+
+
+def build_junit(run: RunResults) -> junitparser.JUnitXml:
+    xml = junitparser.JUnitXml(safe_text(f"npuconf {run.run_id}".strip()))
+    for serial in run.device_serials:
+        xml.add_testsuite(_suite(run, serial, run.devices.get(serial, {})))
+    xml.update_statistics()  # type: ignore[no-untyped-call]  # junitparser leaves it unannotated
+    return xml
+
+
+def write_junit(run: RunResults, path: Path) -> None:
+    """Write junit.xml (UTF-8, XML 1.0) for `run` to `path`, replacing it atomically."""
+    xml = build_junit(run)
+    tmp = path.with_name(path.name + ".tmp")
+    xml.write(str(tmp), pretty=True)
+    os.replace(tmp, path)

@@ -1,0 +1,19 @@
+"""Fixtures for the report tests: synthetic runs written into the test's tmp dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from synthetic_results import ResultsBuilder, populate_mixed
+
+
+@pytest.fixture
+def builder(tmp_path: Path) -> ResultsBuilder:
+    return ResultsBuilder(tmp_path / "run")
+
+
+@pytest.fixture
+def mixed_run(builder: ResultsBuilder) -> ResultsBuilder:
+    """Two devices, every verdict at least once, one planned pair left without a result."""
+    return populate_mixed(builder)

@@ -1,0 +1,133 @@
+"""report.html rendered as text: content, escaping, self-containment."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from synthetic_results import DIVERGENCE, ResultsBuilder, scenario
+
+from reports.html import format_ns, render_html, write_html
+from reports.results import load_results
+
+HOSTILE = "<script>alert(1)</script>\x01\x1b[31m\ud800"
+
+
+class _Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+        self.scripts = 0
+        self.refs: list[tuple[str, str, str]] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name == "id" and value:
+                self.ids.add(value)
+            if name in ("src", "href", "action", "data", "srcset"):
+                self.refs.append((tag, name, value or ""))
+        if tag == "script":
+            self.scripts += 1
+
+
+def _html(builder: ResultsBuilder) -> str:
+    return render_html(load_results(builder.write()))
+
+
+def test_answer_and_counts_lead(mixed_run: ResultsBuilder):
+    html = _html(mixed_run)
+    answer = html.index('id="answer"')
+    assert html.index("non-conformant", answer) < html.index('id="matrix"')
+    assert "exit code 1" in html
+    assert "FAIL 1" in html and "PASS 7" in html and "NOT_EXECUTED 1" in html
+
+
+def test_matrix_has_worst_verdict_with_tooltip(mixed_run: ResultsBuilder):
+    html = _html(mixed_run)
+    row = re.search(r'<th class="clause mono">alloc-supported-succeeds</th>(.*?)</tr>', html, re.S)
+    assert row is not None
+    cells = re.findall(r'<td class="cell v v-(\w+)" title="([^"]*)">', row.group(1))
+    assert [c[0] for c in cells] == ["FAIL", "WAIVED"]
+    assert "alloc.enomem FAIL" in cells[0][1] and "alloc.basic PASS" in cells[0][1]
+
+
+def test_charts_are_inline_svg(mixed_run: ResultsBuilder):
+    html = _html(mixed_run)
+    assert '<svg id="chapters"' in html
+    assert '<svg id="latency"' in html
+    assert "1/2 pass (50%)" in html  # cookie: one PASS, one CRASH
+    # latencies 3 µs ×2, 45 µs ×2, 1.2 ms ×1
+    assert "2 callbacks, 2 µs to 5 µs after their alloc call" in html
+    assert "1 callbacks, 1 ms to 2 ms after their alloc call" in html
+
+
+def test_no_latency_chart_without_alloc_callbacks(builder: ResultsBuilder):
+    builder.plan(["a"], [scenario("alloc.x")]).result("a", "alloc.x", "PASS").end()
+    html = _html(builder)
+    assert "no alloc callbacks in the traces" in html
+    assert '<svg id="latency"' not in html
+
+
+def test_details_for_every_non_pass(mixed_run: ResultsBuilder):
+    html = _html(mixed_run)
+    details = re.findall(r'<article class="detail d-(\w+)" id="(r\d+)"', html)
+    assert sorted(v for v, _ in details) == sorted(
+        ["FAIL", "WAIVED", "CRASH", "TIMEOUT", "ERROR", "NOT_APPLICABLE", "NOT_EXECUTED"]
+    )
+    for _, ident in details:
+        assert f'href="#{ident}"' in html
+    assert "<code>npuconf run --target virtual -k alloc.enomem</code>" in html
+    assert "An allocation for a supported pair succeeds unless memory is exhausted." in html
+    assert "D4" in html
+    assert "last 40 of 60 trace lines" in html
+    assert "no trace: the scenario never ran" in html
+
+
+def test_replay_names_the_serial_on_adb(builder: ResultsBuilder):
+    builder.plan(["R58M123"], [scenario("alloc.x")], target="adb")
+    builder.result("R58M123", "alloc.x", "FAIL", divergence=DIVERGENCE)
+    assert "npuconf run --target adb --serial R58M123 -k alloc.x" in _html(builder)
+
+
+def test_hostile_text_is_escaped(builder: ResultsBuilder, tmp_path: Path):
+    builder.plan(["d"], [scenario("alloc.x")])
+    builder.device("d", model=HOSTILE)
+    builder.result("d", "alloc.x", "FAIL", reason=HOSTILE, divergence={**DIVERGENCE, "quote": HOSTILE}, trace=[HOSTILE])
+    path = tmp_path / "report.html"
+    write_html(load_results(builder.write()), path)
+    html = path.read_text(encoding="utf-8")
+    assert "<script>alert(1)" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;\\x01\\x1b[31m\\ud800" in html
+    assert "\x01" not in html and "\x1b" not in html
+    collector = _Collector()
+    collector.feed(html)
+    assert collector.scripts == 1
+
+
+def test_self_contained(mixed_run: ResultsBuilder):
+    html = _html(mixed_run)
+    collector = _Collector()
+    collector.feed(html)
+    assert "link" not in collector.tags and "img" not in collector.tags and "iframe" not in collector.tags
+    assert all(value.startswith("#") for _, _, value in collector.refs), collector.refs
+    assert "@import" not in html and "url(" not in html and "@font-face" not in html
+    assert "default-src 'none'" in html  # the page may not fetch anything even if it tried
+    assert {"matrix", "results", "filters", "filter-text", "chapters", "latency", "details"} <= collector.ids
+
+
+def test_problems_are_shown(builder: ResultsBuilder):
+    builder.plan(["a"], [scenario("alloc.x")]).raw("{oops").result("a", "alloc.x", "PASS")
+    html = _html(builder)
+    assert 'id="problems"' in html
+    assert "results.jsonl line 2: not JSON" in html
+
+
+@pytest.mark.parametrize(
+    ("ns", "text"), [(999, "999 ns"), (1_000, "1 µs"), (45_000, "45 µs"), (1_200_000, "1.2 ms"), (3e9, "3 s")]
+)
+def test_format_ns(ns: float, text: str):
+    assert format_ns(ns) == text
