@@ -266,7 +266,7 @@ static bool parse_arg(struct parser *p, const struct npuconf_op_arg *spec, char 
             arg->v.fdsel.is_file = true;
             ok = true;
         } else if (strncmp(tok, "fd:", 3) == 0) {
-            int64_t fd;
+            int64_t fd = -1;
             ok = parse_i32(tok + 3, &fd);
             arg->v.fdsel.is_file = false;
             arg->v.fdsel.fd = (int)fd;

@@ -1,0 +1,49 @@
+"""From one scenario's raw trace to the fields of its result record (used by run and rejudge)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from reference_model.caps import DeviceCaps
+from reference_model.judge import judge
+from reference_model.scenario import Scenario
+from reference_model.verdicts import Verdict
+from reference_model.waivers import Waiver, find_waiver
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    verdict: Verdict
+    reason: str
+    divergence: dict[str, Any] | None
+    discrepancy: str | None
+    waiver: str | None
+
+
+def judge_lines(
+    scenario: Scenario,
+    lines: Sequence[str],
+    caps: DeviceCaps,
+    catalogue: Mapping[str, str],
+    profile: str,
+    waivers: Sequence[Waiver],
+    fingerprint: str,
+    today: dt.date | None = None,
+) -> Outcome:
+    judgement = judge(scenario, lines, caps, catalogue, profile)
+    divergence = asdict(judgement.divergence) if judgement.divergence is not None else None
+    if divergence is not None:
+        divergence["allowed"] = list(divergence["allowed"])
+    outcome = Outcome(judgement.verdict, judgement.reason, divergence, judgement.discrepancy, None)
+    if judgement.verdict is Verdict.FAIL and waivers:
+        waiver = find_waiver(waivers, scenario.id, scenario.clauses, fingerprint, today or dt.date.today())
+        if waiver is not None:
+            return Outcome(Verdict.WAIVED, outcome.reason, divergence, outcome.discrepancy, waiver.reason)
+    return outcome
+
+
+def not_run(verdict: Verdict, reason: str) -> Outcome:
+    return Outcome(verdict, reason, None, None, None)

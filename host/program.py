@@ -1,0 +1,160 @@
+"""Compiling scenarios into the probe program text (docs/formats.md §3)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from reference_model.caps import DeviceCaps
+from reference_model.scenario import SYMBOLIC_INTS, Scenario
+from reference_model.vocabulary import OPS, VOCABULARY_HASH, ArgKind
+
+MAX_SLOTS: Final = 256
+SLOT_PREFIX: Final[dict[ArgKind, str]] = {
+    ArgKind.REQ: "r",
+    ArgKind.REQS: "r",
+    ArgKind.BUF: "b",
+    ArgKind.BUFS: "b",
+    ArgKind.COOKIE: "c",
+    ArgKind.MAP: "m",
+    ArgKind.FILE: "f",
+    ArgKind.FDSEL: "f",
+}
+PROT_BITS: Final = {"READ": 1, "WRITE": 2, "EXEC": 4}
+
+
+class CompileError(ValueError):
+    """A scenario cannot be compiled for this device (e.g. it needs a pair the device lacks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledScenario:
+    scenario: Scenario
+    lines: tuple[str, ...]
+    slots: Mapping[str, str]  # handle name -> slot, for the result record
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Pairs:
+    """The pairs scenarios may name symbolically, found at run start."""
+
+    supported: tuple[int, int] | None
+    unsupported: tuple[int, int] | None
+
+    @staticmethod
+    def from_caps(caps: DeviceCaps, probed: Iterable[tuple[int, int]]) -> Pairs:
+        supported = sorted(caps.supported_pairs or ())
+        unsupported = [p for p in probed if caps.supported_pairs is not None and p not in caps.supported_pairs]
+        return Pairs(supported[0] if supported else None, unsupported[0] if unsupported else None)
+
+
+def program_header() -> str:
+    return f"npuconf-program 1 {VOCABULARY_HASH}"
+
+
+def compile_program(compiled: Iterable[CompiledScenario]) -> str:
+    parts = [program_header() + "\n"]
+    parts += [c.text() for c in compiled]
+    return "".join(parts)
+
+
+def compile_scenario(scenario: Scenario, pairs: Pairs, timeout_ms: int | None = None) -> CompiledScenario:
+    slots: dict[str, str] = {}
+    counters: dict[str, int] = {}
+    lines = [f"scenario {scenario.id} {timeout_ms or scenario.timeout_ms}"]
+    for index, step in enumerate(scenario.steps):
+        tokens = [step.op.value]
+        for spec, (_, value) in zip(OPS[step.op].args, step.args, strict=True):
+            tokens.append(_token(spec.kind, value, slots, counters, pairs, scenario, index))
+        lines.append(" ".join(tokens))
+    lines.append("end")
+    return CompiledScenario(scenario, tuple(lines), dict(slots))
+
+
+def _slot(name: str, prefix: str, slots: dict[str, str], counters: dict[str, int], scenario: Scenario) -> str:
+    existing = slots.get(name)
+    if existing is not None:
+        if existing[0] != prefix:
+            raise CompileError(f"scenario {scenario.id}: handle {name!r} is used both as {existing[0]} and {prefix}")
+        return existing
+    number = counters.get(prefix, 0)
+    if number >= MAX_SLOTS:
+        raise CompileError(f"scenario {scenario.id}: more than {MAX_SLOTS} handles of one kind")
+    counters[prefix] = number + 1
+    slots[name] = f"{prefix}{number}"
+    return slots[name]
+
+
+def _token(
+    kind: ArgKind,
+    value: object,
+    slots: dict[str, str],
+    counters: dict[str, int],
+    pairs: Pairs,
+    scenario: Scenario,
+    index: int,
+) -> str:
+    def slot(name: object, prefix: str) -> str:
+        assert isinstance(name, str)
+        return _slot(name, prefix, slots, counters, scenario)
+
+    if kind in (ArgKind.REQ, ArgKind.BUF, ArgKind.MAP, ArgKind.FILE):
+        return slot(value, SLOT_PREFIX[kind])
+    if kind in (ArgKind.REQS, ArgKind.BUFS):
+        assert isinstance(value, tuple)
+        return ",".join(slot(v, SLOT_PREFIX[kind]) for v in value) or "-"
+    if kind is ArgKind.COOKIE:
+        if value is None:
+            return "null"
+        if isinstance(value, int):
+            return f"raw:{value}"
+        return slot(value, "c")
+    if kind in (ArgKind.I32, ArgKind.I64, ArgKind.U64):
+        return str(_integer(value, pairs, scenario, index))
+    if kind is ArgKind.PROT:
+        if isinstance(value, int):
+            return str(value)
+        assert isinstance(value, tuple)
+        return "|".join(value) if value else "NONE"
+    if kind is ArgKind.MAPFLAGS:
+        if isinstance(value, int):
+            return str(value)
+        assert isinstance(value, tuple)
+        return "|".join(value)
+    if kind is ArgKind.BOOL:
+        return "1" if value else "0"
+    if kind is ArgKind.FDSEL:
+        if isinstance(value, str):
+            return slot(value, "f")
+        assert isinstance(value, tuple)
+        return f"fd:{dict(value)['fd']}"
+    if kind is ArgKind.BINDSEL:
+        assert isinstance(value, tuple)
+        ((how, what),) = value
+        return f"cookie:{slot(what, 'c')}" if how == "cookie" else f"nth:{what}"
+    if kind is ArgKind.TEXT:
+        assert isinstance(value, str)
+        key, sep, target = value.partition("=")
+        if sep and target in slots and slots[target].startswith("b"):
+            return f"{key}={slots[target]}"
+        return value
+    if kind is ArgKind.ERRNO:
+        assert isinstance(value, str)
+        return value
+    raise AssertionError(f"unhandled kind {kind}")
+
+
+def _integer(value: object, pairs: Pairs, scenario: Scenario, index: int) -> int:
+    if isinstance(value, int):
+        return value
+    assert isinstance(value, str)
+    if value in SYMBOLIC_INTS:
+        return SYMBOLIC_INTS[value]
+    pair = pairs.supported if value.startswith("$pair.") else pairs.unsupported
+    if pair is None:
+        raise CompileError(f"scenario {scenario.id}: steps[{index}] needs {value} but the device has none")
+    return pair[0] if value.endswith(".device") else pair[1]

@@ -1,0 +1,220 @@
+"""One run: plan, prepare devices, discover pairs, execute batches, judge as traces arrive, append results."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reference_model.scenario import Scenario
+from reference_model.verdicts import Verdict, run_exit
+from reference_model.vocabulary import VOCABULARY_HASH
+from reference_model.waivers import Waiver
+
+from . import KIT_VERSION
+from .device_session import missing_capability, prepare_device
+from .discovery import probed_pairs
+from .judging import Outcome, judge_lines, not_run
+from .probe import ScenarioTrace
+from .program import CompiledScenario, CompileError, Pairs, compile_program, compile_scenario
+from .results import RESULTS_SCHEMA, ResultsWriter, now_iso
+from .target import Device, Target
+
+# Per-scenario budget the probe gets on top of the scenario's own timeout: teardown settling.
+SETTLE_ALLOWANCE_S = 2.0
+
+ProgressFn = Callable[[str, Verdict, int, int], None]
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+@dataclass
+class RunPlan:
+    run_id: str
+    out_dir: Path
+    scenarios: tuple[Scenario, ...]
+    catalogue: dict[str, str]
+    profile: str
+    target_name: str
+    waivers: tuple[Waiver, ...] = ()
+    jobs: int = 1
+    timeout_multiplier: float = 1.0
+    corpus_hash: str = ""
+    model_hash: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def plan_record(plan: RunPlan, serials: Sequence[str]) -> dict[str, Any]:
+    return {
+        "kind": "plan",
+        "schema": RESULTS_SCHEMA,
+        "run_id": plan.run_id,
+        "started": now_iso(),
+        "kit_version": KIT_VERSION,
+        "vocabulary": VOCABULARY_HASH,
+        "profile": plan.profile,
+        "target": plan.target_name,
+        "devices": list(serials),
+        "scenarios": [
+            {"id": s.id, "title": s.title, "chapter": s.chapter, "clauses": list(s.clauses)} for s in plan.scenarios
+        ],
+        "corpus_hash": plan.corpus_hash,
+        "model_hash": plan.model_hash,
+        "options": plan.options,
+    }
+
+
+def result_record(
+    device: str,
+    scenario: Scenario,
+    outcome: Outcome,
+    lines: Sequence[str] = (),
+    slots: dict[str, str] | None = None,
+    duration_ms: float = 0.0,
+) -> dict[str, Any]:
+    return {
+        "kind": "result",
+        "device": device,
+        "scenario": scenario.id,
+        "chapter": scenario.chapter,
+        "title": scenario.title,
+        "clauses": list(scenario.clauses),
+        "verdict": outcome.verdict.value,
+        "reason": outcome.reason,
+        "divergence": outcome.divergence,
+        "discrepancy": outcome.discrepancy,
+        "waiver": outcome.waiver,
+        "slots": slots or {},
+        "trace": list(lines),
+        "duration_ms": round(duration_ms, 3),
+        "finished": now_iso(),
+    }
+
+
+class DeviceRun:
+    """Executes the plan on one prepared target and appends a result record per scenario."""
+
+    def __init__(self, plan: RunPlan, target: Target, writer: ResultsWriter, progress: ProgressFn | None) -> None:
+        self.plan = plan
+        self.target = target
+        self.writer = writer
+        self.progress = progress
+        self.verdicts: Counter[Verdict] = Counter()
+        self._lock = threading.Lock()
+        self._done = 0
+
+    def _record(self, scenario: Scenario, outcome: Outcome, **kwargs: Any) -> None:
+        self.writer.write(result_record(self.target.serial, scenario, outcome, **kwargs))
+        with self._lock:
+            self.verdicts[outcome.verdict] += 1
+            self._done += 1
+            done = self._done
+        if self.progress:
+            self.progress(self.target.serial, outcome.verdict, done, len(self.plan.scenarios))
+
+    def execute(self) -> Device | None:
+        try:
+            device = prepare_device(self.target)
+        except Exception as exc:  # noqa: BLE001 - any failure to prepare a device is an infrastructure ERROR
+            self.writer.write({"kind": "device", "device": self.target.serial, "info": {"serial": self.target.serial}})
+            for scenario in self.plan.scenarios:
+                self._record(scenario, not_run(Verdict.ERROR, f"device preparation failed: {exc}"))
+            return None
+        self.writer.write({"kind": "device", "device": device.serial, "info": device.info})
+        self._run_scenarios(device)
+        return device
+
+    def _run_scenarios(self, device: Device) -> None:
+        pairs = Pairs.from_caps(device.caps, probed_pairs())
+        runnable: list[CompiledScenario] = []
+        for scenario in self.plan.scenarios:
+            missing = missing_capability(scenario, device.caps, pairs)
+            if missing is not None:
+                self._record(scenario, not_run(Verdict.NOT_APPLICABLE, missing))
+                continue
+            try:
+                runnable.append(compile_scenario(scenario, pairs))
+            except CompileError as exc:
+                self._record(scenario, not_run(Verdict.NOT_APPLICABLE, str(exc)))
+        lanes = [runnable[i :: self.plan.jobs] for i in range(self.plan.jobs)]
+        threads = [threading.Thread(target=self._run_lane, args=(device, lane)) for lane in lanes if lane]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _run_lane(self, device: Device, lane: list[CompiledScenario]) -> None:
+        by_id = {c.scenario.id: c for c in lane}
+        reported: set[str] = set()
+        fingerprint = str(device.info.get("fingerprint", device.serial))
+
+        def on_trace(trace: ScenarioTrace) -> None:
+            compiled = by_id[trace.scenario_id]
+            reported.add(trace.scenario_id)
+            if trace.infra_error is not None:
+                outcome = not_run(Verdict.ERROR, trace.infra_error)
+            else:
+                outcome = judge_lines(
+                    compiled.scenario,
+                    trace.lines,
+                    device.caps,
+                    self.plan.catalogue,
+                    self.plan.profile,
+                    self.plan.waivers,
+                    fingerprint,
+                )
+            self._record(
+                compiled.scenario, outcome, lines=trace.lines, slots=dict(compiled.slots), duration_ms=trace.duration_ms
+            )
+
+        limits = [
+            c.scenario.timeout_ms / 1000.0 * self.plan.timeout_multiplier + SETTLE_ALLOWANCE_S * self.plan.timeout_multiplier
+            for c in lane
+        ]
+        started = time.monotonic()
+        try:
+            outcome = self.target.run_batch(compile_program(lane), [c.scenario.id for c in lane], limits, on_trace)
+        except Exception as exc:  # noqa: BLE001 - a lost device or transport: the rest is NOT_EXECUTED
+            reason = f"batch stopped after {time.monotonic() - started:.1f} s: {exc}"
+        else:
+            if outcome.api_missing is not None:
+                missing = ", ".join(outcome.api_missing)
+                for compiled in lane:
+                    if compiled.scenario.id not in reported:
+                        reported.add(compiled.scenario.id)
+                        self._record(compiled.scenario, not_run(Verdict.NOT_APPLICABLE, f"implementation lacks {missing}"))
+                return
+            reason = outcome.error or "the probe stopped before this scenario ran"
+        for compiled in lane:
+            if compiled.scenario.id not in reported:
+                self._record(compiled.scenario, not_run(Verdict.NOT_EXECUTED, reason))
+
+
+def execute_run(plan: RunPlan, targets: Sequence[Target], progress: ProgressFn | None = None) -> int:
+    """Run the plan on every target in parallel (one lane per device); return the exit code."""
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    results_path = plan.out_dir / "results.jsonl"
+    with ResultsWriter(results_path) as writer:
+        writer.write(plan_record(plan, [t.serial for t in targets]))
+        runs = [DeviceRun(plan, target, writer, progress) for target in targets]
+        threads = [threading.Thread(target=run.execute, name=f"device-{run.target.serial}") for run in runs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        counts: Counter[Verdict] = Counter()
+        for run in runs:
+            counts.update(run.verdicts)
+        exit_code = int(run_exit(counts.elements())) if counts else 2
+        writer.write(
+            {"kind": "end", "finished": now_iso(), "counts": {v.value: n for v, n in counts.items()}, "exit_code": exit_code}
+        )
+    return exit_code

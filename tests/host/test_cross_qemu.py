@@ -1,0 +1,33 @@
+"""Portability: the probe and libvnpu cross-built with Debian's aarch64 and armhf (32-bit off_t)
+compilers run a slice of the corpus under qemu-user and pass it."""
+
+import json
+import shutil
+
+import pytest
+
+from host.build import CROSS_TARGETS, build_for
+from tests.conftest import npuconf
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("cross", sorted(CROSS_TARGETS))
+def test_cross_built_probe_passes_under_qemu(cross, tmp_path):
+    compiler, _, qemu, _ = CROSS_TARGETS[cross]
+    if shutil.which(compiler) is None or shutil.which(qemu) is None:
+        pytest.skip(f"{compiler} or {qemu} is not installed (.ci/setup installs both)")
+    build_dir = build_for(None, None, None, tmp_path / f"build-{cross}", cross=cross)
+    run_dir = tmp_path / "run"
+    done = npuconf(
+        "run", "--cross", cross, "--build-dir", build_dir, "-k", "cookies or mapping or crashes", "--out", run_dir, "-q",
+        "--timeout-multiplier", "4",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    results = [r for r in records if r["kind"] == "result"]
+    assert len(results) >= 10
+    assert {r["verdict"] for r in results} == {"PASS"}
+    device = next(r for r in records if r["kind"] == "device")
+    assert device["device"] == f"local-{cross}"
+    assert device["info"]["abis"] == [qemu.removeprefix("qemu-")]

@@ -1,0 +1,135 @@
+"""The whole data flow on the local target: scenario → probe → trace → judge → results → reports."""
+
+import json
+import stat
+import subprocess
+import sys
+
+import pytest
+from junitparser import JUnitXml
+
+from host.catalogue import load_catalogue
+from host.corpus import load_corpus
+from host.discovery import GRID
+from host.probe import PROBE_SOURCE
+from reference_model.vocabulary import PROBE_LIST_LINES
+from tests.conftest import npuconf
+
+pytestmark = pytest.mark.slow
+
+
+def records(run_dir, kind):
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == kind]
+
+
+def test_whole_corpus_passes_on_vnpu(tmp_path, probe_build):
+    run_dir = tmp_path / "run"
+    done = npuconf("run", "--out", run_dir, "-q", "-j", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    corpus = load_corpus(known_clauses=load_catalogue().ids())
+    results = records(run_dir, "result")
+    assert sorted(r["scenario"] for r in results) == sorted(s.id for s in corpus)
+    not_passing = [(r["scenario"], r["verdict"], r["reason"]) for r in results if r["verdict"] != "PASS"]
+    assert not_passing == []
+    assert records(run_dir, "plan")[0]["devices"] == ["local"]
+    device = records(run_dir, "device")[0]["info"]
+    assert device["supported_pairs"] and device["vnpu_control"] is True
+
+    xml = JUnitXml.fromfile(str(run_dir / "junit.xml"))
+    suites = list(xml) if not hasattr(xml, "name") or xml._tag == "testsuites" else [xml]
+    assert [s.name for s in suites] == ["local"]
+    cases = list(suites[0])
+    assert len(cases) == len(corpus)
+    assert {c.name for c in cases} == {s.id for s in corpus}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["answer"] == "conformant"
+    assert (run_dir / "report.html").stat().st_size > 1000
+
+
+def build_defective_vnpu(tmp_path, define):
+    sources = sorted((PROBE_SOURCE / "src" / "vnpu").glob("*.c"))
+    library = tmp_path / f"libvnpu-{define.lower()}.so"
+    subprocess.run(
+        ["gcc", "-std=c11", "-shared", "-fPIC", "-O1", "-D_GNU_SOURCE", f"-D{define}", "-pthread",
+         f"-I{PROBE_SOURCE / 'include'}", f"-I{PROBE_SOURCE / 'gen'}", f"-I{PROBE_SOURCE / 'src' / 'vnpu'}",
+         "-fvisibility=hidden", "-o", str(library), *map(str, sources)],
+        check=True,
+        capture_output=True,
+    )
+    return library
+
+
+def test_non_conformant_library_fails_with_clause_quote_and_observation(tmp_path, probe_build):
+    library = build_defective_vnpu(tmp_path, "VNPU_DEFECT_KEEP_REPLACED_COOKIE")
+    run_dir = tmp_path / "run"
+    done = npuconf("run", "--impl", library, "-k", "cookie", "--out", run_dir, "-q")
+    assert done.returncode == 1, done.stdout + done.stderr
+    failures = [r for r in records(run_dir, "result") if r["verdict"] == "FAIL"]
+    assert failures, "the defective library must fail at least one cookie scenario"
+    catalogue = load_catalogue()
+    for failure in failures:
+        divergence = failure["divergence"]
+        clause = catalogue.get(divergence["clause"])
+        assert clause is not None
+        assert divergence["quote"] == clause.quote
+        assert divergence["observed"] and divergence["allowed"] is not None
+    assert any("deleter" in f["divergence"]["message"] or "deleter" in f["divergence"]["observed"] for f in failures)
+    assert "non-conformant" in done.stdout
+
+
+FAKE_PROBE = """\
+#!{python}
+# A stand-in probe for the kit's own tests: prints a chosen op table and a chosen trace.
+import json, sys
+LIST = {list_lines!r}
+if "--list" in sys.argv:
+    print("\\n".join(LIST))
+    sys.exit(0)
+program = sys.stdin.read().splitlines()
+ids = [line.split()[1] for line in program if line.startswith("scenario ")]
+for sid in ids:
+    if sid == "npuconf.discovery":
+        print(json.dumps({{"ev": "begin", "scenario": sid, "pid": 1, "t": 1}}))
+        print(json.dumps({{"ev": "ret", "step": 80, "op": "is_supported", "ret": 0, "errno": None,
+                          "results": [True] + [False] * {grid_size}}}))
+        print(json.dumps({{"ev": "exit", "scenario": sid, "status": "ok", "code": 0, "signal": None, "t": 2}}))
+        continue
+    print(json.dumps({{"ev": "begin", "scenario": sid, "pid": 1, "t": 1}}))
+    print('{{"ev":"call","step":0,"op":"req_cre')
+    print(json.dumps({{"ev": "exit", "scenario": sid, "status": "ok", "code": 0, "signal": None, "t": 2}}))
+    sys.stdout.flush()
+"""
+
+
+def fake_build(tmp_path, list_lines):
+    build = tmp_path / "fake-build"
+    build.mkdir()
+    probe = build / "npuconf-probe"
+    text = FAKE_PROBE.format(python=sys.executable, list_lines=list(list_lines), grid_size=len(GRID) - 1)
+    probe.write_text(text)
+    probe.chmod(probe.stat().st_mode | stat.S_IXUSR)
+    (build / "libvnpu.so").write_bytes(b"")
+    return build
+
+
+def test_truncated_trace_is_error_with_line_number(tmp_path):
+    build = fake_build(tmp_path, PROBE_LIST_LINES)
+    run_dir = tmp_path / "run"
+    done = npuconf("run", "--build-dir", build, "-k", "cookie", "--out", run_dir, "-q")
+    assert done.returncode == 2, done.stdout + done.stderr
+    results = records(run_dir, "result")
+    assert results and all(r["verdict"] == "ERROR" for r in results)
+    assert all("line 2" in r["reason"] for r in results), [r["reason"] for r in results]
+    assert "Traceback" not in done.stderr
+
+
+def test_stale_probe_is_error_that_says_rebuild(tmp_path):
+    stale = [PROBE_LIST_LINES[0].replace(PROBE_LIST_LINES[0].split()[-1], "0000000000000000"), *PROBE_LIST_LINES[1:]]
+    build = fake_build(tmp_path, stale)
+    run_dir = tmp_path / "run"
+    done = npuconf("run", "--build-dir", build, "-k", "cookie", "--out", run_dir, "-q")
+    assert done.returncode == 2
+    results = records(run_dir, "result")
+    assert results and all(r["verdict"] == "ERROR" for r in results)
+    assert all("npuconf probe build" in r["reason"] for r in results)

@@ -1,0 +1,96 @@
+"""Compiling scenarios into probe programs (docs/formats.md §3)."""
+
+import pytest
+
+from host.corpus import keyword_matches
+from host.program import CompileError, Pairs, compile_program, compile_scenario
+from reference_model.scenario import parse_scenario
+from reference_model.vocabulary import VOCABULARY_HASH
+
+
+def scenario(steps, requires=()):
+    return parse_scenario(
+        {"id": "t.x", "title": "t", "clauses": ["c"], "requires": list(requires), "steps": steps}, "t.yaml", "t"
+    )
+
+
+def test_handles_get_slots_by_kind_in_order_of_appearance():
+    s = scenario(
+        [
+            {"req_create": {"req": "second"}},
+            {"req_create": {"req": "first"}},
+            {"cookie_new": {"cookie": "ck"}},
+            {"req_set_cookie": {"req": "first", "cookie": "ck", "deleter": True}},
+            {"req_set_cookie": {"req": "second", "cookie": None, "deleter": False}},
+            {"req_set_cookie": {"req": "second", "cookie": 77, "deleter": False}},
+            {"req_set_prot": {"req": "first", "prot": ["READ", "WRITE"]}},
+            {"req_set_prot": {"req": "second", "prot": "NONE"}},
+            {"alloc": {"reqs": ["first", "second"]}},
+            {"bind": {"buf": "b", "select": {"cookie": "ck"}}},
+            {"bind": {"buf": "b2", "select": {"nth": 1}}},
+            {"buf_map": {"map": "m", "buf": "b", "length": "PAGE", "prot": ["READ"], "flags": ["SHARED"], "offset": 0}},
+            {"vnpu": {"command": "preempt=b"}},
+            {"buf_free": {"bufs": []}},
+            {"req_set_file": {"req": "first", "fd": {"fd": -1}, "file_offset": 0, "length": 0, "buffer_offset": 0}},
+        ]
+    )
+    compiled = compile_scenario(s, Pairs(None, None))
+    assert compiled.lines == (
+        "scenario t.x 5000",
+        "req_create r0",
+        "req_create r1",
+        "cookie_new c0",
+        "req_set_cookie r1 c0 1",
+        "req_set_cookie r0 null 0",
+        "req_set_cookie r0 raw:77 0",
+        "req_set_prot r1 READ|WRITE",
+        "req_set_prot r0 NONE",
+        "alloc r1,r0",
+        "bind b0 cookie:c0",
+        "bind b1 nth:1",
+        "buf_map m0 b0 4096 READ SHARED 0",
+        "vnpu preempt=b0",
+        "buf_free -",
+        "req_set_file r1 fd:-1 0 0 0",
+        "end",
+    )
+    assert compiled.slots == {"second": "r0", "first": "r1", "ck": "c0", "b": "b0", "b2": "b1", "m": "m0"}
+    assert compile_program([compiled]).startswith(f"npuconf-program 1 {VOCABULARY_HASH}\nscenario t.x")
+
+
+def test_pair_references_resolve_from_discovery():
+    s = scenario(
+        [{"req_create": {"req": "r"}}, {"req_set_device": {"req": "r", "device": "$pair.device"}},
+         {"req_set_type": {"req": "r", "type": "$pair.type"}}],
+        requires=["supported-pair"],
+    )
+    assert compile_scenario(s, Pairs((1, 2), None)).lines[2:4] == ("req_set_device r0 1", "req_set_type r0 2")
+    with pytest.raises(CompileError, match=r"\$pair.device"):
+        compile_scenario(s, Pairs(None, None))
+
+
+def test_one_name_cannot_be_two_kinds():
+    s = scenario([{"req_create": {"req": "x"}}, {"cookie_new": {"cookie": "x"}}])
+    with pytest.raises(CompileError, match="used both"):
+        compile_scenario(s, Pairs(None, None))
+
+
+@pytest.mark.parametrize(
+    ("expression", "name", "expected"),
+    [
+        ("cookie", "cookies.replace", True),
+        ("not cookie", "cookies.replace", False),
+        ("alloc or map", "mapping.after_free", True),
+        ("alloc and map", "mapping.after_free", False),
+        ("(alloc or map) and not free", "mapping.after_free", False),
+        ("(alloc or map) and not free", "mapping.prot", True),
+    ],
+)
+def test_keyword_expressions(expression, name, expected):
+    assert keyword_matches(expression, name) is expected
+
+
+@pytest.mark.parametrize("expression", ["and", "(a", "a b", "not"])
+def test_bad_keyword_expressions_raise_value_error(expression):
+    with pytest.raises(ValueError, match="-k"):
+        keyword_matches(expression, "x")
