@@ -31,3 +31,17 @@ class ModelCrash(KitError):
 
     If you see this, the kit is wrong, not the device: please file a bug with the scenario and trace.
     """
+
+
+class Unjudgeable(KitError):
+    """The trace cannot be judged: it contradicts the scenario it claims to run, or the scenario itself
+    relies on undefined behaviour (a freed request, an unbound buffer). The verdict is ERROR, never FAIL.
+    """
+
+    def __init__(self, line: int, message: str) -> None:
+        self.line = line
+        self.message = message
+        super().__init__(f"line {line}: {message}")
+
+    def __reduce__(self) -> tuple[type[Unjudgeable], tuple[int, str]]:
+        return (type(self), (self.line, self.message))

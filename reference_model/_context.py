@@ -1,0 +1,95 @@
+"""What every transition needs besides the state: the judging context and small shared helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from .caps import DeviceCaps
+from .errors import Unjudgeable
+from .profiles import Profile
+from .rules import Reject
+from .state import State
+from .trace import Call
+
+Out = list[State] | Reject
+
+TYPE_VALID: Final = range(1, 5)
+PRIORITY_RANGE: Final = range(0, 1001)
+ANY_ERRNO: Final = "any errno"
+
+
+@dataclass(frozen=True, slots=True)
+class Ctx:
+    profile: Profile
+    caps: DeviceCaps
+    names: Mapping[str, str]  # scenario handle name -> probe slot (the compiler's assignment)
+    step_args: tuple[Mapping[str, object], ...]  # scenario arguments per step
+    spontaneous: bool  # preemption may happen without a vnpu command (capacity not declared)
+    capacity: int | None  # exact budget prediction when declared with the budget policy
+
+
+def errno_set(errno: str | None) -> bool:
+    """A failure reported errno (formats §5: the name, or E#<n> for numbers outside the table)."""
+    return errno is not None and errno not in ("E#0", "")
+
+
+def arg(call: Call, name: str) -> object:
+    return call.args.get(name)
+
+
+def arg_int(call: Call, name: str) -> int:
+    v = call.args.get(name)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise Unjudgeable(call.line, f"step {call.step} ({call.op}): argument {name} is {v!r}, expected an integer")
+    return v
+
+
+def arg_bool(call: Call, name: str) -> bool:
+    v = call.args.get(name)
+    if isinstance(v, bool):
+        return v
+    if v in (0, 1):
+        return bool(v)
+    raise Unjudgeable(call.line, f"step {call.step} ({call.op}): argument {name} is {v!r}, expected true or false")
+
+
+def arg_slot(call: Call, name: str) -> str:
+    v = call.args.get(name)
+    if not isinstance(v, str):
+        raise Unjudgeable(call.line, f"step {call.step} ({call.op}): argument {name} is {v!r}, expected a slot")
+    return v
+
+
+def arg_handle(call: Call, name: str) -> str | None:
+    v = call.args.get(name)
+    if v is None or isinstance(v, str):
+        return v
+    raise Unjudgeable(call.line, f"step {call.step} ({call.op}): argument {name} is {v!r}, expected a handle or null")
+
+
+def arg_list(call: Call, name: str) -> list[str | None]:
+    v = call.args.get(name)
+    if isinstance(v, str):
+        return [] if v == "-" else [p or None for p in v.split(",")]
+    if isinstance(v, list) and all(x is None or isinstance(x, str) for x in v):
+        return list(v)
+    raise Unjudgeable(call.line, f"step {call.step} ({call.op}): argument {name} is {v!r}, expected a list")
+
+
+def arg_cookie(call: Call, name: str) -> str | None:
+    v = call.args.get(name)
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"raw:{v}"
+    raise Unjudgeable(call.line, f"step {call.step} ({call.op}): argument {name} is {v!r}, expected a cookie")
+
+
+def reject(clause: str, observed: str, allowed: tuple[str, ...] | list[str], why: str) -> Reject:
+    return Reject(clause, observed, tuple(allowed), why)
+
+
+def show_errno(error: str | None) -> str:
+    return "0" if error is None else error

@@ -1,0 +1,320 @@
+"""Chapter "allocation": ANpuManager_allocAsync and its onAlloc callbacks.
+
+A submission is the snapshot of one request at allocAsync(); exactly one onAlloc answers it. The
+callback names only a cookie, so it is attributed to a pending submission with that cookie value —
+a shared or NULL cookie leaves a choice, and the judge keeps one candidate state per choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from ._context import ANY_ERRNO, PRIORITY_RANGE, TYPE_VALID, Ctx, Out, arg_list, reject, show_errno
+from .content import EMPTY, write
+from .cookies import callback_cookie_alive, hold, unmatched_alloc_cookie
+from .crashes import alloc_without_onalloc_crashes
+from .preemption import owed_preempts
+from .requests import file_hold
+from .rules import Reject, clause
+from .state import PROT_VALID, Attrs, Buffer, Inflight, State, Submission, done, evolve, live_bytes
+from .trace import Call, Cb, Ret
+
+SUCCESS: Final = "success"
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """Allowed answers: ``alts`` maps "success", an errno name or ANY_ERRNO to the discrepancy tag
+    that allows it ("" under the published text)."""
+
+    alts: dict[str, str]
+    clause: str
+    why: str
+
+    def match(self, error: str | None) -> str | None:
+        key = SUCCESS if error is None else error
+        if key in self.alts:
+            return self.alts[key]
+        if error is not None and ANY_ERRNO in self.alts:
+            return self.alts[ANY_ERRNO]
+        return None
+
+    def shown(self) -> tuple[str, ...]:
+        return tuple(sorted(k if k != SUCCESS else "0 (success)" for k in self.alts))
+
+
+def _merge(base: Expect, extra: Expect, tag: str) -> Expect:
+    alts = dict(base.alts)
+    for k, v in extra.alts.items():
+        alts.setdefault(k, ",".join(x for x in (tag, v) if x))
+    return Expect(alts, base.clause, base.why)
+
+
+@clause("req-device-negative-einval", "req-type-unknown-einval", "req-size-bytes", "req-size-default-zero",
+        "priority-request-range", "priority-range-inclusive", "req-prot-values")
+def invalid_request(ctx: Ctx, a: Attrs) -> Expect | None:
+    """Spec: "Hence, this must be with a valid non-negative device number before being sent to
+    NpuManagerService. Otherwise, the request is responded with errorNum set to EINVAL."
+    (req-device-negative-einval; likewise req-type-unknown-einval for the type)
+    Spec: "This is the relative priority of the buffer within the app. The value must be within the range
+    [ANPUBUFFER_PRIORITY_MIN, ANPUBUFFER_PRIORITY_MAX], inclusive." (priority-request-range)
+    Spec: "prot The protection flags. Either PROT_NONE, or the bitwise OR of one or more of PROT_READ,
+    PROT_WRITE, PROT_EXEC." (req-prot-values)
+    Spec: "Sets the size of the buffer in bytes for an allocation request." (req-size-bytes)
+
+    Readings: an out-of-range priority and invalid protection bits are invalid fields answered like
+    the other invalid fields (EINVAL); a size <= 0 describes no buffer and fails with any errno.
+    """
+    p = ctx.profile
+    if a.device < 0 or a.type not in TYPE_VALID:
+        cid = "req-device-negative-einval" if a.device < 0 else "req-type-unknown-einval"
+        alts = {"EINVAL": ""}
+        if p.invalid_pair_enosys and (a.device < 0 or a.type == 0):
+            alts["ENOSYS"] = "D2"
+        what = f"device {a.device}" if a.device < 0 else f"type {a.type}"
+        return Expect(alts, cid, f"the request has an invalid {what}")
+    if a.priority not in PRIORITY_RANGE:
+        e = Expect({"EINVAL": ""}, "priority-request-range", f"priority {a.priority} is outside [0, 1000]")
+        return _merge(e, valid_outcome(ctx, a, None, 0, 0), "D3") if p.priority_unchecked else e
+    if a.prot & ~PROT_VALID:
+        e = Expect({"EINVAL": ""}, "req-prot-values", f"prot {a.prot:#x} has bits outside READ|WRITE|EXEC")
+        return _merge(e, valid_outcome(ctx, a, None, 0, 0), "D12") if p.prot_unchecked else e
+    if a.size <= 0:
+        return Expect({ANY_ERRNO: ""}, "req-size-bytes", f"size {a.size} describes no buffer")
+    return None
+
+
+@clause("req-file-segment", "req-file-fd-default", "req-file-offset-ignored", "req-file-length-nonnegative",
+        "req-file-buffer-offset-nonnegative", "load-on-alloc-reported-by-onalloc")
+def file_outcome(ctx: Ctx, s: State, a: Attrs) -> Expect | None:
+    """Spec: "Sets the file segment to load for an allocation request." (req-file-segment)
+    Spec: "segmentLength The length of the file segment to load. Must be non-negative. Ignored if fdToOwn
+    is -1." (req-file-length-nonnegative; likewise bufferOffset)
+    Spec: "Must be a valid file descriptor, or -1 to ask NpuManager to not load any file." (req-file-fd-default)
+
+    A segment that cannot be loaded makes the allocation fail (any errno: the spec names none); a segment
+    outside the file or the buffer leaves both answers open.
+    """
+    seg = a.file
+    if seg is None:
+        return None
+    if seg.file is None:
+        if seg.fd >= 0:
+            return Expect({SUCCESS: "", ANY_ERRNO: ""}, "req-file-fd-default", "a descriptor the probe does not know")
+        e = Expect({ANY_ERRNO: ""}, "req-file-fd-default", f"fd {seg.fd} is neither valid nor -1")
+        if ctx.profile.any_negative_fd_no_file:
+            return _merge(e, valid_outcome(ctx, evolve(a, file=None), None, 0, 0), "D11")
+        return e
+    if seg.length < 0:
+        return Expect({ANY_ERRNO: ""}, "req-file-length-nonnegative", f"segment length {seg.length} is negative")
+    if seg.buffer_offset < 0:
+        return Expect({ANY_ERRNO: ""}, "req-file-buffer-offset-nonnegative",
+                      f"buffer offset {seg.buffer_offset} is negative")
+    if seg.offset < 0:
+        return Expect({ANY_ERRNO: ""}, "req-file-offset-ignored", f"file offset {seg.offset} is negative")
+    f = s.files.get(seg.file)
+    if f is None or seg.offset + seg.length > f.size or seg.buffer_offset + seg.length > a.size:
+        return Expect({SUCCESS: "", ANY_ERRNO: ""}, "req-file-segment", "the segment exceeds the file or the buffer")
+    return None
+
+
+@clause("alloc-supported-may-fail", "alloc-unsupported-fails", "free-memory-after-last-unmap")
+def valid_outcome(ctx: Ctx, a: Attrs, sub: Submission | None, live_now: int, relaxed: int) -> Expect:
+    """Spec: "If a request is supported, ANpuManager_allocAsync() may still respond onAlloc with a failure
+    due to other reasons, e.g., no memory." (alloc-supported-may-fail)
+    Spec: "If a request is not supported, ANpuManager_allocAsync() guarantees to respond onAlloc with a
+    failure." (alloc-unsupported-fails)
+
+    For a valid request: a pair isSupported denied fails (any errno); a supported pair succeeds or fails
+    with ENOMEM — exactly predicted when the device declares its capacity (budget policy: live buffers,
+    i.e. neither preempted nor freed-and-unmapped, never exceed it; free-memory-after-last-unmap).
+    An unknown pair (no discovery) may do either.
+    """
+    if sub is not None and sub.forced is not None:
+        return Expect({sub.forced: ""}, "alloc-supported-may-fail", f"the vnpu was told fail_next={sub.forced}")
+    pairs = ctx.caps.supported_pairs
+    if (sub is not None and sub.unsupported) or (pairs is not None and (a.device, a.type) not in pairs):
+        return Expect({ANY_ERRNO: ""}, "alloc-unsupported-fails", f"pair ({a.device}, {a.type}) is not supported")
+    if pairs is None:
+        return Expect({SUCCESS: "", ANY_ERRNO: ""}, "alloc-supported-may-fail", "the device's pairs are unknown")
+    if ctx.capacity is not None and not relaxed and sub is not None:
+        fits_now = live_now + a.size <= ctx.capacity
+        fits_then = sub.live_at_submit + a.size <= ctx.capacity
+        alts: dict[str, str] = {}
+        if fits_now:
+            alts[SUCCESS] = ""
+        if not fits_now or not fits_then:
+            alts["ENOMEM"] = ""
+        why = (f"{a.size} bytes {'fit' if fits_now else 'do not fit'} next to {live_now} live bytes "
+               f"within the capacity of {ctx.capacity}")
+        return Expect(alts, "alloc-supported-may-fail", why)
+    return Expect({SUCCESS: "", "ENOMEM": ""}, "alloc-supported-may-fail", "a valid request of a supported pair")
+
+
+def expected(ctx: Ctx, s: State, sub: Submission) -> Expect:
+    a = sub.attrs
+    return (invalid_request(ctx, a) or file_outcome(ctx, s, a)
+            or valid_outcome(ctx, a, sub, live_bytes(s), s.relaxed_capacity))
+
+
+@clause("alloc-async", "alloc-snapshot", "alloc-list-modify-after-return", "alloc-elements-modify-after-return")
+def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
+    """Spec: "A "snapshot" of the requests are taken; in other words, all parameters are recorded at the
+    moment ANpuManager_allocAsync() is called. Any subsequent modification to the request objects will
+    not be reflected in the allocation or in the callbacks." (alloc-snapshot)
+
+    Each request of the list becomes a submission holding its cookie and file; later setters, frees
+    and list changes touch only the request (alloc-elements-modify-after-return).
+    """
+    slots = arg_list(call, "reqs")
+    if any(slot is None or slot not in s.reqs for slot in slots):
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
+    crash = alloc_without_onalloc_crashes(s, call)
+    if crash is not None:
+        return [evolve(s, inflight=Inflight(call.step, call.op, crash=crash))]
+    subs = dict(s.subs)
+    files = dict(s.files)
+    forced = list(s.forced)
+    live = live_bytes(s)
+    tokens = dict(s.tokens)
+    sid = s.next_id
+    made: list[int] = []
+    for slot in slots:
+        assert slot is not None
+        req = s.reqs[slot]
+        subs[sid] = Submission(req.attrs, req.cookie, call.step, forced.pop(0) if forced else None, live,
+                               req.attrs.support_key() in s.unsupported)
+        if req.cookie.token is not None and req.cookie.token in tokens:
+            t = tokens[req.cookie.token]
+            tokens[req.cookie.token] = evolve(t, holders=t.holders + 1)
+        file_hold(files, req.attrs.file, +1)
+        made.append(sid)
+        sid += 1
+    return [evolve(s, subs=subs, files=files, tokens=tokens, forced=tuple(forced), next_id=sid,
+                   inflight=Inflight(call.step, call.op, applied=True, subs=tuple(made)))]
+
+
+def ret_alloc(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    return [done(s)]
+
+
+@clause("alloc-callback-thread", "alloc-callback-any-thread")
+def callback_thread(s: State, sid: int, ev: Cb) -> Reject | None:
+    """Spec: "The callback may be invoked on any thread, including the current thread immediately inside
+    ANpuManager_allocAsync() if an error is immediately detected." (alloc-callback-thread)
+
+    Reading: any thread, except that delivery on the calling thread inside an API call is allowed only
+    for an error, inside the allocAsync() that submitted the request.
+    """
+    if ev.thread != "caller":
+        return None
+    inside = s.inflight is not None and s.inflight.op == "alloc" and sid in s.inflight.subs
+    if ev.error is not None and inside:
+        return None
+    where = f"inside {s.inflight.op}" if s.inflight is not None else "on the calling thread"
+    return reject("alloc-callback-thread", f"onAlloc(error={show_errno(ev.error)}) {where} on the calling thread",
+                  ["another thread", "the calling thread inside its allocAsync(), for an immediately detected error"],
+                  "only an immediately detected error may be reported synchronously")
+
+
+@clause("alloc-errornum-iff-buf")
+def errornum_iff_buf(ev: Cb) -> Reject | None:
+    """Spec: "errorNum 0 if successful, or an errno on error. buf The buffer on success, or NULL on error."
+    (alloc-errornum-iff-buf)"""
+    if (ev.error is None) == (ev.buf is not None):
+        return None
+    observed = f"errorNum={show_errno(ev.error)}, buf={ev.buf or 'NULL'}"
+    return reject("alloc-errornum-iff-buf", observed, ["errorNum=0 with a buffer", "errorNum=errno with NULL"],
+                  "errorNum is 0 exactly when a buffer is delivered")
+
+
+@clause("alloc-one-callback-per-request", "alloc-callback-on-completion", "cookie-identify-request")
+def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
+    """Spec: "The callback is invoked in response to ANpuManager_allocAsync()." (alloc-one-callback-per-request)
+    Spec: "Callback function to be invoked when allocation and load is finished or has encountered an
+    error." (alloc-callback-on-completion)
+
+    Exactly one onAlloc per submission: the callback consumes one pending submission with its cookie.
+    """
+    if not s.subs:
+        return reject("alloc-one-callback-per-request", f"onAlloc(cookie={ev.cookie or 'NULL'})",
+                      ["no callback: every submitted request has had its onAlloc"],
+                      "an extra onAlloc, with no request waiting for one")
+    out: list[State] = []
+    first: Reject | None = None
+    seen: set[tuple[object, ...]] = set()
+    for sid, sub in s.subs.items():
+        if sub.cookie.value != ev.cookie:
+            continue
+        sig = (sub.attrs, sub.cookie, sub.forced, sub.unsupported, sub.live_at_submit,
+               s.inflight is not None and sid in s.inflight.subs)
+        if sig in seen:
+            continue
+        seen.add(sig)
+        res = _answer(ctx, s, sid, sub, ev)
+        if isinstance(res, Reject):
+            first = first or res
+        else:
+            out.append(res)
+    if out:
+        return out
+    return first if first is not None else unmatched_alloc_cookie(s, ev)
+
+
+def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Reject:
+    bad = callback_cookie_alive(s, sub.cookie, ev) or callback_thread(s, sid, ev) or errornum_iff_buf(ev)
+    if bad is not None:
+        return bad
+    exp = expected(ctx, s, sub)
+    tag = exp.match(ev.error)
+    if tag is None and ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks and SUCCESS in exp.alts:
+        tag = "D14"
+    if tag is None:
+        return reject(exp.clause, f"onAlloc(errorNum={show_errno(ev.error)})", exp.shown(),
+                      f"{exp.why} (request submitted at step {sub.step})")
+    subs = dict(s.subs)
+    del subs[sid]
+    files = dict(s.files)
+    file_hold(files, sub.attrs.file, -1)
+    dids = s.dids | set(tag.split(",")) if tag else s.dids
+    if ev.error is not None:
+        ghosts = s.ghosts
+        if tag == "D14" and sub.attrs.onpreempt:
+            ghost = Buffer("", max(sub.attrs.size, 0), sub.attrs.prot, sub.cookie, True, sub.attrs.priority,
+                           freed=True, preempted=True)
+            ghosts = (*s.ghosts, ghost)
+        return evolve(s, subs=subs, files=files, tokens=hold(s, sub.cookie, -1), dids=dids, ghosts=ghosts)
+    assert ev.buf is not None
+    if ev.buf in s.bufs:
+        return reject("alloc-async", f"onAlloc(buf={ev.buf})", ["a buffer distinct from every live buffer"],
+                      "the implementation delivered a buffer that is already live")
+    a = sub.attrs
+    content = EMPTY
+    seg = a.file
+    if seg is not None and seg.file is not None and seg.file in s.files and seg.length > 0:
+        f = s.files[seg.file]
+        if seg.offset + seg.length <= f.size and seg.buffer_offset + seg.length <= a.size:
+            content = write(EMPTY, seg.buffer_offset, seg.buffer_offset + seg.length, f.seed,
+                            seg.buffer_offset - seg.offset, "load-on-alloc-reported-by-onalloc")
+    bufs = dict(s.bufs)
+    bufs[ev.buf] = Buffer(ev.buf, a.size, a.prot, sub.cookie, a.onpreempt, a.priority, content=content)
+    return evolve(s, subs=subs, files=files, bufs=bufs, dids=dids)
+
+
+def settle_alloc(ctx: Ctx, s: State) -> Out:
+    bad = all_answered(s) or owed_preempts(s)
+    return bad if bad is not None else [s]
+
+
+@clause("alloc-one-callback-per-request")
+def all_answered(s: State) -> Reject | None:
+    """Spec: "The callback is invoked in response to ANpuManager_allocAsync()." (alloc-one-callback-per-request)
+
+    When teardown has waited for the callbacks, every submission must have had its onAlloc.
+    """
+    if not s.subs:
+        return None
+    sub = min(s.subs.values(), key=lambda x: x.step)
+    return reject("alloc-one-callback-per-request", f"no onAlloc for the request submitted at step {sub.step}",
+                  ["exactly one onAlloc per submitted request"], "the settle wait ended with a request unanswered")

@@ -1,0 +1,103 @@
+"""Buffer contents as the model knows them (docs/formats.md §5 data patterns).
+
+A content value is a tuple of non-overlapping, sorted segments ``(start, end, seed, base, clause)``:
+byte ``x`` in ``[start, end)`` equals ``pattern(seed, x - base)``. Bytes outside every segment are
+unknown (unconstrained): a fresh buffer, a failed load, a range a load was writing to. ``clause`` is
+the clause that makes the bytes observable (used when a digest disagrees).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Final
+
+Segment = tuple[int, int, int, int, str]
+Content = tuple[Segment, ...]
+
+EMPTY: Final[Content] = ()
+FNV_OFFSET: Final = 0xCBF29CE484222325
+FNV_PRIME: Final = 0x100000001B3
+MASK64: Final = 0xFFFFFFFFFFFFFFFF
+
+
+def pattern(seed: int, k: int) -> int:
+    """The byte the probe writes at pattern position k (formats §5)."""
+    return (seed * 131 + k * 7 + (k >> 8) * 13) & 0xFF
+
+
+def pattern_bytes(seed: int, first: int, count: int) -> bytes:
+    return bytes((seed * 131 + k * 7 + (k >> 8) * 13) & 0xFF for k in range(first, first + count))
+
+
+def fnv1a64(data: bytes, h: int = FNV_OFFSET) -> int:
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & MASK64
+    return h
+
+
+def write(content: Content, start: int, end: int, seed: int, base: int, clause: str) -> Content:
+    """Bytes [start, end) become pattern(seed, x - base)."""
+    if end <= start:
+        return content
+    return _insert(_cut(content, start, end), (start, end, seed, base, clause))
+
+
+def forget(content: Content, start: int, end: int) -> Content:
+    """Bytes [start, end) become unknown."""
+    if end <= start or not content:
+        return content
+    return _cut(content, start, end)
+
+
+def expected_digest(content: Content, start: int, end: int) -> tuple[str, str] | None:
+    """(16-hex FNV-1a-64 digest, clause) of bytes [start, end) when every byte is known, else None."""
+    if end <= start:
+        return f"{FNV_OFFSET:016x}", ""
+    pieces: list[tuple[int, int, int, int]] = []
+    pos = start
+    clause = ""
+    for s, e, seed, base, cl in content:
+        if e <= pos:
+            continue
+        if s > pos:
+            return None
+        take_end = min(e, end)
+        pieces.append((pos, take_end, seed, base))
+        clause = clause or cl
+        pos = take_end
+        if pos >= end:
+            break
+    if pos < end:
+        return None
+    return f"{_digest(tuple(pieces)):016x}", clause
+
+
+@lru_cache(maxsize=4096)
+def _digest(pieces: tuple[tuple[int, int, int, int], ...]) -> int:
+    h = FNV_OFFSET
+    for s, e, seed, base in pieces:
+        h = fnv1a64(pattern_bytes(seed, s - base, e - s), h)
+    return h
+
+
+def _cut(content: Content, start: int, end: int) -> Content:
+    out: list[Segment] = []
+    for seg in content:
+        s, e, seed, base, cl = seg
+        if e <= start or s >= end:
+            out.append(seg)
+            continue
+        if s < start:
+            out.append((s, start, seed, base, cl))
+        if e > end:
+            out.append((end, e, seed, base, cl))
+    return tuple(out)
+
+
+def _insert(content: Content, seg: Segment) -> Content:
+    out = list(content)
+    i = 0
+    while i < len(out) and out[i][0] < seg[0]:
+        i += 1
+    out.insert(i, seg)
+    return tuple(out)

@@ -1,0 +1,189 @@
+"""Chapter "cookies": ownership of the cookie, the deleter, replacement, snapshots and borrowing.
+
+Reading (docs/model.md §Readings): each setCookie() with a non-NULL deleter is one *hand-over* (a
+token). The deleter is owed exactly once per hand-over, with the cookie value, after the last holder
+lets go. Holders are: the request (until it is freed or its cookie replaced), every submission made
+from it (until its onAlloc), every buffer allocated from it (until freed), every pending loadAsync on
+such a buffer (until its onLoad). Replacement deletes the previous cookie *during* setCookie when the
+request was its only holder; otherwise the deletion is deferred to the last holder, because the
+snapshot rule guarantees earlier submissions still see the old value in their callbacks.
+"""
+
+from __future__ import annotations
+
+from ._context import Ctx, Out, arg_bool, arg_cookie, arg_slot, reject
+from .rules import Reject, clause
+from .state import NO_COOKIE, CookieRef, Inflight, State, Token, done, evolve
+from .trace import Call, Cb, Deleter, Ret
+
+
+def hold(s: State, ref: CookieRef, delta: int) -> dict[int, Token]:
+    """The token map with one more (or one fewer) holder of ``ref``'s token."""
+    tokens = dict(s.tokens)
+    if ref.token is not None:
+        t = tokens.get(ref.token)
+        if t is not None:
+            tokens[ref.token] = Token(t.value, t.holders + delta, t.step)
+    return tokens
+
+
+@clause("cookie-ownership-donated", "cookie-shared-refcounted", "cookie-not-dereferenced", "cookie-clear",
+        "cookie-default-null")
+def hand_over(s: State, value: str | None, deleter: bool, step: int) -> tuple[CookieRef, State]:
+    """Spec: "This donates the ownership of the cookie to ANpuManager. In other words, ANpuManager will be
+    responsible for freeing the cookie with the provided deleter function." (cookie-ownership-donated)
+
+    Every setCookie() with a deleter is its own hand-over, even for a value handed before
+    (cookie-shared-refcounted: the user reference-counts, the deleter runs once per setCookie). A NULL
+    deleter hands nothing over (cookie-clear, cookie-default-null), and the value is never dereferenced:
+    raw integers travel through unchanged (cookie-not-dereferenced).
+    """
+    if not deleter:
+        return CookieRef(value, None), s
+    tid = s.next_id
+    tokens = dict(s.tokens)
+    tokens[tid] = Token(value, 1, step)
+    return CookieRef(value, tid), evolve(s, tokens=tokens, next_id=tid + 1, handed=s.handed | {value})
+
+
+def call_set_cookie(ctx: Ctx, s: State, call: Call) -> Out:
+    slot = arg_slot(call, "req")
+    req = s.reqs.get(slot)
+    if req is None:
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
+    ref, s2 = hand_over(s, arg_cookie(call, "cookie"), arg_bool(call, "deleter"), call.step)
+    old = req.cookie
+    tokens = hold(s2, old, -1)
+    owed = old.token if old.token is not None and old.token in tokens and tokens[old.token].holders == 0 else None
+    reqs = dict(s2.reqs)
+    reqs[slot] = type(req)(req.attrs, ref)
+    return [evolve(s2, reqs=reqs, tokens=tokens,
+                   inflight=Inflight(call.step, call.op, applied=True, owed_deletion=owed))]
+
+
+@clause("cookie-replace-deletes-previous")
+def replaced_cookie_deleted(s: State, ret: Ret) -> Reject | None:
+    """Spec: "When setCookie() is called multiple times, the previous cookie will be deleted with the
+    previous deleter function (if set) before the new cookie and the new deleter function are set."
+    (cookie-replace-deletes-previous)
+
+    When the request was the previous cookie's only holder, its deleter must have run before
+    setCookie() returned.
+    """
+    owed = s.inflight.owed_deletion if s.inflight is not None else None
+    if owed is not None and owed in s.tokens:
+        t = s.tokens[owed]
+        return reject("cookie-replace-deletes-previous", "setCookie returned before the previous cookie's deleter ran",
+                      [f"deleter({t.value}) before setCookie returns"],
+                      f"the cookie {t.value} handed over at step {t.step} had no other holder")
+    return None
+
+
+def ret_set_cookie(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    bad = replaced_cookie_deleted(s, ret)
+    if bad is not None:
+        return bad
+    return [done(s)]
+
+
+@clause("cookie-deleter-called", "cookie-deleter-null-cookie", "cookie-null-deleter-nothing",
+        "cookie-deleter-any-thread", "cookie-borrowed-in-callbacks", "cookie-ownership-donated")
+def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
+    """Spec: "If cookieDeleter is not NULL, it will be called with the cookie value." (cookie-deleter-called)
+    Spec: "This will happen even if the cookie is NULL." (cookie-deleter-null-cookie)
+    Spec: "If the cookieDeleter is NULL, nothing will happen, even when the cookie is not NULL."
+    (cookie-null-deleter-nothing)
+    Spec: "The deleter may be called from any thread." (cookie-deleter-any-thread)
+
+    A deleter call is attributed to a hand-over of that value whose holders have all let go; hand-overs
+    of one value with no holder are interchangeable, so the first one is taken (no branching). Deleting a
+    cookie a request still holds breaks the ownership rule; deleting one a pending callback will receive
+    breaks borrowing (cookie-borrowed-in-callbacks).
+    """
+    value = ev.cookie
+    held: Token | None = None
+    held_id = -1
+    for tid, t in s.tokens.items():
+        if t.value == value:
+            if t.holders <= 0:
+                tokens = dict(s.tokens)
+                del tokens[tid]
+                ghosts = tuple(g for g in s.ghosts if g.cookie.token != tid)
+                return [evolve(s, tokens=tokens, ghosts=ghosts)]
+            if held is None:
+                held, held_id = t, tid
+    shown = "NULL" if value is None else value
+    if held is not None:
+        by_request = [slot for slot, r in s.reqs.items() if r.cookie.token == held_id]
+        if by_request:
+            return reject("cookie-ownership-donated", f"deleter({shown}) while request {by_request[0]} still holds it",
+                          ["no deleter call while a request holds the cookie"],
+                          f"the cookie handed over at step {held.step} is still set on a live request")
+        return reject("cookie-borrowed-in-callbacks", f"deleter({shown}) while a callback is still owed with it",
+                      ["deleter after the last callback carrying the cookie"],
+                      f"the cookie handed over at step {held.step} is still held by a submission, buffer or load")
+    if value in s.handed:
+        return reject("cookie-deleter-called", f"deleter({shown}) once more",
+                      ["exactly one deleter call per setCookie() with a deleter"],
+                      "every hand-over of this cookie has already been deleted")
+    return reject("cookie-null-deleter-nothing", f"deleter({shown})", ["no deleter call"],
+                  "this cookie value was never handed over with a non-NULL deleter")
+
+
+@clause("cookie-borrowed-in-callbacks")
+def callback_cookie_alive(s: State, ref: CookieRef, ev: Cb) -> Reject | None:
+    """Spec: "The cookie is borrowed, i.e. the user does not own the cookie and must not free it."
+    (cookie-borrowed-in-callbacks)
+
+    The implementation keeps the cookie alive for every callback that carries it: no callback may
+    receive a cookie whose deleter already ran.
+    """
+    if ev.cookie_deleted or (ref.token is not None and ref.token not in s.tokens):
+        return reject("cookie-borrowed-in-callbacks", f"on{ev.kind.capitalize()}({ev.cookie}) after its deleter ran",
+                      ["callbacks before the cookie's deleter"],
+                      "the callback received a cookie that was already deleted")
+    return None
+
+
+@clause("cookie-deleter-called", "cookie-deleter-null-cookie", "cookie-ownership-donated")
+def all_deleted(s: State) -> Reject | None:
+    """Spec: "If cookieDeleter is not NULL, it will be called with the cookie value." (cookie-deleter-called)
+
+    At the end of teardown (every request and buffer freed, every callback delivered), each hand-over
+    with no holder left must have been deleted exactly once.
+    """
+    for t in s.tokens.values():
+        if t.holders <= 0:
+            cid = "cookie-deleter-null-cookie" if t.value is None else "cookie-deleter-called"
+            shown = "NULL" if t.value is None else t.value
+            return reject(cid, f"no deleter call for {shown} handed over at step {t.step}",
+                          [f"deleter({shown}) once"], "the implementation never freed a cookie it owned")
+    return None
+
+
+def settle_deleters(ctx: Ctx, s: State) -> Out:
+    bad = all_deleted(s)
+    return bad if bad is not None else [s]
+
+
+@clause("cookie-snapshot-at-alloc", "cookie-later-changes-no-effect", "alloc-snapshot-cookie-example",
+        "cookie-callback-null-if-unset", "cookie-identify-request")
+def unmatched_alloc_cookie(s: State, ev: Cb) -> Reject:
+    """Spec: "The value of cookie is the one stored in the ANpuManager_AllocRequest at the time when
+    ANpuManager_allocAsync() is called." (cookie-snapshot-at-alloc)
+
+    An onAlloc is attributed to a pending submission carrying the same cookie value; a value no pending
+    submission carries is a cookie the request did not hold when allocAsync() was called.
+    """
+    pending = sorted({"NULL" if sub.cookie.value is None else sub.cookie.value for sub in s.subs.values()})
+    shown = "NULL" if ev.cookie is None else ev.cookie
+    later = any(r.cookie.value == ev.cookie for r in s.reqs.values())
+    why = ("the request holds this cookie now, but it was set after allocAsync()" if later
+           else "no pending submission was made with this cookie")
+    cid = "cookie-later-changes-no-effect" if later else (
+        "cookie-callback-null-if-unset" if ev.cookie is None or None in {x.cookie.value for x in s.subs.values()}
+        else "cookie-snapshot-at-alloc")
+    return reject(cid, f"onAlloc(cookie={shown})", pending, why)
+
+
+NULL_REF = NO_COOKIE

@@ -1,0 +1,48 @@
+"""Chapter "crashes": the calls the spec documents as crashing the process.
+
+A documented crash is an *expected death*: when the process dies inside that call the verdict is
+PASS; when the call returns normally the verdict is FAIL citing the crash clause.
+"""
+
+from __future__ import annotations
+
+from ._context import Ctx, Out, arg_bool, arg_list
+from .rules import Reject, clause
+from .state import Inflight, State, evolve
+from .trace import Call
+
+
+@clause("crash-setonalloc-null")
+def setonalloc_null_crashes(ctx: Ctx, s: State, call: Call) -> Out:
+    """Spec: "setOnAlloc() must be called with a non-NULL value. Otherwise, the process will crash."
+    (crash-setonalloc-null)"""
+    crash = None if arg_bool(call, "set") else "crash-setonalloc-null"
+    return [evolve(s, inflight=Inflight(call.step, call.op, crash=crash))]
+
+
+@clause("crash-alloc-without-onalloc", "crash-alloc-onalloc-null")
+def alloc_without_onalloc_crashes(s: State, call: Call) -> str | None:
+    """Spec: "setOnAlloc() must be called before calling ANpuManager_allocAsync(). Otherwise, the process
+    will crash." (crash-alloc-without-onalloc)
+    Spec: "The onAlloc callback must not be NULL. Otherwise, the process will crash." (crash-alloc-onalloc-null)
+
+    Returns the clause of the expected death when a live request of the list has no onAlloc.
+    """
+    for slot in arg_list(call, "reqs"):
+        req = s.reqs.get(slot) if slot is not None else None
+        if req is not None and not req.attrs.onalloc:
+            return "crash-alloc-without-onalloc"
+    return None
+
+
+@clause("crash-load-onload-null")
+def load_without_onload_crashes(call: Call) -> str | None:
+    """Spec: "This must be non-NULL. Otherwise, the process will crash." (crash-load-onload-null: onLoad)"""
+    return None if arg_bool(call, "onload") else "crash-load-onload-null"
+
+
+def returned_from_crash(inflight: Inflight) -> Reject:
+    """The call returned although the spec says it crashes the process."""
+    assert inflight.crash is not None
+    return Reject(inflight.crash, f"{inflight.op} returned", ("the process crashes inside the call",),
+                  "the spec documents this call as crashing the process")

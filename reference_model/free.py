@@ -1,0 +1,82 @@
+"""Chapter "free": ANpuBuffer_free, mappings that outlive it, and retiring buffers."""
+
+from __future__ import annotations
+
+from ._context import Ctx, Out, arg_list, errno_set, reject
+from .cookies import hold
+from .errors import Unjudgeable
+from .rules import Reject, clause
+from .state import GHOST_LIMIT, Buffer, Inflight, State, done, evolve
+from .trace import Call, Ret
+
+
+@clause("free-memory-after-last-unmap", "free-mapping-valid-after-free", "preempt-after-free-race")
+def retire(s: State, bufs: dict[str, Buffer], handle: str) -> tuple[Buffer, ...]:
+    """Spec: "In this case, the associated memory will be freed after all mappings are unmapped."
+    (free-memory-after-last-unmap)
+
+    A freed buffer stays (and counts against the capacity) while mapped; once freed and fully unmapped it
+    leaves the state. If it may still receive a late onPreempt (preempt-after-free-race) it is kept
+    among a bounded number of ghosts. Mutates ``bufs`` (a private copy); returns the new ghosts.
+    """
+    b = bufs.pop(handle)
+    if b.onpreempt and not b.preempt_cb and (b.cookie.token is None or b.cookie.token in s.tokens):
+        return (*s.ghosts, b)[-GHOST_LIMIT:]
+    return s.ghosts
+
+
+def call_free(ctx: Ctx, s: State, call: Call) -> Out:
+    handles = arg_list(call, "bufs")
+    if any(h is None for h in handles):
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
+    bufs = dict(s.bufs)
+    tokens = s.tokens
+    ghosts = s.ghosts
+    for h in handles:
+        assert h is not None
+        b = bufs.get(h)
+        if b is None or b.freed:
+            raise Unjudgeable(call.line, f"step {call.step} frees {h}, which is not a live buffer (double free is "
+                              "undefined behaviour)")
+        s_tok = evolve(s, tokens=tokens)
+        tokens = hold(s_tok, b.cookie, -1)
+        b = evolve(b, freed=True)
+        bufs[h] = b
+    preempted = tuple(h for h in handles if h is not None and bufs[h].preempted)
+    for h in handles:
+        assert h is not None
+        if bufs[h].maps == 0:
+            ghosts = retire(evolve(s, tokens=tokens, ghosts=ghosts), bufs, h)
+    return [evolve(s, bufs=bufs, tokens=tokens, ghosts=ghosts,
+                   inflight=Inflight(call.step, call.op, applied=True, buffers=preempted if handles else ("-",)))]
+
+
+@clause("free-returns", "free-indicates-not-needed", "free-each-allocated-buffer", "free-success-buffer-must-be-freed",
+        "free-even-if-preempted", "preempt-must-still-free")
+def free_result(s: State, ret: Ret) -> Reject | None:
+    """Spec: "Each ANpuBuffer*, after being received from the onAlloc callback, must be explicitly freed by
+    calling ANpuBuffer_free()." (free-each-allocated-buffer)
+    Spec: "Even if a buffer is preempted, it must still be explicitly freed by calling ANpuBuffer_free() to
+    clean up remaining resources." (free-even-if-preempted)
+    Spec: "buffersLen The length of the buffers list. Returns 0 on success, or -1 on error with errno
+    set." (free-returns)
+
+    Reading: the application must free every buffer it received, so freeing a list of live buffers
+    succeeds (returns 0) — preempted buffers included. An empty list may return either.
+    """
+    inflight = s.inflight
+    empty = inflight is not None and inflight.buffers == ("-",)
+    if ret.ret == 0:
+        return None
+    if ret.ret == -1 and empty and errno_set(ret.errno):
+        return None
+    preempted = inflight is not None and bool(inflight.buffers) and not empty
+    cid = "free-even-if-preempted" if preempted else "free-each-allocated-buffer"
+    return reject(cid, f"ret={ret.ret} errno={ret.errno}", ["0"],
+                  "freeing live buffers the application received from onAlloc succeeds"
+                  + (" (preempted ones included)" if preempted else ""))
+
+
+def ret_free(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    bad = free_result(s, ret)
+    return bad if bad is not None else [done(s)]

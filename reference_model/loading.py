@@ -1,0 +1,199 @@
+"""Chapter "loading": file segments (at allocation and with ANpuBuffer_loadAsync), fd ownership, onLoad."""
+
+from __future__ import annotations
+
+from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, reject, show_errno
+from .content import forget, write
+from .cookies import callback_cookie_alive, hold
+from .crashes import load_without_onload_crashes
+from .errors import Unjudgeable
+from .requests import file_hold, file_segment
+from .rules import Reject, clause
+from .state import Buffer, FileSeg, FileState, Inflight, Load, State, done, evolve
+from .trace import Call, Cb, Ret
+
+
+@clause("load-async", "load-no-existing-mapping", "load-length-nonnegative", "load-buffer-offset-nonnegative",
+        "load-fd-ownership", "load-file-offset")
+def load_expectation(ctx: Ctx, s: State, b: Buffer, seg: FileSeg) -> tuple[str, str, str]:
+    """Spec: "There should not be any existing mapping (via ANpuBuffer_map()) to the buffer. Otherwise, the
+    callback is replied with an error." (load-no-existing-mapping)
+    Spec: "segmentLength The length of the file segment to load. Must be non-negative." (load-length-nonnegative;
+    likewise bufferOffset, load-buffer-offset-nonnegative)
+    Spec: "fdToOwn The file descriptor of the file to load. Must be a valid file descriptor." (load-fd-ownership)
+    Spec: "Loads a file into the buffer asynchronously." (load-async)
+
+    Returns (expectation, clause, discrepancy tag): "error" — the onLoad must carry an error (aosp-2026
+    accepts success while mapped, D7); "success" — a valid in-bounds load of a live buffer; "any".
+    """
+    if seg.length < 0:
+        return "error", "load-length-nonnegative", ""
+    if seg.buffer_offset < 0:
+        return "error", "load-buffer-offset-nonnegative", ""
+    if seg.file is None:
+        return ("any", "load-fd-ownership", "") if seg.fd >= 0 else ("error", "load-fd-ownership", "")
+    if seg.offset < 0:
+        return "error", "load-file-offset", ""
+    if b.maps > 0:
+        return "error", "load-no-existing-mapping", "D7" if ctx.profile.load_while_mapped_ok else ""
+    f = s.files.get(seg.file)
+    outside = f is None or seg.offset + seg.length > f.size or seg.buffer_offset + seg.length > b.size
+    if b.preempted or b.loads or outside:
+        return "any", "load-async", ""
+    return "success", "load-async", ""
+
+
+def call_load(ctx: Ctx, s: State, call: Call) -> Out:
+    crash = load_without_onload_crashes(call)
+    if crash is not None:
+        return [evolve(s, inflight=Inflight(call.step, call.op, crash=crash))]
+    handle = arg_handle(call, "buf")
+    seg = file_segment(call)
+    if handle is None or seg is None or (seg.file is not None and seg.file not in s.files):
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
+    b = s.bufs.get(handle)
+    if b is None or b.freed:
+        raise Unjudgeable(call.line, f"step {call.step} loads into {handle}, which is not a live buffer")
+    expect, cid, did = load_expectation(ctx, s, b, seg)
+    lid = s.next_id
+    loads = dict(s.loads)
+    loads[lid] = Load(handle, seg, b.cookie, call.step, expect, cid, did)
+    content = b.content
+    if expect != "error" and seg.length > 0 and seg.buffer_offset >= 0:
+        content = forget(content, seg.buffer_offset, seg.buffer_offset + seg.length)
+    bufs = dict(s.bufs)
+    bufs[handle] = evolve(b, loads=b.loads + 1, content=content)
+    files = dict(s.files)
+    file_hold(files, seg, +1, "load-fd-ownership")
+    return [evolve(s, loads=loads, bufs=bufs, files=files, tokens=hold(s, b.cookie, +1), next_id=lid + 1,
+                   inflight=Inflight(call.step, call.op, applied=True))]
+
+
+def ret_load(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    return [done(s)]
+
+
+@clause("load-callback-on-done", "load-onload-invoked", "load-callback-same-buf", "load-callback-cookie",
+        "load-callback-not-alloc", "load-callback-errornum")
+def on_load(ctx: Ctx, s: State, ev: Cb) -> Out:
+    """Spec: "NpuManager calls this function when the buffer load is done or has encountered an error."
+    (load-callback-on-done)
+    Spec: "This is the same buffer passed to ANpuBuffer_loadAsync(), even if loading fails."
+    (load-callback-same-buf)
+    Spec: "This callback is invoked in response to ANpuBuffer_loadAsync(), NOT to ANpuManager_allocAsync()."
+    (load-callback-not-alloc)
+    Spec: "cookie The user cookie previously set by ANpuManager_AllocRequest_setCookie(), or NULL if not
+    set. errorNum 0 if successful, or an errno on error. buf The buffer." (load-callback-cookie,
+    load-callback-errornum)
+
+    One onLoad per loadAsync, carrying the same buffer and that buffer's cookie.
+    """
+    if not s.loads:
+        cid = "load-callback-not-alloc" if s.subs else "load-callback-on-done"
+        return reject(cid, f"onLoad(buf={ev.buf or 'NULL'})", ["no onLoad: no loadAsync is pending"],
+                      "onLoad answers loadAsync only")
+    candidates = [(lid, ld) for lid, ld in s.loads.items() if ld.buf == ev.buf]
+    if not candidates:
+        pending = sorted({ld.buf for ld in s.loads.values()})
+        return reject("load-callback-same-buf", f"onLoad(buf={ev.buf or 'NULL'})", pending,
+                      "onLoad carries the buffer passed to loadAsync, even on failure")
+    lid, ld = candidates[0]
+    if ev.cookie != ld.cookie.value:
+        return reject("load-callback-cookie", f"onLoad(cookie={ev.cookie or 'NULL'})", [ld.cookie.value or "NULL"],
+                      f"the cookie of {ld.buf} is the one of the request it was allocated from")
+    bad = callback_cookie_alive(s, ld.cookie, ev)
+    if bad is not None:
+        return bad
+    dids = s.dids
+    if ld.expect == "error" and ev.error is None:
+        if not ld.dids:
+            return reject(ld.why, "onLoad(errorNum=0)", ["onLoad(errorNum=errno)"],
+                          f"the loadAsync of step {ld.step} must be answered with an error")
+        dids = dids | {ld.dids}
+    if ld.expect == "success" and ev.error is not None:
+        if not (ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks):
+            return reject("load-async", f"onLoad(errorNum={show_errno(ev.error)})", ["onLoad(errorNum=0)"],
+                          f"the loadAsync of step {ld.step} is valid and in bounds")
+        dids = dids | {"D14"}
+    loads = dict(s.loads)
+    del loads[lid]
+    files = dict(s.files)
+    file_hold(files, ld.seg, -1)
+    bufs = s.bufs
+    b = s.bufs.get(ld.buf)
+    if b is not None:
+        content = b.content
+        seg = ld.seg
+        f = s.files.get(seg.file) if seg.file is not None else None
+        if ev.error is None and f is not None and seg.length > 0:
+            content = write(content, seg.buffer_offset, seg.buffer_offset + seg.length, f.seed,
+                            seg.buffer_offset - seg.offset, "load-async")
+        bufs = dict(s.bufs)
+        bufs[ld.buf] = evolve(b, loads=b.loads - 1, content=content)
+    return [evolve(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1), dids=dids)]
+
+
+@clause("load-callback-on-done", "load-onload-invoked")
+def all_loaded(s: State) -> Reject | None:
+    """Spec: "onLoad The callback to be invoked when loading is finished or has encountered an error."
+    (load-onload-invoked)
+
+    When teardown has waited for the callbacks, every loadAsync must have had its onLoad.
+    """
+    if not s.loads:
+        return None
+    ld = min(s.loads.values(), key=lambda x: x.step)
+    return reject("load-callback-on-done", f"no onLoad for the loadAsync of step {ld.step}",
+                  ["exactly one onLoad per loadAsync"], "the settle wait ended with a load unanswered")
+
+
+def settle_load(ctx: Ctx, s: State) -> Out:
+    bad = all_loaded(s)
+    return bad if bad is not None else [s]
+
+
+def ret_file_new(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    if ret.skipped is not None:
+        return [done(s)]
+    files = dict(s.files)
+    files[arg_slot(call, "file")] = FileState(arg_int(call, "size"), arg_int(call, "seed"))
+    return [evolve(s, files=files, inflight=None)]
+
+
+def ret_file_seek(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    slot = arg_slot(call, "file")
+    f = s.files.get(slot)
+    if f is None or ret.skipped is not None or ret.ret not in (0, None):
+        return [done(s)]
+    files = dict(s.files)
+    files[slot] = evolve(f, position=None if f.handed == "req-file-fd-ownership" else arg_int(call, "position"))
+    return [evolve(s, files=files, inflight=None)]
+
+
+@clause("req-file-fd-ownership", "load-fd-ownership", "load-position-unchanged")
+def fd_check(f: FileState, closed: object, position: object) -> Reject | None:
+    """Spec: "Ownership: The ANpuManager_AllocRequest object takes ownership of the provided file descriptor.
+    The caller must not close it manually." (req-file-fd-ownership)
+    Spec: "The ownership of the fd is transferred to ANpuManager." (load-fd-ownership)
+    Spec: "The position of the associated file description is not changed by this function."
+    (load-position-unchanged)
+
+    Reading: the owner closes the descriptor once nothing needs it any more — the request freed (or its
+    segment replaced) and every submission and load using it answered. Before that, open or closed are
+    both fine. loadAsync leaves the file position where the application put it.
+    """
+    if f.handed is not None and f.holders <= 0 and closed is not True:
+        return reject(f.handed, "the handed-over descriptor is still open", ["closed"],
+                      "the implementation owns the descriptor and no longer needs it")
+    if f.position is not None and isinstance(position, int) and position != f.position:
+        return reject("load-position-unchanged", f"position {position}", [str(f.position)],
+                      "loadAsync does not move the file position")
+    return None
+
+
+def ret_fd_check(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    f = s.files.get(arg_slot(call, "file"))
+    if f is None or ret.skipped is not None:
+        return [done(s)]
+    bad = fd_check(f, ret.extra.get("closed"), ret.extra.get("position"))
+    return bad if bad is not None else [done(s)]

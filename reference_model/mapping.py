@@ -1,0 +1,217 @@
+"""Chapter "mapping": ANpuBuffer_map / ANpuBuffer_unmap and the data seen through mappings."""
+
+from __future__ import annotations
+
+from ._context import ANY_ERRNO, Ctx, Out, arg_handle, arg_int, arg_slot, errno_set, reject
+from .content import expected_digest, write
+from .errors import Unjudgeable
+from .free import retire
+from .rules import Reject, clause
+from .state import MAP_FIXED, MAP_PRIVATE, MAP_SHARED, PAGE, Buffer, Inflight, Mapping_, State, done, evolve
+from .trace import Call, Ret
+
+
+@clause("map-returns", "unmap-returns")
+def failure_sets_errno(ret: Ret, cid: str) -> Reject | None:
+    """Spec: "The mapped address on success, or MAP_FAILED on error and errno is set." (map-returns)"""
+    if ret.ret == -1 and not errno_set(ret.errno):
+        return reject(cid, "failure without errno", ["errno set"], "a failure sets errno")
+    if ret.ret not in (0, -1):
+        return reject(cid, f"ret={ret.ret}", ["0", "-1"], "the probe reports success as 0 and failure as -1")
+    return None
+
+
+@clause("map-after-preempt-enoent", "map-preempt-window-enoent", "preempt-map-enoent",
+        "preempt-map-fails-after-callback", "preempt-window-before-callback")
+def map_preempted(ctx: Ctx, b: Buffer, ret: Ret) -> Reject | str | None:
+    """Spec: "When the buffer is preempted, any subsequent attempt to map the buffer will fail with errno set
+    to ENOENT." (preempt-map-enoent)
+    Spec: "If the app calls ANpuBuffer_map() during this time window, it will still get -1 with errno set to
+    ENOENT, even though when ANpuManager_OnPreempt has not been called yet." (map-preempt-window-enoent)
+
+    Returns None when accepted under the published text, a discrepancy tag when accepted as AOSP
+    behaviour (D1: ENOMEM), or the rejection.
+    """
+    if ret.ret == -1 and ret.errno == "ENOENT":
+        return None
+    if ret.ret == -1 and ret.errno == "ENOMEM" and ctx.profile.preempt_map_enomem:
+        return "D1"
+    cid = "preempt-map-fails-after-callback" if b.preempt_cb else "map-preempt-window-enoent"
+    if ret.ret == -1:
+        cid = "preempt-map-enoent" if b.preempt_cb else "map-after-preempt-enoent"
+    return reject(cid, "mapped" if ret.ret == 0 else f"MAP_FAILED, errno {ret.errno}", ["MAP_FAILED, errno ENOENT"],
+                  f"{b.handle} was preempted" + (" and its onPreempt ran" if b.preempt_cb else ""))
+
+
+@clause("map-prot-subset", "map-prot-param-subset", "map-maps-buffer", "map-args-like-mmap")
+def map_outcome(
+    ctx: Ctx, b: Buffer, length: int, prot: int, flags: int, offset: int
+) -> tuple[dict[str, str], str, str]:
+    """Spec: "After the buffer is allocated, ANpuBuffer_map() may only be called with |prot| to be a subset
+    of the value set by this function. If not, ANpuBuffer_map() fails and returns MAP_FAILED."
+    (map-prot-subset, map-prot-param-subset)
+    Spec: "Maps a buffer into the application's address space." (map-maps-buffer)
+    Spec: "The arguments are similar to mmap()." (map-args-like-mmap)
+
+    Returns (allowed answers -> tag, clause, why). A valid mapping of a live buffer (prot a subset, one
+    of SHARED/PRIVATE, page-aligned offset, inside the buffer) succeeds — or, where preemption can
+    happen without a vnpu command, fails with ENOENT because the buffer was just preempted. Invalid
+    mmap-style arguments leave both answers open.
+    """
+    if prot & ~b.prot:
+        alts = {ANY_ERRNO: ""}
+        if ctx.profile.map_prot_unchecked:
+            alts["success"] = "D13"
+        return alts, "map-prot-subset", f"prot {prot:#x} is not a subset of the buffer's {b.prot:#x}"
+    kind = flags & (MAP_SHARED | MAP_PRIVATE)
+    rounded = -(-b.size // PAGE) * PAGE
+    valid = (kind in (MAP_SHARED, MAP_PRIVATE) and not flags & ~(MAP_SHARED | MAP_PRIVATE | MAP_FIXED)
+             and not flags & MAP_FIXED and length > 0 and offset >= 0 and offset % PAGE == 0
+             and offset + length <= rounded)
+    if not valid or b.loads:
+        return {"success": "", ANY_ERRNO: ""}, "map-args-like-mmap", "mmap-style arguments outside a plain mapping"
+    alts = {"success": ""}
+    if ctx.spontaneous or b.preemptable:
+        alts["ENOENT"] = ""
+        if ctx.profile.preempt_map_enomem:
+            alts["ENOMEM"] = "D1"
+    return alts, "map-maps-buffer", f"a valid mapping of live buffer {b.handle}"
+
+
+def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    handle = arg_handle(call, "buf")
+    if ret.skipped is not None or handle is None:
+        return [done(s)]
+    b = s.bufs.get(handle)
+    if b is None or b.freed:
+        raise Unjudgeable(call.line, f"step {call.step} maps {handle}, which is not a live buffer (use after free)")
+    bad = failure_sets_errno(ret, "map-returns")
+    if bad is not None:
+        return bad
+    dids = s.dids
+    if b.preempted:
+        res = map_preempted(ctx, b, ret)
+        if isinstance(res, Reject):
+            return res
+        if res:
+            dids = dids | {res}
+        return [evolve(s, inflight=None, dids=dids)]
+    length, prot, flags, offset = (arg_int(call, "length"), arg_int(call, "prot"), arg_int(call, "flags"),
+                                   arg_int(call, "offset"))
+    alts, cid, why = map_outcome(ctx, b, length, prot, flags, offset)
+    key = "success" if ret.ret == 0 else (ret.errno or "")
+    tag = alts.get(key, alts.get(ANY_ERRNO) if ret.ret == -1 else None)
+    if tag is None:
+        shown = sorted("mapped" if k == "success" else f"MAP_FAILED, {k}" for k in alts)
+        return reject(cid, "mapped" if ret.ret == 0 else f"MAP_FAILED, errno {ret.errno}", shown, why)
+    if tag:
+        dids = dids | {tag}
+    bufs = dict(s.bufs)
+    if ret.ret == -1:
+        if key in ("ENOENT", "ENOMEM") and key in alts and cid == "map-maps-buffer":
+            bufs[handle] = evolve(b, preempted=True)
+        return [evolve(s, bufs=bufs, inflight=None, dids=dids)]
+    maps = dict(s.maps)
+    slot = arg_slot(call, "map")
+    maps[slot] = Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED))
+    bufs[handle] = evolve(b, maps=b.maps + 1)
+    return [evolve(s, bufs=bufs, maps=maps, inflight=None, dids=dids)]
+
+
+def call_unmap(ctx: Ctx, s: State, call: Call) -> Out:
+    slot = arg_slot(call, "map")
+    m = s.maps.get(slot)
+    offset, length = arg_int(call, "offset"), arg_int(call, "length")
+    if m is None or offset != 0 or length < m.length:
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
+    maps = dict(s.maps)
+    del maps[slot]
+    bufs = dict(s.bufs)
+    ghosts = s.ghosts
+    b = bufs.get(m.buf)
+    if b is not None:
+        b = evolve(b, maps=b.maps - 1)
+        bufs[m.buf] = b
+        if b.freed and b.maps == 0:
+            ghosts = retire(s, bufs, m.buf)
+    return [evolve(s, maps=maps, bufs=bufs, ghosts=ghosts,
+                   inflight=Inflight(call.step, call.op, applied=True, buffers=(m.buf,)))]
+
+
+@clause("unmap-unmaps", "unmap-args-like-munmap", "map-must-unmap", "free-unmap-allowed-after-free")
+def unmap_result(s: State, ret: Ret) -> Reject | None:
+    """Spec: "Unmaps a previously mapped buffer." (unmap-unmaps)
+    Spec: "The returned address must be unmapped by calling ANpuBuffer_unmap()." (map-must-unmap)
+    Spec: "... except: ANpuBuffer_unmap() to unmap any existing mappings to the buffer."
+    (free-unmap-allowed-after-free)
+
+    Unmapping a whole live mapping succeeds (also after the buffer was freed); other ranges may
+    return either answer.
+    """
+    bad = failure_sets_errno(ret, "unmap-returns")
+    if bad is not None:
+        return bad
+    whole = s.inflight is not None and s.inflight.applied
+    if whole and ret.ret != 0:
+        return reject("map-must-unmap", f"-1, errno {ret.errno}", ["0"], "unmapping a whole live mapping succeeds")
+    return None
+
+
+def ret_unmap(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    bad = unmap_result(s, ret)
+    return bad if bad is not None else [done(s)]
+
+
+def ret_map_write(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    if ret.skipped is not None:
+        return [done(s)]
+    slot = arg_slot(call, "map")
+    m = s.maps.get(slot)
+    if m is None:
+        raise Unjudgeable(call.line, f"step {call.step} writes through {slot}, which is not a live mapping")
+    off, length, seed = arg_int(call, "offset"), arg_int(call, "length"), arg_int(call, "seed")
+    if not m.shared:
+        maps = dict(s.maps)
+        maps[slot] = evolve(m, overlay=write(m.overlay, off, off + length, seed, off, "map-maps-buffer"))
+        return [evolve(s, maps=maps, inflight=None)]
+    b = s.bufs.get(m.buf)
+    if b is None:
+        return [done(s)]
+    start = m.offset + off
+    bufs = dict(s.bufs)
+    bufs[m.buf] = evolve(b, content=write(b.content, start, start + length, seed, start, "map-maps-buffer"))
+    return [evolve(s, bufs=bufs, inflight=None)]
+
+
+@clause("map-maps-buffer", "free-mapping-valid-after-free", "load-async", "req-file-segment")
+def read_digest(s: State, m: Mapping_, off: int, length: int, digest: object) -> Reject | None:
+    """Spec: "If there are any existing mappings to the buffer via ANpuBuffer_map(), the mapping will
+    continue to be valid until unmapped even after the buffer is freed." (free-mapping-valid-after-free)
+    Spec: "Maps a buffer into the application's address space." (map-maps-buffer)
+
+    Bytes read through a mapping are the bytes last written to the buffer (through a shared mapping or by
+    a completed load); bytes never written are unconstrained.
+    """
+    b = s.bufs.get(m.buf)
+    if m.shared:
+        if b is None:
+            return None
+        exp = expected_digest(b.content, m.offset + off, m.offset + off + length)
+    else:
+        exp = expected_digest(m.overlay, off, off + length)
+    if exp is None or digest == exp[0]:
+        return None
+    cid = "free-mapping-valid-after-free" if b is not None and b.freed else (exp[1] or "map-maps-buffer")
+    return reject(cid, f"digest {digest}", [exp[0]],
+                  f"bytes {off}..{off + length} of the mapping of {m.buf} differ from what was written or loaded")
+
+
+def ret_map_read(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    if ret.skipped is not None:
+        return [done(s)]
+    slot = arg_slot(call, "map")
+    m = s.maps.get(slot)
+    if m is None:
+        raise Unjudgeable(call.line, f"step {call.step} reads through {slot}, which is not a live mapping")
+    bad = read_digest(s, m, arg_int(call, "offset"), arg_int(call, "length"), ret.extra.get("digest"))
+    return bad if bad is not None else [done(s)]

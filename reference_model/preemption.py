@@ -1,0 +1,170 @@
+"""Chapter "preemption": onPreempt, preemption through the vnpu control, and what it changes.
+
+onPreempt carries only the cookie, so it is attributed to a buffer with that cookie; several
+candidates leave a choice (one candidate state each). Without a vnpu command a buffer can be
+preempted at any time an implementation chooses (``Ctx.spontaneous``: capacity not declared).
+"""
+
+from __future__ import annotations
+
+from ._context import Ctx, Out, reject
+from .cookies import callback_cookie_alive
+from .rules import Reject, clause
+from .state import Buffer, Inflight, State, evolve
+from .trace import Call, Cb, End, Ret
+
+
+@clause("preempt-callback-on-forced-dealloc", "preempt-onpreempt-purpose", "preempt-callback-any-thread",
+        "preempt-after-free-race", "preempt-never-while-mapped", "req-onpreempt-default-null")
+def preempt_allowed(ctx: Ctx, s: State, b: Buffer, ev: Cb) -> Reject | str | None:
+    """Spec: "NpuManager calls this function when it needs to forcefully deallocate the buffer."
+    (preempt-callback-on-forced-dealloc)
+    Spec: "This callback will not be invoked while the application has the buffer mapped."
+    (preempt-never-while-mapped)
+    Spec: "This may be set to NULL, in which case NpuManager will not invoke any callback when preempting
+    the buffer. Default value is NULL." (req-onpreempt-default-null)
+    Spec: "Note: On race conditions, the preemption callback may be invoked after the caller has already
+    freed the buffer." (preempt-after-free-race)
+    Spec: "The callback may be called from any thread." (preempt-callback-any-thread)
+
+    At most one onPreempt per buffer, only with onPreempt set, never while mapped (aosp-2026 does not
+    enforce it: D14), and only for a buffer that was or may be preempted. Returns None, a discrepancy
+    tag, or the rejection.
+    """
+    if not b.onpreempt:
+        return reject("req-onpreempt-default-null", f"onPreempt(cookie={ev.cookie or 'NULL'}) for {b.handle}",
+                      ["no onPreempt: the request's onPreempt was NULL"], "a NULL onPreempt is never invoked")
+    if b.preempt_cb:
+        return reject("preempt-callback-on-forced-dealloc", f"a second onPreempt for {b.handle}", ["one onPreempt"],
+                      "a buffer is forcefully deallocated once")
+    bad = callback_cookie_alive(s, b.cookie, ev)
+    if bad is not None:
+        return bad
+    tag = None
+    if b.maps > 0:
+        if not ctx.profile.preempt_extra_callbacks:
+            return reject("preempt-never-while-mapped", f"onPreempt for {b.handle} with {b.maps} live mapping(s)",
+                          ["no onPreempt while the buffer is mapped"], "a mapped buffer is never preempted")
+        tag = "D14"
+    if not (b.preempted or ctx.spontaneous or b.preemptable):
+        return reject("preempt-callback-on-forced-dealloc", f"onPreempt for {b.handle}",
+                      ["no onPreempt: nothing preempted this buffer"],
+                      "the device declares its capacity and no vnpu command preempted the buffer")
+    return tag
+
+
+def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
+    out: list[State] = []
+    first: Reject | None = None
+    for handle, b in s.bufs.items():
+        if b.cookie.value != ev.cookie:
+            continue
+        res = preempt_allowed(ctx, s, b, ev)
+        if isinstance(res, Reject):
+            first = first or res
+            continue
+        bufs = dict(s.bufs)
+        bufs[handle] = evolve(b, preempted=True, preempt_cb=True)
+        out.append(evolve(s, bufs=bufs, dids=s.dids | {res} if res else s.dids))
+    for i, g in enumerate(s.ghosts):
+        if g.cookie.value != ev.cookie:
+            continue
+        res = preempt_allowed(ctx, s, g, ev)
+        if isinstance(res, Reject):
+            first = first or res
+            continue
+        ghosts = s.ghosts[:i] + s.ghosts[i + 1:]
+        out.append(evolve(s, ghosts=ghosts, dids=s.dids | {res} if res else s.dids))
+    if out:
+        return out
+    if first is not None:
+        return first
+    return reject("preempt-callback-on-forced-dealloc", f"onPreempt(cookie={ev.cookie or 'NULL'})",
+                  ["no onPreempt: no buffer with this cookie"], "no allocated buffer carries this cookie")
+
+
+def _target(s: State, ctx: Ctx, text: str) -> str | None:
+    if text.startswith("B"):
+        return text
+    slot = ctx.names.get(text, text)
+    return s.slots.get(slot)
+
+
+def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
+    """Preemption commands may deliver onPreempt before the control call returns: mark candidates now."""
+    command = call.args.get("command")
+    if not isinstance(command, str):
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
+    key, _, value = command.partition("=")
+    if key not in ("preempt", "pressure"):
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
+    target = _target(s, ctx, value) if key == "preempt" and value != "lowest" else None
+    bufs = dict(s.bufs)
+    for h, b in s.bufs.items():
+        if not b.freed and b.maps == 0 and (target is None or h == target):
+            bufs[h] = evolve(b, preemptable=True)
+    return [evolve(s, bufs=bufs, inflight=Inflight(call.step, call.op, applied=True))]
+
+
+@clause("preempt-never-while-mapped", "preempt-callback-on-forced-dealloc", "free-memory-after-last-unmap")
+def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    """Spec: "This callback will not be invoked while the application has the buffer mapped."
+    (preempt-never-while-mapped)
+
+    ``vnpu preempt=<buffer>`` returning 0 claims the buffer was preempted: it must not be mapped, and
+    its onPreempt (if set) is owed. ``preempt=lowest`` preempts one unmapped live buffer (one candidate
+    state per choice). ``pressure=`` may preempt unmapped buffers and makes capacity unpredictable;
+    ``fail_next=`` forces the next allocation's errno.
+    """
+    command = call.args.get("command")
+    s = evolve(s, inflight=None)
+    if not isinstance(command, str) or ret.ret != 0 or ret.skipped is not None:
+        return [s]
+    key, _, value = command.partition("=")
+    if key == "fail_next":
+        return [evolve(s, forced=(*s.forced, value))]
+    if key == "pressure":
+        return [evolve(s, relaxed_capacity=True)]
+    if key != "preempt":
+        return [s]
+    if value == "lowest":
+        out = []
+        for h, b in s.bufs.items():
+            if not b.freed and b.maps == 0 and not b.vnpu_preempted:
+                bufs = dict(s.bufs)
+                bufs[h] = evolve(b, preempted=True, vnpu_preempted=True)
+                out.append(evolve(s, bufs=bufs))
+        return out or [s]
+    target = _target(s, ctx, value)
+    victim = s.bufs.get(target) if target is not None else None
+    if victim is None:
+        return [s]
+    b = victim
+    if b.maps > 0:
+        return reject("preempt-never-while-mapped", f"vnpu preempted {b.handle} while mapped",
+                      ["vnpu_control fails with EBUSY while the buffer is mapped"],
+                      "a mapped buffer is never preempted")
+    bufs = dict(s.bufs)
+    bufs[b.handle] = evolve(b, preempted=True, vnpu_preempted=True)
+    return [evolve(s, bufs=bufs)]
+
+
+@clause("preempt-callback-on-forced-dealloc", "preempt-onpreempt-purpose")
+def owed_preempts(s: State) -> Reject | None:
+    """Spec: "Callback function to be invoked when NpuManager needs to forcefully deallocate the buffer."
+    (preempt-onpreempt-purpose)
+
+    When the scenario's steps are over (the first settle of teardown, and the end), every buffer the vnpu
+    confirmed preempting has had its onPreempt (if set) — unless the application freed the buffer first,
+    which makes a late callback optional (preempt-after-free-race).
+    """
+    for b in s.bufs.values():
+        if b.vnpu_preempted and b.onpreempt and not b.preempt_cb and not b.freed:
+            return reject("preempt-onpreempt-purpose", f"no onPreempt for {b.handle}", ["one onPreempt"],
+                          "the vnpu preempted the buffer and its onPreempt is set")
+    return None
+
+
+def on_end(ctx: Ctx, s: State, ev: End) -> Out:
+    bad = owed_preempts(s)
+    return bad if bad is not None else [s]

@@ -1,0 +1,51 @@
+"""Chapter "priority": ANpuBuffer_setPriority (request priorities are judged in allocation.py)."""
+
+from __future__ import annotations
+
+from ._context import PRIORITY_RANGE, Ctx, Out, arg_handle, arg_int, errno_set, reject
+from .errors import Unjudgeable
+from .rules import Reject, clause
+from .state import Buffer, State, done, evolve
+from .trace import Call, Ret
+
+
+@clause("priority-set", "priority-set-range", "priority-set-returns", "priority-range-inclusive")
+def set_priority_result(ctx: Ctx, b: Buffer, value: int, ret: Ret) -> Reject | str | None:
+    """Spec: "Sets the priority of the buffer." (priority-set)
+    Spec: "newBufferPriority The new priority of the buffer. The value must be within the range
+    [ANPUBUFFER_PRIORITY_MIN, ANPUBUFFER_PRIORITY_MAX], inclusive." (priority-set-range)
+    Spec: "... Returns 0 on success, or -1 on error with errno set." (priority-set-returns)
+
+    In range on a live buffer: 0 (a preempted buffer may also refuse). Out of range: -1 with errno;
+    aosp-2026 returns 0 (D3). Returns None, a discrepancy tag, or the rejection.
+    """
+    if ret.ret == -1 and not errno_set(ret.errno):
+        return reject("priority-set-returns", "-1 without errno", ["errno set"], "a failure sets errno")
+    if value in PRIORITY_RANGE:
+        if ret.ret == 0 or (ret.ret == -1 and b.preempted):
+            return None
+        return reject("priority-set", f"ret={ret.ret} errno={ret.errno}", ["0"],
+                      f"priority {value} is within [0, 1000] and {b.handle} is live")
+    if ret.ret == -1:
+        return None
+    if ret.ret == 0 and ctx.profile.priority_unchecked:
+        return "D3"
+    return reject("priority-set-range", f"ret={ret.ret}", ["-1 with errno"], f"priority {value} is outside [0, 1000]")
+
+
+def ret_set_priority(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    handle = arg_handle(call, "buf")
+    if ret.skipped is not None or handle is None:
+        return [done(s)]
+    b = s.bufs.get(handle)
+    if b is None or b.freed:
+        raise Unjudgeable(call.line, f"step {call.step} sets the priority of {handle}, which is not a live buffer")
+    value = arg_int(call, "priority")
+    res = set_priority_result(ctx, b, value, ret)
+    if isinstance(res, Reject):
+        return res
+    bufs = s.bufs
+    if ret.ret == 0:
+        bufs = dict(s.bufs)
+        bufs[handle] = evolve(b, priority=value)
+    return [evolve(s, bufs=bufs, inflight=None, dids=s.dids | {res} if res else s.dids)]

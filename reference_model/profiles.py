@@ -1,0 +1,62 @@
+"""Spec profiles: `published-37` (normative, header text H5) and `aosp-2026` (what the AOSP module does).
+
+`aosp-2026` is built from facts §2–§3 of the AOSP implementation notes. Wherever AOSP differs from the
+published text, the profile accepts the AOSP behaviour *in addition to* the published one and tags the
+branch with its discrepancy ID; a trace accepted only through tagged branches is explained as "AOSP
+behaviour D<n>". Each field below names the discrepancy it models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    # D1: map after preemption fails with ENOMEM (and while a load is running).
+    preempt_map_enomem: bool = False
+    # D2: a negative device or UNKNOWN type is answered with ENOSYS (nothing configured), not EINVAL.
+    invalid_pair_enosys: bool = False
+    # D3: no priority validation: request priorities are ignored, setPriority returns 0 for any value.
+    priority_unchecked: bool = False
+    # D4: AllocRequest_free(NULL) dereferences NULL (crash).
+    free_null_crashes: bool = False
+    # D7: loadAsync while mapped is not refused by the client (the CTS expects success).
+    load_while_mapped_ok: bool = False
+    # D10: isSupported with an out-of-enum type fails the whole call with -1/EINVAL.
+    support_bad_type_fails_call: bool = False
+    # D11: any negative fd means "no file", not only -1.
+    any_negative_fd_no_file: bool = False
+    # D12: protection bits are not validated by the client (the driver decides).
+    prot_unchecked: bool = False
+    # D13: map does not check the prot subset on the client (the kernel decides).
+    map_prot_unchecked: bool = False
+    # D14: preemption while allocating / loading reports ECANCELED, and "not while mapped" is not enforced.
+    preempt_extra_callbacks: bool = False
+
+
+PUBLISHED: Final = Profile("published-37")
+AOSP_2026: Final = Profile(
+    "aosp-2026",
+    preempt_map_enomem=True,
+    invalid_pair_enosys=True,
+    priority_unchecked=True,
+    free_null_crashes=True,
+    load_while_mapped_ok=True,
+    support_bad_type_fails_call=True,
+    any_negative_fd_no_file=True,
+    prot_unchecked=True,
+    map_prot_unchecked=True,
+    preempt_extra_callbacks=True,
+)
+
+PROFILES: Final[dict[str, Profile]] = {p.name: p for p in (PUBLISHED, AOSP_2026)}
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown profile {name!r}: expected one of {', '.join(sorted(PROFILES))}") from None

@@ -1,0 +1,247 @@
+"""The model state: frozen, slotted values. A transition builds a new State; nothing is mutated.
+
+Containers inside a State are plain dicts treated as immutable (a transition copies the one it
+changes). Entities are retired as soon as nothing can refer to them any more (a freed, fully
+unmapped buffer; a deleted cookie; a delivered submission), so the state stays as small as the
+scenario's *live* objects, whatever the trace length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Final, TypeVar, cast
+
+from .content import EMPTY, Content
+
+PROT_READ: Final = 1
+PROT_WRITE: Final = 2
+PROT_EXEC: Final = 4
+PROT_VALID: Final = PROT_READ | PROT_WRITE | PROT_EXEC
+MAP_SHARED: Final = 1
+MAP_PRIVATE: Final = 2
+MAP_FIXED: Final = 0x10
+PAGE: Final = 4096
+GHOST_LIMIT: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class FileSeg:
+    """A file segment handed to a request or to loadAsync. ``file`` is the probe's file slot, or None
+    for a literal descriptor ``fd``."""
+
+    file: str | None
+    fd: int
+    offset: int
+    length: int
+    buffer_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Attrs:
+    """The parameters of a request (what allocAsync snapshots), cookie aside."""
+
+    device: int
+    type: int
+    size: int
+    priority: int
+    prot: int
+    file: FileSeg | None
+    onalloc: bool
+    onpreempt: bool
+
+    def support_key(self) -> tuple[int, int, int, int, int]:
+        """What isSupported may look at (cookie, onAlloc and onPreempt are ignored; the file is not sent)."""
+        return (self.device, self.type, self.size, self.priority, self.prot)
+
+
+DEFAULT_ATTRS: Final = Attrs(device=-1, type=0, size=0, priority=500, prot=PROT_READ, file=None,
+                             onalloc=False, onpreempt=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CookieRef:
+    """A cookie as callbacks see it (``value``: "c0", "raw:5" or None) and, when it was handed over with
+    a deleter, the token that tracks its deletion."""
+
+    value: str | None
+    token: int | None
+
+
+NO_COOKIE: Final = CookieRef(None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One hand-over of a cookie with a non-NULL deleter: the deleter is owed exactly once, after the
+    last holder (request, submission, buffer, pending load) lets go."""
+
+    value: str | None
+    holders: int
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    attrs: Attrs
+    cookie: CookieRef
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """A request submitted by allocAsync and not answered yet (the snapshot)."""
+
+    attrs: Attrs
+    cookie: CookieRef
+    step: int
+    forced: str | None  # vnpu fail_next
+    live_at_submit: int
+    unsupported: bool  # isSupported said false for these parameters
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    handle: str
+    size: int
+    prot: int
+    cookie: CookieRef
+    onpreempt: bool
+    priority: int
+    freed: bool = False
+    maps: int = 0
+    preempted: bool = False
+    preempt_cb: bool = False
+    preemptable: bool = False  # vnpu pressure may have preempted it
+    vnpu_preempted: bool = False  # the vnpu confirmed preempting it: onPreempt is owed
+    loads: int = 0
+    content: Content = EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping_:
+    buf: str
+    offset: int
+    length: int
+    prot: int
+    shared: bool
+    overlay: Content = EMPTY  # writes through a private mapping
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    size: int
+    seed: int
+    holders: int = 0  # requests / submissions / loads that own the handed descriptor
+    handed: str | None = None  # clause of the last hand-over
+    position: int | None = 0  # None: unconstrained
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    buf: str
+    seg: FileSeg
+    cookie: CookieRef
+    step: int
+    expect: str  # "error", "success" or "any"
+    why: str
+    dids: str  # discrepancy IDs that make success acceptable ("" when none)
+
+
+@dataclass(frozen=True, slots=True)
+class Inflight:
+    """The API call between its `call` and its `ret` event."""
+
+    step: int
+    op: str
+    crash: str | None = None  # clause of an expected death
+    crash_did: str | None = None  # the death is AOSP behaviour only
+    applied: bool = False  # call-time effects were applied (a skipped ret is then unjudgeable)
+    subs: tuple[int, ...] = ()  # submissions made by this allocAsync
+    owed_deletion: int | None = None  # token the call must delete before returning
+    buffers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    reqs: Mapping[str, Request]
+    tokens: Mapping[int, Token]
+    subs: Mapping[int, Submission]
+    bufs: Mapping[str, Buffer]
+    maps: Mapping[str, Mapping_]
+    files: Mapping[str, FileState]
+    loads: Mapping[int, Load]
+    ghosts: tuple[Buffer, ...]
+    inflight: Inflight | None
+    next_id: int
+    unsupported: frozenset[tuple[int, int, int, int, int]]
+    slots: Mapping[str, str]  # buffer slot -> handle (from bind)
+    forced: tuple[str, ...]
+    dids: frozenset[str]
+    handed: frozenset[str | None]  # cookie values ever handed over with a deleter (diagnostics)
+    relaxed_capacity: bool  # vnpu pressure reserved capacity: ENOMEM can no longer be predicted
+
+    def key(self) -> tuple[object, ...]:
+        """A hashable identity, used to deduplicate candidate states."""
+        return (
+            tuple(sorted(self.reqs.items())),
+            tuple(sorted(self.tokens.items())),
+            tuple(sorted(self.subs.items())),
+            tuple(sorted(self.bufs.items())),
+            tuple(sorted(self.maps.items())),
+            tuple(sorted(self.files.items())),
+            tuple(sorted(self.loads.items())),
+            self.ghosts,
+            self.inflight,
+            self.unsupported,
+            tuple(sorted(self.slots.items())),
+            self.forced,
+            self.dids,
+            self.handed,
+            self.relaxed_capacity,
+        )
+
+
+INITIAL: Final = State(
+    reqs={}, tokens={}, subs={}, bufs={}, maps={}, files={}, loads={}, ghosts=(), inflight=None,
+    next_id=1, unsupported=frozenset(), slots={}, forced=(), dids=frozenset(), handed=frozenset(),
+    relaxed_capacity=False,
+)
+
+T = TypeVar("T")
+_set = object.__setattr__
+
+
+_EVOLVERS: dict[type, Callable[..., object]] = {}
+_MISSING: Final = object()
+
+
+def evolve(obj: T, **changes: object) -> T:
+    """``dataclasses.replace`` for the model's frozen values, without its per-call introspection (the judge
+    makes one or two of these per trace event): a per-class function generated once."""
+    cls = type(obj)
+    fn = _EVOLVERS.get(cls)
+    if fn is None:
+        fn = _EVOLVERS[cls] = _make_evolver(cls)
+    return cast(T, fn(obj, **changes))
+
+
+def _make_evolver(cls: type) -> Callable[..., object]:
+    names = tuple(f.name for f in fields(cls))
+    params = ", ".join(f"{n}=_MISSING" for n in names)
+    body = "\n".join(f"    _set(new, {n!r}, obj.{n} if {n} is _MISSING else {n})" for n in names)
+    source = f"def evolve(obj, {params}):\n    new = _new(cls)\n{body}\n    return new\n"
+    namespace: dict[str, object] = {"_MISSING": _MISSING, "_set": _set, "_new": object.__new__, "cls": cls}
+    exec(source, namespace)  # generated from the dataclass's own field names only
+    fn = namespace["evolve"]
+    assert callable(fn)
+    return fn
+
+
+def done(s: State) -> State:
+    """The state after a call returned (no call in flight)."""
+    return s if s.inflight is None else evolve(s, inflight=None)
+
+
+def live_bytes(s: State) -> int:
+    """Sum of sizes of live buffers: not preempted, and not (freed and fully unmapped)."""
+    return sum(b.size for b in s.bufs.values() if not b.preempted)

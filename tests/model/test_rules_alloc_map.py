@@ -1,0 +1,257 @@
+"""Allocation, support, mapping, free and priority: a conforming and a non-conforming trace per rule."""
+
+from __future__ import annotations
+
+from reference_model.caps import DeviceCaps
+from reference_model.content import fnv1a64, pattern_bytes
+
+from .builder import PAIR, TB, allocated, request, teardown
+from .coverage import covers
+from .test_rules_requests_cookies import fails, passes
+
+VNPU = DeviceCaps(supported_pairs=frozenset({PAIR}), capacity_bytes=16384, policy="budget", vnpu_control=True)
+
+
+def alloc_once(error, buf=None, thread="other", **req_kw) -> TB:
+    b = TB()
+    request(b, **req_kw)
+    b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, error, buf, thread)])
+    if buf is not None:
+        b.bind("b", buf)
+    return teardown(b, bufs=["b"] if buf else [], reqs=["r"])
+
+
+@covers("allocation.invalid_request")
+def test_invalid_fields():
+    passes(alloc_once("EINVAL", type_=0))
+    fails(alloc_once("ENOSYS", type_=0), "req-type-unknown-einval")
+    passes(alloc_once("EINVAL", prot=8))
+    fails(alloc_once(0, "B1", prot=8), "req-prot-values")
+    passes(alloc_once("EINVAL", size=0))
+    passes(alloc_once("EIO", size=0))
+    fails(alloc_once(0, "B1", size=0), "req-size-bytes")
+
+
+def test_priority_out_of_range_in_request():
+    def build(answer, buf=None):
+        b = TB()
+        request(b)
+        b.call("req_set_priority", req="r", priority=2000)
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, answer, buf)])
+        return teardown(b, bufs=[buf] if buf else [], reqs=["r"])
+
+    passes(build("EINVAL"))
+    j = fails(build(0, "B1"), "priority-request-range")
+    assert j.discrepancy == "D3"
+
+
+@covers("allocation.file_outcome")
+def test_file_segment_at_alloc():
+    def build(length, answer, buf=None):
+        b = TB()
+        b.call("file_new", file="f", size=4096, seed=9)
+        request(b)
+        b.call("req_set_file", req="r", fd="f", file_offset=0, length=length, buffer_offset=0)
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, answer, buf)])
+        if buf:
+            b.bind("b", buf)
+            b.call("buf_map", map="m", buf="b", length=4096, prot=["READ"], flags=["SHARED"], offset=0)
+            digest = fnv1a64(pattern_bytes(9, 0, 100))
+            b.extra(digest=f"{digest:016x}").call("map_read", map="m", offset=0, length=100)
+        return teardown(b, bufs=["b"] if buf else [], reqs=["r"], maps=["m"] if buf else [])
+
+    passes(build(-1, "EINVAL"))
+    passes(build(100, 0, "B1"))
+    fails(build(-1, 0, "B1"), "req-file-length-nonnegative")
+
+
+@covers("allocation.valid_outcome")
+def test_valid_request_outcomes():
+    passes(alloc_once("ENOMEM"))
+    fails(alloc_once("EINVAL"), "alloc-supported-may-fail")
+    fails(alloc_once(0, "B1", device=7), "alloc-unsupported-fails")
+    unknown = DeviceCaps()
+    assert alloc_once("EIO", device=7).judge(unknown).verdict.value == "PASS"
+
+
+def capacity_trace(second_fits: bool, answer, buf=None) -> TB:
+    b = TB()
+    allocated(b, size=16384)
+    b.call("buf_map", map="m", buf="b", length=4096, prot=["READ"], flags=["SHARED"], offset=0)
+    b.call("buf_free", bufs=["b"])
+    if second_fits:
+        b.call("buf_unmap", map="m", offset=0, length=4096)
+    request(b, "r2", size=16384)
+    b.call("alloc", reqs=["r2"], during=[b.cb("alloc", None, answer, buf)])
+    if buf:
+        b.bind("b2", buf)
+    return teardown(b, bufs=["b2"] if buf else [], reqs=["r", "r2"], maps=[] if second_fits else ["m"])
+
+
+@covers("free.retire")
+def test_capacity_budget_counts_mapped_freed_buffers():
+    passes(capacity_trace(True, 0, "B2"), caps=VNPU)
+    passes(capacity_trace(False, "ENOMEM"), caps=VNPU)
+    fails(capacity_trace(False, 0, "B2"), "alloc-supported-may-fail", caps=VNPU)
+    fails(capacity_trace(True, "ENOMEM"), "alloc-supported-may-fail", caps=VNPU)
+
+
+@covers("allocation.callback_thread")
+def test_callback_thread():
+    passes(alloc_once("EINVAL", thread="caller", type_=0))
+    fails(alloc_once(0, "B1", thread="caller"), "alloc-callback-thread")
+
+
+@covers("allocation.errornum_iff_buf")
+def test_errornum_iff_buf():
+    passes(alloc_once(0, "B1"))
+    fails(alloc_once(0, None), "alloc-errornum-iff-buf")
+
+
+@covers("allocation.on_alloc")
+def test_one_callback_per_request():
+    b = TB()
+    request(b)
+    b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, "ENOMEM", None), b.cb("alloc", None, "ENOMEM", None)])
+    fails(teardown(b, reqs=["r"]), "alloc-one-callback-per-request")
+
+
+def test_shared_null_cookie_attribution_branches():
+    b = TB()
+    request(b, "r1")
+    request(b, "r2", type_=0)
+    b.call("alloc", reqs=["r1", "r2"])
+    b.emit(b.cb("alloc", None, "EINVAL", None), b.cb("alloc", None, 0, "B1"))
+    b.bind("b", "B1")
+    passes(teardown(b, bufs=["b"], reqs=["r1", "r2"]))
+
+
+@covers("allocation.all_answered")
+def test_settle_requires_every_onalloc():
+    b = TB()
+    request(b)
+    b.call("alloc", reqs=["r"])
+    fails(teardown(b, reqs=["r"]), "alloc-one-callback-per-request")
+
+
+@covers("support.check_support")
+def test_is_supported_results():
+    def build(results, ret=0, errno=None, type_=PAIR[1]):
+        b = TB()
+        request(b, type_=type_, onalloc=False)
+        b.extra(**({"results": results} if ret == 0 else {})).call("is_supported", reqs=["r"], ret=ret, errno=errno)
+        return teardown(b, reqs=["r"])
+
+    passes(build([True]))
+    passes(build([], ret=-1, errno="ENOSYS"))
+    fails(build([True], type_=0), "support-tests-requests")
+    fails(build([True, False]), "support-returns")
+    fails(build([], ret=-1), "support-error-returns")
+
+
+@covers("support.unsupported_learned")
+def test_unsupported_means_alloc_fails():
+    def build(answer, buf=None):
+        b = TB()
+        request(b)
+        b.extra(results=[False]).call("is_supported", reqs=["r"])
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, answer, buf)])
+        return teardown(b, bufs=[], reqs=["r"])
+
+    assert build("ENODEV").judge(DeviceCaps()).verdict.value == "PASS"
+    j = build(0, "B1").judge(DeviceCaps())
+    assert j.verdict.value == "FAIL" and j.divergence and j.divergence.clause == "alloc-unsupported-fails"
+
+
+def mapped(prot=("READ", "WRITE"), map_prot=("READ", "WRITE"), ret=0, errno=None, flags=("SHARED",)) -> TB:
+    b = TB()
+    allocated(b, prot=prot)
+    b.call("buf_map", map="m", buf="b", length=8192, prot=list(map_prot), flags=list(flags), offset=0, ret=ret,
+           errno=errno)
+    return b
+
+
+@covers("mapping.map_outcome")
+def test_map_prot_subset():
+    passes(teardown(mapped(("READ",), ("READ", "WRITE"), -1, "EACCES"), bufs=["b"], reqs=["r"]))
+    j = fails(teardown(mapped(("READ",), ("READ", "WRITE")), bufs=["b"], reqs=["r"], maps=["m"]), "map-prot-subset")
+    assert j.discrepancy == "D13"
+    passes(teardown(mapped(), bufs=["b"], reqs=["r"], maps=["m"]))
+    fails(teardown(mapped(ret=-1, errno="EINVAL"), bufs=["b"], reqs=["r"]), "map-maps-buffer")
+    passes(teardown(mapped(flags=("SHARED", "PRIVATE"), ret=-1, errno="EINVAL"), bufs=["b"], reqs=["r"]))
+
+
+def test_default_prot_is_read_only():
+    b = TB()
+    b.call("req_create", req="r")
+    b.call("req_set_device", req="r", device=PAIR[0])
+    b.call("req_set_type", req="r", type=PAIR[1])
+    b.call("req_set_size", req="r", size=8192)
+    b.call("req_set_onalloc", req="r", set=True)
+    b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, 0, "B1")])
+    b.bind("b", "B1")
+    b.call("buf_map", map="m", buf="b", length=8192, prot=["WRITE"], flags=["SHARED"], offset=0, ret=0)
+    fails(teardown(b, bufs=["b"], reqs=["r"], maps=["m"]), "map-prot-subset")
+
+
+@covers("mapping.failure_sets_errno")
+def test_map_failure_sets_errno():
+    fails(teardown(mapped(("READ",), ("WRITE",), -1, None), bufs=["b"], reqs=["r"]), "map-returns")
+
+
+@covers("mapping.unmap_result")
+def test_unmap_whole_mapping_succeeds():
+    b = mapped()
+    b.call("buf_unmap", map="m", offset=0, length=8192)
+    passes(teardown(b, bufs=["b"], reqs=["r"]))
+    b = mapped()
+    b.call("buf_unmap", map="m", offset=0, length=8192, ret=-1, errno="EINVAL")
+    fails(teardown(b, bufs=["b"], reqs=["r"]), "map-must-unmap")
+
+
+def digest(seed: int, n: int, first: int = 0) -> str:
+    return f"{fnv1a64(pattern_bytes(seed, first, n)):016x}"
+
+
+@covers("mapping.read_digest")
+def test_data_written_is_read_back_also_after_free():
+    def build(good: bool) -> TB:
+        b = mapped()
+        b.call("map_write", map="m", offset=100, length=300, seed=5)
+        b.call("buf_free", bufs=["b"])
+        b.extra(digest=digest(5, 300) if good else "0000000000000000").call("map_read", map="m", offset=100,
+                                                                            length=300)
+        b.extra(digest="whatever").call("map_read", map="m", offset=1000, length=10)
+        b.call("buf_unmap", map="m", offset=0, length=8192)
+        return teardown(b, reqs=["r"])
+
+    passes(build(True))
+    fails(build(False), "free-mapping-valid-after-free")
+
+
+@covers("free.free_result")
+def test_free_returns_zero():
+    b = TB()
+    allocated(b)
+    b.call("buf_free", bufs=["b"])
+    passes(teardown(b, reqs=["r"]))
+    b = TB()
+    allocated(b)
+    b.call("buf_free", bufs=["b"], ret=-1, errno="EINVAL")
+    fails(teardown(b, reqs=["r"]), "free-each-allocated-buffer")
+
+
+@covers("priority.set_priority_result")
+def test_set_priority():
+    def build(value, ret, errno=None):
+        b = TB()
+        allocated(b)
+        b.call("buf_set_priority", buf="b", priority=value, ret=ret, errno=errno)
+        return teardown(b, bufs=["b"], reqs=["r"])
+
+    passes(build(0, 0))
+    passes(build(1000, 0))
+    passes(build(1001, -1, "EINVAL"))
+    fails(build(100, -1, "EINVAL"), "priority-set")
+    j = fails(build(-1, 0), "priority-set-range")
+    assert j.discrepancy == "D3"

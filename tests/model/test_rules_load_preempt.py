@@ -1,0 +1,147 @@
+"""Loading and preemption: a conforming and a non-conforming trace per rule."""
+
+from __future__ import annotations
+
+from reference_model.caps import DeviceCaps
+
+from .builder import PAIR, TB, allocated, teardown
+from .coverage import covers
+from .test_rules_alloc_map import digest
+from .test_rules_requests_cookies import fails, passes
+
+VNPU = DeviceCaps(supported_pairs=frozenset({PAIR}), capacity_bytes=1 << 20, policy="budget", vnpu_control=True)
+
+
+def loaded(answer=0, *, mapped=False, length=1000, closed=True, position=0, read=True, cookie="absent") -> TB:
+    b = TB()
+    allocated(b, cookie=cookie) if cookie != "absent" else allocated(b)
+    b.call("file_new", file="f", size=4096, seed=7)
+    if mapped:
+        b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+    cv = None if cookie == "absent" else cookie
+    b.call("buf_load", buf="b", fd="f", file_offset=100, length=length, buffer_offset=50, onload=True)
+    b.emit(b.cb("load", cv, answer, "B1"))
+    b.extra(closed=closed, position=position).call("fd_check", file="f")
+    if read and not mapped:
+        b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+        mapped = True
+    if read and answer == 0:
+        b.extra(digest=digest(7, 200, 100)).call("map_read", map="m", offset=50, length=200)
+    return teardown(b, bufs=["b"], reqs=["r"], maps=["m"] if mapped else [], deleted=[cookie] if cv else [])
+
+
+@covers("loading.load_expectation")
+def test_load_expectations():
+    passes(loaded())
+    passes(loaded("EINVAL", length=-1, read=False))
+    fails(loaded(0, length=-1, read=False), "load-length-nonnegative")
+    passes(loaded("EBUSY", mapped=True, read=False))
+    j = fails(loaded(0, mapped=True, read=False), "load-no-existing-mapping")
+    assert j.discrepancy == "D7"
+    fails(loaded("EIO"), "load-async")
+
+
+@covers("loading.on_load")
+def test_onload_same_buffer_and_cookie():
+    passes(loaded(cookie="c"))
+    b = TB()
+    allocated(b)
+    b.call("file_new", file="f", size=4096, seed=7)
+    b.call("buf_load", buf="b", fd="f", file_offset=0, length=10, buffer_offset=0, onload=True)
+    b.emit(b.cb("load", None, 0, "B9"))
+    fails(teardown(b, bufs=["b"], reqs=["r"]), "load-callback-same-buf")
+    b = TB()
+    allocated(b)
+    b.call("file_new", file="f", size=4096, seed=7)
+    b.call("cookie_new", cookie="x")
+    b.call("buf_load", buf="b", fd="f", file_offset=0, length=10, buffer_offset=0, onload=True)
+    b.emit(b.cb("load", "x", 0, "B1"))
+    fails(teardown(b, bufs=["b"], reqs=["r"]), "load-callback-cookie")
+
+
+@covers("loading.all_loaded")
+def test_every_load_answered():
+    b = TB()
+    allocated(b)
+    b.call("file_new", file="f", size=4096, seed=7)
+    b.call("buf_load", buf="b", fd="f", file_offset=0, length=10, buffer_offset=0, onload=True)
+    fails(teardown(b, bufs=["b"], reqs=["r"]), "load-callback-on-done")
+
+
+@covers("loading.fd_check")
+def test_fd_ownership_and_position():
+    fails(loaded(closed=False), "load-fd-ownership")
+    fails(loaded(position=12), "load-position-unchanged")
+    b = TB()
+    b.call("file_new", file="f", size=4096, seed=1)
+    b.call("req_create", req="r")
+    b.call("req_set_file", req="r", fd="f", file_offset=0, length=10, buffer_offset=0)
+    b.extra(closed=False, position=0).call("fd_check", file="f")
+    b.call("req_free", req="r")
+    b.extra(closed=True, position=0).call("fd_check", file="f")
+    passes(teardown(b))
+    b = TB()
+    b.call("file_new", file="f", size=4096, seed=1)
+    b.call("req_create", req="r")
+    b.call("req_set_file", req="r", fd="f", file_offset=0, length=10, buffer_offset=0)
+    b.call("req_free", req="r")
+    b.extra(closed=False, position=0).call("fd_check", file="f")
+    fails(teardown(b), "req-file-fd-ownership")
+
+
+def preempted(*, onpreempt=True, cb=True, mapped=False, map_after=None, vnpu_ret=0) -> TB:
+    b = TB()
+    allocated(b, cookie="c", onpreempt=onpreempt)
+    if mapped:
+        b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+    during = [b.cb("preempt", "c")] if cb else []
+    b.call("vnpu", command="preempt=b", ret=vnpu_ret, errno="EBUSY" if vnpu_ret else None, during=during)
+    if map_after is not None:
+        ret, errno = map_after
+        b.call("buf_map", map="m2", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=ret,
+               errno=errno)
+    return teardown(b, bufs=["b"], reqs=["r"], deleted=["c"], maps=["m"] if mapped else [])
+
+
+@covers("preemption.preempt_allowed")
+def test_preempt_callback():
+    passes(preempted(), caps=VNPU)
+    fails(preempted(onpreempt=False), "req-onpreempt-default-null", caps=VNPU)
+    fails(preempted(mapped=True, vnpu_ret=-1), "preempt-never-while-mapped", caps=VNPU)
+
+
+@covers("preemption.ret_vnpu")
+def test_vnpu_never_preempts_mapped_buffer():
+    passes(preempted(mapped=True, cb=False, vnpu_ret=-1), caps=VNPU)
+    fails(preempted(mapped=True, cb=False), "preempt-never-while-mapped", caps=VNPU)
+
+
+@covers("preemption.owed_preempts")
+def test_preempt_callback_owed():
+    fails(preempted(cb=False), "preempt-onpreempt-purpose", caps=VNPU)
+    passes(preempted(cb=False, onpreempt=False), caps=VNPU)
+
+
+@covers("mapping.map_preempted", "free.free_result")
+def test_map_after_preempt():
+    passes(preempted(map_after=(-1, "ENOENT")), caps=VNPU)
+    j = fails(preempted(map_after=(-1, "ENOMEM")), "preempt-map-enoent", caps=VNPU)
+    assert j.discrepancy == "D1"
+    fails(preempted(map_after=(0, None)), "preempt-map-fails-after-callback", caps=VNPU)
+
+
+def test_spontaneous_preemption_on_real_devices():
+    b = TB()
+    allocated(b, cookie="c", onpreempt=True)
+    b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=-1,
+           errno="ENOENT")
+    b.emit(b.cb("preempt", "c"))
+    passes(teardown(b, bufs=["b"], reqs=["r"], deleted=["c"]))
+
+
+def test_late_preempt_after_free():
+    b = TB()
+    allocated(b, cookie="c", onpreempt=True)
+    b.call("buf_free", bufs=["b"])
+    b.emit(b.cb("preempt", "c"))
+    passes(teardown(b, reqs=["r"], deleted=["c"]))
