@@ -24,9 +24,9 @@ from host.catalogue import load_catalogue  # noqa: E402
 from host.corpus import load_corpus  # noqa: E402
 from host.probe import DEFAULT_BUILD_DIR, ProbeBuild, build_probe, run_batch  # noqa: E402
 from host.program import Pairs, compile_program, compile_scenario  # noqa: E402
+from host.vnpu_profile import DEFAULT_PAIRS  # noqa: E402
 from reference_model.caps import DeviceCaps  # noqa: E402
 from reference_model.judge import judge  # noqa: E402
-from host.vnpu_profile import DEFAULT_PAIRS  # noqa: E402
 
 
 def replicated_corpus(rounds: int):
@@ -61,7 +61,10 @@ def timed_run(jobs: int) -> tuple[float, int]:
         started = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "host.cli", "run", "--out", f"{tmp}/run", "-q", "-j", str(jobs)],
-            cwd=ROOT, capture_output=True, text=True, check=False,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         return time.perf_counter() - started, done.returncode
 
@@ -79,13 +82,19 @@ def main() -> int:
     run1_s, rc1 = timed_run(1)
     run2_s, rc2 = timed_run(2)
     print(f"corpus: {len(corpus)} scenarios; raw batch: {len(scenarios)} scenarios in one probe process")
+    rows = [
+        ("probe batch, no judging", raw_s, raw_n, ""),
+        ("probe batch, judging overlapped", judged_s, judged_n, ""),
+        ("npuconf run --target local -j 1 (whole run)", run1_s, len(corpus), f"exit {rc1}"),
+        ("npuconf run --target local -j 2 (whole run)", run2_s, len(corpus), f"exit {rc2}"),
+    ]
     print(f"{'measurement':<44} {'time':>9} {'scen/s':>9} {'ms/scen':>8}")
-    print(f"{'probe batch, no judging':<44} {raw_s:8.2f}s {raw_n / raw_s:9.0f} {1000 * raw_s / raw_n:8.2f}")
-    print(f"{'probe batch, judging overlapped':<44} {judged_s:8.2f}s {judged_n / judged_s:9.0f} {1000 * judged_s / judged_n:8.2f}")
-    print(f"{'npuconf run --target local -j 1 (whole run)':<44} {run1_s:8.2f}s {len(corpus) / run1_s:9.0f} {1000 * run1_s / len(corpus):8.2f}  exit {rc1}")
-    print(f"{'npuconf run --target local -j 2 (whole run)':<44} {run2_s:8.2f}s {len(corpus) / run2_s:9.0f} {1000 * run2_s / len(corpus):8.2f}  exit {rc2}")
-    print(f"judging overhead: {judged_s / raw_s:.2f}x raw; -j 2 vs -j 1: {run1_s / run2_s:.2f}x; "
-          f"whole corpus on the local target: {min(run1_s, run2_s):.2f} s (target <= 10 s)")
+    for name, seconds, count, note in rows:
+        print(f"{name:<44} {seconds:8.2f}s {count / seconds:9.0f} {1000 * seconds / count:8.2f}  {note}")
+    print(
+        f"judging overhead: {judged_s / raw_s:.2f}x raw; -j 2 vs -j 1: {run1_s / run2_s:.2f}x; "
+        f"whole corpus on the local target: {min(run1_s, run2_s):.2f} s (target <= 10 s)"
+    )
     return 0
 
 

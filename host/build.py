@@ -9,7 +9,6 @@ from typing import Final
 from .errors import UsageError
 from .probe import REPO_ROOT, build_probe
 
-
 # Debian cross compilers: the kit proves portability to 64-bit and 32-bit ARM (32-bit off_t) with
 # them and runs the result under qemu-user (see `qemu_prefix`).
 CROSS_TARGETS: Final = {

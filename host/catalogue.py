@@ -47,7 +47,9 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise ScenarioInvalid(source, None, "file", str(exc).splitlines()[0], "a readable YAML clause catalogue") from None
+        raise ScenarioInvalid(
+            source, None, "file", str(exc).splitlines()[0], "a readable YAML clause catalogue"
+        ) from None
     if not isinstance(data, Mapping) or not isinstance(data.get("clauses"), list):
         raise ScenarioInvalid(source, None, "clauses", type(data).__name__, "a mapping with a `clauses` list")
     seen: set[str] = set()
@@ -62,7 +64,9 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
         if raw["id"] in seen:
             raise ScenarioInvalid(source, None, f"{where}.id", raw["id"], "an ID not used by an earlier clause")
         if raw["testability"] not in TESTABILITY:
-            raise ScenarioInvalid(source, None, f"{where}.testability", raw["testability"], "one of " + ", ".join(sorted(TESTABILITY)))
+            raise ScenarioInvalid(
+                source, None, f"{where}.testability", raw["testability"], "one of " + ", ".join(sorted(TESTABILITY))
+            )
         reason = raw.get("reason")
         if raw["testability"] == "not-testable" and not isinstance(reason, str):
             raise ScenarioInvalid(source, None, f"{where}.reason", reason, "a reason for a not-testable clause")

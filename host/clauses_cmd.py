@@ -52,11 +52,13 @@ def print_clauses(as_json: bool) -> int:
     print(f"{'clause':<{width}}  {'chapter':<11} {'testability':<13} rules scen  quote")
     for r in rows:
         quote = r.quote if len(r.quote) <= 70 else r.quote[:67] + "..."
-        print(f"{r.clause_id:<{width}}  {r.chapter:<11} {r.testability:<13} {len(r.rules):>5} {len(r.scenarios):>4}  {quote}")
+        counts = f"{len(r.rules):>5} {len(r.scenarios):>4}"
+        print(f"{r.clause_id:<{width}}  {r.chapter:<11} {r.testability:<13} {counts}  {quote}")
     pct = 100.0 * summary["with_two_scenarios"] / summary["testable"] if summary["testable"] else 100.0
     print(
-        f"\n{summary['clauses']} clauses, {summary['testable']} testable: {summary['with_rule']} cited by a model rule, "
-        f"{summary['with_scenario']} by a scenario, {summary['with_two_scenarios']} by two or more ({pct:.0f} %)"
+        f"\n{summary['clauses']} clauses, {summary['testable']} testable: "
+        f"{summary['with_rule']} cited by a model rule, {summary['with_scenario']} by a scenario, "
+        f"{summary['with_two_scenarios']} by two or more ({pct:.0f} %)"
     )
     return 0
 

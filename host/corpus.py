@@ -44,7 +44,11 @@ def load_corpus(root: Path = SCENARIO_ROOT, known_clauses: frozenset[str] | None
         for scenario in load_file(path, path.parent.name, known_clauses):
             if scenario.id in first_seen:
                 raise ScenarioInvalid(
-                    scenario.source, scenario.id, "id", scenario.id, f"an id not already used in {first_seen[scenario.id]}"
+                    scenario.source,
+                    scenario.id,
+                    "id",
+                    scenario.id,
+                    f"an id not already used in {first_seen[scenario.id]}",
                 )
             first_seen[scenario.id] = scenario.source
             scenarios.append(scenario)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,10 @@ from typing import Any
 from .errors import UsageError
 from .probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch
 from .vnpu_profile import VnpuProfile
+
+# Everything the probe and the implementation print on stderr, kept beside results.jsonl
+# (sanitizer builds report here; CI fails on any report).
+PROBE_STDERR_LOG = "probe-stderr.log"
 
 
 @dataclass
@@ -33,6 +38,7 @@ class LocalTarget:
             self.impl = self.impl.resolve()
             self.serial = f"local:{self.impl.name}"
         self._profile_path = self.work_dir / "vnpu-profile.conf"
+        self._stderr_lock = threading.Lock()
 
     @property
     def build(self) -> ProbeBuild:
@@ -90,7 +96,11 @@ class LocalTarget:
         on_trace: Callable[[ScenarioTrace], None],
     ) -> BatchOutcome:
         env = dict(os.environ, NPUCONF_VNPU_PROFILE=str(self._profile_path))
-        return run_batch(self.command(), program, scenario_ids, limits_s, on_trace, env=env)
+        outcome = run_batch(self.command(), program, scenario_ids, limits_s, on_trace, env=env)
+        if outcome.stderr:
+            with self._stderr_lock, (self.work_dir / PROBE_STDERR_LOG).open("a", encoding="utf-8") as log:
+                log.write(outcome.stderr)
+        return outcome
 
 
 def _file_digest(path: Path) -> str:

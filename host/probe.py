@@ -48,7 +48,15 @@ def build_probe(
     build_dir: Path = DEFAULT_BUILD_DIR, cmake_args: Sequence[str] = (), log: Callable[[str], None] | None = None
 ) -> ProbeBuild:
     """Configure and build the probe and libvnpu with CMake (host build unless cmake_args say otherwise)."""
-    configure = ["cmake", "-S", str(PROBE_SOURCE), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=RelWithDebInfo", *cmake_args]
+    configure = [
+        "cmake",
+        "-S",
+        str(PROBE_SOURCE),
+        "-B",
+        str(build_dir),
+        "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+        *cmake_args,
+    ]
     build = ["cmake", "--build", str(build_dir), "--parallel", str(os.cpu_count() or 2)]
     for command in (configure, build):
         if log:
@@ -78,6 +86,7 @@ class ScenarioTrace:
     lines: tuple[str, ...]
     duration_ms: float
     infra_error: str | None = None  # the probe process itself failed: verdict ERROR
+    timed_out: str | None = None  # the host's watchdog gave up on the device: verdict TIMEOUT
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +94,7 @@ class BatchOutcome:
     completed: tuple[str, ...]
     api_missing: tuple[str, ...] | None
     error: str | None
+    stderr: str = ""  # what the probe and the implementation printed (sanitizer reports land here)
 
 
 def exit_event_scenario(line: str) -> str | None:
@@ -146,7 +156,9 @@ def run_batch(
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
     stderr_chunks: list[str] = []
-    threading.Thread(target=lambda: stderr_chunks.append(process.stderr.read()), daemon=True).start()  # type: ignore[union-attr]
+    stderr_stream = process.stderr
+    stderr_thread = threading.Thread(target=lambda: stderr_chunks.append(stderr_stream.read()), daemon=True)
+    stderr_thread.start()
     writer = threading.Thread(target=_feed, args=(process.stdin, program), daemon=True)
     writer.start()
 
@@ -188,7 +200,8 @@ def run_batch(
         process.kill()
         process.wait()
     writer.join(timeout=5)
-    return BatchOutcome(tuple(completed), api_missing, error)
+    stderr_thread.join(timeout=5)
+    return BatchOutcome(tuple(completed), api_missing, error, "".join(stderr_chunks))
 
 
 def _collect_one(lines: queue.Queue[str | None], pending: list[str], deadline_s: float) -> str:

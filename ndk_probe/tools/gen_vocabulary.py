@@ -22,7 +22,10 @@ SOURCE = ROOT / "ndk_probe" / "vocabulary.yaml"
 C_HEADER = ROOT / "ndk_probe" / "gen" / "vocabulary.h"
 PY_MODULE = ROOT / "reference_model" / "vocabulary.py"
 
-BANNER = "Generated from ndk_probe/vocabulary.yaml by ndk_probe/tools/gen_vocabulary.py. DO NOT EDIT; change the source and regenerate."
+BANNER = (
+    "Generated from ndk_probe/vocabulary.yaml by ndk_probe/tools/gen_vocabulary.py. "
+    "DO NOT EDIT; change the source and regenerate."
+)
 
 
 def vocabulary_hash(vocab: dict) -> str:
@@ -51,7 +54,7 @@ def render_c(vocab: dict) -> str:
     ops = vocab["ops"]
     out = [f"/* {BANNER} */", "#ifndef NPUCONF_GEN_VOCABULARY_H", "#define NPUCONF_GEN_VOCABULARY_H", ""]
     out += ["#include <errno.h>", "#include <stddef.h>", ""]
-    out.append(f'#define NPUCONF_VOCAB_VERSION {vocab["version"]}')
+    out.append(f"#define NPUCONF_VOCAB_VERSION {vocab['version']}")
     out.append(f'#define NPUCONF_VOCAB_HASH "{vocabulary_hash(vocab)}"')
     out.append(f"#define NPUCONF_MAX_OP_ARGS {max(len(op['args']) for op in ops)}")
     out.append("")
@@ -75,7 +78,7 @@ def render_c(vocab: dict) -> str:
     out.append("static const struct npuconf_op_info NPUCONF_OPS[OP__COUNT] = {")
     for op in ops:
         api = f'"{op["api"]}"' if op["api"] else "NULL"
-        args = ", ".join(f'{{"{a["name"]}", ARG_{a["kind"].upper()}}}' for a in op["args"]) or '{NULL, ARG_TEXT}'
+        args = ", ".join(f'{{"{a["name"]}", ARG_{a["kind"].upper()}}}' for a in op["args"]) or "{NULL, ARG_TEXT}"
         out.append(f'    [OP_{op["name"].upper()}] = {{"{op["name"]}", {api}, {len(op["args"])}, {{{args}}}}},')
     out.append("};")
     out.append("")
@@ -132,7 +135,7 @@ def render_py(vocab: dict) -> str:
     for op in vocab["ops"]:
         args = "".join(f'ArgSpec("{a["name"]}", ArgKind.{a["kind"].upper()}), ' for a in op["args"])
         api = f'"{op["api"]}"' if op["api"] else "None"
-        out.append(f'    Op.{op["name"].upper()}: OpSpec(Op.{op["name"].upper()}, {api}, ({args})),')
+        out.append(f"    Op.{op['name'].upper()}: OpSpec(Op.{op['name'].upper()}, {api}, ({args})),")
     out.append("}")
     out.append("")
     out.append("ERRNO_NAMES: Final[frozenset[str]] = frozenset({")

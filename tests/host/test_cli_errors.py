@@ -52,6 +52,6 @@ def test_unknown_clause_and_bad_keyword_are_usage_errors(tmp_path):
 
 
 def test_missing_impl_library_is_a_usage_error(tmp_path):
-    done = npuconf("run", "--impl", tmp_path / "nope.so", "--out", tmp_path / "o", "-q")
+    done = npuconf("run", "--target", "local", "--impl", tmp_path / "nope.so", "--out", tmp_path / "o", "-q")
     assert done.returncode == 3
     assert "nope.so" in done.stderr and "Traceback" not in done.stderr

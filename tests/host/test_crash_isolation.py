@@ -14,7 +14,7 @@ def test_segfault_in_the_middle_of_a_batch_is_one_crash(tmp_path, probe_build):
     # published text says it does nothing, so the published-37 verdict is CRASH for that scenario.
     run_dir = tmp_path / "run"
     done = npuconf(
-        "run", "--personality", "aosp-2026", "--out", run_dir, "-q",
+        "run", "--target", "local", "--personality", "aosp-2026", "--out", run_dir, "-q",
         "-k", "requests.create_then_free or requests.free_null_is_noop or support.empty_list",
     )
     assert done.returncode == 1, done.stdout + done.stderr

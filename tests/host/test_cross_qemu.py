@@ -20,8 +20,20 @@ def test_cross_built_probe_passes_under_qemu(cross, tmp_path):
     build_dir = build_for(None, None, None, tmp_path / f"build-{cross}", cross=cross)
     run_dir = tmp_path / "run"
     done = npuconf(
-        "run", "--cross", cross, "--build-dir", build_dir, "-k", "cookies or mapping or crashes", "--out", run_dir, "-q",
-        "--timeout-multiplier", "4",
+        "run",
+        "--target",
+        "local",
+        "--cross",
+        cross,
+        "--build-dir",
+        build_dir,
+        "-k",
+        "cookies or mapping or crashes",
+        "--out",
+        run_dir,
+        "-q",
+        "--timeout-multiplier",
+        "4",
     )
     assert done.returncode == 0, done.stdout + done.stderr
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]

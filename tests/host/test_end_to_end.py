@@ -25,7 +25,7 @@ def records(run_dir, kind):
 
 def test_whole_corpus_passes_on_vnpu(tmp_path, probe_build):
     run_dir = tmp_path / "run"
-    done = npuconf("run", "--out", run_dir, "-q", "-j", "2")
+    done = npuconf("run", "--target", "local", "--out", run_dir, "-q", "-j", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     corpus = load_corpus(known_clauses=load_catalogue().ids())
     results = records(run_dir, "result")
@@ -63,7 +63,7 @@ def build_defective_vnpu(tmp_path, define):
 def test_non_conformant_library_fails_with_clause_quote_and_observation(tmp_path, probe_build):
     library = build_defective_vnpu(tmp_path, "VNPU_DEFECT_KEEP_REPLACED_COOKIE")
     run_dir = tmp_path / "run"
-    done = npuconf("run", "--impl", library, "-k", "cookie", "--out", run_dir, "-q")
+    done = npuconf("run", "--target", "local", "--impl", library, "-k", "cookie", "--out", run_dir, "-q")
     assert done.returncode == 1, done.stdout + done.stderr
     failures = [r for r in records(run_dir, "result") if r["verdict"] == "FAIL"]
     assert failures, "the defective library must fail at least one cookie scenario"
@@ -116,7 +116,7 @@ def fake_build(tmp_path, list_lines):
 def test_truncated_trace_is_error_with_line_number(tmp_path):
     build = fake_build(tmp_path, PROBE_LIST_LINES)
     run_dir = tmp_path / "run"
-    done = npuconf("run", "--build-dir", build, "-k", "cookie", "--out", run_dir, "-q")
+    done = npuconf("run", "--target", "local", "--build-dir", build, "-k", "cookie", "--out", run_dir, "-q")
     assert done.returncode == 2, done.stdout + done.stderr
     results = records(run_dir, "result")
     assert results and all(r["verdict"] == "ERROR" for r in results)
@@ -128,7 +128,7 @@ def test_stale_probe_is_error_that_says_rebuild(tmp_path):
     stale = [PROBE_LIST_LINES[0].replace(PROBE_LIST_LINES[0].split()[-1], "0000000000000000"), *PROBE_LIST_LINES[1:]]
     build = fake_build(tmp_path, stale)
     run_dir = tmp_path / "run"
-    done = npuconf("run", "--build-dir", build, "-k", "cookie", "--out", run_dir, "-q")
+    done = npuconf("run", "--target", "local", "--build-dir", build, "-k", "cookie", "--out", run_dir, "-q")
     assert done.returncode == 2
     results = records(run_dir, "result")
     assert results and all(r["verdict"] == "ERROR" for r in results)
