@@ -3,7 +3,12 @@
 
 def pytest_addoption(parser):
     group = parser.getgroup("npuconf", "npuconf conformance suite")
-    group.addoption("--npu-target", choices=["local"], default="local", help="Where the probe runs")
+    group.addoption("--npu-target", choices=["local", "virtual", "adb"], default="local", help="Where the probe runs")
+    group.addoption("--npu-devices", type=int, default=1, help="Virtual target: number of virtual devices")
+    group.addoption("--npu-serial", action="append", default=[], help="Adb target: only this device (repeatable)")
+    group.addoption(
+        "--npu-adb-server", action="append", default=[], metavar="HOST:PORT", help="Adb target: adb server (repeatable)"
+    )
     group.addoption("--npu-impl", default=None, help="Local target: a Linux library exporting the 18 functions")
     group.addoption("--npu-profile", choices=["published-37", "aosp-2026"], default="published-37", help="Spec profile")
     group.addoption(

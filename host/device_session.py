@@ -26,7 +26,10 @@ def prepare_device(target: Target) -> Device:
     scenario = discovery_scenario()
     traces: list[ScenarioTrace] = []
     target.run_batch(
-        compile_program([compile_scenario(scenario, Pairs(None, None))]), [DISCOVERY_ID], [DISCOVERY_LIMIT_S], traces.append
+        compile_program([compile_scenario(scenario, Pairs(None, None))]),
+        [DISCOVERY_ID],
+        [DISCOVERY_LIMIT_S],
+        traces.append,
     )
     found = parse_discovery(traces[0]) if traces else None
     notes: tuple[str, ...] = ()
@@ -99,6 +102,8 @@ class DeviceSession:
         trace = traces[0]
         if trace.infra_error is not None:
             return not_run(Verdict.ERROR, trace.infra_error)
+        if trace.timed_out is not None:
+            return not_run(Verdict.TIMEOUT, trace.timed_out)
         fingerprint = str(self.device.info.get("fingerprint", self.device.serial))
         return judge_lines(scenario, trace.lines, self.device.caps, self.catalogue, self.profile, (), fingerprint)
 

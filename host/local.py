@@ -34,7 +34,9 @@ class LocalTarget:
     def __post_init__(self) -> None:
         if self.impl is not None:
             if not self.impl.is_file():
-                raise UsageError(f"--impl {self.impl}: no such file; expected a shared library exporting the 18 functions")
+                raise UsageError(
+                    f"--impl {self.impl}: no such file; expected a shared library exporting the 18 functions"
+                )
             self.impl = self.impl.resolve()
             self.serial = f"local:{self.impl.name}"
         self._profile_path = self.work_dir / "vnpu-profile.conf"
@@ -76,7 +78,9 @@ class LocalTarget:
         if self.impl is None:
             info |= {
                 "model": "vnpu",
-                "fingerprint": f"npuconf/vnpu/{self.profile.personality}/{self.profile.policy}:{_file_digest(self.build.vnpu)}",
+                "fingerprint": (
+                    f"npuconf/vnpu/{self.profile.personality}/{self.profile.policy}:{_file_digest(self.build.vnpu)}"
+                ),
                 "personality": self.profile.personality,
                 "policy": self.profile.policy,
                 "capacity": self.profile.capacity,

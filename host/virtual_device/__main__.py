@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print("virtual device: listens on loopback only", file=sys.stderr)
         return 2
     if args.port in FORBIDDEN_PORTS:
-        print(f"virtual device: port {args.port} is in 5555-5585, which adb servers claim as emulators", file=sys.stderr)
+        print(f"virtual device: port {args.port} is in 5555-5585 (adb servers claim those)", file=sys.stderr)
         return 2
     level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s vdev[%(process)d] %(message)s")

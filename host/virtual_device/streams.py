@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from typing import Protocol
 
@@ -87,10 +88,8 @@ class Stream:
         """Close from our side once the last WRTE was acknowledged, so no output is lost."""
         if self._closed:
             return
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._can_send.wait(), LAST_ACK_WAIT_S)
-        except TimeoutError:
-            pass
         if not self._closed:
             self._closed = True
             self.sender.send(Message(A_CLSE, self.local_id, self.remote_id))
