@@ -79,6 +79,7 @@ def result_record(
     lines: Sequence[str] = (),
     slots: dict[str, str] | None = None,
     duration_ms: float = 0.0,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "kind": "result",
@@ -96,17 +97,40 @@ def result_record(
         "trace": list(lines),
         "duration_ms": round(duration_ms, 3),
         "finished": now_iso(),
+        **{key: value for key, value in (extra or {}).items() if value},
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """`npuconf run --resume`: what is left to run per device, on top of the results already recorded."""
+
+    todo: dict[str, tuple[str, ...]]  # device -> scenario ids still to run
+    described: frozenset[str]  # devices results.jsonl already describes
+    kept: tuple[Verdict, ...]  # verdicts of the results that stay
 
 
 class DeviceRun:
     """Executes the plan on one prepared target and appends a result record per scenario."""
 
-    def __init__(self, plan: RunPlan, target: Target, writer: ResultsWriter, progress: ProgressFn | None) -> None:
+    def __init__(
+        self,
+        plan: RunPlan,
+        target: Target,
+        writer: ResultsWriter,
+        progress: ProgressFn | None,
+        resume: Resume | None = None,
+    ) -> None:
         self.plan = plan
         self.target = target
         self.writer = writer
         self.progress = progress
+        self.scenarios = plan.scenarios
+        self.describe = True
+        if resume is not None:
+            wanted = set(resume.todo.get(target.serial, ()))
+            self.scenarios = tuple(s for s in plan.scenarios if s.id in wanted)
+            self.describe = target.serial not in resume.described
         self.verdicts: Counter[Verdict] = Counter()
         self._lock = threading.Lock()
         self._done = 0
@@ -118,24 +142,27 @@ class DeviceRun:
             self._done += 1
             done = self._done
         if self.progress:
-            self.progress(self.target.serial, outcome.verdict, done, len(self.plan.scenarios))
+            self.progress(self.target.serial, outcome.verdict, done, len(self.scenarios))
 
     def execute(self) -> Device | None:
         try:
             device = prepare_device(self.target)
-        except Exception as exc:  # noqa: BLE001 - any failure to prepare a device is an infrastructure ERROR
-            self.writer.write({"kind": "device", "device": self.target.serial, "info": {"serial": self.target.serial}})
-            for scenario in self.plan.scenarios:
+        except Exception as exc:
+            if self.describe:
+                serial = self.target.serial
+                self.writer.write({"kind": "device", "device": serial, "info": {"serial": serial}})
+            for scenario in self.scenarios:
                 self._record(scenario, not_run(Verdict.ERROR, f"device preparation failed: {exc}"))
             return None
-        self.writer.write({"kind": "device", "device": device.serial, "info": device.info})
+        if self.describe:
+            self.writer.write({"kind": "device", "device": device.serial, "info": device.info})
         self._run_scenarios(device)
         return device
 
     def _run_scenarios(self, device: Device) -> None:
         pairs = Pairs.from_caps(device.caps, probed_pairs())
         runnable: list[CompiledScenario] = []
-        for scenario in self.plan.scenarios:
+        for scenario in self.scenarios:
             missing = missing_capability(scenario, device.caps, pairs)
             if missing is not None:
                 self._record(scenario, not_run(Verdict.NOT_APPLICABLE, missing))
@@ -161,6 +188,8 @@ class DeviceRun:
             reported.add(trace.scenario_id)
             if trace.infra_error is not None:
                 outcome = not_run(Verdict.ERROR, trace.infra_error)
+            elif trace.timed_out is not None:
+                outcome = not_run(Verdict.TIMEOUT, trace.timed_out)
             else:
                 outcome = judge_lines(
                     compiled.scenario,
@@ -171,18 +200,27 @@ class DeviceRun:
                     self.plan.waivers,
                     fingerprint,
                 )
+            extra: dict[str, Any] = {}
+            context = getattr(self.target, "failure_context", None)
+            if context is not None and outcome.verdict in (Verdict.FAIL, Verdict.CRASH, Verdict.TIMEOUT):
+                extra["logcat"] = list(context(trace.scenario_id))
             self._record(
-                compiled.scenario, outcome, lines=trace.lines, slots=dict(compiled.slots), duration_ms=trace.duration_ms
+                compiled.scenario,
+                outcome,
+                lines=trace.lines,
+                slots=dict(compiled.slots),
+                duration_ms=trace.duration_ms,
+                extra=extra,
             )
 
         limits = [
-            c.scenario.timeout_ms / 1000.0 * self.plan.timeout_multiplier + SETTLE_ALLOWANCE_S * self.plan.timeout_multiplier
+            (c.scenario.timeout_ms / 1000.0 + SETTLE_ALLOWANCE_S) * self.plan.timeout_multiplier
             for c in lane
         ]
         started = time.monotonic()
         try:
             outcome = self.target.run_batch(compile_program(lane), [c.scenario.id for c in lane], limits, on_trace)
-        except Exception as exc:  # noqa: BLE001 - a lost device or transport: the rest is NOT_EXECUTED
+        except Exception as exc:
             reason = f"batch stopped after {time.monotonic() - started:.1f} s: {exc}"
         else:
             if outcome.api_missing is not None:
@@ -190,7 +228,8 @@ class DeviceRun:
                 for compiled in lane:
                     if compiled.scenario.id not in reported:
                         reported.add(compiled.scenario.id)
-                        self._record(compiled.scenario, not_run(Verdict.NOT_APPLICABLE, f"implementation lacks {missing}"))
+                        reason = f"implementation lacks {missing}"
+                        self._record(compiled.scenario, not_run(Verdict.NOT_APPLICABLE, reason))
                 return
             reason = outcome.error or "the probe stopped before this scenario ran"
         for compiled in lane:
@@ -198,23 +237,35 @@ class DeviceRun:
                 self._record(compiled.scenario, not_run(Verdict.NOT_EXECUTED, reason))
 
 
-def execute_run(plan: RunPlan, targets: Sequence[Target], progress: ProgressFn | None = None) -> int:
-    """Run the plan on every target in parallel (one lane per device); return the exit code."""
+def execute_run(
+    plan: RunPlan, targets: Sequence[Target], progress: ProgressFn | None = None, resume: Resume | None = None
+) -> int:
+    """Run the plan on every target in parallel (one lane per device); return the exit code.
+
+    With `resume`, results.jsonl already holds the plan: only the pairs left to run are run and
+    appended, and the end record counts the kept results too.
+    """
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     results_path = plan.out_dir / "results.jsonl"
     with ResultsWriter(results_path) as writer:
-        writer.write(plan_record(plan, [t.serial for t in targets]))
-        runs = [DeviceRun(plan, target, writer, progress) for target in targets]
+        if resume is None:
+            writer.write(plan_record(plan, [t.serial for t in targets]))
+        runs = [DeviceRun(plan, target, writer, progress, resume) for target in targets]
         threads = [threading.Thread(target=run.execute, name=f"device-{run.target.serial}") for run in runs]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        counts: Counter[Verdict] = Counter()
+        counts: Counter[Verdict] = Counter(resume.kept if resume is not None else ())
         for run in runs:
             counts.update(run.verdicts)
         exit_code = int(run_exit(counts.elements())) if counts else 2
         writer.write(
-            {"kind": "end", "finished": now_iso(), "counts": {v.value: n for v, n in counts.items()}, "exit_code": exit_code}
+            {
+                "kind": "end",
+                "finished": now_iso(),
+                "counts": {v.value: n for v, n in counts.items()},
+                "exit_code": exit_code,
+            }
         )
     return exit_code

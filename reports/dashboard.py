@@ -1,0 +1,343 @@
+"""dashboard.html: devices × clauses across builds, trends and regressions, from the results store.
+
+One self-contained page (inline CSS, SVG and JS; no network), rendered like report.html (jinja2,
+autoescape, StrictUndefined, text hygiene). Definitions:
+
+- a device is a serial; its builds are the fingerprints its runs reported, ordered by the last run
+  on each; the latest build is the one of its newest run, the previous build the one before it;
+- a scenario's verdict on a build is the one of the newest run of that build that has it
+  (NOT_EXECUTED only when no run of that build executed it);
+- a clause's verdict on a build is the worst verdict (reports.results.SEVERITY) among the scenarios
+  citing it;
+- a regression is a clause that is PASS on the device's previous build and FAIL or CRASH on its
+  latest build;
+- a device's pass rate in a run is PASS over the results that are not NOT_APPLICABLE.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from reference_model.verdicts import BLOCKING_VERDICTS, Verdict
+
+from .html import VERDICT_SHORT, environment
+from .results import SEVERITY, worst
+from .store import open_store
+
+DASHBOARD_NAME: Final = "dashboard.html"
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    run_id: str
+    started: str
+    serial: str
+    fingerprint: str
+    scenario: str
+    clauses: tuple[str, ...]
+    verdict: Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    fingerprint: str
+    label: str  # "build 1", "build 2", ... in the device's order
+    first_seen: str
+    last_seen: str
+    runs: int
+    scenario_verdicts: Mapping[str, Verdict]
+    clause_scenarios: Mapping[str, tuple[str, ...]]
+    clause_verdicts: Mapping[str, Verdict]
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    verdict: str  # "" when no scenario cites the clause
+    short: str
+    tooltip: str
+    regression: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixRow:
+    clause: str
+    cells: tuple[Cell, ...]
+    regression: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TrendPoint:
+    x: float
+    y: float
+    tooltip: str
+
+
+@dataclass(frozen=True, slots=True)
+class BuildMark:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Trend:
+    width: int
+    height: int
+    top: float
+    bottom: float
+    left: float
+    right: float
+    points: tuple[TrendPoint, ...]
+    polyline: str
+    marks: tuple[BuildMark, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Regression:
+    serial: str
+    model: str
+    clause: str
+    previous: str
+    latest: str
+    verdict: str
+    scenarios: str
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    serial: str
+    model: str
+    builds: tuple[Build, ...]
+    trend: Trend
+    history: tuple[MatrixRow, ...]  # clause × this device's builds
+
+    @property
+    def latest(self) -> Build | None:
+        return self.builds[-1] if self.builds else None
+
+    @property
+    def previous(self) -> Build | None:
+        return self.builds[-2] if len(self.builds) > 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    run_id: str
+    started: str
+    profile: str
+    target: str
+    answer: str
+    devices: str
+    results: int
+
+
+@dataclass(frozen=True, slots=True)
+class Dashboard:
+    devices: tuple[Device, ...]
+    matrix: tuple[MatrixRow, ...]
+    regressions: tuple[Regression, ...]
+    runs: tuple[RunRow, ...]
+    builds: int
+
+
+def _rows(conn: sqlite3.Connection) -> list[_Row]:
+    query = (
+        "SELECT v.run_id, r.started, v.serial, v.fingerprint, v.scenario, v.clauses, v.verdict "
+        "FROM verdicts v JOIN runs r ON r.run_id = v.run_id ORDER BY r.started, v.run_id"
+    )
+    out: list[_Row] = []
+    for row in conn.execute(query):
+        try:
+            clauses = tuple(c for c in json.loads(row["clauses"]) if isinstance(c, str))
+            verdict = Verdict(row["verdict"])
+        except (ValueError, TypeError):
+            continue
+        out.append(_Row(row[0], row[1], row[2], row[3], row[4], clauses, verdict))
+    return out
+
+
+def _build(fingerprint: str, label: str, rows: Sequence[_Row]) -> Build:
+    """Per-scenario verdicts of one build: newest run first; NOT_EXECUTED only as a last resort."""
+    by_scenario: dict[str, _Row] = {}
+    for row in rows:  # oldest first
+        previous = by_scenario.get(row.scenario)
+        if previous is None or row.verdict is not Verdict.NOT_EXECUTED or previous.verdict is Verdict.NOT_EXECUTED:
+            by_scenario[row.scenario] = row
+    clause_scenarios: dict[str, list[str]] = {}
+    for row in by_scenario.values():
+        for clause in row.clauses:
+            clause_scenarios.setdefault(clause, []).append(row.scenario)
+    clause_verdicts: dict[str, Verdict] = {}
+    for clause, scenarios in clause_scenarios.items():
+        found = worst(by_scenario[s].verdict for s in scenarios)
+        if found is not None:
+            clause_verdicts[clause] = found
+    return Build(
+        fingerprint=fingerprint,
+        label=label,
+        first_seen=min(r.started for r in rows),
+        last_seen=max(r.started for r in rows),
+        runs=len({r.run_id for r in rows}),
+        scenario_verdicts={s: r.verdict for s, r in by_scenario.items()},
+        clause_scenarios={c: tuple(sorted(s)) for c, s in clause_scenarios.items()},
+        clause_verdicts=clause_verdicts,
+    )
+
+
+def _listed(build: Build, clause: str) -> str:
+    return "; ".join(f"{s} {build.scenario_verdicts[s]}" for s in build.clause_scenarios.get(clause, ()))
+
+
+def is_regression(previous: Build | None, latest: Build | None, clause: str) -> bool:
+    if previous is None or latest is None:
+        return False
+    before, now = previous.clause_verdicts.get(clause), latest.clause_verdicts.get(clause)
+    return before is Verdict.PASS and now in BLOCKING_VERDICTS
+
+
+def _cell(build: Build | None, previous: Build | None, clause: str, where: str) -> Cell:
+    verdict = build.clause_verdicts.get(clause) if build else None
+    if build is None or verdict is None:
+        return Cell("", "", f"{clause} on {where}: no scenario", False)
+    build_name = f"{build.label} ({build.fingerprint or 'unknown build'})"
+    tooltip = f"{clause} on {where}, {build_name}: {verdict} ({_listed(build, clause)})"
+    before = previous.clause_verdicts.get(clause) if previous else None
+    if previous is not None:
+        tooltip += f"; {previous.label}: {before or 'not exercised'}"
+    regression = is_regression(previous, build, clause)
+    if regression:
+        tooltip = "REGRESSION: " + tooltip
+    return Cell(str(verdict), VERDICT_SHORT[verdict], tooltip, regression)
+
+
+TREND_WIDTH: Final = 560
+TREND_HEIGHT: Final = 170
+
+
+def _trend(rows: Sequence[_Row], builds: Sequence[Build]) -> Trend:
+    left, right, top, bottom = 44.0, TREND_WIDTH - 16.0, 14.0, TREND_HEIGHT - 34.0
+    runs: dict[str, list[_Row]] = {}
+    for row in rows:  # oldest first
+        runs.setdefault(row.run_id, []).append(row)
+    labels = {b.fingerprint: b.label for b in builds}
+    ordered = list(runs.items())
+    step = (right - left) / max(len(ordered) - 1, 1)
+    points: list[TrendPoint] = []
+    marks: list[BuildMark] = []
+    last_build: str | None = None
+    for index, (run_id, run_rows) in enumerate(ordered):
+        x = left + index * step if len(ordered) > 1 else (left + right) / 2
+        fingerprint = run_rows[0].fingerprint
+        if fingerprint != last_build:
+            marks.append(BuildMark(round(x, 2), labels.get(fingerprint, "?")))
+            last_build = fingerprint
+        applicable = [r for r in run_rows if r.verdict is not Verdict.NOT_APPLICABLE]
+        if not applicable:
+            continue
+        passed = sum(1 for r in applicable if r.verdict is Verdict.PASS)
+        rate = passed / len(applicable)
+        points.append(
+            TrendPoint(
+                round(x, 2),
+                round(bottom - rate * (bottom - top), 2),
+                f"{run_id} ({run_rows[0].started}), {labels.get(fingerprint, '?')} {fingerprint or 'unknown build'}: "
+                f"{passed}/{len(applicable)} pass ({100 * rate:.0f}%)",
+            )
+        )
+    polyline = " ".join(f"{p.x},{p.y}" for p in points)
+    return Trend(TREND_WIDTH, TREND_HEIGHT, top, bottom, left, right, tuple(points), polyline, tuple(marks))
+
+
+def build_dashboard(conn: sqlite3.Connection) -> Dashboard:
+    rows = _rows(conn)
+    by_device: dict[str, list[_Row]] = {}
+    for row in rows:
+        by_device.setdefault(row.serial, []).append(row)
+    models = {
+        r["serial"]: r["model"] or ""
+        for r in conn.execute("SELECT serial, model FROM devices ORDER BY last_seen")  # newest last wins
+    }
+    devices: list[Device] = []
+    for serial in sorted(by_device):
+        device_rows = by_device[serial]
+        by_build: dict[str, list[_Row]] = {}
+        for row in device_rows:
+            by_build.setdefault(row.fingerprint, []).append(row)
+        order = sorted(by_build, key=lambda f: max((r.started, r.run_id) for r in by_build[f]))
+        builds = tuple(_build(f, f"build {i}", by_build[f]) for i, f in enumerate(order, start=1))
+        clauses = sorted({c for b in builds for c in b.clause_verdicts})
+        history = tuple(
+            MatrixRow(
+                clause,
+                tuple(_cell(b, builds[i - 1] if i else None, clause, serial) for i, b in enumerate(builds)),
+                is_regression(builds[-2] if len(builds) > 1 else None, builds[-1], clause),
+            )
+            for clause in clauses
+        )
+        devices.append(Device(serial, models.get(serial, ""), builds, _trend(device_rows, builds), history))
+
+    clauses = sorted({c for d in devices if d.latest for c in d.latest.clause_verdicts})
+    matrix: list[MatrixRow] = []
+    regressions: list[Regression] = []
+    for clause in clauses:
+        cells = tuple(_cell(d.latest, d.previous, clause, d.serial) for d in devices)
+        matrix.append(MatrixRow(clause, cells, any(c.regression for c in cells)))
+        for device, cell in zip(devices, cells, strict=True):
+            if cell.regression and device.latest is not None and device.previous is not None:
+                regressions.append(
+                    Regression(
+                        serial=device.serial,
+                        model=device.model,
+                        clause=clause,
+                        previous=f"{device.previous.label} {device.previous.fingerprint}",
+                        latest=f"{device.latest.label} {device.latest.fingerprint}",
+                        verdict=cell.verdict,
+                        scenarios=_listed(device.latest, clause),
+                    )
+                )
+    run_rows = tuple(
+        RunRow(
+            r["run_id"],
+            r["started"],
+            r["profile"],
+            r["target"],
+            r["answer"],
+            r["devices"] or "",
+            r["results"],
+        )
+        for r in conn.execute(
+            "SELECT r.run_id, r.started, r.profile, r.target, r.answer, "
+            "group_concat(DISTINCT v.serial) AS devices, count(v.scenario) AS results "
+            "FROM runs r LEFT JOIN verdicts v ON v.run_id = r.run_id GROUP BY r.run_id ORDER BY r.started DESC"
+        )
+    )
+    fingerprints = {b.fingerprint for d in devices for b in d.builds}
+    return Dashboard(tuple(devices), tuple(matrix), tuple(regressions), run_rows, len(fingerprints))
+
+
+def render_dashboard(dashboard: Dashboard, store: Path) -> str:
+    template = environment().get_template("dashboard.html.j2")
+    return template.render(
+        d=dashboard,
+        store=str(store),
+        generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        verdicts=[str(v) for v in SEVERITY],
+    )
+
+
+def write_dashboard(store: Path, out_dir: Path) -> Path:
+    """Render the dashboard of the store at `store` into `out_dir`/dashboard.html (atomically)."""
+    with open_store(store, create=False) as conn:
+        dashboard = build_dashboard(conn)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / DASHBOARD_NAME
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render_dashboard(dashboard, store), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

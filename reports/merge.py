@@ -1,0 +1,152 @@
+"""Merging several runs (other devices, other hosts, a re-run) into one results.jsonl.
+
+- The newest result per scenario × device wins: the later `finished`; on a tie, the run given later.
+- Plans are united: every device and every scenario of any input. A planned pair no input ran is
+  NOT_EXECUTED in the merged run, as in any run.
+- Device info that differs between runs: the newest run's (plan `started`; on a tie, the later input).
+- Run identity fields (profile, kit version, hashes, target) that differ are joined with `+`, and a
+  problem is noted: verdicts judged with different profiles or models are not comparable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from reference_model.verdicts import RunExit, run_exit
+
+from .jsonl import first_of_kind, raw_objects, results_file, write_jsonl
+from .results import RESULTS_SCHEMA, RunResults, load_results
+
+IDENTITY_FIELDS: Final = ("kit_version", "vocabulary", "profile", "target", "corpus_hash", "model_hash")
+
+
+@dataclass(frozen=True, slots=True)
+class MergeOutcome:
+    path: Path
+    run_id: str
+    inputs: tuple[str, ...]  # run ids, in the order used (oldest first)
+    results: int
+    superseded: int  # result records another input replaced
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Input:
+    order: int
+    path: Path
+    run: RunResults
+    raw: dict[int, dict[str, object]]
+
+    @property
+    def started(self) -> str:
+        return self.run.plan.started if self.run.plan else ""
+
+
+def _joined(values: Sequence[str]) -> str:
+    distinct = list(dict.fromkeys(v for v in values if v))
+    return "+".join(distinct)
+
+
+def merged_run_id(run_ids: Sequence[str]) -> str:
+    digest = hashlib.sha256("\n".join(sorted(run_ids)).encode()).hexdigest()[:12]
+    return f"merged-{digest}"
+
+
+def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
+    """Merge the runs in `inputs` (run directories or results.jsonl files) into `out_dir`/results.jsonl."""
+    loaded: list[_Input] = []
+    problems: list[str] = []
+    for order, given in enumerate(inputs):
+        path = results_file(given)
+        run = load_results(path)
+        problems.extend(f"{path}: {p}" for p in run.problems)
+        loaded.append(_Input(order, path, run, raw_objects(path)))
+    # Oldest first, so that "later wins" everywhere below means "newer wins".
+    loaded.sort(key=lambda i: (i.started, i.order))
+
+    plans = [(i, first_of_kind(i.raw, "plan")) for i in loaded]
+    run_ids = [i.run.run_id or str(i.path) for i in loaded]
+    devices: dict[str, None] = {}
+    scenarios: dict[str, dict[str, object]] = {}
+    for item, plan in plans:
+        if item.run.plan is None or plan is None:
+            continue
+        devices.update(dict.fromkeys(item.run.plan.devices))
+        raw_scenarios = plan.get("scenarios")
+        for entry in raw_scenarios if isinstance(raw_scenarios, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                scenarios.setdefault(entry["id"], entry)
+    identity: dict[str, str] = {}
+    for field in IDENTITY_FIELDS:
+        values = [str(getattr(i.run.plan, field)) for i in loaded if i.run.plan is not None]
+        identity[field] = _joined(values)
+        if len({v for v in values if v}) > 1:
+            problems.append(f"the merged runs differ in {field} ({identity[field]}); verdicts may not be comparable")
+    started = [i.started for i in loaded if i.started]
+    plan_record: dict[str, Any] = {
+        "kind": "plan",
+        "schema": RESULTS_SCHEMA,
+        "run_id": merged_run_id(run_ids),
+        "started": min(started) if started else "",
+        **identity,
+        "devices": list(devices),
+        "scenarios": list(scenarios.values()),
+        "options": {"merged": True},
+        "merged_from": [
+            {"run_id": i.run.run_id, "results": str(i.path), "started": i.started, "profile": i.run.plan.profile}
+            for i in loaded
+            if i.run.plan is not None
+        ],
+    }
+
+    device_info: dict[str, dict[str, object]] = {}
+    for item in loaded:
+        for serial, info in item.run.devices.items():
+            previous = device_info.get(serial)
+            if previous is not None and previous != dict(info):
+                problems.append(f"device {serial}: info differs between runs; the newest ({item.run.run_id}) is used")
+            device_info[serial] = dict(info)
+
+    chosen: dict[tuple[str, str], tuple[str, dict[str, object]]] = {}
+    superseded = 0
+    for item in loaded:
+        for record in item.run.results:
+            if not record.recorded or record.line is None or record.line not in item.raw:
+                continue
+            key = (record.device, record.scenario)
+            finished = record.finished or ""
+            earlier = chosen.get(key)
+            if earlier is not None:
+                superseded += 1
+                if finished < earlier[0]:
+                    continue
+            chosen[key] = (finished, item.raw[record.line])
+
+    lines: list[dict[str, object]] = [plan_record]
+    lines.extend({"kind": "device", "device": serial, "info": info} for serial, info in device_info.items())
+    lines.extend(record for _, record in chosen.values())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "results.jsonl"
+    ends = [i.run.end for i in loaded]
+    if ends and all(end is not None for end in ends):
+        write_jsonl(path, lines)  # first without the end record, to compute the answer as a reader will
+        merged = load_results(path)
+        exit_code = run_exit(r.verdict for r in merged.results) if merged.results else RunExit.INCOMPLETE
+        counts: dict[str, int] = {}
+        for _, obj in chosen.values():
+            counts[str(obj.get("verdict"))] = counts.get(str(obj.get("verdict")), 0) + 1
+        finished_all = max(end.finished for end in ends if end is not None)
+        lines.append({"kind": "end", "finished": finished_all, "counts": counts, "exit_code": int(exit_code)})
+    write_jsonl(path, lines)
+    return MergeOutcome(
+        path=path,
+        run_id=str(plan_record["run_id"]),
+        inputs=tuple(run_ids),
+        results=len(chosen),
+        superseded=superseded,
+        problems=tuple(problems),
+    )

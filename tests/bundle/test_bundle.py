@@ -1,0 +1,167 @@
+"""`npuconf bundle` / `npuconf verify`: a submission archive and its independent check."""
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+
+import pytest
+from junitparser import xunit2
+
+from host.bundle import BundleUnreadable, make_bundle, verify_bundle
+from host.hashes import checkout_hashes
+from tests.conftest import npuconf
+from tests.store.runs import D2_SCENARIO, PASS_SCENARIO, d2_run
+
+FILES = {"results.jsonl", "junit.xml", "report.html", "summary.json", "manifest.json"}
+
+
+@pytest.fixture
+def bundle(tmp_path):
+    return make_bundle(d2_run(tmp_path / "run"), tmp_path / "submission.tar.gz").path
+
+
+def members(path):
+    with tarfile.open(path, "r:gz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar}
+
+
+def repack(path, contents, rehash=True):
+    """Write `contents` as a bundle again; with `rehash`, the manifest lists the new file hashes."""
+    contents = dict(contents)
+    if rehash:
+        manifest = json.loads(contents["manifest.json"])
+        manifest["files"] = {n: hashlib.sha256(d).hexdigest() for n, d in contents.items() if n != "manifest.json"}
+        contents["manifest.json"] = json.dumps(manifest).encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in contents.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(gzip.compress(buffer.getvalue()))
+    return path
+
+
+def edit_results(contents, edit):
+    lines = [json.loads(line) for line in contents["results.jsonl"].decode().splitlines()]
+    lines = edit(lines)
+    return {**contents, "results.jsonl": "".join(json.dumps(r) + "\n" for r in lines).encode()}
+
+
+def problems(report, kind):
+    return [p.message for p in report.problems if p.kind == kind]
+
+
+def test_manifest_lists_every_file_and_the_kit(bundle):
+    contents = members(bundle)
+    assert set(contents) == FILES
+    manifest = json.loads(contents["manifest.json"])
+    assert manifest["run_id"] == "20260301-120000-d2d2"
+    assert manifest["files"] == {n: hashlib.sha256(d).hexdigest() for n, d in contents.items() if n != "manifest.json"}
+    assert manifest["hashes"] == checkout_hashes()
+    assert set(manifest["hashes"]) == {"kit", "model", "probe", "corpus"}
+    assert manifest["devices"] == {"phone-1": "acme/npu/phone-1:37/BUILD1/1:user/release-keys"}
+
+
+def test_junit_in_the_bundle_names_versions_chapters_and_ids(bundle, tmp_path):
+    path = tmp_path / "junit.xml"
+    path.write_bytes(members(bundle)["junit.xml"])
+    (suite,) = list(xunit2.JUnitXml.fromfile(str(path)))
+    props = {p.name: p.value for p in suite.properties()}
+    for key in ("kit_version", "model_hash", "vocabulary", "corpus_hash", "probe_version", "profile"):
+        assert props[key], key
+    assert props["profile"] == "published-37" and props["probe_version"] == "test"
+    cases = {case.name: case.classname for case in suite}
+    assert cases[D2_SCENARIO] == "requests"
+
+
+def test_untouched_bundle_verifies(bundle):
+    report = verify_bundle(bundle)
+    assert report.problems == ()
+    assert (report.ok, report.exit_code, report.results, report.rejudged) == (True, 0, 3, 2)
+    done = npuconf("verify", bundle, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "bundle verifies" in done.stdout
+
+
+def test_edited_verdict_is_named(bundle, tmp_path):
+    def to_pass(lines):
+        for r in lines:
+            if r.get("scenario") == D2_SCENARIO:
+                r.update(verdict="PASS", divergence=None, reason="")
+        return lines
+
+    edited = edit_results(members(bundle), to_pass)
+    # Edited in place: the file hash no longer matches the manifest.
+    report = verify_bundle(repack(tmp_path / "a.tar.gz", edited, rehash=False))
+    assert report.exit_code == 1
+    assert any(m.startswith("results.jsonl: sha256") for m in problems(report, "file"))
+    # Manifest rewritten too: re-deriving the verdict from the trace still catches it.
+    report = verify_bundle(repack(tmp_path / "b.tar.gz", edited))
+    assert problems(report, "file") == []
+    assert problems(report, "verdict") == [f"{D2_SCENARIO} on phone-1: stored PASS, recomputed FAIL"]
+    assert any(m.startswith("summary.json") for m in problems(report, "report"))
+    done = npuconf("verify", tmp_path / "b.tar.gz", timeout=60)
+    assert done.returncode == 1
+    assert f"verdict: {D2_SCENARIO} on phone-1: stored PASS, recomputed FAIL" in done.stdout
+
+
+def test_missing_and_duplicated_scenarios_are_named(bundle, tmp_path):
+    contents = members(bundle)
+    without = edit_results(contents, lambda lines: [r for r in lines if r.get("scenario") != PASS_SCENARIO])
+    report = verify_bundle(repack(tmp_path / "missing.tar.gz", without))
+    assert report.exit_code == 1
+    assert problems(report, "coverage") == [f"{PASS_SCENARIO} on phone-1: planned but missing"]
+
+    def duplicate(lines):
+        return lines[:-1] + [r for r in lines if r.get("scenario") == PASS_SCENARIO] + lines[-1:]
+
+    report = verify_bundle(repack(tmp_path / "dup.tar.gz", edit_results(contents, duplicate)))
+    assert problems(report, "coverage") == [f"{PASS_SCENARIO} on phone-1: recorded 2 times (duplicated)"]
+
+
+def test_other_kit_is_reported_as_such(bundle, tmp_path):
+    contents = members(bundle)
+    manifest = json.loads(contents["manifest.json"])
+    manifest["hashes"]["model"] = "0" * 64
+    report = verify_bundle(
+        repack(tmp_path / "kit.tar.gz", {**contents, "manifest.json": json.dumps(manifest).encode()})
+    )
+    assert report.exit_code == 1
+    (message,) = problems(report, "kit")
+    assert message.startswith("model hash 0000000000000000… differs from this checkout's")
+    assert "made with another model" in message
+
+
+def test_extra_and_missing_files(bundle, tmp_path):
+    contents = members(bundle)
+    changed = {k: v for k, v in contents.items() if k != "junit.xml"}
+    changed["notes.txt"] = b"hello"
+    report = verify_bundle(repack(tmp_path / "files.tar.gz", changed, rehash=False))
+    assert "junit.xml is listed in the manifest but missing from the bundle" in problems(report, "file")
+    assert "notes.txt is in the bundle but not listed in the manifest" in problems(report, "file")
+
+
+def test_unreadable_input_exits_3(tmp_path):
+    junk = tmp_path / "junk.tar.gz"
+    junk.write_bytes(b"not a tarball")
+    with pytest.raises(BundleUnreadable):
+        verify_bundle(junk)
+    no_manifest = repack(tmp_path / "nomanifest.tar.gz", {"results.jsonl": b"{}\n"}, rehash=False)
+    with pytest.raises(BundleUnreadable, match="manifest"):
+        verify_bundle(no_manifest)
+    for path in (junk, no_manifest, tmp_path / "absent.tar.gz"):
+        done = npuconf("verify", path, timeout=60)
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_cli_bundle_default_name(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    done = npuconf("bundle", run_dir, timeout=60)
+    assert done.returncode == 0, done.stderr
+    archive = run_dir / "20260301-120000-d2d2.bundle.tar.gz"
+    assert archive.is_file() and set(members(archive)) == FILES
+    assert npuconf("bundle", tmp_path / "nothing", timeout=60).returncode == 3

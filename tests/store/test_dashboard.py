@@ -1,0 +1,146 @@
+"""dashboard.html from the results store: matrix of latest builds, trends, regressions, headless Chromium."""
+
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reports.dashboard import build_dashboard, write_dashboard
+from reports.store import import_runs, open_store
+from tests.conftest import npuconf
+from tests.store.runs import simple_run
+
+A = "requests.create_then_free"  # clauses req-create-returns-request, req-free-destroys
+B = "requests.default_size_is_zero"
+OLD, NEW = "acme/phone:37/B1/1:user/release-keys", "acme/phone:37/B2/1:user/release-keys"
+
+
+@pytest.fixture
+def store(tmp_path):
+    """phone-1: build B1 passes A and B; build B2 (two runs later) FAILs A. phone-2: one build, hostile model."""
+    runs = [
+        simple_run(
+            tmp_path / "r1",
+            "run-1",
+            "2026-03-01T10:00:00Z",
+            {"phone-1": OLD, "phone-2": "other/fp"},
+            {("phone-1", A): "PASS", ("phone-1", B): "PASS", ("phone-2", A): "PASS"},
+        ),
+        simple_run(
+            tmp_path / "r2",
+            "run-2",
+            "2026-03-02T10:00:00Z",
+            {"phone-1": NEW},
+            {("phone-1", A): "PASS", ("phone-1", B): "NOT_APPLICABLE"},
+        ),
+        simple_run(
+            tmp_path / "r3",
+            "run-3",
+            "2026-03-03T10:00:00Z",
+            {"phone-1": NEW},
+            {("phone-1", A): "FAIL", ("phone-1", B): "PASS"},
+        ),
+    ]
+    path = tmp_path / "store.sqlite"
+    import_runs(path, runs)
+    with open_store(path) as conn:  # a hostile model name, as a device could report it
+        conn.execute("UPDATE devices SET model = ? WHERE serial = 'phone-2'", ("<script>alert(1)</script>\x1b",))
+        conn.commit()
+    return path
+
+
+def test_latest_build_matrix_and_regressions(store):
+    with open_store(store) as conn:
+        dashboard = build_dashboard(conn)
+    phone1 = next(d for d in dashboard.devices if d.serial == "phone-1")
+    assert [b.fingerprint for b in phone1.builds] == [OLD, NEW]
+    assert phone1.latest.runs == 2
+    assert phone1.latest.scenario_verdicts == {A: "FAIL", B: "PASS"}  # the newest run of the build wins
+    assert [(r.serial, r.clause, r.verdict) for r in dashboard.regressions] == [
+        ("phone-1", "req-create-returns-request", "FAIL"),
+        ("phone-1", "req-free-destroys", "FAIL"),
+    ]
+    rates = [p.tooltip.split(": ")[-1] for p in phone1.trend.points]
+    assert rates == ["2/2 pass (100%)", "1/1 pass (100%)", "1/2 pass (50%)"]
+    assert [m.label for m in phone1.trend.marks] == ["build 1", "build 2"]
+    matrix = {row.clause: row for row in dashboard.matrix}
+    assert matrix["req-create-returns-request"].regression
+    assert [c.verdict for c in matrix["req-create-returns-request"].cells] == ["FAIL", "PASS"]
+
+
+def test_page_is_self_contained_and_escapes_device_text(store, tmp_path):
+    page = write_dashboard(store, tmp_path / "dash").read_text(encoding="utf-8")
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;\\x1b" in page
+    matrix = page[page.index('<table id="matrix"') :]
+    matrix = matrix[: matrix.index("</table>")]
+    assert matrix.count('class="cell v v-FAIL regression"') == 2
+    assert page.count('class="cell v v-FAIL regression"') == 4  # and in phone-1's table across builds
+    assert '<table id="regressions">' in page
+    assert page.count("<polyline") == 1  # phone-2 has one run: a point, no line
+    assert "2/2 pass (100%)" in page
+
+
+def test_cli_writes_the_dashboard_next_to_the_store(store):
+    done = npuconf("dashboard", "--store", store, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (store.parent / "dashboard.html").is_file()
+
+
+# ---------------------------------------------------------------------------------------------
+# headless Chromium, as in tests/reports/test_chromium.py
+
+CHROMIUM = Path("/usr/bin/chromium")
+CONSOLE = re.compile(r":CONSOLE[:(\]]|Uncaught")
+
+
+def chromium(tmp_path, *args):
+    profile = tmp_path / f"chromium-profile-{len(list(tmp_path.glob('chromium-profile-*')))}"
+    command = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        *args,
+    ]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the session this test started, nothing else
+        proc.communicate()
+        pytest.fail("chromium did not finish within 90 s")
+    assert proc.returncode == 0, err[-2000:]
+    return out, [line for line in err.splitlines() if CONSOLE.search(line)]
+
+
+@pytest.mark.chromium
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="headless Chromium not installed at /usr/bin/chromium")
+def test_dashboard_in_headless_chromium(store, tmp_path):
+    page = write_dashboard(store, tmp_path / "dash")
+    dom, console = chromium(tmp_path, "--dump-dom", page.as_uri() + "#regressions-only")
+    assert console == []
+    assert re.search(r'<body[^>]*data-ready="1"', dom), "the inline script did not reach its end"
+    assert '<table id="matrix"' in dom
+    assert '<span id="shown-count">2</span>' in dom  # only the two regressed clauses are shown
+    assert "alert(1)" in dom and "<script>alert(1)" not in dom
+
+    shot = tmp_path / "dashboard.png"
+    _, console = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,1600", page.as_uri())
+    assert console == []
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 30_000

@@ -1,0 +1,72 @@
+"""`npuconf report DIR... --merge OUT`: several runs and devices as one run."""
+
+import json
+
+from reports import load_results
+from reports.merge import merge_runs
+from tests.conftest import npuconf
+from tests.store.runs import device_info, plan, verdict_record, write
+
+A, B = "requests.create_then_free", "requests.default_size_is_zero"
+
+
+def two_runs(tmp_path):
+    first = write(
+        tmp_path / "first",
+        [
+            plan("run-1", "2026-03-01T10:00:00Z", ["phone-1"], [A, B]),
+            {"kind": "device", "device": "phone-1", "info": device_info("phone-1", "acme/old:37/B1")},
+            verdict_record("phone-1", A, "FAIL", "2026-03-01T10:00:01Z"),
+            verdict_record("phone-1", B, "PASS", "2026-03-01T10:00:02Z"),
+            {"kind": "end", "finished": "2026-03-01T10:05:00Z", "counts": {}, "exit_code": 1},
+        ],
+    )
+    second = write(
+        tmp_path / "second",
+        [
+            plan("run-2", "2026-03-02T10:00:00Z", ["phone-1", "phone-2"], [A]),
+            {"kind": "device", "device": "phone-1", "info": device_info("phone-1", "acme/new:37/B2")},
+            {"kind": "device", "device": "phone-2", "info": device_info("phone-2")},
+            verdict_record("phone-1", A, "PASS", "2026-03-02T10:00:01Z"),
+            verdict_record("phone-2", A, "PASS", "2026-03-02T10:00:02Z"),
+            {"kind": "end", "finished": "2026-03-02T10:05:00Z", "counts": {}, "exit_code": 0},
+        ],
+    )
+    return first, second
+
+
+def test_newest_result_wins_and_plans_are_united(tmp_path):
+    first, second = two_runs(tmp_path)
+    # Given newest first: the order of the arguments does not decide, `finished` does.
+    outcome = merge_runs([second, first], tmp_path / "merged")
+    merged = load_results(outcome.path)
+    assert merged.plan is not None
+    assert merged.plan.devices == ("phone-1", "phone-2")
+    assert [s.id for s in merged.plan.scenarios] == [A, B]
+    verdicts = {(r.device, r.scenario): r.verdict for r in merged.results}
+    assert verdicts == {
+        ("phone-1", A): "PASS",  # run-2 is newer than run-1's FAIL
+        ("phone-1", B): "PASS",
+        ("phone-2", A): "PASS",
+        ("phone-2", B): "NOT_EXECUTED",  # planned by the union, run by nobody
+    }
+    assert merged.devices["phone-1"]["fingerprint"] == "acme/new:37/B2"  # newest device info
+    assert any("phone-1" in p and "info differs" in p for p in outcome.problems)
+    assert outcome.superseded == 1 and outcome.results == 3
+    assert outcome.inputs == ("run-1", "run-2")
+    raw_plan = json.loads(outcome.path.read_text().splitlines()[0])
+    assert [m["run_id"] for m in raw_plan["merged_from"]] == ["run-1", "run-2"]
+    assert merged.answer == "incomplete"  # the NOT_EXECUTED pair
+    assert merged.problems == ()
+
+
+def test_cli_regenerates_each_run_and_writes_the_merged_reports(tmp_path):
+    first, second = two_runs(tmp_path)
+    out = tmp_path / "merged"
+    done = npuconf("report", first, second, "--merge", out, timeout=60)
+    assert done.returncode == 0, done.stderr
+    for directory in (first, second, out):
+        assert (directory / "report.html").is_file() and (directory / "junit.xml").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["total"] == 4 and summary["counts"]["PASS"] == 3
+    assert "merged 2 runs" in done.stdout

@@ -1,0 +1,137 @@
+"""`npuconf rejudge`: verdicts re-derived from stored traces with another profile, no device."""
+
+import json
+
+import pytest
+
+from host.errors import UsageError
+from host.rejudge import caps_from_info, rejudge
+from reports import load_results
+from tests.conftest import npuconf
+from tests.store.runs import D2_SCENARIO, NA_SCENARIO, PASS_SCENARIO, d2_run, verdict_record, write
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_aosp_profile_accepts_the_d2_trace_published_fails(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    before = {r.scenario: r.verdict for r in load_results(run_dir).results}
+    assert before[D2_SCENARIO] == "FAIL" and before[PASS_SCENARIO] == "PASS"
+
+    outcome = rejudge(run_dir, "aosp-2026")
+
+    assert outcome.out_dir == run_dir / "rejudge-aosp-2026"
+    changes = [(c.device, c.scenario, c.before, c.after, c.discrepancy) for c in outcome.rejudged.changes]
+    assert changes == [("phone-1", D2_SCENARIO, "FAIL", "PASS", "D2")]
+    assert outcome.rejudged.judged == 2  # the NOT_APPLICABLE record has no trace to judge
+    assert outcome.exit_code == 0
+
+    records = lines(outcome.paths["results"])
+    plan = records[0]
+    assert plan["kind"] == "plan" and plan["profile"] == "aosp-2026"
+    assert plan["rejudged_from"]["run_id"] == "20260301-120000-d2d2"
+    assert plan["rejudged_from"]["profile"] == "published-37"
+    assert plan["run_id"] != "20260301-120000-d2d2"
+    results = {r["scenario"]: r for r in records if r["kind"] == "result"}
+    assert results[D2_SCENARIO]["verdict"] == "PASS" and results[D2_SCENARIO]["discrepancy"] == "D2"
+    assert results[D2_SCENARIO]["divergence"] is None
+    assert results[D2_SCENARIO]["trace"] == lines(run_dir / "results.jsonl")[2]["trace"]  # raw trace kept
+    assert results[NA_SCENARIO]["verdict"] == "NOT_APPLICABLE"
+    assert records[-1] == {**records[-1], "kind": "end", "exit_code": 0, "counts": {"PASS": 2, "NOT_APPLICABLE": 1}}
+    summary = json.loads(outcome.paths["summary"].read_text())
+    assert summary["answer"] == "conformant" and summary["profile"] == "aosp-2026"
+    assert outcome.paths["junit"].is_file() and outcome.paths["html"].is_file()
+    assert (run_dir / "results.jsonl").read_text().count('"verdict": "FAIL"') == 1  # the original is untouched
+
+
+def test_rejudging_back_with_published_restores_the_fail(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    aosp = rejudge(run_dir, "aosp-2026")
+    back = rejudge(aosp.out_dir, "published-37", out=tmp_path / "back")
+    assert [(c.before, c.after) for c in back.rejudged.changes] == [("PASS", "FAIL")]
+    assert back.exit_code == 1
+    fail = next(r for r in load_results(tmp_path / "back").results if r.verdict == "FAIL")
+    assert fail.divergence is not None and fail.divergence.clause == "req-device-negative-einval"
+
+
+def test_same_profile_changes_nothing(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    outcome = rejudge(run_dir)  # the run's own profile
+    assert outcome.out_dir.name == "rejudge-published-37"
+    assert outcome.rejudged.changes == ()
+    assert outcome.exit_code == 1
+
+
+def test_unknown_scenario_is_reported_and_kept(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    path = run_dir / "results.jsonl"
+    records = lines(path)
+    records.insert(
+        -1, verdict_record("phone-1", "gone.scenario", "PASS", "2026-03-01T12:00:01Z", trace=['{"ev":"begin"}'])
+    )
+    write(run_dir, records)
+    outcome = rejudge(run_dir, "aosp-2026")
+    assert outcome.rejudged.missing_scenarios == (("phone-1", "gone.scenario"),)
+    kept = next(r for r in load_results(outcome.out_dir).results if r.scenario == "gone.scenario")
+    assert kept.verdict == "PASS"
+
+
+def test_waivers_turn_the_fail_into_waived_and_stored_waivers_are_kept(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    waivers = tmp_path / "waivers.yaml"
+    waivers.write_text(
+        "waivers:\n  - clause: req-device-negative-einval\n    device: 'acme/*'\n"
+        "    reason: b/42 ENOSYS until the next release\n    expires: 2099-01-01\n"
+    )
+    waived = rejudge(run_dir, waivers_file=waivers, out=tmp_path / "waived")
+    assert [(c.before, c.after) for c in waived.rejudged.changes] == [("FAIL", "WAIVED")]
+    # Without a waiver file, the waiver the run recorded stays with the result that still FAILs.
+    again = rejudge(tmp_path / "waived", out=tmp_path / "again")
+    assert again.rejudged.changes == ()
+    record = next(r for r in load_results(tmp_path / "again").results if r.scenario == D2_SCENARIO)
+    assert record.verdict == "WAIVED" and record.waiver == "b/42 ENOSYS until the next release"
+
+
+def test_caps_rebuilt_from_device_info():
+    caps = caps_from_info(
+        {
+            "supported_pairs": [[0, 1], [1, 2]],
+            "vnpu_control": True,
+            "capacity": 4096,
+            "policy": "budget",
+            "personality": "published",
+        }
+    )
+    assert caps.supported_pairs == frozenset({(0, 1), (1, 2)})
+    assert (caps.capacity_bytes, caps.policy, caps.personality, caps.vnpu_control) == (
+        4096,
+        "budget",
+        "published",
+        True,
+    )
+    phone = caps_from_info({"supported_pairs": None, "vnpu_control": False, "capacity": 4096})
+    assert phone.supported_pairs is None and phone.capacity_bytes is None and not phone.vnpu_control
+
+
+def test_refuses_to_overwrite_the_run_and_needs_a_plan(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    with pytest.raises(UsageError, match="own directory"):
+        rejudge(run_dir, "aosp-2026", out=run_dir)
+    no_plan = write(tmp_path / "noplan", lines(run_dir / "results.jsonl")[1:])
+    with pytest.raises(UsageError, match="no plan"):
+        rejudge(no_plan)
+
+
+def test_cli_prints_the_changes(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    done = npuconf("rejudge", run_dir, "--profile", "aosp-2026", "--out", tmp_path / "out", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "1 verdict change" in done.stdout
+    assert f"phone-1  {D2_SCENARIO}  FAIL -> PASS  [D2]" in done.stdout
+    assert (tmp_path / "out" / "report.html").is_file()
+    bad = npuconf("rejudge", tmp_path / "nowhere", timeout=60)
+    assert bad.returncode == 3 and "Traceback" not in bad.stderr and len(bad.stderr.splitlines()) == 1
+    bad_profile = npuconf("rejudge", run_dir, "--profile", "cts", timeout=60)
+    assert bad_profile.returncode == 3
