@@ -13,6 +13,7 @@ from host.corpus import load_corpus
 from host.discovery import GRID
 from host.probe import PROBE_SOURCE
 from reference_model.vocabulary import PROBE_LIST_LINES
+from tests.chromium import chromium, console_lines, needs_chromium
 from tests.conftest import npuconf
 
 pytestmark = pytest.mark.slow
@@ -45,6 +46,19 @@ def test_whole_corpus_passes_on_vnpu(tmp_path, probe_build):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["answer"] == "conformant"
     assert (run_dir / "report.html").stat().st_size > 1000
+
+
+@needs_chromium
+def test_real_run_report_opens_in_chromium_without_console_errors(tmp_path, probe_build):
+    run_dir = tmp_path / "run"
+    done = npuconf("run", "--target", "local", "--out", run_dir, "-q", "-k", "cookies or mapping")
+    assert done.returncode == 0, done.stdout + done.stderr
+    dom, err = chromium(tmp_path, "--dump-dom", (run_dir / "report.html").as_uri())
+    assert console_lines(err) == []
+    assert 'data-ready="1"' in dom
+    shot = tmp_path / "report.png"
+    chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", (run_dir / "report.html").as_uri())
+    assert shot.stat().st_size > 30_000
 
 
 def build_defective_vnpu(tmp_path, define):

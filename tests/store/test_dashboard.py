@@ -1,15 +1,12 @@
 """dashboard.html from the results store: matrix of latest builds, trends, regressions, headless Chromium."""
 
-import os
 import re
-import signal
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from reports.dashboard import build_dashboard, write_dashboard
 from reports.store import import_runs, open_store
+from tests.chromium import chromium, console_lines, needs_chromium
 from tests.conftest import npuconf
 from tests.store.runs import simple_run
 
@@ -91,56 +88,17 @@ def test_cli_writes_the_dashboard_next_to_the_store(store):
     assert (store.parent / "dashboard.html").is_file()
 
 
-# ---------------------------------------------------------------------------------------------
-# headless Chromium, as in tests/reports/test_chromium.py
-
-CHROMIUM = Path("/usr/bin/chromium")
-CONSOLE = re.compile(r":CONSOLE[:(\]]|Uncaught")
-
-
-def chromium(tmp_path, *args):
-    profile = tmp_path / f"chromium-profile-{len(list(tmp_path.glob('chromium-profile-*')))}"
-    command = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-extensions",
-        f"--user-data-dir={profile}",
-        "--enable-logging=stderr",
-        "--v=0",
-        *args,
-    ]
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True
-    )
-    try:
-        out, err = proc.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the session this test started, nothing else
-        proc.communicate()
-        pytest.fail("chromium did not finish within 90 s")
-    assert proc.returncode == 0, err[-2000:]
-    return out, [line for line in err.splitlines() if CONSOLE.search(line)]
-
-
-@pytest.mark.chromium
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="headless Chromium not installed at /usr/bin/chromium")
+@needs_chromium
 def test_dashboard_in_headless_chromium(store, tmp_path):
     page = write_dashboard(store, tmp_path / "dash")
-    dom, console = chromium(tmp_path, "--dump-dom", page.as_uri() + "#regressions-only")
-    assert console == []
+    dom, err = chromium(tmp_path, "--dump-dom", page.as_uri() + "#regressions-only")
+    assert console_lines(err) == []
     assert re.search(r'<body[^>]*data-ready="1"', dom), "the inline script did not reach its end"
     assert '<table id="matrix"' in dom
     assert '<span id="shown-count">2</span>' in dom  # only the two regressed clauses are shown
     assert "alert(1)" in dom and "<script>alert(1)" not in dom
 
     shot = tmp_path / "dashboard.png"
-    _, console = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,1600", page.as_uri())
-    assert console == []
+    _, err = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,1600", page.as_uri())
+    assert console_lines(err) == []
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 30_000
