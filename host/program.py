@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from reference_model.caps import DeviceCaps
-from reference_model.scenario import SYMBOLIC_INTS, Scenario
-from reference_model.vocabulary import OPS, VOCABULARY_HASH, ArgKind
+from reference_model.scenario import CB_ACTION, SYMBOLIC_INTS, Scenario
+from reference_model.vocabulary import OPS, VOCABULARY_HASH, ArgKind, Op
 
 MAX_SLOTS: Final = 256
 SLOT_PREFIX: Final[dict[ArgKind, str]] = {
@@ -22,6 +22,7 @@ SLOT_PREFIX: Final[dict[ArgKind, str]] = {
     ArgKind.FDSEL: "f",
 }
 PROT_BITS: Final = {"READ": 1, "WRITE": 2, "EXEC": 4}
+PROGRAM_FORMAT: Final = 2
 
 
 class CompileError(ValueError):
@@ -53,7 +54,7 @@ class Pairs:
 
 
 def program_header() -> str:
-    return f"npuconf-program 1 {VOCABULARY_HASH}"
+    return f"npuconf-program {PROGRAM_FORMAT} {VOCABULARY_HASH}"
 
 
 def compile_program(compiled: Iterable[CompiledScenario]) -> str:
@@ -66,13 +67,32 @@ def compile_scenario(scenario: Scenario, pairs: Pairs, timeout_ms: int | None = 
     slots: dict[str, str] = {}
     counters: dict[str, int] = {}
     lines = [f"scenario {scenario.id} {timeout_ms or scenario.timeout_ms}"]
+    # scenario.steps is already in program order: a parallel block is par_begin, the steps of thread
+    # 0..N-1 (each line prefixed @<k>), par_end; step numbers are positions in that order.
     for index, step in enumerate(scenario.steps):
-        tokens = [step.op.value]
-        for spec, (_, value) in zip(OPS[step.op].args, step.args, strict=True):
+        tokens = [] if step.thread is None else [f"@{step.thread}"]
+        tokens.append(step.op.value)
+        for spec, (name, value) in zip(OPS[step.op].args, step.args, strict=True):
+            if step.op is Op.CB_ACTION and name == "action":
+                tokens.append(_cb_action(value, slots, scenario))
+                continue
             tokens.append(_token(spec.kind, value, slots, counters, pairs, scenario, index))
         lines.append(" ".join(tokens))
     lines.append("end")
     return CompiledScenario(scenario, tuple(lines), dict(slots))
+
+
+def _cb_action(value: object, slots: dict[str, str], scenario: Scenario) -> str:
+    """cb_action's action: `alloc_<request handle>` becomes `alloc_r<N>`; the others are as written."""
+    assert isinstance(value, str)
+    match = CB_ACTION.match(value)
+    handle = match.group(3) if match is not None else None
+    if handle is None:
+        return value
+    slot = slots.get(handle)
+    if slot is None or not slot.startswith("r"):
+        raise CompileError(f"scenario {scenario.id}: cb_action {value}: {handle!r} is not a request handle")
+    return f"alloc_{slot}"
 
 
 def _slot(name: str, prefix: str, slots: dict[str, str], counters: dict[str, int], scenario: Scenario) -> str:

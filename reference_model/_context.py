@@ -10,6 +10,7 @@ from .caps import DeviceCaps
 from .errors import Unjudgeable
 from .profiles import Profile
 from .rules import Reject
+from .scenario import Step
 from .state import State
 from .trace import Call
 
@@ -25,7 +26,7 @@ class Ctx:
     profile: Profile
     caps: DeviceCaps
     names: Mapping[str, str]  # scenario handle name -> probe slot (the compiler's assignment)
-    step_args: tuple[Mapping[str, object], ...]  # scenario arguments per step
+    steps: tuple[Step, ...]  # the scenario's steps
     spontaneous: bool  # preemption may happen without a vnpu command (capacity not declared)
     capacity: int | None  # exact budget prediction when declared with the budget policy
 

@@ -17,7 +17,7 @@ from .crashes import alloc_without_onalloc_crashes
 from .preemption import owed_preempts
 from .requests import file_hold
 from .rules import Reject, clause
-from .state import PROT_VALID, Attrs, Buffer, Inflight, State, Submission, done, evolve, live_bytes
+from .state import PROT_VALID, Attrs, Buffer, Inflight, State, Submission, done, evolve, evolve_state, live_bytes
 from .trace import Call, Cb, Ret
 
 SUCCESS: Final = "success"
@@ -169,10 +169,10 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
     """
     slots = arg_list(call, "reqs")
     if any(slot is None or slot not in s.reqs for slot in slots):
-        return [evolve(s, inflight=Inflight(call.step, call.op))]
+        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     crash = alloc_without_onalloc_crashes(s, call)
     if crash is not None:
-        return [evolve(s, inflight=Inflight(call.step, call.op, crash=crash))]
+        return [evolve_state(s, inflight=Inflight(call.step, call.op, crash=crash))]
     subs = dict(s.subs)
     files = dict(s.files)
     forced = list(s.forced)
@@ -191,7 +191,7 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
         file_hold(files, req.attrs.file, +1)
         made.append(sid)
         sid += 1
-    return [evolve(s, subs=subs, files=files, tokens=tokens, forced=tuple(forced), next_id=sid,
+    return [evolve_state(s, subs=subs, files=files, tokens=tokens, forced=tuple(forced), next_id=sid,
                    inflight=Inflight(call.step, call.op, applied=True, subs=tuple(made)))]
 
 
@@ -284,7 +284,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
             ghost = Buffer("", max(sub.attrs.size, 0), sub.attrs.prot, sub.cookie, True, sub.attrs.priority,
                            freed=True, preempted=True)
             ghosts = (*s.ghosts, ghost)
-        return evolve(s, subs=subs, files=files, tokens=hold(s, sub.cookie, -1), dids=dids, ghosts=ghosts)
+        return evolve_state(s, subs=subs, files=files, tokens=hold(s, sub.cookie, -1), dids=dids, ghosts=ghosts)
     assert ev.buf is not None
     if ev.buf in s.bufs:
         return reject("alloc-async", f"onAlloc(buf={ev.buf})", ["a buffer distinct from every live buffer"],
@@ -299,7 +299,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
                             seg.buffer_offset - seg.offset, "load-on-alloc-reported-by-onalloc")
     bufs = dict(s.bufs)
     bufs[ev.buf] = Buffer(ev.buf, a.size, a.prot, sub.cookie, a.onpreempt, a.priority, content=content)
-    return evolve(s, subs=subs, files=files, bufs=bufs, dids=dids)
+    return evolve_state(s, subs=subs, files=files, bufs=bufs, dids=dids)
 
 
 def settle_alloc(ctx: Ctx, s: State) -> Out:

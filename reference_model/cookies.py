@@ -11,15 +11,22 @@ snapshot rule guarantees earlier submissions still see the old value in their ca
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ._context import Ctx, Out, arg_bool, arg_cookie, arg_slot, reject
 from .rules import Reject, clause
-from .state import NO_COOKIE, CookieRef, Inflight, State, Token, done, evolve
+from .state import NO_COOKIE, CookieRef, Inflight, State, Token, done, evolve_state
 from .trace import Call, Cb, Deleter, Ret
 
 
 def hold(s: State, ref: CookieRef, delta: int) -> dict[int, Token]:
     """The token map with one more (or one fewer) holder of ``ref``'s token."""
-    tokens = dict(s.tokens)
+    return hold_tokens(s.tokens, ref, delta)
+
+
+def hold_tokens(current: Mapping[int, Token], ref: CookieRef, delta: int) -> dict[int, Token]:
+    """``hold`` on a token map."""
+    tokens = dict(current)
     if ref.token is not None:
         t = tokens.get(ref.token)
         if t is not None:
@@ -43,21 +50,21 @@ def hand_over(s: State, value: str | None, deleter: bool, step: int) -> tuple[Co
     tid = s.next_id
     tokens = dict(s.tokens)
     tokens[tid] = Token(value, 1, step)
-    return CookieRef(value, tid), evolve(s, tokens=tokens, next_id=tid + 1, handed=s.handed | {value})
+    return CookieRef(value, tid), evolve_state(s, tokens=tokens, next_id=tid + 1, handed=s.handed | {value})
 
 
 def call_set_cookie(ctx: Ctx, s: State, call: Call) -> Out:
     slot = arg_slot(call, "req")
     req = s.reqs.get(slot)
     if req is None:
-        return [evolve(s, inflight=Inflight(call.step, call.op))]
+        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     ref, s2 = hand_over(s, arg_cookie(call, "cookie"), arg_bool(call, "deleter"), call.step)
     old = req.cookie
     tokens = hold(s2, old, -1)
     owed = old.token if old.token is not None and old.token in tokens and tokens[old.token].holders == 0 else None
     reqs = dict(s2.reqs)
     reqs[slot] = type(req)(req.attrs, ref)
-    return [evolve(s2, reqs=reqs, tokens=tokens,
+    return [evolve_state(s2, reqs=reqs, tokens=tokens,
                    inflight=Inflight(call.step, call.op, applied=True, owed_deletion=owed))]
 
 
@@ -109,7 +116,7 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
                 tokens = dict(s.tokens)
                 del tokens[tid]
                 ghosts = tuple(g for g in s.ghosts if g.cookie.token != tid)
-                return [evolve(s, tokens=tokens, ghosts=ghosts)]
+                return [evolve_state(s, tokens=tokens, ghosts=ghosts)]
             if held is None:
                 held, held_id = t, tid
     shown = "NULL" if value is None else value

@@ -2,33 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ._context import Ctx, Out, arg_list, errno_set, reject
-from .cookies import hold
+from .cookies import hold_tokens
 from .errors import Unjudgeable
 from .rules import Reject, clause
-from .state import GHOST_LIMIT, Buffer, Inflight, State, done, evolve
+from .state import GHOST_LIMIT, Buffer, Inflight, State, Token, done, evolve_buffer, evolve_state
 from .trace import Call, Ret
 
 
 @clause("free-memory-after-last-unmap", "free-mapping-valid-after-free", "preempt-after-free-race")
-def retire(s: State, bufs: dict[str, Buffer], handle: str) -> tuple[Buffer, ...]:
+def retire(tokens: Mapping[int, Token], ghosts: tuple[Buffer, ...], bufs: dict[str, Buffer],
+           handle: str) -> tuple[Buffer, ...]:
     """Spec: "In this case, the associated memory will be freed after all mappings are unmapped."
     (free-memory-after-last-unmap)
 
     A freed buffer stays (and counts against the capacity) while mapped; once freed and fully unmapped it
     leaves the state. If it may still receive a late onPreempt (preempt-after-free-race) it is kept
-    among a bounded number of ghosts. Mutates ``bufs`` (a private copy); returns the new ghosts.
+    among a bounded number of ghosts. Mutates ``bufs`` (a private copy); returns the new ghosts (``tokens``
+    and ``ghosts``: the state's, as updated so far by the caller).
     """
     b = bufs.pop(handle)
-    if b.onpreempt and not b.preempt_cb and (b.cookie.token is None or b.cookie.token in s.tokens):
-        return (*s.ghosts, b)[-GHOST_LIMIT:]
-    return s.ghosts
+    if b.onpreempt and not b.preempt_cb and (b.cookie.token is None or b.cookie.token in tokens):
+        return (*ghosts, b)[-GHOST_LIMIT:]
+    return ghosts
 
 
 def call_free(ctx: Ctx, s: State, call: Call) -> Out:
     handles = arg_list(call, "bufs")
     if any(h is None for h in handles):
-        return [evolve(s, inflight=Inflight(call.step, call.op))]
+        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     bufs = dict(s.bufs)
     tokens = s.tokens
     ghosts = s.ghosts
@@ -38,16 +42,15 @@ def call_free(ctx: Ctx, s: State, call: Call) -> Out:
         if b is None or b.freed:
             raise Unjudgeable(call.line, f"step {call.step} frees {h}, which is not a live buffer (double free is "
                               "undefined behaviour)")
-        s_tok = evolve(s, tokens=tokens)
-        tokens = hold(s_tok, b.cookie, -1)
-        b = evolve(b, freed=True)
+        tokens = hold_tokens(tokens, b.cookie, -1)
+        b = evolve_buffer(b, freed=True)
         bufs[h] = b
     preempted = tuple(h for h in handles if h is not None and bufs[h].preempted)
     for h in handles:
         assert h is not None
         if bufs[h].maps == 0:
-            ghosts = retire(evolve(s, tokens=tokens, ghosts=ghosts), bufs, h)
-    return [evolve(s, bufs=bufs, tokens=tokens, ghosts=ghosts,
+            ghosts = retire(tokens, ghosts, bufs, h)
+    return [evolve_state(s, bufs=bufs, tokens=tokens, ghosts=ghosts,
                    inflight=Inflight(call.step, call.op, applied=True, buffers=preempted if handles else ("-",)))]
 
 

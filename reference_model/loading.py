@@ -9,7 +9,7 @@ from .crashes import load_without_onload_crashes
 from .errors import Unjudgeable
 from .requests import file_hold, file_segment
 from .rules import Reject, clause
-from .state import Buffer, FileSeg, FileState, Inflight, Load, State, done, evolve
+from .state import Buffer, FileSeg, FileState, Inflight, Load, State, done, evolve, evolve_buffer, evolve_state
 from .trace import Call, Cb, Ret
 
 
@@ -46,11 +46,11 @@ def load_expectation(ctx: Ctx, s: State, b: Buffer, seg: FileSeg) -> tuple[str, 
 def call_load(ctx: Ctx, s: State, call: Call) -> Out:
     crash = load_without_onload_crashes(call)
     if crash is not None:
-        return [evolve(s, inflight=Inflight(call.step, call.op, crash=crash))]
+        return [evolve_state(s, inflight=Inflight(call.step, call.op, crash=crash))]
     handle = arg_handle(call, "buf")
     seg = file_segment(call)
     if handle is None or seg is None or (seg.file is not None and seg.file not in s.files):
-        return [evolve(s, inflight=Inflight(call.step, call.op))]
+        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     b = s.bufs.get(handle)
     if b is None or b.freed:
         raise Unjudgeable(call.line, f"step {call.step} loads into {handle}, which is not a live buffer")
@@ -62,10 +62,10 @@ def call_load(ctx: Ctx, s: State, call: Call) -> Out:
     if expect != "error" and seg.length > 0 and seg.buffer_offset >= 0:
         content = forget(content, seg.buffer_offset, seg.buffer_offset + seg.length)
     bufs = dict(s.bufs)
-    bufs[handle] = evolve(b, loads=b.loads + 1, content=content)
+    bufs[handle] = evolve_buffer(b, loads=b.loads + 1, content=content)
     files = dict(s.files)
     file_hold(files, seg, +1, "load-fd-ownership")
-    return [evolve(s, loads=loads, bufs=bufs, files=files, tokens=hold(s, b.cookie, +1), next_id=lid + 1,
+    return [evolve_state(s, loads=loads, bufs=bufs, files=files, tokens=hold(s, b.cookie, +1), next_id=lid + 1,
                    inflight=Inflight(call.step, call.op, applied=True))]
 
 
@@ -97,7 +97,15 @@ def on_load(ctx: Ctx, s: State, ev: Cb) -> Out:
         pending = sorted({ld.buf for ld in s.loads.values()})
         return reject("load-callback-same-buf", f"onLoad(buf={ev.buf or 'NULL'})", pending,
                       "onLoad carries the buffer passed to loadAsync, even on failure")
-    lid, ld = candidates[0]
+    # The callback names only the buffer: with two loads of one buffer outstanding it may answer
+    # either, so every pending load of that buffer is a candidate (the first rejection explains).
+    outcomes = [_answer_load(ctx, s, ev, lid, ld) for lid, ld in candidates]
+    successors = [state for out in outcomes if not isinstance(out, Reject) for state in out]
+    return successors if successors else outcomes[0]
+
+
+def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
+    """The onLoad event as the answer to the pending load `lid`."""
     if ev.cookie != ld.cookie.value:
         return reject("load-callback-cookie", f"onLoad(cookie={ev.cookie or 'NULL'})", [ld.cookie.value or "NULL"],
                       f"the cookie of {ld.buf} is the one of the request it was allocated from")
@@ -129,8 +137,8 @@ def on_load(ctx: Ctx, s: State, ev: Cb) -> Out:
             content = write(content, seg.buffer_offset, seg.buffer_offset + seg.length, f.seed,
                             seg.buffer_offset - seg.offset, "load-async")
         bufs = dict(s.bufs)
-        bufs[ld.buf] = evolve(b, loads=b.loads - 1, content=content)
-    return [evolve(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1), dids=dids)]
+        bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1, content=content)
+    return [evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1), dids=dids)]
 
 
 @clause("load-callback-on-done", "load-onload-invoked")
@@ -157,7 +165,7 @@ def ret_file_new(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return [done(s)]
     files = dict(s.files)
     files[arg_slot(call, "file")] = FileState(arg_int(call, "size"), arg_int(call, "seed"))
-    return [evolve(s, files=files, inflight=None)]
+    return [evolve_state(s, files=files, inflight=None)]
 
 
 def ret_file_seek(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
@@ -167,7 +175,7 @@ def ret_file_seek(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return [done(s)]
     files = dict(s.files)
     files[slot] = evolve(f, position=None if f.handed == "req-file-fd-ownership" else arg_int(call, "position"))
-    return [evolve(s, files=files, inflight=None)]
+    return [evolve_state(s, files=files, inflight=None)]
 
 
 @clause("req-file-fd-ownership", "load-fd-ownership", "load-position-unchanged")

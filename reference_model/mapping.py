@@ -7,7 +7,20 @@ from .content import expected_digest, write
 from .errors import Unjudgeable
 from .free import retire
 from .rules import Reject, clause
-from .state import MAP_FIXED, MAP_PRIVATE, MAP_SHARED, PAGE, Buffer, Inflight, Mapping_, State, done, evolve
+from .state import (
+    MAP_FIXED,
+    MAP_PRIVATE,
+    MAP_SHARED,
+    PAGE,
+    Buffer,
+    Inflight,
+    Mapping_,
+    State,
+    done,
+    evolve,
+    evolve_buffer,
+    evolve_state,
+)
 from .trace import Call, Ret
 
 
@@ -95,7 +108,7 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
             return res
         if res:
             dids = dids | {res}
-        return [evolve(s, inflight=None, dids=dids)]
+        return [evolve_state(s, inflight=None, dids=dids)]
     length, prot, flags, offset = (arg_int(call, "length"), arg_int(call, "prot"), arg_int(call, "flags"),
                                    arg_int(call, "offset"))
     alts, cid, why = map_outcome(ctx, b, length, prot, flags, offset)
@@ -109,32 +122,60 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bufs = dict(s.bufs)
     if ret.ret == -1:
         if key in ("ENOENT", "ENOMEM") and key in alts and cid == "map-maps-buffer":
-            bufs[handle] = evolve(b, preempted=True)
-        return [evolve(s, bufs=bufs, inflight=None, dids=dids)]
+            bufs[handle] = evolve_buffer(b, preempted=True)
+        return [evolve_state(s, bufs=bufs, inflight=None, dids=dids)]
     maps = dict(s.maps)
     slot = arg_slot(call, "map")
     maps[slot] = Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED))
-    bufs[handle] = evolve(b, maps=b.maps + 1)
-    return [evolve(s, bufs=bufs, maps=maps, inflight=None, dids=dids)]
+    bufs[handle] = evolve_buffer(b, maps=b.maps + 1)
+    return [evolve_state(s, bufs=bufs, maps=maps, inflight=None, dids=dids)]
+
+
+def unmapped_span(m: Mapping_, offset: int, length: int) -> tuple[int, int] | None:
+    """The part of the mapping `buf_unmap m offset length` unmaps when it succeeds (docs/probe.md):
+    length 0 means from `offset` (raised to the first still-mapped byte) to the end of the last mapped
+    part; like munmap() the end is rounded up to a page. None: nothing, or an unaligned start (munmap
+    refuses it, so either answer is allowed and nothing changes)."""
+    ranges = m.live_ranges()
+    if length == 0:
+        offset = max(offset, min(r[0] for r in ranges))
+        length = max(r[1] for r in ranges) - offset
+        if length <= 0:
+            return None
+    if offset % PAGE:
+        return None
+    return (offset, offset + -(-length // PAGE) * PAGE)
+
+
+def ranges_left(m: Mapping_, span: tuple[int, int]) -> tuple[tuple[int, int], ...]:
+    lo, hi = span
+    left: list[tuple[int, int]] = []
+    for r_lo, r_hi in m.live_ranges():
+        if r_lo < lo:
+            left.append((r_lo, min(r_hi, lo)))
+        if r_hi > hi:
+            left.append((max(r_lo, hi), r_hi))
+    return tuple(left)
 
 
 def call_unmap(ctx: Ctx, s: State, call: Call) -> Out:
     slot = arg_slot(call, "map")
     m = s.maps.get(slot)
-    offset, length = arg_int(call, "offset"), arg_int(call, "length")
-    if m is None or offset != 0 or length < m.length:
-        return [evolve(s, inflight=Inflight(call.step, call.op))]
+    span = unmapped_span(m, arg_int(call, "offset"), arg_int(call, "length")) if m is not None else None
+    if m is None or span is None or ranges_left(m, span):
+        # Nothing mapped there, or a part of the mapping: judged (and applied) at the return.
+        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     maps = dict(s.maps)
     del maps[slot]
     bufs = dict(s.bufs)
     ghosts = s.ghosts
     b = bufs.get(m.buf)
     if b is not None:
-        b = evolve(b, maps=b.maps - 1)
+        b = evolve_buffer(b, maps=b.maps - 1)
         bufs[m.buf] = b
         if b.freed and b.maps == 0:
-            ghosts = retire(s, bufs, m.buf)
-    return [evolve(s, maps=maps, bufs=bufs, ghosts=ghosts,
+            ghosts = retire(s.tokens, s.ghosts, bufs, m.buf)
+    return [evolve_state(s, maps=maps, bufs=bufs, ghosts=ghosts,
                    inflight=Inflight(call.step, call.op, applied=True, buffers=(m.buf,)))]
 
 
@@ -159,7 +200,16 @@ def unmap_result(s: State, ret: Ret) -> Reject | None:
 
 def ret_unmap(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bad = unmap_result(s, ret)
-    return bad if bad is not None else [done(s)]
+    if bad is not None:
+        return bad
+    partial = ret.ret == 0 and ret.skipped is None and not (s.inflight is not None and s.inflight.applied)
+    m = s.maps.get(arg_slot(call, "map")) if partial else None
+    span = unmapped_span(m, arg_int(call, "offset"), arg_int(call, "length")) if m is not None else None
+    if m is None or span is None:
+        return [done(s)]
+    maps = dict(s.maps)
+    maps[arg_slot(call, "map")] = evolve(m, ranges=ranges_left(m, span))
+    return [evolve_state(s, maps=maps, inflight=None)]
 
 
 def ret_map_write(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
@@ -173,14 +223,14 @@ def ret_map_write(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if not m.shared:
         maps = dict(s.maps)
         maps[slot] = evolve(m, overlay=write(m.overlay, off, off + length, seed, off, "map-maps-buffer"))
-        return [evolve(s, maps=maps, inflight=None)]
+        return [evolve_state(s, maps=maps, inflight=None)]
     b = s.bufs.get(m.buf)
     if b is None:
         return [done(s)]
     start = m.offset + off
     bufs = dict(s.bufs)
-    bufs[m.buf] = evolve(b, content=write(b.content, start, start + length, seed, start, "map-maps-buffer"))
-    return [evolve(s, bufs=bufs, inflight=None)]
+    bufs[m.buf] = evolve_buffer(b, content=write(b.content, start, start + length, seed, start, "map-maps-buffer"))
+    return [evolve_state(s, bufs=bufs, inflight=None)]
 
 
 @clause("map-maps-buffer", "free-mapping-valid-after-free", "load-async", "req-file-segment")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ._context import Ctx, Out, reject
 from .cookies import callback_cookie_alive
 from .rules import Reject, clause
-from .state import Buffer, Inflight, State, evolve
+from .state import Buffer, Inflight, State, evolve_buffer, evolve_state
 from .trace import Call, Cb, End, Ret
 
 
@@ -64,8 +64,8 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
             first = first or res
             continue
         bufs = dict(s.bufs)
-        bufs[handle] = evolve(b, preempted=True, preempt_cb=True)
-        out.append(evolve(s, bufs=bufs, dids=s.dids | {res} if res else s.dids))
+        bufs[handle] = evolve_buffer(b, preempted=True, preempt_cb=True)
+        out.append(evolve_state(s, bufs=bufs, dids=s.dids | {res} if res else s.dids))
     for i, g in enumerate(s.ghosts):
         if g.cookie.value != ev.cookie:
             continue
@@ -74,7 +74,7 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
             first = first or res
             continue
         ghosts = s.ghosts[:i] + s.ghosts[i + 1:]
-        out.append(evolve(s, ghosts=ghosts, dids=s.dids | {res} if res else s.dids))
+        out.append(evolve_state(s, ghosts=ghosts, dids=s.dids | {res} if res else s.dids))
     if out:
         return out
     if first is not None:
@@ -94,16 +94,16 @@ def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
     """Preemption commands may deliver onPreempt before the control call returns: mark candidates now."""
     command = call.args.get("command")
     if not isinstance(command, str):
-        return [evolve(s, inflight=Inflight(call.step, call.op))]
+        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     key, _, value = command.partition("=")
     if key not in ("preempt", "pressure"):
-        return [evolve(s, inflight=Inflight(call.step, call.op))]
+        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     target = _target(s, ctx, value) if key == "preempt" and value != "lowest" else None
     bufs = dict(s.bufs)
     for h, b in s.bufs.items():
         if not b.freed and b.maps == 0 and (target is None or h == target):
-            bufs[h] = evolve(b, preemptable=True)
-    return [evolve(s, bufs=bufs, inflight=Inflight(call.step, call.op, applied=True))]
+            bufs[h] = evolve_buffer(b, preemptable=True)
+    return [evolve_state(s, bufs=bufs, inflight=Inflight(call.step, call.op, applied=True))]
 
 
 @clause("preempt-never-while-mapped", "preempt-callback-on-forced-dealloc", "free-memory-after-last-unmap")
@@ -117,14 +117,14 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     ``fail_next=`` forces the next allocation's errno.
     """
     command = call.args.get("command")
-    s = evolve(s, inflight=None)
+    s = evolve_state(s, inflight=None)
     if not isinstance(command, str) or ret.ret != 0 or ret.skipped is not None:
         return [s]
     key, _, value = command.partition("=")
     if key == "fail_next":
-        return [evolve(s, forced=(*s.forced, value))]
+        return [evolve_state(s, forced=(*s.forced, value))]
     if key == "pressure":
-        return [evolve(s, relaxed_capacity=True)]
+        return [evolve_state(s, relaxed_capacity=True)]
     if key != "preempt":
         return [s]
     if value == "lowest":
@@ -132,8 +132,8 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         for h, b in s.bufs.items():
             if not b.freed and b.maps == 0 and not b.vnpu_preempted:
                 bufs = dict(s.bufs)
-                bufs[h] = evolve(b, preempted=True, vnpu_preempted=True)
-                out.append(evolve(s, bufs=bufs))
+                bufs[h] = evolve_buffer(b, preempted=True, vnpu_preempted=True)
+                out.append(evolve_state(s, bufs=bufs))
         return out or [s]
     target = _target(s, ctx, value)
     victim = s.bufs.get(target) if target is not None else None
@@ -145,8 +145,8 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
                       ["vnpu_control fails with EBUSY while the buffer is mapped"],
                       "a mapped buffer is never preempted")
     bufs = dict(s.bufs)
-    bufs[b.handle] = evolve(b, preempted=True, vnpu_preempted=True)
-    return [evolve(s, bufs=bufs)]
+    bufs[b.handle] = evolve_buffer(b, preempted=True, vnpu_preempted=True)
+    return [evolve_state(s, bufs=bufs)]
 
 
 @clause("preempt-callback-on-forced-dealloc", "preempt-onpreempt-purpose")

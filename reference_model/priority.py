@@ -5,7 +5,7 @@ from __future__ import annotations
 from ._context import PRIORITY_RANGE, Ctx, Out, arg_handle, arg_int, errno_set, reject
 from .errors import Unjudgeable
 from .rules import Reject, clause
-from .state import Buffer, State, done, evolve
+from .state import Buffer, State, done, evolve_buffer, evolve_state
 from .trace import Call, Ret
 
 
@@ -47,5 +47,5 @@ def ret_set_priority(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bufs = s.bufs
     if ret.ret == 0:
         bufs = dict(s.bufs)
-        bufs[handle] = evolve(b, priority=value)
-    return [evolve(s, bufs=bufs, inflight=None, dids=s.dids | {res} if res else s.dids)]
+        bufs[handle] = evolve_buffer(b, priority=value)
+    return [evolve_state(s, bufs=bufs, inflight=None, dids=s.dids | {res} if res else s.dids)]

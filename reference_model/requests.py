@@ -9,7 +9,7 @@ from __future__ import annotations
 from ._context import Ctx, Out, arg, arg_bool, arg_int, arg_slot
 from .cookies import hold
 from .rules import clause
-from .state import DEFAULT_ATTRS, NO_COOKIE, FileSeg, FileState, Inflight, Request, State, done, evolve
+from .state import DEFAULT_ATTRS, NO_COOKIE, FileSeg, FileState, Inflight, Request, State, done, evolve, evolve_state
 from .trace import Call, Ret
 
 
@@ -31,7 +31,7 @@ def new_request() -> Request:
 def ret_create(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     reqs = dict(s.reqs)
     reqs[arg_slot(call, "req")] = new_request()
-    return [evolve(s, reqs=reqs, inflight=None)]
+    return [evolve_state(s, reqs=reqs, inflight=None)]
 
 
 def file_hold(files: dict[str, FileState], seg: FileSeg | None, delta: int, handed: str | None = None) -> None:
@@ -60,14 +60,14 @@ def release_request(s: State, slot: str) -> State:
     del reqs[slot]
     files = dict(s.files)
     file_hold(files, req.attrs.file, -1)
-    return evolve(s, reqs=reqs, tokens=hold(s, req.cookie, -1), files=files)
+    return evolve_state(s, reqs=reqs, tokens=hold(s, req.cookie, -1), files=files)
 
 
 def call_free(ctx: Ctx, s: State, call: Call) -> Out:
     slot = arg_slot(call, "req")
     if slot not in s.reqs:
-        return [evolve(s, inflight=Inflight(call.step, call.op))]
-    return [evolve(release_request(s, slot), inflight=Inflight(call.step, call.op, applied=True))]
+        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+    return [evolve_state(release_request(s, slot), inflight=Inflight(call.step, call.op, applied=True))]
 
 
 @clause("req-free-null-noop")
@@ -76,9 +76,10 @@ def free_null(ctx: Ctx, s: State, call: Call) -> Out:
 
     Under aosp-2026 the call may also crash (D4: the implementation dereferences NULL).
     """
-    normal = evolve(s, inflight=Inflight(call.step, call.op))
+    normal = evolve_state(s, inflight=Inflight(call.step, call.op))
     if ctx.profile.free_null_crashes:
-        return [normal, evolve(s, inflight=Inflight(call.step, call.op, crash="req-free-null-noop", crash_did="D4"))]
+        crashing = Inflight(call.step, call.op, crash="req-free-null-noop", crash_did="D4")
+        return [normal, evolve_state(s, inflight=crashing)]
     return [normal]
 
 
@@ -115,7 +116,7 @@ def ret_setter(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         a = evolve(a, file=seg)
     reqs = dict(s.reqs)
     reqs[slot] = Request(a, req.cookie)
-    return [evolve(s, reqs=reqs, files=files, inflight=None)]
+    return [evolve_state(s, reqs=reqs, files=files, inflight=None)]
 
 
 def file_segment(call: Call) -> FileSeg | None:

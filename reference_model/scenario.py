@@ -34,6 +34,13 @@ INT_RANGES: Final = {
     ArgKind.U64: (0, 2**64 - 1),
 }
 DEFAULT_TIMEOUT_MS: Final = 5000
+PARALLEL: Final = "parallel"
+THREADS_MIN: Final = 2
+THREADS_MAX: Final = 16
+# Ops the compiler writes around a parallel block; a scenario never names them itself.
+BLOCK_OPS: Final = frozenset({Op.PAR_BEGIN, Op.PAR_END})
+CB_KINDS: Final = ("alloc", "load", "preempt")
+CB_ACTION: Final = re.compile(r"(none|free_buf|map_unmap|set_priority_(-?[0-9]+)|alloc_([a-z][a-z0-9_]*))\Z")
 
 # An argument value after validation: ints, handle names, None, lists of names, or small mappings.
 ArgValue = object
@@ -41,8 +48,12 @@ ArgValue = object
 
 @dataclass(frozen=True, slots=True)
 class Step:
+    """One op. ``thread`` is None on the scenario's main thread, k for probe thread t<k> of a parallel
+    block (the trace's ``th``)."""
+
     op: Op
     args: tuple[tuple[str, ArgValue], ...]
+    thread: int | None = None
 
     def arg(self, name: str) -> ArgValue:
         for key, value in self.args:
@@ -52,7 +63,19 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
+class Parallel:
+    """A ``parallel:`` step: each list runs on its own probe thread; all start together and are joined
+    before the next step."""
+
+    lists: tuple[tuple[Step, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
+    """``steps`` is the program in step-number order, as the probe numbers the trace's ``call`` events: a
+    ``Parallel`` of ``body`` appears as ``par_begin`` (threads: N), the steps of thread 0, 1, ... N-1
+    (``Step.thread`` set), then ``par_end``. ``body`` keeps the steps as written."""
+
     id: str
     title: str
     chapter: str
@@ -61,6 +84,21 @@ class Scenario:
     timeout_ms: int
     steps: tuple[Step, ...]
     source: str
+    body: tuple[Step | Parallel, ...] = ()
+
+
+def flatten(body: tuple[Step | Parallel, ...]) -> tuple[Step, ...]:
+    """The program order of ``body`` (see ``Scenario``)."""
+    out: list[Step] = []
+    for item in body:
+        if isinstance(item, Step):
+            out.append(item)
+            continue
+        out.append(Step(Op.PAR_BEGIN, (("threads", len(item.lists)),)))
+        for k, steps in enumerate(item.lists):
+            out.extend(Step(st.op, st.args, k) for st in steps)
+        out.append(Step(Op.PAR_END, ()))
+    return tuple(out)
 
 
 def parse_scenario(data: object, source: str, chapter: str, known_clauses: frozenset[str] | None = None) -> Scenario:
@@ -98,8 +136,75 @@ def parse_scenario(data: object, source: str, chapter: str, known_clauses: froze
     if not isinstance(raw_steps, list) or not raw_steps:
         raise ScenarioInvalid(source, sid, "steps", raw_steps, "a non-empty list of steps")
     required = frozenset(requires)
-    steps = tuple(_parse_step(s, source, sid, f"steps[{i}]", required) for i, s in enumerate(raw_steps))
-    return Scenario(sid, title.strip(), chapter, tuple(clauses), required, timeout, steps, source)
+    body = tuple(_parse_item(s, source, sid, f"steps[{i}]", required) for i, s in enumerate(raw_steps))
+    steps = flatten(body)
+    _check_cb_actions(steps, body, source, sid)
+    return Scenario(sid, title.strip(), chapter, tuple(clauses), required, timeout, steps, source, body)
+
+
+def _parse_item(raw: object, source: str, sid: str, where: str, requires: frozenset[str]) -> Step | Parallel:
+    if not (isinstance(raw, Mapping) and len(raw) == 1 and PARALLEL in raw):
+        return _parse_step(raw, source, sid, where, requires)
+    lists = raw[PARALLEL]
+    field = f"{where}.{PARALLEL}"
+    if not isinstance(lists, list) or not THREADS_MIN <= len(lists) <= THREADS_MAX:
+        raise ScenarioInvalid(source, sid, field, lists,
+                              f"a list of {THREADS_MIN} to {THREADS_MAX} lists of steps, one per thread")
+    parsed: list[tuple[Step, ...]] = []
+    for k, steps in enumerate(lists):
+        if not isinstance(steps, list) or not steps:
+            raise ScenarioInvalid(source, sid, f"{field}[{k}]", steps, "a non-empty list of steps")
+        thread: list[Step] = []
+        for j, st in enumerate(steps):
+            inner = f"{field}[{k}][{j}]"
+            if isinstance(st, Mapping) and PARALLEL in st:
+                raise ScenarioInvalid(source, sid, inner, PARALLEL, "a step (parallel blocks do not nest)")
+            thread.append(_parse_step(st, source, sid, inner, requires))
+        parsed.append(tuple(thread))
+    return Parallel(tuple(parsed))
+
+
+def _where(body: tuple[Step | Parallel, ...]) -> list[str]:
+    """The YAML field of each step of ``flatten(body)`` (block markers named after their step)."""
+    out: list[str] = []
+    for i, item in enumerate(body):
+        if isinstance(item, Step):
+            out.append(f"steps[{i}]")
+            continue
+        out.append(f"steps[{i}].{PARALLEL}")
+        out += [f"steps[{i}].{PARALLEL}[{k}][{j}]" for k, steps in enumerate(item.lists) for j in range(len(steps))]
+        out.append(f"steps[{i}].{PARALLEL}")
+    return out
+
+
+def _check_cb_actions(steps: tuple[Step, ...], body: tuple[Step | Parallel, ...], source: str, sid: str) -> None:
+    """cb_action: a known kind and action, a count that fits it, and a request handle used before."""
+    wheres: list[str] | None = None
+    requests: set[str] = set()
+    for index, st in enumerate(steps):
+        if st.op is Op.CB_ACTION:
+            wheres = wheres or _where(body)
+            field = f"{wheres[index]}.cb_action"
+            kind, action, count = st.arg("kind"), st.arg("action"), st.arg("count")
+            if kind not in CB_KINDS:
+                raise ScenarioInvalid(source, sid, f"{field}.kind", kind, "one of " + ", ".join(CB_KINDS))
+            match = CB_ACTION.match(str(action))
+            if match is None:
+                raise ScenarioInvalid(source, sid, f"{field}.action", action,
+                                      "none, free_buf, map_unmap, set_priority_<int32> or alloc_<request handle>")
+            if match.group(2) is not None and not -(2**31) <= int(match.group(2)) < 2**31:
+                raise ScenarioInvalid(source, sid, f"{field}.action", action, "set_priority_<int32>")
+            if match.group(3) is not None and match.group(3) not in requests:
+                raise ScenarioInvalid(source, sid, f"{field}.action", action,
+                                      "alloc_<handle> naming a request an earlier step used")
+            if (action == "none") != (count == 0):
+                raise ScenarioInvalid(source, sid, f"{field}.count", count,
+                                      "0 for action none, at least 1 otherwise")
+        for (_, value), spec in zip(st.args, OPS[st.op].args, strict=True):
+            if spec.kind is ArgKind.REQ and isinstance(value, str):
+                requests.add(value)
+            elif spec.kind is ArgKind.REQS and isinstance(value, tuple):
+                requests.update(v for v in value if isinstance(v, str))
 
 
 def _parse_step(raw: object, source: str, sid: str, where: str, requires: frozenset[str]) -> Step:
@@ -110,6 +215,9 @@ def _parse_step(raw: object, source: str, sid: str, where: str, requires: frozen
         op = Op(name)
     except ValueError:
         raise ScenarioInvalid(source, sid, where, name, "an op of ndk_probe/vocabulary.yaml") from None
+    if op in BLOCK_OPS:
+        raise ScenarioInvalid(source, sid, where, name, f"an op other than par_begin/par_end (write {PARALLEL}: "
+                                                        "[[steps...], ...])")
     spec = OPS[op]
     args = {} if raw_args is None else raw_args
     if not isinstance(args, Mapping):

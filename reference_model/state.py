@@ -125,6 +125,11 @@ class Mapping_:
     prot: int
     shared: bool
     overlay: Content = EMPTY  # writes through a private mapping
+    # The parts still mapped, [lo, hi) relative to the mapping's start; None: all of it.
+    ranges: tuple[tuple[int, int], ...] | None = None
+
+    def live_ranges(self) -> tuple[tuple[int, int], ...]:
+        return self.ranges if self.ranges is not None else ((0, self.length),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +164,7 @@ class Inflight:
     subs: tuple[int, ...] = ()  # submissions made by this allocAsync
     owed_deletion: int | None = None  # token the call must delete before returning
     buffers: tuple[str, ...] = ()
+    pending: bool = False  # the call's call-time effects are not applied yet (threads.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +185,10 @@ class State:
     dids: frozenset[str]
     handed: frozenset[str | None]  # cookie values ever handed over with a deleter (diagnostics)
     relaxed_capacity: bool  # vnpu pressure reserved capacity: ENOMEM can no longer be predicted
+    # Several threads (threads.py): ``inflight`` is the call in flight on ``lane``; the calls in flight on
+    # other lanes wait in ``parked`` (sorted by lane).
+    lane: str = "main"
+    parked: tuple[tuple[str, Inflight], ...] = ()
 
     def key(self) -> tuple[object, ...]:
         """A hashable identity, used to deduplicate candidate states."""
@@ -198,6 +208,8 @@ class State:
             self.dids,
             self.handed,
             self.relaxed_capacity,
+            self.lane,
+            self.parked,
         )
 
 
@@ -225,21 +237,56 @@ def evolve(obj: T, **changes: object) -> T:
     return cast(T, fn(obj, **changes))
 
 
+def evolver(cls: type[T]) -> Callable[..., T]:
+    """The function ``evolve`` uses for ``cls``, for a call site that always evolves that class."""
+    fn = _EVOLVERS.get(cls)
+    if fn is None:
+        fn = _EVOLVERS[cls] = _make_evolver(cls)
+    return cast(Callable[..., T], fn)
+
+
 def _make_evolver(cls: type) -> Callable[..., object]:
+    """For a slotted class, the copy is filled as an instance of a *draft* class with the same slot layout
+    (plain slot stores: the frozen class's ``__setattr__`` refuses them, and going around it costs a call per
+    field) and then becomes an instance of ``cls``: an ordinary frozen value from then on."""
     names = tuple(f.name for f in fields(cls))
     params = ", ".join(f"{n}=_MISSING" for n in names)
-    body = "\n".join(f"    _set(new, {n!r}, obj.{n} if {n} is _MISSING else {n})" for n in names)
-    source = f"def evolve(obj, {params}):\n    new = _new(cls)\n{body}\n    return new\n"
-    namespace: dict[str, object] = {"_MISSING": _MISSING, "_set": _set, "_new": object.__new__, "cls": cls}
+    draft = _draft_class(cls, names)
+    if draft is not None:
+        body = "\n".join(f"    new.{n} = obj.{n} if {n} is _MISSING else {n}" for n in names)
+        source = (f"def evolve(obj, {params}):\n    new = _new(draft)\n{body}\n"
+                  f"    _set(new, '__class__', cls)\n    return new\n")
+    else:
+        body = "\n".join(f"    _set(new, {n!r}, obj.{n} if {n} is _MISSING else {n})" for n in names)
+        source = f"def evolve(obj, {params}):\n    new = _new(cls)\n{body}\n    return new\n"
+    namespace: dict[str, object] = {"_MISSING": _MISSING, "_set": _set, "_new": object.__new__, "cls": cls,
+                                    "draft": draft}
     exec(source, namespace)  # generated from the dataclass's own field names only
     fn = namespace["evolve"]
     assert callable(fn)
     return fn
 
 
+def _draft_class(cls: type, names: tuple[str, ...]) -> type | None:
+    """A mutable class whose instances may become instances of ``cls`` (same slots), or None."""
+    if cls.__bases__ != (object,) or tuple(getattr(cls, "__slots__", ())) != names:
+        return None
+    draft = type(f"{cls.__name__}Draft", (), {"__slots__": names})
+    try:
+        _set(object.__new__(draft), "__class__", cls)
+    except TypeError:
+        return None
+    return draft
+
+
 def done(s: State) -> State:
     """The state after a call returned (no call in flight)."""
-    return s if s.inflight is None else evolve(s, inflight=None)
+    return s if s.inflight is None else evolve_state(s, inflight=None)
+
+
+# ``evolve`` for the two values the judge copies on almost every event.
+evolve_state: Final = evolver(State)
+evolve_buffer: Final = evolver(Buffer)
 
 
 def live_bytes(s: State) -> int:

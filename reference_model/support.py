@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._context import TYPE_VALID, Ctx, Out, arg_list, errno_set, reject
 from .rules import Reject, clause
-from .state import Attrs, State, done, evolve
+from .state import Attrs, State, done, evolve_state
 from .trace import Call, Ret
 
 
@@ -57,7 +57,7 @@ def ret_is_supported(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if bad is not None:
         return bad
     unsupported = unsupported_learned(s, reqs, ret)
-    return [evolve(s, inflight=None, unsupported=unsupported)]
+    return [evolve_state(s, inflight=None, unsupported=unsupported)]
 
 
 @clause("alloc-unsupported-fails")

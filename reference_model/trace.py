@@ -3,14 +3,24 @@
 Parsing never raises: garbage, a missing field, a truncated trace or an out-of-order event (an event
 before `begin`, a `ret` without its `call`, anything after `exit`) is returned as a TraceError naming
 the 1-based line number.
+
+Decoding: lines are decoded by orjson. The standard library's decoder stays the reference for what a
+line *means*: it decodes every line orjson refuses (so the error messages, and its extensions such as
+NaN, lone surrogates or non-JSON whitespace around the object, are unchanged), every line longer than
+``LONG_LINE`` (its nesting and integer-digit limits apply exactly), a line whose event does not
+validate (messages quote values as it decodes them), and a call's arguments or a ret's extra fields
+holding a float (orjson reads integers beyond 64 bits as floats). On the probe's ordinary lines none of
+these happens and orjson's result is the event.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
+
+import orjson
 
 EMPTY_ARGS: Final[Mapping[str, object]] = {}
 
@@ -20,12 +30,22 @@ class Begin(NamedTuple):
     scenario: str
 
 
+MAIN: Final = "main"
+
+
 class Call(NamedTuple):
+    """An op starts. ``th`` is the thread that wrote it (formats §5; "main" when absent), ``in_cb`` the
+    callback kind for an API call a cb_action made, ``lane`` where the judge pairs it: ``th``, or
+    ``th/<depth>`` for a call nested inside another call of the same thread."""
+
     line: int
     step: int
     op: str
     args: Mapping[str, object]
     teardown: bool
+    th: str = MAIN
+    in_cb: str | None = None
+    lane: str = MAIN
 
 
 class Ret(NamedTuple):
@@ -36,10 +56,13 @@ class Ret(NamedTuple):
     errno: str | None
     skipped: str | None
     extra: Mapping[str, object]
+    th: str = MAIN
+    lane: str = MAIN
 
 
 class Cb(NamedTuple):
-    """A callback. ``error`` is None for errorNum 0, else the errno name; None for preempt."""
+    """A callback. ``error`` is None for errorNum 0, else the errno name; None for preempt. ``lane`` is
+    the innermost open call of its thread (the call it runs inside, for ``thread: caller``)."""
 
     line: int
     kind: str
@@ -48,6 +71,8 @@ class Cb(NamedTuple):
     buf: str | None
     thread: str
     cookie_deleted: bool
+    th: str = MAIN
+    lane: str = MAIN
 
 
 class Deleter(NamedTuple):
@@ -55,6 +80,8 @@ class Deleter(NamedTuple):
     cookie: str | None
     thread: str
     cookie_deleted: bool
+    th: str = MAIN
+    lane: str = MAIN
 
 
 class Settle(NamedTuple):
@@ -98,7 +125,7 @@ class Trace:
     complete: bool  # an `end` event was seen
 
 
-CACHE_LIMIT: Final = 4096
+LONG_LINE: Final = 1024
 CB_KINDS: Final = frozenset({"alloc", "load", "preempt"})
 THREADS: Final = frozenset({"caller", "other"})
 SETTLE_WHATS: Final = frozenset({"alloc", "load", "deleters"})
@@ -110,10 +137,33 @@ class _Bad(Exception):
 
 
 _DECODE: Final = json.JSONDecoder().raw_decode
+_LOADS: Final = orjson.loads
+_PLAIN: Final = frozenset({str, int, bool, type(None)})
 
 
 def _skip_ws(raw: str) -> int:
     return 0 if raw[:1] == "{" else len(raw) - len(raw.lstrip())
+
+
+def _decode_reference(raw: str) -> object:
+    """The standard library's reading of a line (see the module docstring); raises _Bad or RecursionError."""
+    try:
+        obj, end = _DECODE(raw, _skip_ws(raw))
+    except ValueError:
+        raise _Bad("not JSON") from None
+    if raw[end:].strip():
+        raise _Bad("extra data after the JSON object")
+    return obj
+
+
+def _holds_float(values: Collection[object]) -> bool:
+    """Whether decoded values hold a float, at any depth."""
+    kinds = set(map(type, values))
+    if kinds <= _PLAIN:
+        return False
+    if float in kinds:
+        return True
+    return any(_holds_float(v.values() if isinstance(v, dict) else v) for v in values if isinstance(v, dict | list))
 
 
 def _int(obj: Mapping[str, object], key: str, *, nullable: bool = False) -> int | None:
@@ -134,6 +184,14 @@ def _str(obj: Mapping[str, object], key: str, *, nullable: bool = False) -> str 
     return v
 
 
+def _th(obj: Mapping[str, object]) -> str:
+    """The ``th`` field: a thread name (formats §5), "main" when absent."""
+    v = obj.get("th", MAIN)
+    if type(v) is str and v and "/" not in v:
+        return v
+    raise _Bad(f"field 'th' must be a thread name, found {v!r}")
+
+
 def _error(obj: Mapping[str, object]) -> str | None:
     v = obj.get("error")
     if v == 0 and not isinstance(v, bool):
@@ -143,156 +201,274 @@ def _error(obj: Mapping[str, object]) -> str | None:
     raise _Bad(f"field 'error' must be 0 or an errno name, found {v!r}")
 
 
-def parse_line(raw: str, line: int) -> Event:
-    """One raw line -> an event; raises _Bad (internal) on anything malformed."""
-    try:
-        obj, end = _DECODE(raw, _skip_ws(raw))
-    except ValueError:
-        raise _Bad("not JSON") from None
-    if raw[end:].strip():
-        raise _Bad("extra data after the JSON object")
+# Builders, one per event type. Decoded JSON holds exact builtin types, so ``type(v) is int`` is the
+# integer check (bool excluded); the _int/_str helpers run only to word a rejection. The two frequent
+# events are built with ``tuple.__new__`` (the NamedTuple constructor is a Python-level wrapper of it).
+_new: Final = tuple.__new__
+
+
+def _call(obj: dict[str, object], line: int) -> Call:
+    args = obj.get("args")
+    if not isinstance(args, dict):
+        raise _Bad("field 'args' must be an object")
+    step = obj.get("step")
+    if type(step) is not int:
+        step = _int(obj, "step")
+        assert step is not None
+    op = obj.get("op")
+    if type(op) is not str:
+        op = _str(obj, "op")
+        assert op is not None
+    th = obj.get("th", MAIN)
+    if th is not MAIN and th != MAIN:
+        th = _th(obj)
+    in_cb = obj.get("in_cb")
+    if in_cb is not None and in_cb not in CB_KINDS:
+        raise _Bad(f"field 'in_cb' must be a callback kind, found {in_cb!r}")
+    return _new(Call, (line, step, op, args, obj.get("teardown") is True, th, in_cb, th))
+
+
+_RET_FIELDS: Final = frozenset({"ev", "step", "op", "ret", "errno", "skipped", "dur_ns", "t", "th", "in_cb"})
+
+
+def _ret(obj: dict[str, object], line: int) -> Ret:
+    step = obj.get("step")
+    if type(step) is not int:
+        step = _int(obj, "step")
+    op = obj.get("op")
+    if type(op) is not str:
+        op = _str(obj, "op")
+    assert step is not None and op is not None
+    skipped = obj.get("skipped")
+    errno = obj.get("errno")
+    if errno is not None and type(errno) is not str:
+        errno = _str(obj, "errno", nullable=True)
+    th = obj.get("th", MAIN)
+    if th is not MAIN and th != MAIN:
+        th = _th(obj)
+    # Seven fields besides th and in_cb: no op-specific result.
+    plain = 7 + ("th" in obj) + ("in_cb" in obj)
+    extra = {k: v for k, v in obj.items() if k not in _RET_FIELDS} if len(obj) > plain else EMPTY_ARGS
+    ret = obj.get("ret")
+    if ret is not None and type(ret) is not int:
+        ret = _int(obj, "ret", nullable=True)
+    return _new(Ret, (line, step, op, ret, errno, skipped if isinstance(skipped, str) else None, extra or EMPTY_ARGS,
+                      th, th))
+
+
+def _cb(obj: dict[str, object], line: int) -> Cb:
+    kind = _str(obj, "kind")
+    if kind not in CB_KINDS:
+        raise _Bad(f"unknown callback kind {kind!r}")
+    thread = _str(obj, "thread")
+    if thread not in THREADS:
+        raise _Bad(f"field 'thread' must be caller or other, found {thread!r}")
+    assert kind is not None and thread is not None
+    cookie = _str(obj, "cookie", nullable=True)
+    deleted = obj.get("cookie_deleted") is True
+    th = _th(obj)
+    if kind == "preempt":
+        return Cb(line, kind, cookie, None, None, thread, deleted, th, th)
+    return Cb(line, kind, cookie, _error(obj), _str(obj, "buf", nullable=True), thread, deleted, th, th)
+
+
+def _deleter(obj: dict[str, object], line: int) -> Deleter:
+    thread = _str(obj, "thread")
+    if thread not in THREADS:
+        raise _Bad(f"field 'thread' must be caller or other, found {thread!r}")
+    assert thread is not None
+    th = _th(obj)
+    return Deleter(line, _str(obj, "cookie", nullable=True), thread, obj.get("cookie_deleted") is True, th, th)
+
+
+def _settle(obj: dict[str, object], line: int) -> Settle:
+    what = _str(obj, "what")
+    if what not in SETTLE_WHATS:
+        raise _Bad(f"unknown settle target {what!r}")
+    assert what is not None
+    reached = obj.get("reached")
+    if not isinstance(reached, bool):
+        raise _Bad("field 'reached' must be true or false")
+    return Settle(line, what, reached)
+
+
+def _begin(obj: dict[str, object], line: int) -> Begin:
+    scenario = _str(obj, "scenario")
+    assert scenario is not None
+    return Begin(line, scenario)
+
+
+def _end(obj: dict[str, object], line: int) -> End:
+    scenario = _str(obj, "scenario")
+    assert scenario is not None
+    return End(line, scenario)
+
+
+def _exit(obj: dict[str, object], line: int) -> Exit:
+    status = _str(obj, "status")
+    if status not in EXIT_STATUSES:
+        raise _Bad(f"unknown exit status {status!r}")
+    assert status is not None
+    return Exit(line, status, _int(obj, "code", nullable=True), _str(obj, "signal", nullable=True))
+
+
+def _api_missing(obj: dict[str, object], line: int) -> ApiMissing:
+    symbols = obj.get("symbols")
+    if not isinstance(symbols, list) or not all(isinstance(s, str) for s in symbols):
+        raise _Bad("field 'symbols' must be a list of names")
+    return ApiMissing(line, tuple(symbols))
+
+
+_BUILDERS: Final[dict[str, Callable[[dict[str, object], int], Event]]] = {
+    "call": _call, "ret": _ret, "cb": _cb, "deleter": _deleter, "settle": _settle, "begin": _begin, "end": _end,
+    "exit": _exit, "api_missing": _api_missing,
+}
+
+
+def _event(obj: object, line: int) -> Event:
     if not isinstance(obj, dict):
         raise _Bad("not a JSON object")
     ev = obj.get("ev")
-    if ev == "call":
-        args = obj.get("args")
-        if not isinstance(args, dict):
-            raise _Bad("field 'args' must be an object")
-        step = _int(obj, "step")
-        assert step is not None
-        op = _str(obj, "op")
-        assert op is not None
-        return Call(line, step, op, args, obj.get("teardown") is True)
-    if ev == "ret":
-        step = _int(obj, "step")
-        op = _str(obj, "op")
-        assert step is not None and op is not None
-        skipped = obj.get("skipped")
-        errno = _str(obj, "errno", nullable=True)
-        extra = {k: v for k, v in obj.items() if k not in _RET_FIELDS} if len(obj) > 7 else EMPTY_ARGS
-        return Ret(line, step, op, _int(obj, "ret", nullable=True), errno,
-                   skipped if isinstance(skipped, str) else None, extra or EMPTY_ARGS)
-    if ev == "cb":
-        kind = _str(obj, "kind")
-        if kind not in CB_KINDS:
-            raise _Bad(f"unknown callback kind {kind!r}")
-        thread = _str(obj, "thread")
-        if thread not in THREADS:
-            raise _Bad(f"field 'thread' must be caller or other, found {thread!r}")
-        cookie = _str(obj, "cookie", nullable=True)
-        deleted = obj.get("cookie_deleted") is True
-        if kind == "preempt":
-            return Cb(line, kind, cookie, None, None, thread, deleted)
-        return Cb(line, kind, cookie, _error(obj), _str(obj, "buf", nullable=True), thread, deleted)
-    if ev == "deleter":
-        thread = _str(obj, "thread")
-        if thread not in THREADS:
-            raise _Bad(f"field 'thread' must be caller or other, found {thread!r}")
-        return Deleter(line, _str(obj, "cookie", nullable=True), thread, obj.get("cookie_deleted") is True)
-    if ev == "settle":
-        what = _str(obj, "what")
-        if what not in SETTLE_WHATS:
-            raise _Bad(f"unknown settle target {what!r}")
-        reached = obj.get("reached")
-        if not isinstance(reached, bool):
-            raise _Bad("field 'reached' must be true or false")
-        return Settle(line, what, reached)
-    if ev == "begin":
-        scenario = _str(obj, "scenario")
-        assert scenario is not None
-        return Begin(line, scenario)
-    if ev == "end":
-        scenario = _str(obj, "scenario")
-        assert scenario is not None
-        return End(line, scenario)
-    if ev == "exit":
-        status = _str(obj, "status")
-        if status not in EXIT_STATUSES:
-            raise _Bad(f"unknown exit status {status!r}")
-        return Exit(line, status, _int(obj, "code", nullable=True), _str(obj, "signal", nullable=True))
-    if ev == "api_missing":
-        symbols = obj.get("symbols")
-        if not isinstance(symbols, list) or not all(isinstance(s, str) for s in symbols):
-            raise _Bad("field 'symbols' must be a list of names")
-        return ApiMissing(line, tuple(symbols))
+    build = _BUILDERS.get(ev) if isinstance(ev, str) else None
+    if build is not None:
+        return build(obj, line)
     if ev is None:
         raise _Bad("no 'ev' field")
     raise _Bad(f"unknown event type {ev!r}")
 
 
-_RET_FIELDS: Final = frozenset({"ev", "step", "op", "ret", "errno", "skipped", "dur_ns", "t"})
+def parse_line(raw: str, line: int) -> Event:
+    """One raw line -> an event; raises _Bad (internal) on anything malformed."""
+    if len(raw) <= LONG_LINE:
+        try:
+            obj = _LOADS(raw)
+        except orjson.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            ev = obj.get("ev")
+            build = _BUILDERS.get(ev) if isinstance(ev, str) else None
+            if build is not None:
+                try:
+                    event = build(obj, line)
+                except _Bad:
+                    pass  # worded from the reference decoding below
+                else:
+                    if isinstance(event, Call):
+                        if not _holds_float(event.args.values()):
+                            return event
+                    elif not isinstance(event, Ret) or not event.extra or not _holds_float(event.extra.values()):
+                        return event
+    return _event(_decode_reference(raw), line)
+
+
+def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
+    """The events of a trace one at a time, with the envelope checks of ``parse_trace``. A malformed line
+    (or, at the end, a missing begin or exit) ends the stream with its TraceError. Events before it are
+    yielded as they are read, so a consumer that must answer ERROR for any malformed line reads the
+    stream to its end (``first_error``).
+
+    Calls pair per thread (``th``); a call inside another call of its thread is allowed only from a
+    callback (``in_cb``) and gets the lane ``th/<depth>``; a callback or deleter gets the lane of the
+    innermost call in flight on its thread."""
+    stacks: dict[str, list[Call]] = {}
+    open_calls = 0
+    first: type | None = None
+    begun = False
+    ended = False
+    exited = False
+    last = 0
+    for index, raw in enumerate(lines):
+        line = index + 1
+        if not isinstance(raw, str):
+            yield TraceError(line, "not a text line")
+            return
+        if not raw.strip():
+            continue
+        last = line
+        try:
+            ev = parse_line(raw, line)
+        except _Bad as exc:
+            yield TraceError(line, str(exc))
+            return
+        except RecursionError:
+            yield TraceError(line, "JSON nested too deeply")
+            return
+        if exited:
+            yield TraceError(line, "event after the exit event")
+            return
+        if first is None:
+            first = type(ev)
+        if begun and not ended and isinstance(ev, Call):  # the common cases first; same checks as below
+            stack = stacks.get(ev.th)
+            if stack is None:
+                stack = stacks[ev.th] = []
+            elif stack:
+                if ev.in_cb is None:
+                    yield TraceError(line, f"call of step {ev.step} while step {stack[-1].step} has not returned")
+                    return
+                ev = ev._replace(lane=f"{ev.th}/{len(stack)}")
+            stack.append(ev)
+            open_calls += 1
+        elif begun and not ended and isinstance(ev, Ret):
+            stack = stacks.get(ev.th)
+            if not stack or stack[-1].step != ev.step or stack[-1].op != ev.op:
+                yield TraceError(line, f"ret of step {ev.step} ({ev.op}) without its call")
+                return
+            lane = stack.pop().lane
+            open_calls -= 1
+            if lane != ev.lane:
+                ev = ev._replace(lane=lane)
+        elif open_calls and isinstance(ev, (Cb, Deleter)):
+            stack = stacks.get(ev.th)
+            if stack and stack[-1].lane != ev.lane:
+                ev = ev._replace(lane=stack[-1].lane)
+        elif isinstance(ev, ApiMissing):
+            if begun:
+                yield TraceError(line, "api_missing after begin")
+                return
+        elif isinstance(ev, Exit):
+            exited = True
+        elif not begun:
+            if not isinstance(ev, Begin):
+                yield TraceError(line, f"{type(ev).__name__.lower()} event before begin")
+                return
+            begun = True
+        elif isinstance(ev, Begin):
+            yield TraceError(line, "second begin event")
+            return
+        elif ended:
+            yield TraceError(line, "event after the end event")
+            return
+        elif isinstance(ev, End):
+            if open_calls:
+                pending = next(st[-1] for st in stacks.values() if st)
+                yield TraceError(line, f"end while step {pending.step} has not returned")
+                return
+            ended = True
+        yield ev
+    if first is ApiMissing:
+        return
+    if not begun:
+        yield TraceError(max(last, 1), "no begin event")
+    elif not exited:
+        yield TraceError(last + 1, "truncated: no exit event")
+
+
+def first_error(stream: Iterator[Event | TraceError]) -> TraceError | None:
+    """Read the rest of a ``read_events`` stream: its TraceError, if any."""
+    for item in stream:
+        if isinstance(item, TraceError):
+            return item
+    return None
 
 
 def parse_trace(lines: Sequence[str]) -> Trace | TraceError:
     """Parse and check the envelope: begin first, call/ret paired, nothing after exit, exit present."""
     events: list[Event] = []
-    cache: dict[str, Event] = {}
-    open_call: Call | None = None
-    begun = False
-    ended = False
-    exited = False
-    last = 0
-    for index, item in enumerate(lines):
-        line = index + 1
-        raw: object = item
-        if not isinstance(raw, str):
-            return TraceError(line, "not a text line")
-        if not raw.strip():
-            continue
-        last = line
-        # Long traces repeat the same lines but for the timestamp: parse each distinct text once.
-        cut = raw.rfind(',"t":')
-        key = raw[:cut] if cut > 0 and raw[cut + 5:-1].isdigit() and raw.endswith("}") else raw
-        cached = cache.get(key)
-        if cached is not None:
-            ev = type(cached)(line, *cached[1:])
-        else:
-            try:
-                ev = parse_line(raw, line)
-            except _Bad as exc:
-                return TraceError(line, str(exc))
-            except RecursionError:
-                return TraceError(line, "JSON nested too deeply")
-            if len(cache) < CACHE_LIMIT:
-                cache[key] = ev
-        if exited:
-            return TraceError(line, "event after the exit event")
-        if isinstance(ev, ApiMissing):
-            if begun:
-                return TraceError(line, "api_missing after begin")
-            events.append(ev)
-            continue
-        if isinstance(ev, Exit):
-            exited = True
-            events.append(ev)
-            continue
-        if not begun:
-            if not isinstance(ev, Begin):
-                return TraceError(line, f"{type(ev).__name__.lower()} event before begin")
-            begun = True
-            events.append(ev)
-            continue
-        if isinstance(ev, Begin):
-            return TraceError(line, "second begin event")
-        if ended:
-            return TraceError(line, "event after the end event")
-        if isinstance(ev, Call):
-            if open_call is not None:
-                return TraceError(line, f"call of step {ev.step} while step {open_call.step} has not returned")
-            open_call = ev
-        elif isinstance(ev, Ret):
-            if open_call is None or open_call.step != ev.step or open_call.op != ev.op:
-                return TraceError(line, f"ret of step {ev.step} ({ev.op}) without its call")
-            open_call = None
-        elif isinstance(ev, End):
-            if open_call is not None:
-                return TraceError(line, f"end while step {open_call.step} has not returned")
-            ended = True
-        events.append(ev)
-    if events and isinstance(events[0], ApiMissing):
+    for item in read_events(lines):
+        if isinstance(item, TraceError):
+            return item
+        events.append(item)
+    if isinstance(events[0], ApiMissing):
         return Trace(tuple(events), False)
-    if not begun:
-        return TraceError(max(last, 1), "no begin event")
-    if not exited:
-        return TraceError(last + 1, "truncated: no exit event")
-    return Trace(tuple(events), ended)
+    return Trace(tuple(events), any(isinstance(ev, End) for ev in events))

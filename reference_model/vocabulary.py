@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Final
 
-VOCABULARY_VERSION: Final = 1
-VOCABULARY_HASH: Final = "371398b7823f6fd2"
+VOCABULARY_VERSION: Final = 2
+VOCABULARY_HASH: Final = "50d93c89d0d39722"
 
 
 class ArgKind(StrEnum):
@@ -62,6 +62,9 @@ class Op(StrEnum):
     FD_CHECK = "fd_check"
     VNPU = "vnpu"
     SLEEP_MS = "sleep_ms"
+    PAR_BEGIN = "par_begin"
+    PAR_END = "par_end"
+    CB_ACTION = "cb_action"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,9 @@ OPS: Final[dict[Op, OpSpec]] = {
     Op.FD_CHECK: OpSpec(Op.FD_CHECK, None, (ArgSpec("file", ArgKind.FILE), )),
     Op.VNPU: OpSpec(Op.VNPU, "vnpu_control", (ArgSpec("command", ArgKind.TEXT), )),
     Op.SLEEP_MS: OpSpec(Op.SLEEP_MS, None, (ArgSpec("ms", ArgKind.U64), )),
+    Op.PAR_BEGIN: OpSpec(Op.PAR_BEGIN, None, (ArgSpec("threads", ArgKind.U64), )),
+    Op.PAR_END: OpSpec(Op.PAR_END, None, ()),
+    Op.CB_ACTION: OpSpec(Op.CB_ACTION, None, (ArgSpec("kind", ArgKind.TEXT), ArgSpec("action", ArgKind.TEXT), ArgSpec("count", ArgKind.U64), )),
 }
 
 ERRNO_NAMES: Final[frozenset[str]] = frozenset({
@@ -170,7 +176,7 @@ class ProbeExit(IntEnum):
 
 
 PROBE_LIST_LINES: Final[tuple[str, ...]] = (
-    "vocabulary 1 371398b7823f6fd2",
+    "vocabulary 2 50d93c89d0d39722",
     "op req_create ANpuManager_AllocRequest_create req:req",
     "op req_free ANpuManager_AllocRequest_free req:req",
     "op req_free_null ANpuManager_AllocRequest_free",
@@ -202,4 +208,7 @@ PROBE_LIST_LINES: Final[tuple[str, ...]] = (
     "op fd_check - file:file",
     "op vnpu vnpu_control command:text",
     "op sleep_ms - ms:u64",
+    "op par_begin - threads:u64",
+    "op par_end -",
+    "op cb_action - kind:text action:text count:u64",
 )

@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <stddef.h>
 
-#define NPUCONF_VOCAB_VERSION 1
-#define NPUCONF_VOCAB_HASH "371398b7823f6fd2"
+#define NPUCONF_VOCAB_VERSION 2
+#define NPUCONF_VOCAB_HASH "50d93c89d0d39722"
 #define NPUCONF_MAX_OP_ARGS 6
 
 enum npuconf_arg_kind {
@@ -61,6 +61,9 @@ enum npuconf_op {
     OP_FD_CHECK,
     OP_VNPU,
     OP_SLEEP_MS,
+    OP_PAR_BEGIN,
+    OP_PAR_END,
+    OP_CB_ACTION,
     OP__COUNT
 };
 
@@ -104,6 +107,9 @@ static const struct npuconf_op_info NPUCONF_OPS[OP__COUNT] = {
     [OP_FD_CHECK] = {"fd_check", NULL, 1, {{"file", ARG_FILE}}},
     [OP_VNPU] = {"vnpu", "vnpu_control", 1, {{"command", ARG_TEXT}}},
     [OP_SLEEP_MS] = {"sleep_ms", NULL, 1, {{"ms", ARG_U64}}},
+    [OP_PAR_BEGIN] = {"par_begin", NULL, 1, {{"threads", ARG_U64}}},
+    [OP_PAR_END] = {"par_end", NULL, 0, {{NULL, ARG_TEXT}}},
+    [OP_CB_ACTION] = {"cb_action", NULL, 3, {{"kind", ARG_TEXT}, {"action", ARG_TEXT}, {"count", ARG_U64}}},
 };
 
 static const char *const NPUCONF_ARG_KIND_NAMES[] = {

@@ -12,6 +12,8 @@ from host.catalogue import load_catalogue
 from host.corpus import load_corpus
 from host.discovery import GRID
 from host.probe import PROBE_SOURCE
+from host.rejudge import caps_from_info
+from reference_model.judge import judge
 from reference_model.vocabulary import PROBE_LIST_LINES
 from tests.chromium import chromium, console_lines, needs_chromium
 from tests.conftest import npuconf
@@ -24,9 +26,16 @@ def records(run_dir, kind):
     return [r for r in map(json.loads, lines) if r["kind"] == kind]
 
 
-def test_whole_corpus_passes_on_vnpu(tmp_path, probe_build):
-    run_dir = tmp_path / "run"
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory, probe_build):
+    """The whole corpus once on the local target (vnpu, published personality)."""
+    run_dir = tmp_path_factory.mktemp("corpus") / "run"
     done = npuconf("run", "--target", "local", "--out", run_dir, "-q", "-j", "2")
+    return run_dir, done
+
+
+def test_whole_corpus_passes_on_vnpu(corpus_run):
+    run_dir, done = corpus_run
     assert done.returncode == 0, done.stdout + done.stderr
     corpus = load_corpus(known_clauses=load_catalogue().ids())
     results = records(run_dir, "result")
@@ -46,6 +55,26 @@ def test_whole_corpus_passes_on_vnpu(tmp_path, probe_build):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["answer"] == "conformant"
     assert (run_dir / "report.html").stat().st_size > 1000
+
+
+def test_every_scenario_runs_under_the_model_alone_without_a_model_crash(corpus_run):
+    """Rejudge every stored trace with no device, under both profiles and cut short at several points:
+    the judge may answer anything but must never hit a model bug."""
+    run_dir, _ = corpus_run
+    catalogue = load_catalogue()
+    scenarios = {s.id: s for s in load_corpus(known_clauses=catalogue.ids())}
+    records_by_device = {r["device"]: r["info"] for r in records(run_dir, "device")}
+    judged = 0
+    for record in records(run_dir, "result"):
+        caps = caps_from_info(records_by_device[record["device"]])
+        lines = record["trace"]
+        variants = [lines, lines[: len(lines) // 2], lines[:-1], lines[:1]]
+        for variant in variants:
+            for profile in ("published-37", "aosp-2026"):
+                verdict = judge(scenarios[record["scenario"]], variant, caps, catalogue.quotes(), profile)
+                assert "model bug" not in verdict.reason, (record["scenario"], profile, verdict.reason)
+                judged += 1
+    assert judged >= 8 * len(scenarios)
 
 
 @needs_chromium

@@ -4,6 +4,7 @@ import pytest
 
 from host.corpus import keyword_matches
 from host.program import CompileError, Pairs, compile_program, compile_scenario
+from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import parse_scenario
 from reference_model.vocabulary import VOCABULARY_HASH
 
@@ -55,7 +56,7 @@ def test_handles_get_slots_by_kind_in_order_of_appearance():
         "end",
     )
     assert compiled.slots == {"second": "r0", "first": "r1", "ck": "c0", "b": "b0", "b2": "b1", "m": "m0"}
-    assert compile_program([compiled]).startswith(f"npuconf-program 1 {VOCABULARY_HASH}\nscenario t.x")
+    assert compile_program([compiled]).startswith(f"npuconf-program 2 {VOCABULARY_HASH}\nscenario t.x")
 
 
 def test_pair_references_resolve_from_discovery():
@@ -94,3 +95,60 @@ def test_keyword_expressions(expression, name, expected):
 def test_bad_keyword_expressions_raise_value_error(expression):
     with pytest.raises(ValueError, match="-k"):
         keyword_matches(expression, "x")
+
+
+def test_parallel_blocks_compile_to_prefixed_lines_in_step_order():
+    s = scenario(
+        [
+            {"req_create": {"req": "r"}},
+            {"parallel": [[{"alloc": {"reqs": ["r"]}}, {"sleep_ms": {"ms": 1}}], [{"req_create": {"req": "q"}}]]},
+            {"cb_action": {"kind": "preempt", "action": "alloc_q", "count": 2}},
+            {"cb_action": {"kind": "alloc", "action": "set_priority_-3", "count": 1}},
+        ]
+    )
+    assert [(st.op.value, st.thread) for st in s.steps] == [
+        ("req_create", None), ("par_begin", None), ("alloc", 0), ("sleep_ms", 0), ("req_create", 1),
+        ("par_end", None), ("cb_action", None), ("cb_action", None),
+    ]
+    assert compile_scenario(s, Pairs(None, None)).lines == (
+        "scenario t.x 5000",
+        "req_create r0",
+        "par_begin 2",
+        "@0 alloc r0",
+        "@0 sleep_ms 1",
+        "@1 req_create r1",
+        "par_end",
+        "cb_action preempt alloc_r1 2",
+        "cb_action alloc set_priority_-3 1",
+        "end",
+    )
+
+
+@pytest.mark.parametrize(
+    ("steps", "field", "expected"),
+    [
+        ([{"parallel": [[{"sleep_ms": {"ms": 1}}]]}], "steps[0].parallel", "2 to 16 lists"),
+        ([{"parallel": [[{"sleep_ms": {"ms": 1}}], []]}], "steps[0].parallel[1]", "non-empty list of steps"),
+        ([{"parallel": [[{"sleep_ms": {"ms": 1}}], [{"parallel": []}]]}], "steps[0].parallel[1][0]", "do not nest"),
+        ([{"parallel": [[{"sleep_ms": {"ms": 1}}], [{"sleep_ms": {"ms": "x"}}]]}],
+         "steps[0].parallel[1][0].sleep_ms.ms", "an int"),
+        ([{"par_begin": {"threads": 2}}], "steps[0]", "other than par_begin/par_end"),
+        ([{"cb_action": {"kind": "free", "action": "none", "count": 0}}], "steps[0].cb_action.kind", "one of alloc"),
+        ([{"cb_action": {"kind": "alloc", "action": "unmap", "count": 1}}], "steps[0].cb_action.action", "free_buf"),
+        ([{"cb_action": {"kind": "alloc", "action": "alloc_r", "count": 1}}], "steps[0].cb_action.action",
+         "a request an earlier step used"),
+        ([{"cb_action": {"kind": "alloc", "action": "set_priority_9999999999", "count": 1}}],
+         "steps[0].cb_action.action", "int32"),
+        ([{"cb_action": {"kind": "alloc", "action": "none", "count": 1}}], "steps[0].cb_action.count",
+         "0 for action none"),
+        ([{"parallel": [[{"sleep_ms": {"ms": 1}}], [{"cb_action": {"kind": "load", "action": "free_buf",
+                                                                    "count": 0}}]]}],
+         "steps[0].parallel[1][0].cb_action.count", "at least 1"),
+    ],
+)
+def test_parallel_and_cb_action_errors_name_the_field(steps, field, expected):
+    with pytest.raises(ScenarioInvalid) as info:
+        scenario(steps)
+    message = str(info.value)
+    assert message.startswith(f"t.yaml: scenario t.x: {field}: expected "), message
+    assert expected in message and "\n" not in message

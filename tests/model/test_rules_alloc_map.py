@@ -255,3 +255,23 @@ def test_set_priority():
     fails(build(100, -1, "EINVAL"), "priority-set")
     j = fails(build(-1, 0), "priority-set-range")
     assert j.discrepancy == "D3"
+
+
+@covers("mapping.unmap_result")
+def test_unmap_length_zero_and_partial_unmaps_track_what_is_still_mapped():
+    # length 0 unmaps the rest of the mapping: a whole unmap, which must succeed
+    b = mapped()
+    b.call("buf_unmap", map="m", offset=0, length=0)
+    passes(teardown(b, bufs=["b"], reqs=["r"]))
+    b = mapped()
+    b.call("buf_unmap", map="m", offset=0, length=0, ret=-1, errno="EINVAL")
+    fails(teardown(b, bufs=["b"], reqs=["r"]), "map-must-unmap")
+    # a first page unmapped, then the rest: the second unmap ends the mapping and must succeed
+    b = mapped()
+    b.call("buf_unmap", map="m", offset=0, length=4096)
+    b.call("buf_unmap", map="m", offset=4096, length=4096)
+    passes(teardown(b, bufs=["b"], reqs=["r"]))
+    b = mapped()
+    b.call("buf_unmap", map="m", offset=0, length=4096)
+    b.call("buf_unmap", map="m", offset=0, length=0, ret=-1, errno="EINVAL")
+    fails(teardown(b, bufs=["b"], reqs=["r"]), "map-must-unmap")

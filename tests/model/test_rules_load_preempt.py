@@ -145,3 +145,21 @@ def test_late_preempt_after_free():
     b.call("buf_free", bufs=["b"])
     b.emit(b.cb("preempt", "c"))
     passes(teardown(b, reqs=["r"], deleted=["c"]))
+
+
+@covers("loading.on_load")
+def test_onload_may_answer_any_pending_load_of_the_buffer():
+    def two_loads(first_answer, second_answer) -> TB:
+        b = TB()
+        allocated(b)
+        b.call("file_new", file="f", size=4096, seed=7)
+        b.call("file_new", file="g", size=4096, seed=8)
+        b.call("buf_load", buf="b", fd="f", file_offset=0, length=10, buffer_offset=0, onload=True)
+        # the second load, issued while the first is in flight, is refused at once on the caller's thread
+        b.call("buf_load", buf="b", fd="g", file_offset=0, length=10, buffer_offset=0, onload=True,
+               during=[b.cb("load", None, second_answer, "B1", thread="caller")])
+        b.emit(b.cb("load", None, first_answer, "B1"))
+        return teardown(b, bufs=["b"], reqs=["r"])
+
+    passes(two_loads(0, "EBUSY"))
+    fails(two_loads("EIO", "EBUSY"), "load-async")

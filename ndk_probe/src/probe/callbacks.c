@@ -1,12 +1,166 @@
 #include "callbacks.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <sys/mman.h>
+
+#include "clock.h"
+#include "ops.h"
 #include "trace.h"
 
-static void on_alloc(void *cookie, int error_num, ANpuBuffer *buf) { trace_record_alloc(cookie, error_num, buf); }
+#define CB_MAP_LENGTH 4096 /* map_unmap maps the first page */
 
-static void on_preempt(void *cookie) { trace_record_preempt(cookie); }
+/* The call/ret envelope of one API call a cb_action makes (in_cb and th come from the thread). */
+static void nested_call(const struct trace_job *job, enum npuconf_op op, struct jbuf *args) {
+    ops_call_event(job->step, op, args, false);
+    jb_free(args);
+}
 
-static void on_load(void *cookie, int error_num, ANpuBuffer *buf) { trace_record_load(cookie, error_num, buf); }
+static void buf_arg(struct jbuf *args, const char *key, size_t index) {
+    char id[24];
+    trace_buf_id(index, id);
+    jb_str(args, key, id);
+}
+
+static void job_free_buf(const struct trace_job *job) {
+    struct jbuf args;
+    jb_init(&args);
+    jb_raw(&args, "{");
+    jb_open(&args, "bufs", '[');
+    buf_arg(&args, NULL, job->buf);
+    jb_close(&args, ']');
+    jb_raw(&args, "}");
+    nested_call(job, OP_BUF_FREE, &args);
+    struct op_result res;
+    ops_result_init(&res);
+    ANpuBuffer *buf = job->ptr;
+    int ret;
+    API_CALL(&res, ret = job->api->ANpuBuffer_free(&buf, 1));
+    op_int_result(&res, ret);
+    if (ret == 0) {
+        trace_buf_retire(job->buf);
+    }
+    ops_ret_event(job->step, OP_BUF_FREE, &res);
+}
+
+static void job_set_priority(const struct trace_job *job) {
+    struct jbuf args;
+    jb_init(&args);
+    jb_raw(&args, "{");
+    buf_arg(&args, "buf", job->buf);
+    jb_i64(&args, "priority", job->priority);
+    jb_raw(&args, "}");
+    nested_call(job, OP_BUF_SET_PRIORITY, &args);
+    struct op_result res;
+    ops_result_init(&res);
+    int ret;
+    API_CALL(&res, ret = job->api->ANpuBuffer_setPriority(job->ptr, job->priority));
+    op_int_result(&res, ret);
+    ops_ret_event(job->step, OP_BUF_SET_PRIORITY, &res);
+}
+
+/* Maps the first page PROT_READ/MAP_SHARED and, when that worked, unmaps it again. */
+static void job_map_unmap(const struct trace_job *job) {
+    struct jbuf args;
+    jb_init(&args);
+    jb_raw(&args, "{");
+    jb_null(&args, "map");
+    buf_arg(&args, "buf", job->buf);
+    jb_u64(&args, "length", CB_MAP_LENGTH);
+    jb_i64(&args, "prot", PROT_READ);
+    jb_i64(&args, "flags", MAP_SHARED);
+    jb_i64(&args, "offset", 0);
+    jb_raw(&args, "}");
+    nested_call(job, OP_BUF_MAP, &args);
+    struct op_result res;
+    ops_result_init(&res);
+    void *addr;
+    API_CALL(&res, addr = job->api->ANpuBuffer_map(job->ptr, NULL, CB_MAP_LENGTH, PROT_READ, MAP_SHARED, 0));
+    op_int_result(&res, addr == MAP_FAILED ? -1 : 0);
+    ops_ret_event(job->step, OP_BUF_MAP, &res);
+    if (addr == MAP_FAILED) {
+        return;
+    }
+    jb_init(&args);
+    jb_raw(&args, "{");
+    jb_null(&args, "map");
+    jb_u64(&args, "offset", 0);
+    jb_u64(&args, "length", CB_MAP_LENGTH);
+    jb_raw(&args, "}");
+    nested_call(job, OP_BUF_UNMAP, &args);
+    ops_result_init(&res);
+    int ret;
+    API_CALL(&res, ret = job->api->ANpuBuffer_unmap(job->ptr, addr, CB_MAP_LENGTH));
+    op_int_result(&res, ret);
+    ops_ret_event(job->step, OP_BUF_UNMAP, &res);
+}
+
+static void job_alloc(const struct trace_job *job) {
+    struct jbuf args;
+    jb_init(&args);
+    jb_raw(&args, "{");
+    jb_open(&args, "reqs", '[');
+    char slot[8];
+    snprintf(slot, sizeof slot, "r%u", job->req_slot);
+    jb_str(&args, NULL, slot);
+    jb_close(&args, ']');
+    jb_raw(&args, "}");
+    nested_call(job, OP_ALLOC, &args);
+    struct op_result res;
+    ops_result_init(&res);
+    ANpuManager_AllocRequest *req = job->req;
+    /* Owed before the call: its onAlloc may come before allocAsync returns. */
+    trace_count_add(TC_SUB_ALLOC, 1);
+    API_CALL(&res, job->api->ANpuManager_allocAsync(&req, 1));
+    ops_ret_event(job->step, OP_ALLOC, &res);
+}
+
+static void run_job(const struct trace_job *job) {
+    if (job->act == CB_ACT_NONE) {
+        return;
+    }
+    int saved = errno; /* the implementation's errno is not the callback's to change */
+    const char *prev = trace_set_in_cb(program_cb_kind_name(job->kind));
+    switch (job->act) {
+    case CB_ACT_FREE_BUF:
+        job_free_buf(job);
+        break;
+    case CB_ACT_SET_PRIORITY:
+        job_set_priority(job);
+        break;
+    case CB_ACT_MAP_UNMAP:
+        job_map_unmap(job);
+        break;
+    case CB_ACT_ALLOC:
+        job_alloc(job);
+        break;
+    case CB_ACT_NONE:
+        break;
+    }
+    trace_set_in_cb(prev);
+    errno = saved;
+}
+
+static void on_alloc(void *cookie, int error_num, ANpuBuffer *buf) {
+    struct trace_job job;
+    trace_record_alloc(cookie, error_num, buf, &job);
+    run_job(&job);
+    trace_callback_done(TC_ALLOC, &job);
+}
+
+static void on_preempt(void *cookie) {
+    struct trace_job job;
+    trace_record_preempt(cookie, &job);
+    run_job(&job);
+    trace_callback_done(TC_PREEMPT, &job);
+}
+
+static void on_load(void *cookie, int error_num, ANpuBuffer *buf) {
+    struct trace_job job;
+    trace_record_load(cookie, error_num, buf, &job);
+    run_job(&job);
+    trace_callback_done(TC_LOAD, &job);
+}
 
 /* Probe cookies are pool objects, never heap memory: "deleting" one is counting the call. */
 static void cookie_deleter(void *cookie) { trace_record_deleter(cookie); }

@@ -1,4 +1,7 @@
-/* The callbacks the probe hands to the implementation; each only records what it received. */
+/*
+ * The callbacks the probe hands to the implementation. Each records what it received and, when a
+ * cb_action applies to it, calls back into the API (the calls are traced with `in_cb`).
+ */
 #ifndef NPUCONF_PROBE_CALLBACKS_H
 #define NPUCONF_PROBE_CALLBACKS_H
 

@@ -1,12 +1,15 @@
 /*
  * Per-run and per-scenario state. It lives on main()'s stack and travels by pointer; only what
- * callbacks must reach lives in the recorder (trace.c).
+ * callbacks must reach lives in the recorder (trace.c). The threads of a parallel block share it:
+ * the slot tables are the scenario author's to keep race-free (one slot, one thread at a time);
+ * what every op may touch (the superseded list) is behind `mu`.
  */
 #ifndef NPUCONF_PROBE_CTX_H
 #define NPUCONF_PROBE_CTX_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -59,6 +62,28 @@ struct probe_file_slot {
     ino_t ino;
 };
 
+struct probe_ctx;
+
+/* One probe thread of a parallel block: it runs steps [first, end) of the scenario. */
+struct probe_thread {
+    struct probe_ctx *ctx;
+    pthread_t tid;
+    unsigned k;
+    size_t first, end;
+    bool started;
+};
+
+enum probe_gate { GATE_CLOSED, GATE_OPEN, GATE_CANCELLED };
+
+/* The open parallel block: its threads wait at the gate until par_release() opens it. */
+struct probe_par {
+    size_t n;
+    struct probe_thread threads[PROBE_MAX_THREADS];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    enum probe_gate gate;
+};
+
 struct probe_ctx {
     const struct probe_api *api;
     const struct probe_options *opt;
@@ -70,9 +95,9 @@ struct probe_ctx {
     struct probe_superseded_map superseded[PROBE_SUPERSEDED_MAPS];
     size_t nsuperseded;
     struct probe_file_slot file[PROBE_SLOTS];
-    uint64_t submitted_allocs; /* requests passed to allocAsync: onAlloc calls owed */
-    uint64_t submitted_loads;  /* loadAsync calls with a callback: onLoad calls owed */
-    size_t next_step;          /* teardown calls continue the step numbering */
+    pthread_mutex_t mu; /* guards `superseded` / `nsuperseded` */
+    struct probe_par par;
+    size_t next_step; /* teardown calls continue the step numbering */
 };
 
 #endif

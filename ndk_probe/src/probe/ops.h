@@ -97,5 +97,10 @@ void op_await_preempt(struct probe_ctx *, const struct probe_step *, struct op_r
 void op_bind(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_vnpu(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_sleep_ms(struct probe_ctx *, const struct probe_step *, struct op_result *);
+void op_cb_action(struct probe_ctx *, const struct probe_step *, struct op_result *);
+/* ops_parallel.c: par_begin starts the block's threads (held until par_release), par_end joins them. */
+void op_par_begin(struct probe_ctx *, const struct probe_step *, struct op_result *);
+void op_par_end(struct probe_ctx *, const struct probe_step *, struct op_result *);
+void par_release(struct probe_ctx *ctx);
 
 #endif

@@ -68,9 +68,9 @@ void op_buf_load(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
     }
     bool onload = st->args[5].v.flag;
     ANpuManager_LoadCallback cb = onload ? PROBE_CALLBACKS.on_load : NULL;
+    if (onload) {
+        trace_count_add(TC_SUB_LOAD, 1);
+    }
     API_CALL(res, ctx->api->ANpuBuffer_loadAsync(buf, fd, st->args[2].v.i64, st->args[3].v.i64, st->args[4].v.i64,
                                                  cb));
-    if (onload) {
-        ctx->submitted_loads++;
-    }
 }

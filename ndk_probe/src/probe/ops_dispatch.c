@@ -41,6 +41,9 @@ static const op_handler OP_HANDLERS[OP__COUNT] = {
     [OP_FD_CHECK] = op_fd_check,
     [OP_VNPU] = op_vnpu,
     [OP_SLEEP_MS] = op_sleep_ms,
+    [OP_PAR_BEGIN] = op_par_begin,
+    [OP_PAR_END] = op_par_end,
+    [OP_CB_ACTION] = op_cb_action,
 };
 
 bool ops_complete(void) {
@@ -172,12 +175,24 @@ static void arg_json(const struct probe_ctx *ctx, struct jbuf *jb, const char *k
     }
 }
 
+/* `th`, and `in_cb` when the calling thread runs a cb_action: both call and ret carry them. */
+static void thread_fields(struct jbuf *ev) {
+    char th[16];
+    trace_thread_name(th);
+    jb_str(ev, "th", th);
+    const char *kind = trace_in_cb();
+    if (kind != NULL) {
+        jb_str(ev, "in_cb", kind);
+    }
+}
+
 void ops_call_event(size_t step, enum npuconf_op op, struct jbuf *args, bool teardown) {
     struct jbuf ev;
     jb_init(&ev);
     jb_raw(&ev, "{\"ev\":\"call\"");
     jb_u64(&ev, "step", step);
     jb_str(&ev, "op", NPUCONF_OPS[op].name);
+    thread_fields(&ev);
     jb_key(&ev, "args");
     jb_raw(&ev, args->p);
     if (teardown) {
@@ -198,6 +213,7 @@ void ops_ret_event(size_t step, enum npuconf_op op, struct op_result *res) {
     jb_raw(&ev, "{\"ev\":\"ret\"");
     jb_u64(&ev, "step", step);
     jb_str(&ev, "op", NPUCONF_OPS[op].name);
+    thread_fields(&ev);
     if (res->has_ret && res->skipped[0] == '\0') {
         jb_i64(&ev, "ret", res->ret);
     } else {

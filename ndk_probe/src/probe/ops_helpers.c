@@ -110,3 +110,21 @@ void op_sleep_ms(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
     probe_sleep_ns(probe_scaled_ns(st->args[0].v.u64, 1.0));
     op_int_result(res, 0);
 }
+
+void op_cb_action(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    struct probe_cb_action action;
+    if (!program_cb_action(st->args[0].v.text, st->args[1].v.text, &action)) {
+        op_skip(res, "unknown cb_action"); /* the parser rejects these; kept for safety */
+        return;
+    }
+    ANpuManager_AllocRequest *req = NULL;
+    if (action.act == CB_ACT_ALLOC) {
+        if (!ctx->req[action.req_slot].live) {
+            op_skip(res, "r%u unbound", action.req_slot);
+            return;
+        }
+        req = ctx->req[action.req_slot].req;
+    }
+    trace_arm(&action, req, st->args[2].v.u64, (size_t)(st - ctx->sc->steps));
+    op_int_result(res, 0);
+}

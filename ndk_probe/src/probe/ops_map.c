@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "ops.h"
@@ -38,9 +39,11 @@ void op_buf_map(struct probe_ctx *ctx, const struct probe_step *st, struct op_re
     }
     res->ret = 0;
     struct probe_map_slot *m = &ctx->map[mslot];
+    pthread_mutex_lock(&ctx->mu);
     if (m->nranges > 0 && ctx->nsuperseded < PROBE_SUPERSEDED_MAPS) {
         ctx->superseded[ctx->nsuperseded++] = (struct probe_superseded_map){mslot, *m};
     }
+    pthread_mutex_unlock(&ctx->mu);
     *m = (struct probe_map_slot){.base = addr, .len = (size_t)length, .buf_off = offset, .buf = index};
     if (length > 0) {
         m->ranges[0] = (struct probe_map_range){0, (size_t)length};
@@ -76,7 +79,10 @@ void map_unmap_range(struct probe_map_slot *m, const struct probe_api *api, size
     API_CALL(res, ret = api->ANpuBuffer_unmap(buf, m->base + off, len));
     op_int_result(res, ret);
     if (ret == 0) {
-        ranges_remove(m, off, off + len);
+        /* Like munmap(), the implementation unmaps whole pages: the length is rounded up. */
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        size_t end = len > SIZE_MAX - off - (page - 1) ? SIZE_MAX : (off + len + page - 1) / page * page;
+        ranges_remove(m, off, end);
     }
 }
 

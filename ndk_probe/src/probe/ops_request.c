@@ -184,7 +184,8 @@ void op_alloc(struct probe_ctx *ctx, const struct probe_step *st, struct op_resu
     if (reqs == NULL) {
         return;
     }
+    /* Owed before the call: onAlloc may come (and be awaited by another thread) before it returns. */
+    trace_count_add(TC_SUB_ALLOC, a->v.list.n);
     API_CALL(res, ctx->api->ANpuManager_allocAsync(reqs, a->v.list.n));
-    ctx->submitted_allocs += a->v.list.n;
     free(reqs);
 }

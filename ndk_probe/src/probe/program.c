@@ -9,7 +9,7 @@
 
 #include "vocab.h"
 
-#define PROGRAM_FORMAT_VERSION "1"
+#define PROGRAM_FORMAT_VERSION "2"
 
 struct parser {
     unsigned line;
@@ -350,6 +350,7 @@ static bool grow(void **arr, size_t *cap, size_t need, size_t elem) {
 
 static bool parse_op_line(struct parser *p, char **toks, size_t ntoks, struct probe_step *st) {
     memset(st, 0, sizeof *st); /* program_free() reads a half-parsed step too */
+    st->thread = -1;
     int op = vocab_op_by_name(toks[0]);
     if (op < 0) {
         return fail(p, "unknown op '%s' (see npuconf-probe --list)", toks[0]);
@@ -365,6 +366,75 @@ static bool parse_op_line(struct parser *p, char **toks, size_t ntoks, struct pr
             return false;
         }
     }
+    if (st->op == OP_CB_ACTION) {
+        struct probe_cb_action act;
+        if (!program_cb_action(st->args[0].v.text, st->args[1].v.text, &act)) {
+            return fail(p, "cb_action: expected kind alloc|load|preempt and action none|free_buf|set_priority_<n>|"
+                           "map_unmap|alloc_r<N>, found '%s %s'", st->args[0].v.text, st->args[1].v.text);
+        }
+        if ((act.act == CB_ACT_NONE) != (st->args[2].v.u64 == 0)) {
+            return fail(p, "cb_action: count must be 0 for action none and at least 1 otherwise, found %llu",
+                        (unsigned long long)st->args[2].v.u64);
+        }
+    }
+    if (st->op == OP_PAR_BEGIN) {
+        uint64_t n = st->args[0].v.u64;
+        if (n < PROBE_MIN_THREADS || n > PROBE_MAX_THREADS) {
+            return fail(p, "par_begin: expected %d to %d threads, found %llu", PROBE_MIN_THREADS, PROBE_MAX_THREADS,
+                        (unsigned long long)n);
+        }
+    }
+    return true;
+}
+
+/* The open parallel block of a scenario while its `@k` lines are read. */
+struct par_block {
+    bool open;
+    uint64_t n;
+    int last; /* thread of the previous `@k` line, -1 before the first */
+};
+
+/* `@<k>`: k decimal, canonical, below the block's thread count. */
+static bool parse_thread_prefix(const char *tok, const struct par_block *blk, int *k) {
+    uint64_t v;
+    if (tok[0] != '@' || (tok[1] == '0' && tok[2] != '\0') || !parse_u64(tok + 1, &v) || v >= blk->n) {
+        return false;
+    }
+    *k = (int)v;
+    return true;
+}
+
+/* Checks where a step may stand relative to parallel blocks, and updates the block. */
+static bool place_step(struct parser *p, struct par_block *blk, struct probe_step *st) {
+    bool par_op = st->op == OP_PAR_BEGIN || st->op == OP_PAR_END;
+    if (st->thread >= 0) {
+        if (par_op) {
+            return fail(p, "%s inside a parallel block: blocks do not nest", NPUCONF_OPS[st->op].name);
+        }
+        if (st->thread < blk->last || st->thread > blk->last + 1) {
+            return fail(p, "@%d after @%d: the steps of thread k follow those of thread k-1 (each thread has at "
+                           "least one step)", st->thread, blk->last);
+        }
+        blk->last = st->thread;
+        return true;
+    }
+    if (blk->open) {
+        if (st->op != OP_PAR_END) {
+            return fail(p, "inside a parallel block every step is prefixed @<k>, or the block ends with par_end");
+        }
+        if ((uint64_t)(blk->last + 1) != blk->n) {
+            return fail(p, "par_end: the block has %llu threads but steps for %d", (unsigned long long)blk->n,
+                        blk->last + 1);
+        }
+        blk->open = false;
+        return true;
+    }
+    if (st->op == OP_PAR_END) {
+        return fail(p, "par_end without par_begin");
+    }
+    if (st->op == OP_PAR_BEGIN) {
+        *blk = (struct par_block){true, st->args[0].v.u64, -1};
+    }
     return true;
 }
 
@@ -374,7 +444,8 @@ bool program_parse(char *text, size_t len, struct probe_program *prog, char *err
     prog->text = text;
     size_t cap_sc = 0, cap_st = 0;
     struct probe_scenario *sc = NULL; /* the open scenario */
-    char *toks[NPUCONF_MAX_OP_ARGS + 2];
+    char *toks[NPUCONF_MAX_OP_ARGS + 3];
+    struct par_block blk = {false, 0, -1};
     size_t ntoks;
     char *cur = text;
     char *end = text + len;
@@ -429,11 +500,15 @@ bool program_parse(char *text, size_t len, struct probe_program *prog, char *err
             sc->timeout_ms = timeout;
             sc->line = p.line;
             cap_st = 0;
+            blk = (struct par_block){false, 0, -1};
             continue;
         }
         if (strcmp(toks[0], "end") == 0) {
             if (ntoks != 1) {
                 return fail(&p, "'end' takes no argument");
+            }
+            if (blk.open) {
+                return fail(&p, "scenario %s ends inside a parallel block: missing par_end", sc->id);
             }
             sc = NULL;
             continue;
@@ -445,7 +520,27 @@ bool program_parse(char *text, size_t len, struct probe_program *prog, char *err
             return fail(&p, "out of memory");
         }
         struct probe_step *st = &sc->steps[sc->nsteps++];
-        if (!parse_op_line(&p, toks, ntoks, st)) {
+        memset(st, 0, sizeof *st); /* program_free() reads a step that failed to parse too */
+        int thread = -1;
+        char **op_toks = toks;
+        if (toks[0][0] == '@') {
+            if (!blk.open) {
+                return fail(&p, "'%s' outside a parallel block (par_begin N ... par_end)", toks[0]);
+            }
+            if (!parse_thread_prefix(toks[0], &blk, &thread)) {
+                return fail(&p, "expected @<k> with k < %llu, found '%s'", (unsigned long long)blk.n, toks[0]);
+            }
+            if (ntoks < 2) {
+                return fail(&p, "'%s' without an op", toks[0]);
+            }
+            op_toks++;
+            ntoks--;
+        }
+        if (!parse_op_line(&p, op_toks, ntoks, st)) {
+            return false;
+        }
+        st->thread = thread;
+        if (!place_step(&p, &blk, st)) {
             return false;
         }
     }
@@ -475,6 +570,46 @@ void program_free(struct probe_program *prog) {
     free(prog->scenarios);
     free(prog->text);
     memset(prog, 0, sizeof *prog);
+}
+
+static const char *const CB_KIND_NAMES[CB_KIND__COUNT] = {"alloc", "load", "preempt"};
+
+const char *program_cb_kind_name(enum probe_cb_kind kind) { return CB_KIND_NAMES[kind]; }
+
+bool program_cb_action(const char *kind, const char *action, struct probe_cb_action *out) {
+    memset(out, 0, sizeof *out);
+    int k = 0;
+    while (k < CB_KIND__COUNT && strcmp(kind, CB_KIND_NAMES[k]) != 0) {
+        k++;
+    }
+    if (k == CB_KIND__COUNT) {
+        return false;
+    }
+    out->kind = (enum probe_cb_kind)k;
+    static const char prio[] = "set_priority_";
+    static const char alloc[] = "alloc_";
+    if (strcmp(action, "none") == 0) {
+        out->act = CB_ACT_NONE;
+    } else if (strcmp(action, "free_buf") == 0) {
+        out->act = CB_ACT_FREE_BUF;
+    } else if (strcmp(action, "map_unmap") == 0) {
+        out->act = CB_ACT_MAP_UNMAP;
+    } else if (strncmp(action, prio, sizeof prio - 1) == 0) {
+        int64_t v;
+        if (!parse_i32(action + sizeof prio - 1, &v)) {
+            return false;
+        }
+        out->act = CB_ACT_SET_PRIORITY;
+        out->priority = (int32_t)v;
+    } else if (strncmp(action, alloc, sizeof alloc - 1) == 0) {
+        if (!parse_slot(action + sizeof alloc - 1, 'r', &out->req_slot)) {
+            return false;
+        }
+        out->act = CB_ACT_ALLOC;
+    } else {
+        return false;
+    }
+    return true;
 }
 
 void program_raw_cookie_text(const struct probe_arg *arg, char out[32]) {

@@ -12,6 +12,8 @@
 #include "vocabulary.h"
 
 #define PROBE_SLOTS 256
+#define PROBE_MAX_THREADS 16 /* probe threads of one parallel block (par_begin N: 2 <= N <= 16) */
+#define PROBE_MIN_THREADS 2
 
 enum cookie_sel { COOKIE_SLOT, COOKIE_NULL, COOKIE_RAW };
 
@@ -52,6 +54,7 @@ struct probe_arg {
 struct probe_step {
     enum npuconf_op op;
     unsigned line;
+    int thread; /* -1: the scenario's main thread; k: probe thread t<k> of the enclosing parallel block */
     struct probe_arg args[NPUCONF_MAX_OP_ARGS > 0 ? NPUCONF_MAX_OP_ARGS : 1];
 };
 
@@ -76,6 +79,22 @@ struct probe_program {
  */
 bool program_parse(char *text, size_t len, struct probe_program *prog, char *err, size_t errlen);
 void program_free(struct probe_program *prog);
+/* What a cb_action step asks callbacks to do (its `kind` and `action` text arguments). */
+enum probe_cb_kind { CB_KIND_ALLOC, CB_KIND_LOAD, CB_KIND_PREEMPT, CB_KIND__COUNT };
+enum probe_cb_act { CB_ACT_NONE, CB_ACT_FREE_BUF, CB_ACT_SET_PRIORITY, CB_ACT_MAP_UNMAP, CB_ACT_ALLOC };
+
+struct probe_cb_action {
+    enum probe_cb_kind kind;
+    enum probe_cb_act act;
+    int32_t priority;  /* set_priority_<n> */
+    unsigned req_slot; /* alloc_r<N> */
+};
+
+/* Parses cb_action's kind and action; false when either is not one the probe knows. */
+bool program_cb_action(const char *kind, const char *action, struct probe_cb_action *out);
+/* "alloc", "load" or "preempt". */
+const char *program_cb_kind_name(enum probe_cb_kind kind);
+
 /* "raw:<decimal>" as the scenario wrote it. */
 void program_raw_cookie_text(const struct probe_arg *arg, char out[32]);
 

@@ -14,7 +14,9 @@ void scenario_run(struct probe_ctx *ctx, const struct probe_scenario *sc) {
     ctx->api = api;
     ctx->opt = opt;
     ctx->sc = sc;
-    trace_reset();
+    pthread_mutex_init(&ctx->mu, NULL);
+    trace_reset(api);
+    trace_set_thread("main");
 
     struct jbuf ev;
     jb_init(&ev);
@@ -25,7 +27,14 @@ void scenario_run(struct probe_ctx *ctx, const struct probe_scenario *sc) {
     jb_free(&ev);
 
     for (size_t i = 0; i < sc->nsteps; i++) {
-        ops_run(ctx, &sc->steps[i], i, false);
+        const struct probe_step *st = &sc->steps[i];
+        if (st->thread >= 0) {
+            continue; /* a step of a parallel block: its probe thread runs it */
+        }
+        ops_run(ctx, st, i, false);
+        if (st->op == OP_PAR_BEGIN) {
+            par_release(ctx); /* after par_begin's ret: the threads' events all follow it */
+        }
     }
     ctx->next_step = sc->nsteps;
     scenario_teardown(ctx);
@@ -35,4 +44,5 @@ void scenario_run(struct probe_ctx *ctx, const struct probe_scenario *sc) {
     jb_str(&ev, "scenario", sc->id);
     trace_emit(&ev);
     jb_free(&ev);
+    pthread_mutex_destroy(&ctx->mu);
 }

@@ -120,9 +120,11 @@ static void free_requests(struct probe_ctx *ctx) {
 void scenario_teardown(struct probe_ctx *ctx) {
     uint64_t budget = probe_scaled_ns(ctx->opt->settle_ms, ctx->opt->timeout_multiplier);
     uint64_t deadline = probe_now_ns() + budget;
-    settle("alloc", TC_ALLOC, ctx->submitted_allocs, deadline);
-    settle("load", TC_LOAD, ctx->submitted_loads, deadline);
+    settle("alloc", TC_ALLOC, trace_count(TC_SUB_ALLOC), deadline);
+    settle("load", TC_LOAD, trace_count(TC_SUB_LOAD), deadline);
 
+    /* From here on callbacks only record: no cb_action may race the cleanup below. */
+    trace_disarm_all();
     unmap_all(ctx);
     free_buffers(ctx);
     free_requests(ctx);

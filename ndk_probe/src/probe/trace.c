@@ -34,6 +34,14 @@ struct trace_success {
     bool bound;
 };
 
+/* An armed cb_action: the next `count` callbacks of its kind it applies to run it. */
+struct trace_armed {
+    struct probe_cb_action action;
+    ANpuManager_AllocRequest *req; /* alloc_r<N>: the request in r<N> when it was armed */
+    uint64_t count;
+    size_t step;
+};
+
 /* The single mutable global of the probe (see trace.h). */
 static struct recorder {
     pthread_mutex_t mu;
@@ -48,9 +56,18 @@ static struct recorder {
     unsigned next_id;
     struct trace_success *succ;
     size_t nsucc, capsucc;
+    const struct probe_api *api;
+    struct trace_armed armed[CB_KIND__COUNT];
+    unsigned busy;        /* callbacks running a cb_action job */
+    unsigned gen;         /* scenario generation: thread names are per scenario */
+    unsigned next_worker; /* the N of the next "w<N>" */
 } rec;
 
-static _Thread_local bool in_api;
+/* Per-thread facts, set and read only by their own thread. */
+static _Thread_local unsigned api_depth;
+static _Thread_local char th_name[16];
+static _Thread_local unsigned th_gen;
+static _Thread_local const char *in_cb;
 
 static void *grow(void *arr, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) {
@@ -78,10 +95,17 @@ void trace_init(int fd) {
     pthread_condattr_destroy(&ca);
     rec.fd = fd;
     rec.next_id = 1;
+    rec.gen = 1;
+    rec.next_worker = 1;
 }
 
-void trace_reset(void) {
+void trace_reset(const struct probe_api *api) {
     pthread_mutex_lock(&rec.mu);
+    rec.api = api;
+    memset(rec.armed, 0, sizeof rec.armed);
+    rec.busy = 0;
+    rec.gen++;
+    rec.next_worker = 1;
     memset(rec.counts, 0, sizeof rec.counts);
     memset(rec.cookies, 0, sizeof rec.cookies);
     rec.nraws = 0;
@@ -119,8 +143,58 @@ void trace_emit(struct jbuf *ev) {
     pthread_mutex_unlock(&rec.mu);
 }
 
-void trace_api_enter(void) { in_api = true; }
-void trace_api_leave(void) { in_api = false; }
+void trace_api_enter(void) { api_depth++; }
+void trace_api_leave(void) { api_depth--; }
+
+void trace_set_thread(const char *name) {
+    pthread_mutex_lock(&rec.mu);
+    snprintf(th_name, sizeof th_name, "%s", name);
+    th_gen = rec.gen;
+    pthread_mutex_unlock(&rec.mu);
+}
+
+static const char *thread_name_locked(void) {
+    if (th_gen != rec.gen || th_name[0] == '\0') {
+        snprintf(th_name, sizeof th_name, "w%u", rec.next_worker++);
+        th_gen = rec.gen;
+    }
+    return th_name;
+}
+
+void trace_thread_name(char out[16]) {
+    pthread_mutex_lock(&rec.mu);
+    snprintf(out, 16, "%s", thread_name_locked());
+    pthread_mutex_unlock(&rec.mu);
+}
+
+const char *trace_in_cb(void) { return in_cb; }
+
+const char *trace_set_in_cb(const char *kind) {
+    const char *prev = in_cb;
+    in_cb = kind;
+    return prev;
+}
+
+void trace_count_add(enum trace_counter c, uint64_t n) {
+    pthread_mutex_lock(&rec.mu);
+    rec.counts[c] += n;
+    pthread_mutex_unlock(&rec.mu);
+}
+
+void trace_arm(const struct probe_cb_action *action, ANpuManager_AllocRequest *req, uint64_t count, size_t step) {
+    pthread_mutex_lock(&rec.mu);
+    rec.armed[action->kind] = (struct trace_armed){*action, req, action->act == CB_ACT_NONE ? 0 : count, step};
+    pthread_mutex_unlock(&rec.mu);
+}
+
+void trace_disarm_all(void) {
+    pthread_mutex_lock(&rec.mu);
+    memset(rec.armed, 0, sizeof rec.armed);
+    while (rec.busy > 0) {
+        pthread_cond_wait(&rec.cv, &rec.mu);
+    }
+    pthread_mutex_unlock(&rec.mu);
+}
 
 void *trace_cookie_ptr(unsigned slot) { return &rec.cookies[slot]; }
 
@@ -209,44 +283,98 @@ static void error_json(struct jbuf *ev, int error) {
     }
 }
 
-static void callback_event(const char *kind, void *cookie, bool with_result, int error, ANpuBuffer *buf,
-                           enum trace_counter counter, bool success_alloc) {
+/* The live buffer first received (onAlloc order) with `cookie`: what onPreempt's actions act on. */
+static size_t buffer_of_cookie_locked(const void *cookie) {
+    for (size_t i = 0; i < rec.nsucc; i++) {
+        if (rec.succ[i].cookie == cookie && rec.bufs[rec.succ[i].buf].live) {
+            return rec.succ[i].buf;
+        }
+    }
+    return TRACE_NO_BUF;
+}
+
+/* Whether an armed action applies to this callback; if so the job is filled and one use consumed. */
+static void decide_locked(enum probe_cb_kind kind, const void *cookie, size_t index, struct trace_job *job) {
+    memset(job, 0, sizeof *job);
+    job->act = CB_ACT_NONE;
+    job->buf = TRACE_NO_BUF;
+    struct trace_armed *a = &rec.armed[kind];
+    if (a->count == 0 || a->action.act == CB_ACT_NONE) {
+        return;
+    }
+    if (a->action.act != CB_ACT_ALLOC) {
+        /* Buffer actions need a buffer: none for a failed onAlloc; onPreempt names it by cookie. */
+        if (kind == CB_KIND_PREEMPT) {
+            index = buffer_of_cookie_locked(cookie);
+        }
+        if (index == TRACE_NO_BUF || !rec.bufs[index].live) {
+            return;
+        }
+        job->buf = index;
+        job->ptr = rec.bufs[index].ptr;
+    }
+    job->act = a->action.act;
+    job->kind = kind;
+    job->step = a->step;
+    job->priority = a->action.priority;
+    job->req_slot = a->action.req_slot;
+    job->req = a->req;
+    job->api = rec.api;
+    a->count--;
+    rec.busy++;
+}
+
+static void callback_event(enum probe_cb_kind kind, void *cookie, bool with_result, int error, ANpuBuffer *buf,
+                           struct trace_job *job) {
     struct jbuf ev;
     jb_init(&ev);
     pthread_mutex_lock(&rec.mu);
-    rec.counts[counter]++;
     jb_raw(&ev, "{\"ev\":\"cb\"");
-    jb_str(&ev, "kind", kind);
+    jb_str(&ev, "kind", program_cb_kind_name(kind));
     bool deleted;
     cookie_json_locked(&ev, cookie, &deleted);
+    size_t index = TRACE_NO_BUF;
     if (with_result) {
-        size_t index = buf != NULL ? buf_index_locked(buf) : TRACE_NO_BUF;
+        index = buf != NULL ? buf_index_locked(buf) : TRACE_NO_BUF;
         error_json(&ev, error);
         buf_json_locked(&ev, index);
-        if (success_alloc && error == 0 && index != TRACE_NO_BUF) {
+        if (kind == CB_KIND_ALLOC && error == 0 && index != TRACE_NO_BUF) {
             rec.succ = grow(rec.succ, &rec.capsucc, rec.nsucc + 1, sizeof *rec.succ);
             rec.succ[rec.nsucc++] = (struct trace_success){index, cookie, false};
         }
     }
-    jb_str(&ev, "thread", in_api ? "caller" : "other");
+    jb_str(&ev, "thread", api_depth > 0 ? "caller" : "other");
+    jb_str(&ev, "th", thread_name_locked());
     if (deleted) {
         jb_bool(&ev, "cookie_deleted", true);
     }
+    decide_locked(kind, cookie, with_result && (kind != CB_KIND_ALLOC || error == 0) ? index : TRACE_NO_BUF, job);
     emit_locked(&ev);
-    pthread_cond_broadcast(&rec.cv);
     pthread_mutex_unlock(&rec.mu);
     jb_free(&ev);
 }
 
-void trace_record_alloc(void *cookie, int error, ANpuBuffer *buf) {
-    callback_event("alloc", cookie, true, error, buf, TC_ALLOC, true);
+void trace_record_alloc(void *cookie, int error, ANpuBuffer *buf, struct trace_job *job) {
+    callback_event(CB_KIND_ALLOC, cookie, true, error, buf, job);
 }
 
-void trace_record_load(void *cookie, int error, ANpuBuffer *buf) {
-    callback_event("load", cookie, true, error, buf, TC_LOAD, false);
+void trace_record_load(void *cookie, int error, ANpuBuffer *buf, struct trace_job *job) {
+    callback_event(CB_KIND_LOAD, cookie, true, error, buf, job);
 }
 
-void trace_record_preempt(void *cookie) { callback_event("preempt", cookie, false, 0, NULL, TC_PREEMPT, false); }
+void trace_record_preempt(void *cookie, struct trace_job *job) {
+    callback_event(CB_KIND_PREEMPT, cookie, false, 0, NULL, job);
+}
+
+void trace_callback_done(enum trace_counter c, const struct trace_job *job) {
+    pthread_mutex_lock(&rec.mu);
+    rec.counts[c]++;
+    if (job->act != CB_ACT_NONE) {
+        rec.busy--;
+    }
+    pthread_cond_broadcast(&rec.cv);
+    pthread_mutex_unlock(&rec.mu);
+}
 
 void trace_record_deleter(void *cookie) {
     struct jbuf ev;
@@ -256,7 +384,8 @@ void trace_record_deleter(void *cookie) {
     bool deleted;
     /* Named before counting, so cookie_deleted marks a deleter run more often than handed over. */
     cookie_json_locked(&ev, cookie, &deleted);
-    jb_str(&ev, "thread", in_api ? "caller" : "other");
+    jb_str(&ev, "thread", api_depth > 0 ? "caller" : "other");
+    jb_str(&ev, "th", thread_name_locked());
     if (deleted) {
         jb_bool(&ev, "cookie_deleted", true);
     }

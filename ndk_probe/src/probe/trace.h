@@ -14,24 +14,57 @@
 
 #include <android/npumanager/buffer.h>
 
+#include "impl.h"
 #include "json.h"
 #include "program.h"
 
-enum trace_counter { TC_ALLOC, TC_LOAD, TC_PREEMPT, TC_DELETER, TC_HANDED, TC__COUNT };
+/*
+ * TC_ALLOC/LOAD/PREEMPT count callbacks that have finished (including the API calls a cb_action
+ * made from them); TC_SUB_ALLOC/LOAD count the onAlloc/onLoad calls owed (requests submitted,
+ * loadAsync calls with a callback), on whichever thread submitted them.
+ */
+enum trace_counter { TC_ALLOC, TC_LOAD, TC_PREEMPT, TC_DELETER, TC_HANDED, TC_SUB_ALLOC, TC_SUB_LOAD, TC__COUNT };
 
 #define TRACE_NO_BUF ((size_t)-1)
 
 /* Once, before anything is written; `fd` receives the trace. */
 void trace_init(int fd);
-/* Forgets everything a previous scenario left (counters, handles, cookies). */
-void trace_reset(void);
+/* Forgets everything a previous scenario left (counters, handles, cookies, cb actions). */
+void trace_reset(const struct probe_api *api);
 
 /* Appends `,"t":<ns>}` and a newline to an event opened with `{"ev":...` and writes it. */
 void trace_emit(struct jbuf *ev);
 
-/* Marks the calling thread as inside an API call, so callbacks can tell caller from other. */
+/* Marks the calling thread as inside an API call, so callbacks can tell caller from other (nests). */
 void trace_api_enter(void);
 void trace_api_leave(void);
+
+/* The `th` of events written by the calling thread: "main", "t<k>", or "w<N>" for a thread the
+ * probe did not start (named at first sight, per scenario). */
+void trace_set_thread(const char *name);
+void trace_thread_name(char out[16]);
+/* The callback kind whose cb_action the calling thread is running (for `in_cb`), or NULL. */
+const char *trace_in_cb(void);
+const char *trace_set_in_cb(const char *kind); /* returns the previous value */
+void trace_count_add(enum trace_counter c, uint64_t n);
+
+/* What a callback does after its `cb` event when a cb_action applies to it. */
+struct trace_job {
+    enum probe_cb_act act; /* CB_ACT_NONE: nothing */
+    enum probe_cb_kind kind;
+    size_t step; /* the cb_action step that armed it */
+    int32_t priority;
+    unsigned req_slot;
+    ANpuManager_AllocRequest *req;
+    size_t buf; /* registry index, or TRACE_NO_BUF */
+    ANpuBuffer *ptr;
+    const struct probe_api *api;
+};
+
+/* Arms (or with CB_ACT_NONE disarms) the action for the next `count` callbacks of its kind. */
+void trace_arm(const struct probe_cb_action *action, ANpuManager_AllocRequest *req, uint64_t count, size_t step);
+/* Teardown: disarms every action and waits until no callback is still running one. */
+void trace_disarm_all(void);
 
 /* The pool cookie object of slot c<slot>: the pointer the API receives for it. */
 void *trace_cookie_ptr(unsigned slot);
@@ -40,10 +73,12 @@ void trace_cookie_handed(const struct probe_arg *cookie);
 /* Remembers a raw value the scenario stored as a cookie, so callbacks can name it. */
 void trace_raw_register(const struct probe_arg *cookie);
 
-/* What the callbacks record. */
-void trace_record_alloc(void *cookie, int error, ANpuBuffer *buf);
-void trace_record_load(void *cookie, int error, ANpuBuffer *buf);
-void trace_record_preempt(void *cookie);
+/* What the callbacks record: the `cb` event, and the job an armed action gives this callback. */
+void trace_record_alloc(void *cookie, int error, ANpuBuffer *buf, struct trace_job *job);
+void trace_record_load(void *cookie, int error, ANpuBuffer *buf, struct trace_job *job);
+void trace_record_preempt(void *cookie, struct trace_job *job);
+/* After the job (if any) ran: counts the callback for the await ops and the settle waits. */
+void trace_callback_done(enum trace_counter c, const struct trace_job *job);
 void trace_record_deleter(void *cookie);
 
 /* Buffer-handle registry, indexed by the position of the handle in this scenario. */

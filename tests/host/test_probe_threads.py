@@ -1,0 +1,68 @@
+"""The probe's parallel blocks and callback actions (docs/formats.md §3, §5; docs/probe.md)."""
+
+import json
+import subprocess
+
+import pytest
+
+from host.program import program_header
+
+
+def run_probe(probe_build, tmp_path, body):
+    program = tmp_path / "p.txt"
+    program.write_text(program_header() + "\n" + body)
+    return subprocess.run([str(probe_build.probe), str(program)], capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+SETUP = """req_create r0
+req_set_device r0 0
+req_set_type r0 1
+req_set_size r0 4096
+req_set_onalloc r0 1
+cookie_new c0
+req_set_cookie r0 c0 1
+"""
+
+
+def test_threads_run_their_steps_between_par_begin_and_par_end(probe_build, tmp_path):
+    body = ("scenario t.par 5000\n" + SETUP + "cb_action alloc free_buf 3\npar_begin 3\n@0 alloc r0\n@0 sleep_ms 1\n"
+            "@1 alloc r0\n@2 alloc r0\npar_end\nawait_alloc 3 2000\nend\n")
+    done = run_probe(probe_build, tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    calls = [e for e in events if e["ev"] in ("call", "ret")]
+    assert all("th" in e for e in calls)
+    index = {(e["ev"], e["op"]): i for i, e in enumerate(events) if e["ev"] in ("call", "ret") and e["th"] == "main"}
+    threads = [i for i, e in enumerate(events) if e["ev"] in ("call", "ret") and e["th"].startswith("t")]
+    assert {events[i]["th"] for i in threads} == {"t0", "t1", "t2"}
+    assert index[("ret", "par_begin")] < min(threads) and max(threads) < index[("ret", "par_end")]
+    assert [events[i]["step"] for i in threads if events[i]["ev"] == "call" and events[i]["th"] == "t0"] == [9, 10]
+    nested = [e for e in events if e.get("in_cb")]
+    assert len(nested) == 6 and {e["op"] for e in nested} == {"buf_free"}
+    assert all(e["step"] == 7 and e["th"].startswith("w") for e in nested)
+    assert [e["ret"] for e in nested if e["ev"] == "ret"] == [0, 0, 0]
+    # the buffers freed inside onAlloc are not freed again by teardown
+    assert not [e for e in events if e.get("teardown") and e["op"] == "buf_free"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("par_end\n", "par_end without par_begin"),
+        ("@0 sleep_ms 1\n", "outside a parallel block"),
+        ("par_begin 1\n", "2 to 16 threads"),
+        ("par_begin 2\n@0 sleep_ms 1\npar_end\n", "the block has 2 threads but steps for 1"),
+        ("par_begin 2\n@1 sleep_ms 1\n@0 sleep_ms 1\npar_end\n", "@1 after @-1"),
+        ("par_begin 2\n@0 sleep_ms 1\n@2 sleep_ms 1\npar_end\n", "expected @<k> with k < 2"),
+        ("par_begin 2\n@0 sleep_ms 1\nsleep_ms 1\n", "every step is prefixed"),
+        ("par_begin 2\n@0 par_begin 2\n", "blocks do not nest"),
+        ("par_begin 2\n@0 sleep_ms 1\n@1 sleep_ms 1\n", "missing par_end"),
+        ("cb_action alloc unmap 1\n", "cb_action: expected kind"),
+        ("cb_action alloc none 1\n", "count must be 0 for action none"),
+    ],
+)
+def test_bad_blocks_are_bad_programs_with_a_line_number(probe_build, tmp_path, body, message):
+    done = run_probe(probe_build, tmp_path, f"scenario t.bad 5000\n{body}end\n")
+    assert done.returncode == 3
+    assert "line " in done.stderr and message in done.stderr, done.stderr
