@@ -67,6 +67,7 @@ class LocalTarget:
         check_op_table([*self.exec_prefix, str(self.build.probe)])
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self._profile_path.write_text(self.profile.render(), encoding="utf-8")
+        (self.work_dir / PROBE_STDERR_LOG).touch()  # present even when nothing was printed
         info: dict[str, Any] = {
             "serial": self.serial,
             "sdk": 37,
