@@ -11,7 +11,7 @@ from .errors import Unjudgeable
 from .profiles import Profile
 from .rules import Reject
 from .scenario import Step
-from .state import State
+from .state import Buffer, State
 from .trace import Call
 
 Out = list[State] | Reject
@@ -86,6 +86,14 @@ def arg_cookie(call: Call, name: str) -> str | None:
     if isinstance(v, int) and not isinstance(v, bool):
         return f"raw:{v}"
     raise Unjudgeable(call.line, f"step {call.step} ({call.op}): argument {name} is {v!r}, expected a cookie")
+
+
+def live_buffer(s: State, call: Call, handle: str, doing: str) -> Buffer:
+    """The live buffer a call names; naming a freed or unknown one is use after free: unjudgeable."""
+    b = s.bufs.get(handle)
+    if b is None or b.freed:
+        raise Unjudgeable(call.line, f"step {call.step} {doing} {handle}, which is not a live buffer (use after free)")
+    return b
 
 
 def reject(clause: str, observed: str, allowed: tuple[str, ...] | list[str], why: str) -> Reject:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, reject, show_errno
+from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, reject, show_errno
 from .content import forget, write
 from .cookies import callback_cookie_alive, hold
 from .crashes import load_without_onload_crashes
-from .errors import Unjudgeable
 from .requests import file_hold, file_segment
 from .rules import Reject, clause
 from .state import Buffer, FileSeg, FileState, Inflight, Load, State, done, evolve, evolve_buffer, evolve_state
@@ -51,9 +50,7 @@ def call_load(ctx: Ctx, s: State, call: Call) -> Out:
     seg = file_segment(call)
     if handle is None or seg is None or (seg.file is not None and seg.file not in s.files):
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
-    b = s.bufs.get(handle)
-    if b is None or b.freed:
-        raise Unjudgeable(call.line, f"step {call.step} loads into {handle}, which is not a live buffer")
+    b = live_buffer(s, call, handle, "loads into")
     expect, cid, did = load_expectation(ctx, s, b, seg)
     lid = s.next_id
     loads = dict(s.loads)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._context import ANY_ERRNO, Ctx, Out, arg_handle, arg_int, arg_slot, errno_set, reject
+from ._context import ANY_ERRNO, Ctx, Out, arg_handle, arg_int, arg_slot, errno_set, live_buffer, reject
 from .content import expected_digest, write
 from .errors import Unjudgeable
 from .free import retire
@@ -95,9 +95,7 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     handle = arg_handle(call, "buf")
     if ret.skipped is not None or handle is None:
         return [done(s)]
-    b = s.bufs.get(handle)
-    if b is None or b.freed:
-        raise Unjudgeable(call.line, f"step {call.step} maps {handle}, which is not a live buffer (use after free)")
+    b = live_buffer(s, call, handle, "maps")
     bad = failure_sets_errno(ret, "map-returns")
     if bad is not None:
         return bad

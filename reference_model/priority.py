@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ._context import PRIORITY_RANGE, Ctx, Out, arg_handle, arg_int, errno_set, reject
-from .errors import Unjudgeable
+from ._context import PRIORITY_RANGE, Ctx, Out, arg_handle, arg_int, errno_set, live_buffer, reject
 from .rules import Reject, clause
 from .state import Buffer, State, done, evolve_buffer, evolve_state
 from .trace import Call, Ret
@@ -37,9 +36,7 @@ def ret_set_priority(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     handle = arg_handle(call, "buf")
     if ret.skipped is not None or handle is None:
         return [done(s)]
-    b = s.bufs.get(handle)
-    if b is None or b.freed:
-        raise Unjudgeable(call.line, f"step {call.step} sets the priority of {handle}, which is not a live buffer")
+    b = live_buffer(s, call, handle, "sets the priority of")
     value = arg_int(call, "priority")
     res = set_priority_result(ctx, b, value, ret)
     if isinstance(res, Reject):
