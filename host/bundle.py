@@ -30,14 +30,14 @@ from junitparser import xunit2
 from reference_model.errors import KitError
 from reference_model.profiles import PROFILES
 from reports import RunResults, load_results, write_reports
-from reports.jsonl import raw_objects, results_file
+from reports.jsonl import raw_objects
 from reports.summary import build_summary
 
 from . import KIT_VERSION
 from .corpus import SCENARIO_ROOT
-from .errors import UsageError
 from .hashes import HASHED_PARTS, checkout_hashes
 from .rejudge import corpus_by_id, rejudge_run
+from .results import load_planned_run
 
 BUNDLE_SCHEMA: Final = 1
 MANIFEST: Final = "manifest.json"
@@ -69,37 +69,32 @@ def _device_fingerprints(run: RunResults) -> dict[str, str | None]:
 
 def make_bundle(run_dir: Path, out: Path | None = None) -> BundleOutcome:
     """Regenerate the run's reports and pack them with results.jsonl and a manifest into a tar.gz."""
-    path = results_file(run_dir)
-    if not path.is_file():
-        raise UsageError(f"{run_dir}: no results.jsonl; expected a run directory written by `npuconf run`")
-    run = load_results(path)
-    if run.plan is None:
-        raise UsageError(f"{path}: no plan record; a bundle needs the run's plan")
+    path, run, plan = load_planned_run(run_dir, "a bundle")
     reports = write_reports(path, path.parent)
     contents = {"results.jsonl": path.read_bytes()}
     contents.update({p.name: p.read_bytes() for p in reports.values()})
     manifest: dict[str, Any] = {
         "kind": "npuconf-bundle",
         "schema": BUNDLE_SCHEMA,
-        "run_id": run.plan.run_id,
-        "profile": run.plan.profile,
+        "run_id": plan.run_id,
+        "profile": plan.profile,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "kit_version": KIT_VERSION,
         "hashes": checkout_hashes(),
         "plan": {
-            "kit_version": run.plan.kit_version,
-            "vocabulary": run.plan.vocabulary,
-            "model_hash": run.plan.model_hash,
-            "corpus_hash": run.plan.corpus_hash,
+            "kit_version": plan.kit_version,
+            "vocabulary": plan.vocabulary,
+            "model_hash": plan.model_hash,
+            "corpus_hash": plan.corpus_hash,
         },
         "devices": _device_fingerprints(run),
         "files": {name: _sha256(data) for name, data in sorted(contents.items())},
     }
     contents[MANIFEST] = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
-    target = out if out is not None else path.parent / f"{run.plan.run_id}.bundle.tar.gz"
+    target = out if out is not None else path.parent / f"{plan.run_id}.bundle.tar.gz"
     target.parent.mkdir(parents=True, exist_ok=True)
     _write_tar(target, contents)
-    return BundleOutcome(target, run.plan.run_id, tuple(contents))
+    return BundleOutcome(target, plan.run_id, tuple(contents))
 
 
 def _write_tar(target: Path, contents: Mapping[str, bytes]) -> None:

@@ -13,6 +13,7 @@ from reference_model.verdicts import RunExit, Verdict
 
 from .errors import InfraError, UsageError
 from .progress import Progress
+from .results import run_results_path
 
 
 class _Parser(argparse.ArgumentParser):
@@ -179,10 +180,8 @@ def _report(args: argparse.Namespace) -> int:
     from reports import write_reports
 
     for directory in args.dirs:
-        results = directory / "results.jsonl"
-        if not results.is_file():
-            raise UsageError(f"{directory}: no results.jsonl; expected a run directory written by `npuconf run`")
-        for name, path in write_reports(results, directory).items():
+        results = run_results_path(directory)
+        for name, path in write_reports(results, results.parent).items():
             print(f"{name}: {path}")
     if args.merge is not None:
         from .reports_cmd import merge_command

@@ -20,6 +20,33 @@ from .target import Device, Target
 DISCOVERY_LIMIT_S = 30.0
 
 
+def caps_from_info(info: Mapping[str, object]) -> DeviceCaps:
+    """The judge's view of a device, rebuilt from its stored info (the one rule for run and rejudge)."""
+    pairs_value = info.get("supported_pairs")
+    pairs: frozenset[tuple[int, int]] | None = None
+    if isinstance(pairs_value, list):
+        found: set[tuple[int, int]] = set()
+        for pair in pairs_value:
+            if (
+                isinstance(pair, list | tuple)
+                and len(pair) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in pair)
+            ):
+                found.add((int(pair[0]), int(pair[1])))
+        pairs = frozenset(found)
+    control = info.get("vnpu_control") is True
+    capacity = info.get("capacity") if control else None
+    policy = info.get("policy") if control else None
+    personality = info.get("personality")
+    return DeviceCaps(
+        supported_pairs=pairs,
+        capacity_bytes=capacity if isinstance(capacity, int) and not isinstance(capacity, bool) else None,
+        policy=policy if isinstance(policy, str) else None,
+        personality=personality if isinstance(personality, str) else None,
+        vnpu_control=control,
+    )
+
+
 def prepare_device(target: Target) -> Device:
     """Prepare the target and discover its supported pairs and vnpu control."""
     info = target.prepare()
@@ -36,22 +63,13 @@ def prepare_device(target: Target) -> Device:
     if found is None or found.problem:
         notes = (f"pair discovery failed: {found.problem if found else 'no trace'}",)
     pairs = found.supported_pairs if found else None
-    control = bool(found and found.vnpu_control)
-    capacity = info.get("capacity") if control else None
-    caps = DeviceCaps(
-        supported_pairs=pairs,
-        capacity_bytes=capacity if isinstance(capacity, int) else None,
-        policy=info.get("policy") if control else None,
-        personality=info.get("personality"),
-        vnpu_control=control,
-    )
     info = info | {
         "supported_pairs": sorted([list(p) for p in pairs]) if pairs is not None else None,
-        "vnpu_control": control,
+        "vnpu_control": bool(found and found.vnpu_control),
         "kit_version": KIT_VERSION,
         "notes": list(notes),
     }
-    return Device(target.serial, info, caps, notes)
+    return Device(target.serial, info, caps_from_info(info), notes)
 
 
 def missing_capability(scenario: Scenario, caps: DeviceCaps, pairs: Pairs) -> str | None:

@@ -20,13 +20,14 @@ from reference_model.scenario import Scenario
 from reference_model.verdicts import RunExit, Verdict, run_exit
 from reference_model.waivers import Waiver
 from reports import RunResults, load_results, write_reports
-from reports.jsonl import first_of_kind, raw_objects, results_file, write_jsonl
+from reports.jsonl import first_of_kind, raw_objects, write_jsonl
 
 from .catalogue import load_catalogue
 from .corpus import SCENARIO_ROOT, corpus_hash, load_corpus
+from .device_session import caps_from_info
 from .errors import UsageError
 from .judging import judge_lines
-from .results import now_iso
+from .results import load_planned_run, now_iso
 from .session import load_waiver_file, model_hash
 
 # Verdicts given without judging a trace: rejudging keeps them as they are.
@@ -65,33 +66,6 @@ class RejudgeOutcome:
     out_dir: Path
     paths: dict[str, Path]
     exit_code: int
-
-
-def caps_from_info(info: Mapping[str, object]) -> DeviceCaps:
-    """The judge's view of a device, rebuilt from its stored info (as `prepare_device` built it)."""
-    pairs_value = info.get("supported_pairs")
-    pairs: frozenset[tuple[int, int]] | None = None
-    if isinstance(pairs_value, list):
-        found: set[tuple[int, int]] = set()
-        for pair in pairs_value:
-            if (
-                isinstance(pair, list | tuple)
-                and len(pair) == 2
-                and all(isinstance(x, int) and not isinstance(x, bool) for x in pair)
-            ):
-                found.add((int(pair[0]), int(pair[1])))
-        pairs = frozenset(found)
-    control = info.get("vnpu_control") is True
-    capacity = info.get("capacity") if control else None
-    policy = info.get("policy") if control else None
-    personality = info.get("personality")
-    return DeviceCaps(
-        supported_pairs=pairs,
-        capacity_bytes=capacity if isinstance(capacity, int) and not isinstance(capacity, bool) else None,
-        policy=policy if isinstance(policy, str) else None,
-        personality=personality if isinstance(personality, str) else None,
-        vnpu_control=control,
-    )
 
 
 def check_profile(profile: str) -> str:
@@ -250,13 +224,8 @@ def rejudge(
     today: dt.date | None = None,
 ) -> RejudgeOutcome:
     """Rejudge the run in `run_dir` and write results.jsonl and the reports into `out`."""
-    path = results_file(run_dir)
-    if not path.is_file():
-        raise UsageError(f"{run_dir}: no results.jsonl; expected a run directory written by `npuconf run`")
-    run = load_results(path)
-    if run.plan is None:
-        raise UsageError(f"{path}: no plan record; rejudge needs the run's plan")
-    chosen = check_profile(profile or run.plan.profile or "published-37")
+    path, run, plan = load_planned_run(run_dir, "rejudge")
+    chosen = check_profile(profile or plan.profile or "published-37")
     out_dir = out if out is not None else path.parent / f"rejudge-{chosen}"
     if out_dir.resolve() == path.parent.resolve():
         raise UsageError(f"--out {out_dir}: is the run's own directory; rejudge never overwrites the original results")

@@ -17,8 +17,8 @@ from reference_model.profiles import PROFILES
 from reports import write_reports
 from reports.store import DEFAULT_STORE, import_runs
 
-from .errors import UsageError
 from .hashes import checkout_hashes
+from .results import run_results_path
 
 COMMANDS: Final = frozenset({"rejudge", "store", "dashboard", "bundle", "verify"})
 
@@ -123,8 +123,7 @@ def merge_command(dirs: list[Path], out: Path) -> int:
 
 def _store_import(args: argparse.Namespace) -> int:
     for directory in args.dirs:
-        if not (directory / "results.jsonl").is_file() and not directory.is_file():
-            raise UsageError(f"{directory}: no results.jsonl; expected a run directory written by `npuconf run`")
+        run_results_path(directory)
     outcomes = import_runs(args.store, args.dirs)
     for outcome in outcomes:
         print(outcome.line())

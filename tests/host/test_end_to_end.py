@@ -10,9 +10,9 @@ from junitparser import JUnitXml
 
 from host.catalogue import load_catalogue
 from host.corpus import load_corpus
+from host.device_session import caps_from_info
 from host.discovery import GRID
 from host.probe import PROBE_SOURCE
-from host.rejudge import caps_from_info
 from reference_model.judge import judge
 from reference_model.vocabulary import PROBE_LIST_LINES
 from tests.chromium import chromium, console_lines, needs_chromium

@@ -12,8 +12,8 @@ from typing import Any
 
 from host.catalogue import load_catalogue
 from host.corpus import load_corpus
+from host.device_session import caps_from_info
 from host.judging import judge_lines, not_run
-from host.rejudge import caps_from_info
 from host.runner import result_record
 from reference_model.verdicts import Verdict
 
