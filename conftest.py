@@ -1,4 +1,4 @@
-"""Plugin registration and the --npu-* options (DESIGN §6). Fixtures live in conformance/conftest.py."""
+"""Plugin registration and the --npu-* options only. Fixtures live in conformance/conftest.py."""
 
 
 def pytest_addoption(parser):

@@ -27,17 +27,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from host.adb_target import DEVICE_DIR, PROFILE_NAME, AdbServerAddress, AdbTarget, adb_client  # noqa: E402
-from host.catalogue import load_catalogue  # noqa: E402
-from host.corpus import load_corpus  # noqa: E402
-from host.device_session import prepare_device  # noqa: E402
-from host.discovery import probed_pairs  # noqa: E402
-from host.local import LocalTarget  # noqa: E402
-from host.probe import DEFAULT_BUILD_DIR, PROBE_NAME, ProbeBuild, build_probe  # noqa: E402
-from host.program import Pairs, compile_program, compile_scenario  # noqa: E402
-from host.virtual_device.fleet import start_fleet, stop_fleet  # noqa: E402
-from host.vnpu_profile import VnpuProfile  # noqa: E402
-from reference_model.judge import judge  # noqa: E402
+from host.probe import DEFAULT_BUILD_DIR, PROBE_NAME, Pairs, ProbeBuild, build_probe, compile_program, compile_scenario
+from host.run import (
+    prepare_device,
+    probed_pairs,
+)
+from host.suite import (
+    load_catalogue,
+    load_corpus,
+)
+from host.targets import (
+    DEVICE_DIR,
+    PROFILE_NAME,
+    AdbServerAddress,
+    AdbTarget,
+    LocalTarget,
+    VnpuProfile,
+    adb_client,
+)
+from host.targets.virtual_device import start_fleet, stop_fleet
+from reference_model.judge import judge
 
 LIMIT_S = 30.0
 

@@ -20,13 +20,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from host.catalogue import load_catalogue  # noqa: E402
-from host.corpus import load_corpus  # noqa: E402
-from host.probe import DEFAULT_BUILD_DIR, ProbeBuild, build_probe, run_batch  # noqa: E402
-from host.program import Pairs, compile_program, compile_scenario  # noqa: E402
-from host.vnpu_profile import DEFAULT_PAIRS  # noqa: E402
-from reference_model.caps import DeviceCaps  # noqa: E402
-from reference_model.judge import judge  # noqa: E402
+from host.probe import DEFAULT_BUILD_DIR, Pairs, ProbeBuild, build_probe, compile_program, compile_scenario, run_batch
+from host.suite import (
+    load_catalogue,
+    load_corpus,
+)
+from host.targets import DEFAULT_PAIRS
+from reference_model.caps import DeviceCaps
+from reference_model.judge import judge
 
 
 def replicated_corpus(rounds: int):

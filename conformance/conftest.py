@@ -12,12 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from host.adb_target import AdbServerAddress, AdbTarget, discover_targets
-from host.catalogue import load_catalogue
-from host.device_session import DeviceSession
-from host.local import LocalTarget
-from host.virtual_device.fleet import Fleet, FleetSupervisor, start_fleet
-from host.vnpu_profile import VnpuProfile
+from host.run import DeviceSession
+from host.suite import load_catalogue
+from host.targets import (
+    AdbServerAddress,
+    AdbTarget,
+    Fleet,
+    FleetSupervisor,
+    LocalTarget,
+    VnpuProfile,
+    discover_targets,
+    start_fleet,
+)
 
 _FLEET_KEY = "npuconf_fleet"
 

@@ -2,8 +2,7 @@
 
 import pytest
 
-from host.catalogue import load_catalogue
-from host.corpus import load_corpus
+from host.suite import load_catalogue, load_corpus
 from reference_model.verdicts import Verdict
 
 SCENARIOS = load_corpus(known_clauses=load_catalogue().ids())

@@ -1,3 +1,11 @@
-"""The harness: targets, probe deployment and execution, the results store, the CLI."""
+"""The harness: everything between the scenario files and results.jsonl, plus the commands on recorded runs.
+
+Rooms, lowest first (a room imports only from rooms below it; tests/host/test_layers.py checks it):
+`suite` (the corpus, the clause catalogue, waiver files and content hashes of this checkout),
+`probe` (building the probe, compiling scenarios into probe programs, what a probe run hands back),
+`targets` (where the probe runs: local, adb devices, the embedded virtual devices),
+`run` (a run from request to results.jsonl), `offline` (commands on recorded runs), and `cli.py`.
+`errors.py` holds the harness's errors; `KIT_VERSION` is the version every record carries.
+"""
 
 KIT_VERSION = "0.1.0"

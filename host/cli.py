@@ -1,19 +1,22 @@
-"""The `npuconf` command line (DESIGN §6). User errors print one line and exit 3; no tracebacks."""
+"""The `npuconf` command line: the parsers, and a dispatch to the room that does each command.
+
+User errors print one line and exit 3; infrastructure errors exit 2; no tracebacks."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Final, NoReturn
 
 from reference_model.errors import KitError
-from reference_model.verdicts import RunExit, Verdict
+from reference_model.profiles import PROFILES
+from reference_model.verdicts import RunExit
+from reports.store import DEFAULT_STORE
 
-from .errors import InfraError, UsageError
-from .progress import Progress
-from .results import run_results_path
+from .errors import InfraError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -69,9 +72,30 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="regenerate the reports of a run directory")
     report.add_argument("dirs", nargs="+", type=Path)
     report.add_argument("--merge", type=Path, metavar="OUT", help="also merge the runs into one run in OUT")
-    from .reports_cmd import add_commands as add_report_commands
+    rejudge = commands.add_parser("rejudge", help="recompute a run's verdicts from its stored traces (no device)")
+    rejudge.add_argument("dir", type=Path, help="a run directory (or its results.jsonl)")
+    rejudge.add_argument("--profile", choices=sorted(PROFILES), help="spec profile (default: the run's own)")
+    rejudge.add_argument("--waivers", type=Path, help="waiver file (default: keep the waivers the run recorded)")
+    rejudge.add_argument("--out", type=Path, help="output directory (default: DIR/rejudge-<profile>/)")
 
-    add_report_commands(commands, _Parser)  # rejudge, store import, dashboard, bundle, verify
+    store = commands.add_parser("store", help="the results store (SQLite)")
+    store_commands = store.add_subparsers(dest="store_command", required=True, parser_class=_Parser)
+    store_import = store_commands.add_parser("import", help="import run directories (idempotent by run id)")
+    store_import.add_argument("dirs", nargs="+", type=Path)
+    store_import.add_argument(
+        "--store", type=Path, default=DEFAULT_STORE, help=f"store file (default: {DEFAULT_STORE})"
+    )
+
+    dashboard = commands.add_parser("dashboard", help="write the dashboard of the results store")
+    dashboard.add_argument("--store", type=Path, default=DEFAULT_STORE, help=f"store file (default: {DEFAULT_STORE})")
+    dashboard.add_argument("--out", type=Path, help="output directory (default: the store's directory)")
+
+    bundle = commands.add_parser("bundle", help="pack a run into a submission archive (tar.gz)")
+    bundle.add_argument("dir", type=Path, help="a run directory")
+    bundle.add_argument("--out", type=Path, help="archive path (default: DIR/<run-id>.bundle.tar.gz)")
+
+    verify = commands.add_parser("verify", help="check a submission archive against this checkout")
+    verify.add_argument("bundle", type=Path)
 
     virtual = commands.add_parser("virtual-device", help="start or stop virtual devices behind a private adb server")
     virtual_commands = virtual.add_subparsers(dest="virtual_command", required=True, parser_class=_Parser)
@@ -84,25 +108,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# command -> (module under host, function): imported only when the command runs, so `--help` stays fast.
+_COMMANDS: Final[dict[str, tuple[str, str]]] = {
+    "run": ("host.run", "run_command"),
+    "probe": ("host.probe", "probe_build_command"),
+    "clauses": ("host.offline.commands", "clauses_command"),
+    "report": ("host.offline.commands", "report_command"),
+    "rejudge": ("host.offline.commands", "rejudge_command"),
+    "store": ("host.offline.commands", "store_import_command"),
+    "dashboard": ("host.offline.commands", "dashboard_command"),
+    "bundle": ("host.offline.commands", "bundle_command"),
+    "verify": ("host.offline.commands", "verify_command"),
+    "virtual-device": ("host.targets.virtual_device", "virtual_device_command"),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    module, function = _COMMANDS[args.command]
+    command: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
     try:
-        if args.command == "run":
-            return _run(args)
-        if args.command == "probe":
-            return _probe_build(args)
-        if args.command == "clauses":
-            from .clauses_cmd import print_clauses
-
-            return print_clauses(as_json=args.json)
-        if args.command == "report":
-            return _report(args)
-        if args.command in ("rejudge", "store", "dashboard", "bundle", "verify"):
-            from .reports_cmd import run_command
-
-            return run_command(args)
-        if args.command == "virtual-device":
-            return _virtual_device(args)
+        return command(args)
     except InfraError as exc:
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
@@ -112,103 +138,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("npuconf: interrupted; results written so far are kept", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
-    raise AssertionError(f"unhandled command {args.command}")
-
-
-def _run(args: argparse.Namespace) -> int:
-    from .session import RunRequest, resume_run, start_run
-
-    if args.jobs < 1:
-        raise UsageError(f"-j {args.jobs}: expected a number of probe processes >= 1")
-    if args.timeout_multiplier <= 0:
-        raise UsageError(f"--timeout-multiplier {args.timeout_multiplier}: expected a positive number")
-    if args.devices < 1:
-        raise UsageError(f"--devices {args.devices}: expected a number of virtual devices >= 1")
-    if args.devices != 1 and args.target not in (None, "virtual"):
-        raise UsageError(f"--devices is for --target virtual, not --target {args.target}")
-    request = RunRequest(
-        target=args.target or "auto",
-        devices=args.devices,
-        serials=tuple(args.serial),
-        adb_servers=tuple(args.adb_server),
-        impl=args.impl,
-        profile=args.profile,
-        personality=args.personality,
-        policy=args.policy,
-        capacity=args.capacity,
-        waivers=args.waivers,
-        keyword=args.keyword,
-        clauses=tuple(args.clause),
-        out=args.out,
-        timeout_multiplier=args.timeout_multiplier,
-        jobs=args.jobs,
-        build_dir=args.build_dir,
-        scenarios=args.scenarios,
-        cross=args.cross,
-        store=args.store,
-    )
-    progress = None if args.quiet else Progress(sys.stderr)
-    if args.resume is not None:
-        outcome = resume_run(args.resume, progress.update if progress else None)
-    else:
-        outcome = start_run(request, progress.update if progress else None)
-    if progress:
-        progress.finish()
-    counts = ", ".join(f"{v.value} {outcome.counts[v]}" for v in Verdict if outcome.counts[v])
-    print(f"{outcome.answer}: {counts or 'nothing ran'}")
-    for name, path in outcome.reports.items():
-        print(f"{name}: {path}")
-    return outcome.exit_code
-
-
-def _probe_build(args: argparse.Namespace) -> int:
-    from .build import build_for
-
-    directory = build_for(
-        args.ndk,
-        args.abi,
-        args.sanitize,
-        args.build_dir,
-        log=lambda line: print(line, file=sys.stderr),
-        cross=args.cross,
-    )
-    print(directory)
-    return 0
-
-
-def _report(args: argparse.Namespace) -> int:
-    from reports import write_reports
-
-    for directory in args.dirs:
-        results = run_results_path(directory)
-        for name, path in write_reports(results, results.parent).items():
-            print(f"{name}: {path}")
-    if args.merge is not None:
-        from .reports_cmd import merge_command
-
-        return merge_command(args.dirs, args.merge)
-    return 0
-
-
-def _virtual_device(args: argparse.Namespace) -> int:
-    from .virtual_device.fleet import read_state, start_fleet, stop_fleet
-
-    state: Path = args.state
-    if args.virtual_command == "start":
-        if state.exists():
-            raise UsageError(f"--state {state}: already exists; run `npuconf virtual-device stop` first")
-        fleet = start_fleet(args.count, state.resolve().parent / (state.stem + ".d"), adb_port=args.adb_port)
-        fleet.write_state(state)
-        print(f"adb server 127.0.0.1:{fleet.server.port} (export ANDROID_ADB_SERVER_PORT={fleet.server.port})")
-        for device in fleet.devices:
-            print(device.adb_serial)
-        print(f"state: {state}")
-        return 0
-    fleet = read_state(state)
-    stop_fleet(fleet)
-    state.unlink(missing_ok=True)
-    print(f"stopped {len(fleet.devices)} virtual device(s) and the adb server on port {fleet.server.port}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What the judge needs to know about a device (DESIGN §4)."""
+"""What the judge needs to know about a device (its info record: docs/formats.md §6)."""
 
 from __future__ import annotations
 

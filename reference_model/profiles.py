@@ -1,6 +1,6 @@
-"""Spec profiles: `published-37` (normative, header text H5) and `aosp-2026` (what the AOSP module does).
+"""Spec profiles: `published-37` (normative: the published NDK reference) and `aosp-2026` (AOSP today).
 
-`aosp-2026` is built from facts §2–§3 of the AOSP implementation notes. Wherever AOSP differs from the
+`aosp-2026` is built from what the AOSP module's public sources do (docs/vnpu.md §5). Wherever AOSP differs from the
 published text, the profile accepts the AOSP behaviour *in addition to* the published one and tags the
 branch with its discrepancy ID; a trace accepted only through tagged branches is explained as "AOSP
 behaviour D<n>". Each field below names the discrepancy it models.

@@ -1,4 +1,4 @@
-"""The closed verdict set and the run-level answer (DESIGN §3, docs/formats.md §7)."""
+"""The closed verdict set and the run-level answer (docs/formats.md §7)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from host.virtual_device.fleet import FleetSupervisor, adb_env, pid_runs, start_fleet, stop_fleet
+from host.targets.virtual_device import FleetSupervisor, adb_env, pid_runs, start_fleet, stop_fleet
 from tests.conftest import ROOT
 
 

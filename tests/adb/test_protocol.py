@@ -2,10 +2,19 @@
 
 import pytest
 
-from host.virtual_device.profile import DeviceProfile
-from host.virtual_device.protocol import A_CNXN, A_WRTE, HEADER, Message, ProtocolError, checksum, decode_header, encode
-from host.virtual_device.sandbox import Sandbox
-from host.virtual_device.shell import parse_service
+from host.targets.virtual_device import DeviceProfile
+from host.targets.virtual_device.protocol import (
+    A_CNXN,
+    A_WRTE,
+    HEADER,
+    Message,
+    ProtocolError,
+    checksum,
+    decode_header,
+    encode,
+)
+from host.targets.virtual_device.sandbox import Sandbox
+from host.targets.virtual_device.shell import parse_service
 
 
 def test_message_round_trip_and_checksum_rule():

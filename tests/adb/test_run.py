@@ -11,13 +11,11 @@ import time
 import pytest
 from junitparser import JUnitXml
 
-from host.adb_target import AdbServerAddress, AdbTarget
-from host.catalogue import load_catalogue
-from host.corpus import load_corpus
-from host.device_session import prepare_device
-from host.program import Pairs, compile_program, compile_scenario
-from host.virtual_device.fleet import server_answers
-from host.virtual_device.profile import DeviceProfile
+from host.probe import Pairs, compile_program, compile_scenario
+from host.run import prepare_device
+from host.suite import load_catalogue, load_corpus
+from host.targets import AdbServerAddress, AdbTarget
+from host.targets.virtual_device import DeviceProfile, server_answers
 from reports import load_results
 from tests.adb.conftest import adb_cli, all_pids, assert_stopped, npuconf_popen, records, slow_corpus, wait_until
 from tests.conftest import npuconf
@@ -214,8 +212,8 @@ def test_virtual_device_start_and_stop_commands(tmp_path, probe_build):
 
 
 def test_default_target_is_adb_when_devices_are_attached_else_virtual(fleet_factory, monkeypatch):
-    from host.session import RunRequest, resolve_target
-    from host.virtual_device.fleet import free_port
+    from host.run import RunRequest, resolve_target
+    from host.targets.virtual_device import free_port
 
     monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", str(free_port()))  # nothing listens there
     assert resolve_target(RunRequest(target="auto")) == "virtual"

@@ -6,7 +6,7 @@ import time
 import adbutils
 import pytest
 
-from host.adb_target import AdbServerAddress, adb_client
+from host.targets import AdbServerAddress, adb_client
 from tests.adb.conftest import adb_cli
 
 pytestmark = pytest.mark.slow

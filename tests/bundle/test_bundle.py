@@ -9,8 +9,8 @@ import tarfile
 import pytest
 from junitparser import xunit2
 
-from host.bundle import BundleUnreadable, make_bundle, verify_bundle
-from host.hashes import checkout_hashes
+from host.offline import BundleUnreadable, make_bundle, verify_bundle
+from host.suite import checkout_hashes
 from tests.conftest import npuconf
 from tests.store.runs import D2_SCENARIO, PASS_SCENARIO, d2_run
 

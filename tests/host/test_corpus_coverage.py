@@ -1,7 +1,7 @@
 """The corpus covers every testable clause of the catalogue with at least two scenarios."""
 
-from host.catalogue import load_catalogue
-from host.clauses_cmd import coverage
+from host.offline import coverage
+from host.suite import load_catalogue
 
 
 def test_every_testable_clause_has_a_rule_and_two_scenarios():

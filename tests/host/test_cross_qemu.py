@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from host.build import CROSS_TARGETS, build_for
+from host.probe import CROSS_TARGETS, build_for
 from tests.conftest import npuconf
 
 pytestmark = pytest.mark.slow

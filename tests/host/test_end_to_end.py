@@ -8,11 +8,9 @@ import sys
 import pytest
 from junitparser import JUnitXml
 
-from host.catalogue import load_catalogue
-from host.corpus import load_corpus
-from host.device_session import caps_from_info
-from host.discovery import GRID
 from host.probe import PROBE_SOURCE
+from host.run import GRID, caps_from_info
+from host.suite import load_catalogue, load_corpus
 from reference_model.judge import judge
 from reference_model.vocabulary import PROBE_LIST_LINES
 from tests.chromium import chromium, console_lines, needs_chromium

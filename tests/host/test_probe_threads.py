@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from host.program import program_header
+from host.probe import program_header
 
 
 def run_probe(probe_build, tmp_path, body):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from host.corpus import keyword_matches
-from host.program import CompileError, Pairs, compile_program, compile_scenario
+from host.probe import CompileError, Pairs, compile_program, compile_scenario
+from host.suite import keyword_matches
 from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import parse_scenario
 from reference_model.vocabulary import VOCABULARY_HASH

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from reference_model.rules import cited_clauses, rule_clauses
@@ -13,7 +14,9 @@ from . import test_rules_alloc_map, test_rules_load_preempt, test_rules_requests
 from .coverage import COVERED
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEC = Path("/work/shared/seeds/000_460defc37496a22d.txt")
+SPEC_NAME = "shared/seeds/000_460defc37496a22d.txt"
+# The published text sits beside the checkout (../shared); development machines keep it in /work/shared.
+SPEC = next((p for p in (ROOT.parent / SPEC_NAME, Path("/work") / SPEC_NAME) if p.is_file()), ROOT.parent / SPEC_NAME)
 CHAPTERS = {"requests", "cookies", "allocation", "support", "mapping", "free", "priority", "loading", "preemption",
             "crashes"}
 
@@ -47,7 +50,7 @@ def test_catalogue_shape():
 
 def test_quotes_are_published_sentences():
     if not SPEC.exists():
-        return
+        pytest.skip(f"the published text is not at {SPEC}")
     spec = normalise(SPEC.read_text())
     missing = [c["id"] for c in clauses() if re.sub(r"\s+", " ", c["quote"]) not in spec]
     assert not missing

@@ -10,11 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from host.catalogue import load_catalogue
-from host.corpus import load_corpus
-from host.device_session import caps_from_info
-from host.judging import judge_lines, not_run
-from host.runner import result_record
+from host.run import caps_from_info, judge_lines, not_run, result_record
+from host.suite import load_catalogue, load_corpus
 from reference_model.verdicts import Verdict
 
 D2_SCENARIO = "requests.default_device_is_rejected_with_einval"

@@ -1,0 +1,105 @@
+"""Submission bundles: `npuconf bundle DIR` packs a run (`npuconf verify BUNDLE` checks one: verify.py).
+
+A bundle is a tar.gz holding results.jsonl, junit.xml, report.html, summary.json and manifest.json.
+The manifest lists the SHA-256 of every other file, the hashes of the kit that made it (kit, model,
+probe sources, corpus), the run id and each device's build fingerprint. `verify` checks the file
+hashes, compares the kit hashes with the current checkout, checks that every planned scenario was
+recorded exactly once on every planned device, re-derives every verdict from the stored traces
+(host/offline/rejudge.py) and checks that summary.json and junit.xml say what results.jsonl says.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import io
+import json
+import os
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from reference_model.errors import KitError
+from reports import RunResults, write_reports
+
+from .. import KIT_VERSION
+from ..suite import checkout_hashes
+from .run_dir import load_planned_run
+
+BUNDLE_SCHEMA: Final = 1
+MANIFEST: Final = "manifest.json"
+BUNDLE_FILES: Final = ("results.jsonl", "junit.xml", "report.html", "summary.json")
+
+
+class BundleUnreadable(KitError):
+    """The bundle cannot be read at all (not a tar.gz, no manifest): exit 3."""
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class BundleOutcome:
+    path: Path
+    run_id: str
+    files: tuple[str, ...]
+
+
+def device_fingerprints(run: RunResults) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for serial in run.device_serials:
+        value = run.devices.get(serial, {}).get("fingerprint")
+        out[serial] = value if isinstance(value, str) else None
+    return out
+
+
+def make_bundle(run_dir: Path, out: Path | None = None) -> BundleOutcome:
+    """Regenerate the run's reports and pack them with results.jsonl and a manifest into a tar.gz."""
+    path, run, plan = load_planned_run(run_dir, "a bundle")
+    reports = write_reports(path, path.parent)
+    contents = {"results.jsonl": path.read_bytes()}
+    contents.update({p.name: p.read_bytes() for p in reports.values()})
+    manifest: dict[str, Any] = {
+        "kind": "npuconf-bundle",
+        "schema": BUNDLE_SCHEMA,
+        "run_id": plan.run_id,
+        "profile": plan.profile,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "kit_version": KIT_VERSION,
+        "hashes": checkout_hashes(),
+        "plan": {
+            "kit_version": plan.kit_version,
+            "vocabulary": plan.vocabulary,
+            "model_hash": plan.model_hash,
+            "corpus_hash": plan.corpus_hash,
+        },
+        "devices": device_fingerprints(run),
+        "files": {name: sha256_hex(data) for name, data in sorted(contents.items())},
+    }
+    contents[MANIFEST] = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
+    target = out if out is not None else path.parent / f"{plan.run_id}.bundle.tar.gz"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _write_tar(target, contents)
+    return BundleOutcome(target, plan.run_id, tuple(contents))
+
+
+def _write_tar(target: Path, contents: Mapping[str, bytes]) -> None:
+    """A reproducible tar.gz: fixed order, times, owners and modes."""
+    tmp = target.with_name(target.name + ".tmp")
+    with (
+        tmp.open("wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for name in (MANIFEST, *sorted(n for n in contents if n != MANIFEST)):
+            data = contents[name]
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(data))
+    os.replace(tmp, target)

@@ -1,0 +1,109 @@
+"""The console side of the commands that work on recorded runs: report (and --merge), rejudge, store
+import, dashboard, bundle, verify. Each takes the parsed arguments, prints its answer and returns the
+exit code; the work itself lives in the modules beside this one and in reports/."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from reports import write_reports
+from reports.store import import_runs
+
+from .bundle import make_bundle
+from .clauses import print_clauses
+from .rejudge import rejudge
+from .run_dir import run_results_path
+from .verify import verify_bundle
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """`npuconf report DIR... [--merge OUT]`: regenerate each run's reports, and merge them if asked."""
+    for directory in args.dirs:
+        results = run_results_path(directory)
+        _print_paths(write_reports(results, results.parent))
+    if args.merge is not None:
+        return merge_command(args.dirs, args.merge)
+    return 0
+
+
+def _print_paths(paths: dict[str, Path]) -> None:
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+
+
+def rejudge_command(args: argparse.Namespace) -> int:
+    outcome = rejudge(args.dir, args.profile, args.waivers, args.out)
+    done = outcome.rejudged
+    plan = done.run.plan
+    before = plan.profile if plan else "?"
+    print(f"rejudged {done.judged} traces of run {done.run.run_id} with {done.profile} (recorded with {before})")
+    for problem in done.run.problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    for note in done.notes:
+        print(f"note: {note}", file=sys.stderr)
+    for device, scenario in done.missing_scenarios:
+        print(f"not in the corpus (verdict kept): {scenario} on {device}", file=sys.stderr)
+    print(f"{len(done.changes)} verdict change{'' if len(done.changes) == 1 else 's'}")
+    for change in done.changes:
+        print(f"  {change.line()}")
+    _print_paths(outcome.paths)
+    return outcome.exit_code
+
+
+def merge_command(dirs: list[Path], out: Path) -> int:
+    """`npuconf report DIR... --merge OUT`: one results.jsonl and reports for several runs."""
+    from reports.merge import merge_runs
+
+    outcome = merge_runs(dirs, out)
+    for problem in outcome.problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    print(
+        f"merged {len(outcome.inputs)} runs into {outcome.run_id}: {outcome.results} results "
+        f"({outcome.superseded} superseded)"
+    )
+    _print_paths({"results": outcome.path, **write_reports(outcome.path, out)})
+    return 0
+
+
+def store_import_command(args: argparse.Namespace) -> int:
+    for directory in args.dirs:
+        run_results_path(directory)
+    outcomes = import_runs(args.store, args.dirs)
+    for outcome in outcomes:
+        print(outcome.line())
+    print(f"store: {args.store}")
+    return 1 if any(o.status == "skipped" for o in outcomes) else 0
+
+
+def dashboard_command(args: argparse.Namespace) -> int:
+    from reports.dashboard import write_dashboard
+
+    out = args.out if args.out is not None else args.store.parent
+    print(f"dashboard: {write_dashboard(args.store, out)}")
+    return 0
+
+
+def bundle_command(args: argparse.Namespace) -> int:
+    outcome = make_bundle(args.dir, args.out)
+    print(f"bundle: {outcome.path} (run {outcome.run_id}: {', '.join(outcome.files)})")
+    return 0
+
+
+def verify_command(args: argparse.Namespace) -> int:
+    report = verify_bundle(args.bundle)
+    if report.ok:
+        print(
+            f"bundle verifies: run {report.run_id}, {report.results} results on {report.devices} "
+            f"device{'' if report.devices == 1 else 's'}, {report.rejudged} verdicts re-derived"
+        )
+        return 0
+    print(f"bundle does not verify: {len(report.problems)} problem{'' if len(report.problems) == 1 else 's'}")
+    for problem in report.problems:
+        print(f"  {problem.line()}")
+    return report.exit_code
+
+
+def clauses_command(args: argparse.Namespace) -> int:
+    return print_clauses(as_json=args.json)

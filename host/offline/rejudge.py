@@ -1,0 +1,239 @@
+"""`npuconf rejudge`: re-derive a run's verdicts from its stored raw traces with the current model.
+
+No device is needed: each result record keeps the trace the probe wrote, the device record keeps
+what the judge needs to know about the device, and the scenarios come from the corpus by id. The
+rejudged run is written as a new results.jsonl (its plan names the profile used and the run it came
+from) with its reports. `npuconf verify` uses the same code to check a bundle's verdicts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from reference_model.caps import DeviceCaps
+from reference_model.profiles import PROFILES
+from reference_model.scenario import Scenario
+from reference_model.verdicts import RunExit, Verdict, run_exit
+from reference_model.waivers import Waiver
+from reports import RunResults, load_results, write_reports
+from reports.jsonl import first_of_kind, raw_objects, write_jsonl
+
+from ..errors import UsageError
+from ..run import caps_from_info, judge_lines, now_iso
+from ..suite import SCENARIO_ROOT, corpus_hash, load_catalogue, load_corpus, load_waiver_file, model_hash
+from .run_dir import load_planned_run
+
+# Verdicts given without judging a trace: rejudging keeps them as they are.
+KEPT_VERDICTS: Final = frozenset({Verdict.NOT_APPLICABLE, Verdict.NOT_EXECUTED, Verdict.ERROR})
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictChange:
+    device: str
+    scenario: str
+    before: Verdict
+    after: Verdict
+    discrepancy: str | None
+
+    def line(self) -> str:
+        tag = f"  [{self.discrepancy}]" if self.discrepancy else ""
+        return f"{self.device}  {self.scenario}  {self.before} -> {self.after}{tag}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejudged:
+    """A run's result records judged again (in memory); `records` are complete result records."""
+
+    run: RunResults
+    profile: str
+    records: tuple[dict[str, Any], ...]
+    changes: tuple[VerdictChange, ...]
+    judged: int
+    missing_scenarios: tuple[tuple[str, str], ...]  # (device, scenario) whose scenario the corpus lacks
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RejudgeOutcome:
+    rejudged: Rejudged
+    out_dir: Path
+    paths: dict[str, Path]
+    exit_code: int
+
+
+def check_profile(profile: str) -> str:
+    if profile not in PROFILES:
+        raise UsageError(f"--profile {profile}: unknown profile; expected one of {', '.join(sorted(PROFILES))}")
+    return profile
+
+
+def _planned_entry(scenario: Scenario) -> dict[str, Any]:
+    return {"id": scenario.id, "title": scenario.title, "chapter": scenario.chapter, "clauses": list(scenario.clauses)}
+
+
+def rejudge_run(
+    run: RunResults,
+    raw: Mapping[int, Mapping[str, object]],
+    profile: str,
+    corpus: Mapping[str, Scenario],
+    catalogue: Mapping[str, str],
+    waivers: Sequence[Waiver] | None = None,
+    today: dt.date | None = None,
+) -> Rejudged:
+    """Judge every recorded result of `run` again.
+
+    `waivers` None keeps the waivers the run recorded (a result that still FAILs stays WAIVED with its
+    stored waiver); a sequence (possibly empty) decides alone, as `npuconf run --waivers` would.
+    """
+    records: list[dict[str, Any]] = []
+    changes: list[VerdictChange] = []
+    missing: list[tuple[str, str]] = []
+    notes: list[str] = []
+    judged = 0
+    caps_by_device: dict[str, DeviceCaps] = {}
+    for serial in run.device_serials:
+        info = run.devices.get(serial)
+        if info is None:
+            if any(r.recorded and r.device == serial for r in run.results):
+                notes.append(f"device {serial} has no device record; its traces are judged with unknown capabilities")
+            info = {}
+        caps_by_device[serial] = caps_from_info(info)
+    for record in run.results:
+        if not record.recorded or record.line is None:
+            continue  # NOT_EXECUTED computed by the loader: nothing was stored
+        stored = raw.get(record.line)
+        if stored is None:  # pragma: no cover - load_results read this line, so it parses
+            continue
+        new: dict[str, Any] = dict(stored)
+        scenario = corpus.get(record.scenario)
+        if record.verdict in KEPT_VERDICTS:
+            records.append(new)
+            continue
+        if scenario is None:
+            missing.append((record.device, record.scenario))
+            records.append(new)
+            continue
+        if not record.trace:
+            notes.append(f"{record.device} {record.scenario}: no trace stored; verdict {record.verdict} kept")
+            records.append(new)
+            continue
+        info = run.devices.get(record.device, {})
+        fingerprint = info.get("fingerprint")
+        outcome = judge_lines(
+            scenario,
+            record.trace,
+            caps_by_device.get(record.device, DeviceCaps()),
+            catalogue,
+            profile,
+            waivers or (),
+            fingerprint if isinstance(fingerprint, str) and fingerprint else record.device,
+            today,
+        )
+        judged += 1
+        verdict: Verdict = outcome.verdict
+        waiver: object = outcome.waiver
+        if waivers is None and verdict is Verdict.FAIL and record.verdict is Verdict.WAIVED:
+            verdict, waiver = Verdict.WAIVED, stored.get("waiver") or record.waiver  # the waiver as stored
+        new.update(
+            {
+                "chapter": scenario.chapter,
+                "title": scenario.title,
+                "clauses": list(scenario.clauses),
+                "verdict": verdict.value,
+                "reason": outcome.reason,
+                "divergence": outcome.divergence,
+                "discrepancy": outcome.discrepancy,
+                "waiver": waiver,
+            }
+        )
+        records.append(new)
+        if verdict is not record.verdict:
+            changes.append(VerdictChange(record.device, record.scenario, record.verdict, verdict, outcome.discrepancy))
+    return Rejudged(run, profile, tuple(records), tuple(changes), judged, tuple(missing), tuple(notes))
+
+
+def rejudged_lines(
+    rejudged: Rejudged, raw: Mapping[int, Mapping[str, object]], corpus: Mapping[str, Scenario], root: Path
+) -> list[dict[str, Any]]:
+    """The new results.jsonl: plan (new profile, `rejudged_from`), device records, results, end."""
+    run = rejudged.run
+    plan = first_of_kind(raw, "plan")
+    if run.plan is None or plan is None:
+        raise UsageError(f"{run.path}: no plan record; rejudge needs the run's plan")
+    original = run.plan
+    plan.update(
+        {
+            "run_id": f"{original.run_id}-rejudged-{rejudged.profile}",
+            "profile": rejudged.profile,
+            "model_hash": model_hash(),
+            "corpus_hash": corpus_hash(root),
+            "rejudged_from": {
+                "run_id": original.run_id,
+                "profile": original.profile,
+                "model_hash": original.model_hash,
+                "corpus_hash": original.corpus_hash,
+                "results": str(run.path),
+                "rejudged": now_iso(),
+            },
+        }
+    )
+    scenarios = plan.get("scenarios")
+    if isinstance(scenarios, list):
+        plan["scenarios"] = [
+            _planned_entry(corpus[s["id"]]) if isinstance(s, dict) and s.get("id") in corpus else s for s in scenarios
+        ]
+    lines: list[dict[str, Any]] = [plan]
+    lines.extend(dict(raw[n]) for n in sorted(raw) if raw[n].get("kind") == "device")
+    lines.extend(rejudged.records)
+    if run.end is not None:
+        verdicts = [Verdict(str(r["verdict"])) for r in rejudged.records]
+        counts: dict[str, int] = {}
+        for verdict in verdicts:
+            counts[verdict.value] = counts.get(verdict.value, 0) + 1
+        all_verdicts = verdicts + [r.verdict for r in run.results if not r.recorded]
+        exit_code = run_exit(all_verdicts) if all_verdicts else RunExit.INCOMPLETE
+        lines.append({"kind": "end", "finished": run.end.finished, "counts": counts, "exit_code": int(exit_code)})
+    return lines
+
+
+def load_waivers(path: Path | None) -> tuple[Waiver, ...] | None:
+    if path is None:
+        return None
+    return load_waiver_file(path)
+
+
+def corpus_by_id(root: Path = SCENARIO_ROOT) -> tuple[dict[str, Scenario], dict[str, str]]:
+    catalogue = load_catalogue()
+    scenarios = load_corpus(root, known_clauses=catalogue.ids())
+    return {s.id: s for s in scenarios}, dict(catalogue.quotes())
+
+
+def rejudge(
+    run_dir: Path,
+    profile: str | None = None,
+    waivers_file: Path | None = None,
+    out: Path | None = None,
+    scenario_root: Path = SCENARIO_ROOT,
+    today: dt.date | None = None,
+) -> RejudgeOutcome:
+    """Rejudge the run in `run_dir` and write results.jsonl and the reports into `out`."""
+    path, run, plan = load_planned_run(run_dir, "rejudge")
+    chosen = check_profile(profile or plan.profile or "published-37")
+    out_dir = out if out is not None else path.parent / f"rejudge-{chosen}"
+    if out_dir.resolve() == path.parent.resolve():
+        raise UsageError(f"--out {out_dir}: is the run's own directory; rejudge never overwrites the original results")
+    waivers = load_waivers(waivers_file)
+    corpus, catalogue = corpus_by_id(scenario_root)
+    raw = raw_objects(path)
+    rejudged = rejudge_run(run, raw, chosen, corpus, catalogue, waivers, today)
+    lines = rejudged_lines(rejudged, raw, corpus, scenario_root)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = out_dir / "results.jsonl"
+    write_jsonl(results, lines)
+    paths = {"results": results, **write_reports(results, out_dir)}
+    new_run = load_results(results)
+    return RejudgeOutcome(rejudged, out_dir, paths, int(new_run.exit_code))

@@ -1,0 +1,27 @@
+"""The probe seen from the host: building it (host, sanitizer, cross and NDK builds), compiling scenarios
+into probe programs, running it as a local process, and the trace types a probe run hands back."""
+
+from .build import DEFAULT_BUILD_DIR as DEFAULT_BUILD_DIR
+from .build import PROBE_NAME as PROBE_NAME
+from .build import PROBE_SOURCE as PROBE_SOURCE
+from .build import VNPU_NAME as VNPU_NAME
+from .build import ProbeBuild as ProbeBuild
+from .build import build_probe as build_probe
+from .process import check_op_table as check_op_table
+from .process import run_batch as run_batch
+from .program import CompiledScenario as CompiledScenario
+from .program import CompileError as CompileError
+from .program import Pairs as Pairs
+from .program import compile_program as compile_program
+from .program import compile_scenario as compile_scenario
+from .program import program_header as program_header
+from .toolchains import CROSS_TARGETS as CROSS_TARGETS
+from .toolchains import build_for as build_for
+from .toolchains import cross_build_dir as cross_build_dir
+from .toolchains import probe_build_command as probe_build_command
+from .toolchains import qemu_prefix as qemu_prefix
+from .trace import BatchOutcome as BatchOutcome
+from .trace import ScenarioTrace as ScenarioTrace
+from .trace import api_missing_symbols as api_missing_symbols
+from .trace import check_listed_op_table as check_listed_op_table
+from .trace import exit_event_scenario as exit_event_scenario

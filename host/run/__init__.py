@@ -1,0 +1,23 @@
+"""A run, from request to results.jsonl: the plan, devices prepared and their pairs discovered, batches
+executed on every target in parallel, traces judged as they arrive, records appended, reports written,
+the store filled; `--resume` runs what an interrupted plan left. Exports what the CLI, the pytest layer
+and the offline commands use."""
+
+from .command import run_command as run_command
+from .device_session import DeviceSession as DeviceSession
+from .device_session import caps_from_info as caps_from_info
+from .device_session import missing_capability as missing_capability
+from .device_session import prepare_device as prepare_device
+from .discovery import GRID as GRID
+from .discovery import probed_pairs as probed_pairs
+from .judging import Outcome as Outcome
+from .judging import judge_lines as judge_lines
+from .judging import not_run as not_run
+from .plan import RunPlan as RunPlan
+from .plan import RunRequest as RunRequest
+from .results_writer import now_iso as now_iso
+from .results_writer import result_record as result_record
+from .resume import resume_run as resume_run
+from .session import RunOutcome as RunOutcome
+from .session import resolve_target as resolve_target
+from .session import start_run as start_run

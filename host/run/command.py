@@ -1,0 +1,58 @@
+"""`npuconf run`: the request from the command line, progress on stderr, the answer on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from reference_model.verdicts import Verdict
+
+from ..errors import UsageError
+from .plan import RunRequest
+from .progress import Progress
+from .resume import resume_run
+from .session import start_run
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise UsageError(f"-j {args.jobs}: expected a number of probe processes >= 1")
+    if args.timeout_multiplier <= 0:
+        raise UsageError(f"--timeout-multiplier {args.timeout_multiplier}: expected a positive number")
+    if args.devices < 1:
+        raise UsageError(f"--devices {args.devices}: expected a number of virtual devices >= 1")
+    if args.devices != 1 and args.target not in (None, "virtual"):
+        raise UsageError(f"--devices is for --target virtual, not --target {args.target}")
+    request = RunRequest(
+        target=args.target or "auto",
+        devices=args.devices,
+        serials=tuple(args.serial),
+        adb_servers=tuple(args.adb_server),
+        impl=args.impl,
+        profile=args.profile,
+        personality=args.personality,
+        policy=args.policy,
+        capacity=args.capacity,
+        waivers=args.waivers,
+        keyword=args.keyword,
+        clauses=tuple(args.clause),
+        out=args.out,
+        timeout_multiplier=args.timeout_multiplier,
+        jobs=args.jobs,
+        build_dir=args.build_dir,
+        scenarios=args.scenarios,
+        cross=args.cross,
+        store=args.store,
+    )
+    progress = None if args.quiet else Progress(sys.stderr)
+    if args.resume is not None:
+        outcome = resume_run(args.resume, progress.update if progress else None)
+    else:
+        outcome = start_run(request, progress.update if progress else None)
+    if progress:
+        progress.finish()
+    counts = ", ".join(f"{v.value} {outcome.counts[v]}" for v in Verdict if outcome.counts[v])
+    print(f"{outcome.answer}: {counts or 'nothing ran'}")
+    for name, path in outcome.reports.items():
+        print(f"{name}: {path}")
+    return outcome.exit_code

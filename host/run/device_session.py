@@ -1,0 +1,128 @@
+"""A prepared device: probe ready, pairs discovered; runs scenarios one batch at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reference_model.caps import DeviceCaps
+from reference_model.scenario import Scenario
+from reference_model.verdicts import Verdict
+
+from .. import KIT_VERSION
+from ..probe import CompileError, Pairs, ScenarioTrace, compile_program, compile_scenario
+from ..targets import Device, Target
+from .discovery import DISCOVERY_ID, discovery_scenario, parse_discovery, probed_pairs
+from .judging import Outcome, judge_lines, not_run
+
+DISCOVERY_LIMIT_S = 30.0
+
+
+def caps_from_info(info: Mapping[str, object]) -> DeviceCaps:
+    """The judge's view of a device, rebuilt from its stored info (the one rule for run and rejudge)."""
+    pairs_value = info.get("supported_pairs")
+    pairs: frozenset[tuple[int, int]] | None = None
+    if isinstance(pairs_value, list):
+        found: set[tuple[int, int]] = set()
+        for pair in pairs_value:
+            if (
+                isinstance(pair, list | tuple)
+                and len(pair) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in pair)
+            ):
+                found.add((int(pair[0]), int(pair[1])))
+        pairs = frozenset(found)
+    control = info.get("vnpu_control") is True
+    capacity = info.get("capacity") if control else None
+    policy = info.get("policy") if control else None
+    personality = info.get("personality")
+    return DeviceCaps(
+        supported_pairs=pairs,
+        capacity_bytes=capacity if isinstance(capacity, int) and not isinstance(capacity, bool) else None,
+        policy=policy if isinstance(policy, str) else None,
+        personality=personality if isinstance(personality, str) else None,
+        vnpu_control=control,
+    )
+
+
+def prepare_device(target: Target) -> Device:
+    """Prepare the target and discover its supported pairs and vnpu control."""
+    info = target.prepare()
+    scenario = discovery_scenario()
+    traces: list[ScenarioTrace] = []
+    target.run_batch(
+        compile_program([compile_scenario(scenario, Pairs(None, None))]),
+        [DISCOVERY_ID],
+        [DISCOVERY_LIMIT_S],
+        traces.append,
+    )
+    found = parse_discovery(traces[0]) if traces else None
+    notes: tuple[str, ...] = ()
+    if found is None or found.problem:
+        notes = (f"pair discovery failed: {found.problem if found else 'no trace'}",)
+    pairs = found.supported_pairs if found else None
+    info = info | {
+        "supported_pairs": sorted([list(p) for p in pairs]) if pairs is not None else None,
+        "vnpu_control": bool(found and found.vnpu_control),
+        "kit_version": KIT_VERSION,
+        "notes": list(notes),
+    }
+    return Device(target.serial, info, caps_from_info(info), notes)
+
+
+def missing_capability(scenario: Scenario, caps: DeviceCaps, pairs: Pairs) -> str | None:
+    """Why the device cannot exercise the scenario, or None when it can."""
+    for need in sorted(scenario.requires):
+        if need == "supported-pair" and pairs.supported is None:
+            return "the device supports no (device number, buffer type) pair"
+        if need == "unsupported-pair" and pairs.unsupported is None:
+            return "no unsupported (device number, buffer type) pair was found to test with"
+        if need == "vnpu-control" and not caps.vnpu_control:
+            return "the implementation has no vnpu control entry point (real devices cannot be preempted on demand)"
+        if need == "capacity" and caps.capacity_bytes is None:
+            return "the device declares no capacity"
+    return None
+
+
+@dataclass
+class DeviceSession:
+    target: Target
+    device: Device
+    catalogue: Mapping[str, str]
+    profile: str
+
+    @classmethod
+    def open(cls, target: Target, catalogue: Mapping[str, str], profile: str) -> DeviceSession:
+        return cls(target, prepare_device(target), catalogue, profile)
+
+    @property
+    def pairs(self) -> Pairs:
+        return Pairs.from_caps(self.device.caps, probed_pairs())
+
+    def run(self, scenario: Scenario, timeout_multiplier: float = 1.0) -> Outcome:
+        """Run one scenario in its own batch and judge it (the pytest path)."""
+        missing = missing_capability(scenario, self.device.caps, self.pairs)
+        if missing is not None:
+            return not_run(Verdict.NOT_APPLICABLE, missing)
+        try:
+            compiled = compile_scenario(scenario, self.pairs)
+        except CompileError as exc:
+            return not_run(Verdict.NOT_APPLICABLE, str(exc))
+        traces: list[ScenarioTrace] = []
+        limit = (scenario.timeout_ms / 1000.0 + 2.0) * timeout_multiplier
+        outcome = self.target.run_batch(compile_program([compiled]), [scenario.id], [limit], traces.append)
+        if outcome.api_missing is not None:
+            return not_run(Verdict.NOT_APPLICABLE, "implementation lacks " + ", ".join(outcome.api_missing))
+        if not traces:
+            return not_run(Verdict.NOT_EXECUTED, outcome.error or "the probe stopped before the scenario ran")
+        trace = traces[0]
+        if trace.infra_error is not None:
+            return not_run(Verdict.ERROR, trace.infra_error)
+        if trace.timed_out is not None:
+            return not_run(Verdict.TIMEOUT, trace.timed_out)
+        fingerprint = str(self.device.info.get("fingerprint", self.device.serial))
+        return judge_lines(scenario, trace.lines, self.device.caps, self.catalogue, self.profile, (), fingerprint)
+
+    def info(self) -> dict[str, Any]:
+        return self.device.info

@@ -1,0 +1,72 @@
+"""Run-start discovery: which (device number, buffer type) pairs the device supports, and whether
+the vnpu control entry point is there. Scenarios adapt to the answer (`$pair.*`, `requires`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from reference_model.scenario import Scenario, parse_scenario
+
+from ..probe import ScenarioTrace
+
+DEVICE_NUMBERS: Final = (0, 1, 2, 3, 2**31 - 1)
+BUFFER_TYPES: Final = (1, 2, 3, 4)
+DISCOVERY_ID: Final = "npuconf.discovery"
+GRID: Final = tuple((d, t) for d in DEVICE_NUMBERS for t in BUFFER_TYPES)
+
+
+def discovery_scenario() -> Scenario:
+    steps: list[dict[str, Any]] = []
+    for i, (device, buffer_type) in enumerate(GRID):
+        steps += [
+            {"req_create": {"req": f"r{i}"}},
+            {"req_set_device": {"req": f"r{i}", "device": device}},
+            {"req_set_type": {"req": f"r{i}", "type": buffer_type}},
+            {"req_set_size": {"req": f"r{i}", "size": 4096}},
+        ]
+    steps.append({"is_supported": {"reqs": [f"r{i}" for i in range(len(GRID))]}})
+    steps.append({"vnpu": {"command": "delay_ms=0"}})
+    data = {"id": DISCOVERY_ID, "title": "Discover supported pairs", "clauses": ["discovery"], "steps": steps}
+    return parse_scenario(data, "<discovery>", "support")
+
+
+@dataclass(frozen=True, slots=True)
+class Discovered:
+    supported_pairs: frozenset[tuple[int, int]] | None
+    vnpu_control: bool
+    problem: str | None
+
+
+def parse_discovery(trace: ScenarioTrace) -> Discovered:
+    events = []
+    for line in trace.lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    pairs: frozenset[tuple[int, int]] | None = None
+    control = False
+    problem = trace.infra_error
+    for event in events:
+        if event.get("ev") != "ret":
+            continue
+        if event.get("op") == "is_supported":
+            results = event.get("results")
+            if event.get("ret") == 0 and isinstance(results, list) and len(results) == len(GRID):
+                pairs = frozenset(p for p, ok in zip(GRID, results, strict=True) if ok is True)
+            else:
+                problem = f"isSupported returned {event.get('ret')} errno {event.get('errno')} during discovery"
+        elif event.get("op") == "vnpu":
+            control = event.get("ret") == 0
+    if pairs is None and problem is None:
+        problem = "discovery trace has no isSupported result"
+    return Discovered(pairs, control, problem)
+
+
+def probed_pairs() -> Sequence[tuple[int, int]]:
+    return GRID

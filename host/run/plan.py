@@ -1,0 +1,66 @@
+"""What a run is asked to do (the request), what it will do (the plan), and what a resume has left."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reference_model.scenario import Scenario
+from reference_model.verdicts import Verdict
+from reference_model.waivers import Waiver
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+@dataclass
+class RunPlan:
+    run_id: str
+    out_dir: Path
+    scenarios: tuple[Scenario, ...]
+    catalogue: dict[str, str]
+    profile: str
+    target_name: str
+    waivers: tuple[Waiver, ...] = ()
+    jobs: int = 1
+    timeout_multiplier: float = 1.0
+    corpus_hash: str = ""
+    model_hash: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """`npuconf run --resume`: what is left to run per device, on top of the results already recorded."""
+
+    todo: dict[str, tuple[str, ...]]  # device -> scenario ids still to run
+    described: frozenset[str]  # devices results.jsonl already describes
+    kept: tuple[Verdict, ...]  # verdicts of the results that stay
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    target: str = "local"  # or "virtual", "adb", "auto" (adb devices if attached, else virtual)
+    impl: Path | None = None
+    profile: str = "published-37"
+    personality: str = "published"
+    policy: str = "budget"
+    capacity: int | None = None
+    waivers: Path | None = None
+    keyword: str | None = None
+    clauses: tuple[str, ...] = ()
+    out: Path | None = None
+    timeout_multiplier: float = 1.0
+    jobs: int = 1
+    build_dir: Path | None = None
+    scenarios: Path | None = None
+    cross: str | None = None
+    devices: int = 1  # virtual
+    serials: tuple[str, ...] = ()  # adb
+    adb_servers: tuple[str, ...] = ()  # adb, HOST:PORT
+    device_names: tuple[str, ...] = ()  # virtual: names to give the devices (resume)
+    store: Path | None = None  # results store (default: npuconf.sqlite next to the run directory)

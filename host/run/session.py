@@ -1,0 +1,178 @@
+"""Turning a `npuconf run` request into a plan, targets and reports; opening and closing the targets."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from reference_model.verdicts import Verdict
+from reports import load_results, write_reports
+
+from ..errors import UsageError
+from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix
+from ..suite import SCENARIO_ROOT, corpus_hash, load_catalogue, load_corpus, load_waiver_file, model_hash, select
+from ..targets import (
+    DEFAULT_CAPACITY,
+    AdbServerAddress,
+    AdbTarget,
+    FleetSupervisor,
+    LocalTarget,
+    Target,
+    VnpuProfile,
+    attached_devices,
+    discover_targets,
+    start_fleet,
+)
+from .plan import RunPlan, RunRequest, new_run_id
+from .record import record_run
+from .runner import ProgressFn, execute_run
+
+TARGETS = ("local", "virtual", "adb")
+VIRTUAL_STATE_DIR = "virtual-devices"
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    out_dir: Path
+    exit_code: int
+    counts: Counter[Verdict]
+    answer: str
+    reports: dict[str, Path]
+
+
+def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
+    catalogue = load_catalogue()
+    scenario_root = request.scenarios or SCENARIO_ROOT
+    scenarios = load_corpus(scenario_root, known_clauses=catalogue.ids())
+    unknown = [c for c in request.clauses if c not in catalogue.ids()]
+    if unknown:
+        raise UsageError(f"--clause {unknown[0]}: not a clause ID of conformance/clauses.yaml (see `npuconf clauses`)")
+    try:
+        chosen = select(scenarios, request.keyword, request.clauses)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not chosen:
+        raise UsageError("no scenario matches -k/--clause; `npuconf clauses` lists clause IDs")
+    waivers = load_waiver_file(request.waivers) if request.waivers else ()
+    run_id = new_run_id()
+    out_dir = request.out or Path("out") / run_id
+    if (out_dir / "results.jsonl").exists():
+        raise UsageError(f"--out {out_dir}: already holds results.jsonl; choose a new directory")
+    profile = VnpuProfile(
+        capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
+        policy=request.policy,
+        personality=request.personality,
+    )
+    target_name = resolve_target(request)
+    plan = RunPlan(
+        run_id=run_id,
+        out_dir=out_dir,
+        scenarios=chosen,
+        catalogue=dict(catalogue.quotes()),
+        profile=request.profile,
+        target_name=target_name,
+        waivers=waivers,
+        jobs=request.jobs,
+        timeout_multiplier=request.timeout_multiplier,
+        corpus_hash=corpus_hash(scenario_root),
+        model_hash=model_hash(),
+        options={
+            "impl": str(request.impl) if request.impl else None,
+            "personality": request.personality,
+            "policy": request.policy,
+            "keyword": request.keyword,
+            "clauses": list(request.clauses),
+            "timeout_multiplier": request.timeout_multiplier,
+            "jobs": request.jobs,
+            "cross": request.cross,
+            "scenarios": str(request.scenarios.resolve()) if request.scenarios else None,
+            "waivers": str(request.waivers.resolve()) if request.waivers else None,
+            "devices": request.devices,
+            "serials": list(request.serials),
+            "adb_servers": list(request.adb_servers),
+            "capacity": request.capacity,
+            "profile": request.profile,
+        },
+    )
+    with open_targets(request, target_name, out_dir, profile) as targets:
+        exit_code = execute_run(plan, targets, progress)
+    reports = write_reports(out_dir / "results.jsonl", out_dir)
+    record_run(out_dir, request.store)
+    run = load_results(out_dir / "results.jsonl")
+    counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
+    return RunOutcome(out_dir, exit_code, counts, run.answer, {"results": out_dir / "results.jsonl", **reports})
+
+
+def resolve_target(request: RunRequest) -> str:
+    """The target a request runs on; `auto` is attached adb devices if any on the default server, else virtual."""
+    if request.target != "auto":
+        return request.target
+    if request.impl is not None or request.cross is not None:
+        return "local"
+    if request.adb_servers or request.serials:
+        return "adb"
+    return "adb" if attached_devices(AdbServerAddress.default()) else "virtual"
+
+
+@contextlib.contextmanager
+def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: VnpuProfile) -> Iterator[list[Target]]:
+    """The run's targets; virtual devices (and their adb server) are started here and stopped on exit."""
+    if target_name == "local":
+        if request.serials or request.adb_servers:
+            raise UsageError("--serial and --adb-server are for --target adb")
+        yield [
+            LocalTarget(
+                profile=profile,
+                work_dir=out_dir,
+                impl=request.impl,
+                build_dir=request.build_dir or (cross_build_dir(request.cross) if request.cross else DEFAULT_BUILD_DIR),
+                timeout_multiplier=request.timeout_multiplier,
+                exec_prefix=tuple(qemu_prefix(request.cross)) if request.cross else (),
+                serial=f"local-{request.cross}" if request.cross else "local",
+            )
+        ]
+        return
+    if request.impl is not None or request.cross is not None:
+        raise UsageError(f"--impl and --cross are for --target local, not --target {target_name}")
+    if target_name == "virtual":
+        if request.serials or request.adb_servers:
+            raise UsageError("--serial and --adb-server select real devices: use them with --target adb")
+        names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(request.devices))
+        supervisor = FleetSupervisor(start_fleet(len(names), out_dir / VIRTUAL_STATE_DIR, names=names))
+        try:
+            server = AdbServerAddress("127.0.0.1", supervisor.fleet.server.port)
+            yield [
+                AdbTarget(
+                    server,
+                    device.adb_serial,
+                    serial=device.name,
+                    profile=profile,
+                    timeout_multiplier=request.timeout_multiplier,
+                    host_build=request.build_dir,
+                    restart_server=supervisor.restart_server,
+                )
+                for device in supervisor.fleet.devices
+            ]
+        finally:
+            supervisor.stop()
+        return
+    if target_name != "adb":
+        raise UsageError(f"--target {target_name}: expected one of {', '.join(TARGETS)}")
+    servers = [AdbServerAddress.parse(text) for text in request.adb_servers] or [AdbServerAddress.default()]
+
+    def make(server: AdbServerAddress, adb_serial: str, name: str) -> AdbTarget:
+        return AdbTarget(
+            server,
+            adb_serial,
+            serial=name,
+            profile=profile,
+            timeout_multiplier=request.timeout_multiplier,
+            host_build=request.build_dir,
+        )
+
+    yield list(discover_targets(servers, request.serials, make))
+
+

@@ -1,0 +1,17 @@
+"""What the kit runs and judges with, read from this checkout: the scenario corpus, the clause catalogue,
+waiver files, and content hashes of the kit's parts (recorded in plans and bundles)."""
+
+from .catalogue import Catalogue as Catalogue
+from .catalogue import Clause as Clause
+from .catalogue import load_catalogue as load_catalogue
+from .checkout import CATALOGUE_PATH as CATALOGUE_PATH
+from .checkout import REPO_ROOT as REPO_ROOT
+from .checkout import SCENARIO_ROOT as SCENARIO_ROOT
+from .corpus import corpus_hash as corpus_hash
+from .corpus import keyword_matches as keyword_matches
+from .corpus import load_corpus as load_corpus
+from .corpus import select as select
+from .hashes import HASHED_PARTS as HASHED_PARTS
+from .hashes import checkout_hashes as checkout_hashes
+from .hashes import model_hash as model_hash
+from .waivers import load_waiver_file as load_waiver_file

@@ -1,0 +1,131 @@
+"""Loading the scenario corpus from conformance/scenarios/<chapter>/*.yaml (docs/formats.md §2)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import yaml
+
+from reference_model.errors import ScenarioInvalid
+from reference_model.scenario import Scenario, parse_scenario
+
+from .checkout import SCENARIO_ROOT
+
+
+def load_file(path: Path, chapter: str, known_clauses: frozenset[str] | None) -> list[Scenario]:
+    source = _display(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioInvalid(source, None, "file", exc.strerror, "a readable file") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "file"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioInvalid(source, None, where, problem, "valid YAML") from None
+    if isinstance(data, Mapping) and "scenarios" in data:
+        items = data["scenarios"]
+        if not isinstance(items, list) or not items:
+            raise ScenarioInvalid(source, None, "scenarios", items, "a non-empty list of scenarios")
+        return [parse_scenario(item, source, chapter, known_clauses) for item in items]
+    return [parse_scenario(data, source, chapter, known_clauses)]
+
+
+def load_corpus(root: Path = SCENARIO_ROOT, known_clauses: frozenset[str] | None = None) -> tuple[Scenario, ...]:
+    """Every scenario under root, sorted by id; ids must be unique across the corpus."""
+    if not root.is_dir():
+        raise ScenarioInvalid(str(root), None, "directory", "missing", "a scenario directory")
+    scenarios: list[Scenario] = []
+    first_seen: dict[str, str] = {}
+    for path in sorted(root.glob("*/*.yaml")):
+        for scenario in load_file(path, path.parent.name, known_clauses):
+            if scenario.id in first_seen:
+                raise ScenarioInvalid(
+                    scenario.source,
+                    scenario.id,
+                    "id",
+                    scenario.id,
+                    f"an id not already used in {first_seen[scenario.id]}",
+                )
+            first_seen[scenario.id] = scenario.source
+            scenarios.append(scenario)
+    return tuple(sorted(scenarios, key=lambda s: s.id))
+
+
+def corpus_hash(root: Path = SCENARIO_ROOT) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.glob("*/*.yaml")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def select(scenarios: Iterable[Scenario], keyword: str | None, clauses: Iterable[str]) -> tuple[Scenario, ...]:
+    """-k EXPR (substring terms joined by and/or/not, parentheses) and --clause filters."""
+    wanted_clauses = frozenset(clauses)
+    chosen = []
+    for scenario in scenarios:
+        if wanted_clauses and not wanted_clauses & set(scenario.clauses):
+            continue
+        if keyword and not keyword_matches(keyword, scenario.id):
+            continue
+        chosen.append(scenario)
+    return tuple(chosen)
+
+
+def keyword_matches(expression: str, name: str) -> bool:
+    """Evaluate a pytest-style -k expression against one name, without eval()."""
+    tokens = expression.replace("(", " ( ").replace(")", " ) ").split()
+    position = 0
+
+    def peek() -> str | None:
+        return tokens[position] if position < len(tokens) else None
+
+    def take() -> str:
+        nonlocal position
+        if position >= len(tokens):
+            raise ValueError(f"-k {expression!r}: expression ends too early")
+        position += 1
+        return tokens[position - 1]
+
+    def parse_or() -> bool:
+        value = parse_and()
+        while peek() == "or":
+            take()
+            value = parse_and() or value
+        return value
+
+    def parse_and() -> bool:
+        value = parse_not()
+        while peek() == "and":
+            take()
+            value = parse_not() and value
+        return value
+
+    def parse_not() -> bool:
+        if peek() == "not":
+            take()
+            return not parse_not()
+        token = take()
+        if token == "(":
+            value = parse_or()
+            if take() != ")":
+                raise ValueError(f"-k {expression!r}: missing ')'")
+            return value
+        if token in ("and", "or", ")"):
+            raise ValueError(f"-k {expression!r}: unexpected {token!r}")
+        return token in name
+
+    result = parse_or()
+    if position != len(tokens):
+        raise ValueError(f"-k {expression!r}: unexpected {tokens[position]!r}")
+    return result
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

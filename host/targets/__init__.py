@@ -1,0 +1,24 @@
+"""Where the probe runs. `Target` is the seam (prepare a device, run a batch, stream traces back);
+`LocalTarget` runs the host build against libvnpu or an `--impl` library; `AdbTarget` reaches phones,
+emulators and the embedded virtual devices (`virtual_device`) through adb servers; `VnpuProfile`
+configures the virtual NPU."""
+
+from .adb import DEVICE_DIR as DEVICE_DIR
+from .adb import PROFILE_NAME as PROFILE_NAME
+from .adb import AdbServerAddress as AdbServerAddress
+from .adb import AdbTarget as AdbTarget
+from .adb import adb_client as adb_client
+from .adb import attached_devices as attached_devices
+from .adb import discover_targets as discover_targets
+from .base import Device as Device
+from .base import Target as Target
+from .local import PROBE_STDERR_LOG as PROBE_STDERR_LOG
+from .local import LocalTarget as LocalTarget
+from .virtual_device import Fleet as Fleet
+from .virtual_device import FleetSupervisor as FleetSupervisor
+from .virtual_device import start_fleet as start_fleet
+from .vnpu_profile import DEFAULT_CAPACITY as DEFAULT_CAPACITY
+from .vnpu_profile import DEFAULT_PAIRS as DEFAULT_PAIRS
+from .vnpu_profile import PERSONALITIES as PERSONALITIES
+from .vnpu_profile import POLICIES as POLICIES
+from .vnpu_profile import VnpuProfile as VnpuProfile

@@ -1,0 +1,118 @@
+"""Getting a device ready: what it is (getprop, features, ABIs), which probe build runs there, the probe
+(and on virtual devices libvnpu and its profile) installed by hash-checked push, and its op table checked."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ...errors import InfraError
+from ...probe import PROBE_NAME, VNPU_NAME, check_listed_op_table
+from ..virtual_device import NPU_FEATURE, VIRTUAL_PROP
+from ..vnpu_profile import VnpuProfile
+from .transport import DeviceTransport
+
+DEVICE_DIR: Final = "/data/local/tmp/npuconf"
+RUN_DIR: Final = f"{DEVICE_DIR}/run"
+PROFILE_NAME: Final = "vnpu-profile.conf"
+
+
+@dataclass(frozen=True, slots=True)
+class Deployed:
+    """A device ready to run batches: its info record, the build pushed to it, and whether it is virtual."""
+
+    info: dict[str, Any]
+    build_dir: Path
+    virtual: bool
+
+
+def deploy(
+    transport: DeviceTransport, profile: VnpuProfile, build_root: Path, host_build: Path | None
+) -> Deployed:
+    """Read the device, choose and install its probe build, check the op table; the device info record."""
+    props = parse_getprop(transport.shell("getprop").stdout)
+    if not props:
+        raise InfraError(f"{transport.serial}: `getprop` printed no properties; is it an Android device?")
+    features = transport.shell("pm list features").stdout
+    virtual = props.get(VIRTUAL_PROP) == "1"
+    abis = [a for a in props.get("ro.product.cpu.abilist", props.get("ro.product.cpu.abi", "")).split(",") if a]
+    build_dir, abi = _choose_build(transport.serial, abis, virtual, build_root, host_build)
+    _install(transport, build_dir, profile if virtual else None)
+    listed = transport.shell(f"{shlex.quote(f'{DEVICE_DIR}/{PROBE_NAME}')} --list")
+    probe = f"{transport.serial}:{DEVICE_DIR}/{PROBE_NAME}"
+    check_listed_op_table(probe, listed.stdout.splitlines(), listed.returncode)
+    sdk_text = props.get("ro.build.version.sdk", "")
+    info: dict[str, Any] = {
+        "serial": transport.serial,
+        "adb_serial": transport.adb_serial,
+        "adb_server": str(transport.server),
+        "fingerprint": props.get("ro.build.fingerprint", ""),
+        "sdk": int(sdk_text) if sdk_text.isdigit() else sdk_text,
+        "abis": abis,
+        "abi": abi,
+        "npu_feature": f"feature:{NPU_FEATURE}" in features.splitlines(),
+        "model": props.get("ro.product.model", ""),
+        "manufacturer": props.get("ro.product.manufacturer", ""),
+        "probe_version": hashlib.sha256((build_dir / PROBE_NAME).read_bytes()).hexdigest()[:12],
+        "virtual": virtual,
+    }
+    if virtual:
+        info |= {"personality": profile.personality, "policy": profile.policy, "capacity": profile.capacity}
+    return Deployed(info, build_dir, virtual)
+
+
+def parse_getprop(text: str) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for match in re.finditer(r"^\[([^\]]*)\]: \[(.*)\]$", text, flags=re.MULTILINE):
+        props[match.group(1)] = match.group(2)
+    return props
+
+
+def _choose_build(
+    serial: str, abis: Sequence[str], virtual: bool, build_root: Path, host_build: Path | None
+) -> tuple[Path, str]:
+    if virtual:
+        build = host_build or build_root / "probe"
+        if not (build / PROBE_NAME).is_file() or not (build / VNPU_NAME).is_file():
+            raise InfraError(f"{build}: no host probe build for the virtual device; run `npuconf probe build`")
+        return build, abis[0] if abis else "host"
+    for abi in abis:
+        build = build_root / f"probe-android-{abi}"
+        if (build / PROBE_NAME).is_file():
+            return build, abi
+    wanted = abis[0] if abis else "arm64-v8a"
+    raise InfraError(
+        f"{serial}: no probe build for ABI {', '.join(abis) or '(none reported)'}; "
+        f"run `npuconf probe build --ndk PATH --abi {wanted}`"
+    )
+
+
+def _install(transport: DeviceTransport, build_dir: Path, profile: VnpuProfile | None) -> None:
+    """Push what differs (by SHA-256) from what the device already holds, atomically by rename."""
+    files: dict[str, bytes] = {PROBE_NAME: (build_dir / PROBE_NAME).read_bytes()}
+    if profile is not None:
+        files[VNPU_NAME] = (build_dir / VNPU_NAME).read_bytes()
+        files[PROFILE_NAME] = profile.render().encode()
+    paths = " ".join(shlex.quote(f"{DEVICE_DIR}/{name}") for name in files)
+    listed = transport.shell(f"mkdir -p {shlex.quote(RUN_DIR)} && sha256sum {paths} 2>/dev/null; true")
+    have: dict[str, str] = {}
+    for line in listed.stdout.splitlines():
+        digest, _, path = line.partition("  ")
+        have[path.strip().rsplit("/", 1)[-1]] = digest.strip()
+    moves: list[str] = []
+    for name, data in files.items():
+        if have.get(name) == hashlib.sha256(data).hexdigest():
+            continue
+        temporary = f"{RUN_DIR}/.{name}.{secrets.token_hex(4)}"
+        transport.push(data, temporary)
+        moves.append(f"mv -f {shlex.quote(temporary)} {shlex.quote(f'{DEVICE_DIR}/{name}')}")
+    if moves:
+        done = transport.shell(" && ".join(moves))
+        if done.returncode != 0:
+            raise InfraError(f"{transport.serial}: could not install the probe in {DEVICE_DIR}: {done.output.strip()}")

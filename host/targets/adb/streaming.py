@@ -1,0 +1,305 @@
+"""Running batches on a device: the program pushed, the probe run over one shell v2 stream whose stdout is
+split into per-scenario traces as it arrives, a watchdog on every wait, and timeouts counted toward a lost
+device (a hung device looks healthy to adb; see docs/adb.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import secrets
+import shlex
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import adbutils
+from adbutils import AdbClient
+
+from ...errors import InfraError
+from ...probe import PROBE_NAME, BatchOutcome, ScenarioTrace, api_missing_symbols, exit_event_scenario
+from .deployment import DEVICE_DIR, PROFILE_NAME, RUN_DIR
+from .transport import COMMAND_TIMEOUT_S, DeviceLost, DeviceTransport, bounded
+
+# The host waits this multiple of a scenario's limit (plus a little) before it declares a timeout.
+HOST_WAIT_FACTOR: Final = 1.5
+HOST_WAIT_EXTRA_S: Final = 0.5
+LOST_AFTER_TIMEOUTS: Final = 3
+MAX_RECOVERIES: Final = 3
+STDERR_LIMIT: Final = 1024 * 1024  # what is kept of the probe's stderr per batch
+
+_V2_HEADER: Final = struct.Struct("<BI")
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    kind: str  # "line", "exit", "eof"
+    text: str = ""
+    code: int = 0
+
+
+class _ProbeStream:
+    """A shell v2 stream read on its own thread: stdout lines, the exit status, or EOF, into a queue."""
+
+    def __init__(self, client: AdbClient, adb_serial: str, command: str) -> None:
+        self.events: queue.Queue[_Event] = queue.Queue()
+        self.stderr = bytearray()
+        self._connection = client.make_connection(timeout=COMMAND_TIMEOUT_S)
+        self._aborted = False
+        self._thread = threading.Thread(target=self._read, args=(adb_serial, command), daemon=True)
+        self._thread.start()
+
+    def _read(self, adb_serial: str, command: str) -> None:
+        connection = self._connection
+        partial = b""
+        try:
+            connection.send_command(f"host:transport:{adb_serial}")
+            connection.check_okay()
+            connection.conn.settimeout(None)  # the watchdog in BatchRunner bounds every wait
+            connection.send_command(f"shell,v2,raw:{command}")
+            connection.check_okay()
+            while True:
+                ident, length = _V2_HEADER.unpack(connection.read_exact(_V2_HEADER.size))
+                payload = connection.read_exact(length) if length else b""
+                if ident == 1:
+                    lines = (partial + payload).split(b"\n")
+                    partial = lines.pop()
+                    for line in lines:
+                        self.events.put(_Event("line", line.decode("utf-8", errors="replace")))
+                elif ident == 2 and len(self.stderr) < STDERR_LIMIT:
+                    self.stderr += payload[: STDERR_LIMIT - len(self.stderr)]
+                elif ident == 3:
+                    if partial:
+                        self.events.put(_Event("line", partial.decode("utf-8", errors="replace")))
+                    self.events.put(_Event("exit", code=payload[0] if payload else 255))
+                    return
+        except (OSError, EOFError, adbutils.AdbError) as exc:
+            reason = "aborted" if self._aborted else f"{type(exc).__name__}: {exc}"
+            self.events.put(_Event("eof", reason))
+        finally:
+            with contextlib.suppress(OSError):
+                connection.conn.close()
+
+    def abort(self) -> None:
+        """Break the stream from the watchdog: the device side sees CLSE and kills the probe."""
+        self._aborted = True
+        with contextlib.suppress(OSError, adbutils.AdbError):
+            self._connection.conn.shutdown(socket.SHUT_RDWR)
+
+    def stderr_text(self) -> str:
+        return bytes(self.stderr).decode("utf-8", errors="replace")
+
+    def stderr_tail(self) -> str:
+        text = self.stderr_text().strip()
+        return text.splitlines()[-1] if text else "no message"
+
+
+def split_program(program: str) -> tuple[str, list[str]]:
+    """The header line and one text block per scenario (`scenario ...` up to its `end`)."""
+    lines = program.splitlines(keepends=True)
+    header = lines[0] if lines else ""
+    blocks: list[str] = []
+    current: list[str] = []
+    for line in lines[1:]:
+        if line.startswith("scenario ") and current:
+            blocks.append("".join(current))
+            current = []
+        current.append(line)
+    if current:
+        blocks.append("".join(current))
+    return header, blocks
+
+
+class BatchRunner:
+    """Runs batches on one deployed device; three consecutive timeouts declare the device lost."""
+
+    def __init__(self, transport: DeviceTransport, virtual: bool, timeout_multiplier: float, settle_ms: int) -> None:
+        self.transport = transport
+        self.virtual = virtual
+        self.timeout_multiplier = timeout_multiplier
+        self.settle_ms = settle_ms
+        self._lock = threading.Lock()
+        self._consecutive_timeouts = 0
+        self.lost: str | None = None
+
+    @property
+    def serial(self) -> str:
+        return self.transport.serial
+
+    def run_batch(
+        self,
+        program: str,
+        scenario_ids: Sequence[str],
+        limits_s: Sequence[float],
+        on_trace: Callable[[ScenarioTrace], None],
+    ) -> BatchOutcome:
+        header, blocks = split_program(program)
+        if len(blocks) != len(scenario_ids):
+            raise InfraError(f"program holds {len(blocks)} scenarios where {len(scenario_ids)} were expected")
+        completed: list[str] = []
+        index = 0
+        recoveries = 0
+        while index < len(scenario_ids):
+            if self.lost is not None:
+                raise DeviceLost(f"{self.serial}: {self.lost}")
+            result = self._attempt(header, blocks, scenario_ids, limits_s, index, on_trace, completed)
+            if isinstance(result, BatchOutcome):
+                return result
+            if result == index:  # the stream broke before anything completed
+                recoveries += 1
+                if recoveries > MAX_RECOVERIES:
+                    raise DeviceLost(f"{self.serial}: the probe stream broke {recoveries} times without progress")
+            else:
+                recoveries = 0
+            index = result
+        return BatchOutcome(tuple(completed), None, None)
+
+    def _probe_command(self, token: str) -> str:
+        program = f"run/{token}.prog"
+        pid_file = f"run/{token}.pid"
+        env = f"NPUCONF_VNPU_PROFILE={shlex.quote(f'{DEVICE_DIR}/{PROFILE_NAME}')} " if self.virtual else ""
+        probe = (
+            f"{env}./{PROBE_NAME} --timeout-multiplier {self.timeout_multiplier:g} --settle-ms {int(self.settle_ms)} "
+            f"{shlex.quote(program)}"
+        )
+        quoted_pid, quoted_program = shlex.quote(pid_file), shlex.quote(program)
+        return (
+            f"cd {shlex.quote(DEVICE_DIR)} || exit 125; {probe} & p=$!; echo $p > {quoted_pid}; wait $p; s=$?; "
+            f"rm -f {quoted_program} {quoted_pid}; exit $s"
+        )
+
+    def _kill_probe(self, token: str) -> None:
+        """Best effort: kill the on-device probe of a timed-out batch and its scenario children."""
+        pid_file = shlex.quote(f"{RUN_DIR}/{token}.pid")
+        command = (
+            f'p=$(cat {pid_file} 2>/dev/null) && [ -n "$p" ] && {{ pkill -9 -P "$p"; kill -9 "$p"; }}; '
+            f"rm -f {pid_file} {shlex.quote(f'{RUN_DIR}/{token}.prog')}; true"
+        )
+        device = self.transport.device
+
+        def kill() -> None:
+            with contextlib.suppress(Exception):
+                device.shell2(command, timeout=5.0, v2=True)
+
+        threading.Thread(target=kill, name=f"kill-{self.serial}", daemon=True).start()
+
+    def _note_timeout(self) -> None:
+        with self._lock:
+            self._consecutive_timeouts += 1
+            if self._consecutive_timeouts >= LOST_AFTER_TIMEOUTS and self.lost is None:
+                self.lost = f"{LOST_AFTER_TIMEOUTS} consecutive timeouts: the device is declared lost"
+
+    def _note_progress(self) -> None:
+        with self._lock:
+            self._consecutive_timeouts = 0
+
+    def _attempt(
+        self,
+        header: str,
+        blocks: Sequence[str],
+        scenario_ids: Sequence[str],
+        limits_s: Sequence[float],
+        start: int,
+        on_trace: Callable[[ScenarioTrace], None],
+        completed: list[str],
+    ) -> BatchOutcome | int:
+        """One probe process over scenarios[start:]. Returns the outcome, or the index to resume at."""
+        token = secrets.token_hex(6)
+        began = time.monotonic()
+        first_wait = limits_s[start] * HOST_WAIT_FACTOR + HOST_WAIT_EXTRA_S
+        program = (header + "".join(blocks[start:])).encode()
+        transport = self.transport
+        try:
+            destination = f"{RUN_DIR}/{token}.prog"
+            bounded(lambda: transport.sync_send(program, destination, 0o644, first_wait), first_wait, "push")
+            stream = _ProbeStream(transport.client, transport.adb_serial, self._probe_command(token))
+        except TimeoutError:
+            self._timed_out(scenario_ids[start], (), began, first_wait, on_trace, completed)
+            return start + 1
+        except (OSError, EOFError, adbutils.AdbError) as exc:
+            transport.recover(f"starting the probe: {exc}")
+            return start
+        pending: list[str] = []
+        index = start
+        try:
+            while index < len(scenario_ids):
+                scenario_id = scenario_ids[index]
+                wait_s = limits_s[index] * HOST_WAIT_FACTOR + HOST_WAIT_EXTRA_S
+                event = _next(stream, began + wait_s)
+                if event is None:  # the watchdog: nothing conclusive within the wait
+                    stream.abort()
+                    self._kill_probe(token)
+                    self._timed_out(scenario_id, pending, began, wait_s, on_trace, completed)
+                    return index + 1
+                if event.kind == "line":
+                    pending.append(event.text)
+                    closed = exit_event_scenario(event.text)
+                    if closed is None:
+                        continue
+                    if closed != scenario_id:
+                        stream.abort()
+                        error = f"probe reported scenario {closed!r} where {scenario_id!r} was expected"
+                        on_trace(ScenarioTrace(scenario_id, tuple(pending), (time.monotonic() - began) * 1000, error))
+                        return BatchOutcome(tuple(completed), None, error)
+                    self._note_progress()
+                    on_trace(ScenarioTrace(scenario_id, tuple(pending), (time.monotonic() - began) * 1000.0))
+                    completed.append(scenario_id)
+                    pending = []
+                    index += 1
+                    began = time.monotonic()
+                    continue
+                if event.kind == "exit":
+                    missing = next((m for m in map(api_missing_symbols, pending) if m is not None), None)
+                    if missing is not None:
+                        return BatchOutcome(tuple(completed), missing, None, stream.stderr_text())
+                    error = (
+                        f"probe process ended unexpectedly (exit status {event.code}): {stream.stderr_tail()}"
+                        if event.code != 0
+                        else "probe process ended before every scenario ran"
+                    )
+                    on_trace(ScenarioTrace(scenario_id, tuple(pending), (time.monotonic() - began) * 1000.0, error))
+                    return BatchOutcome(tuple(completed), None, error, stream.stderr_text())
+                # eof: the stream broke without an exit status (device gone, adb server restarted)
+                transport.recover(event.text)
+                return index
+            # every scenario reported: let the probe finish, without waiting on a slow device
+            _next(stream, time.monotonic() + 2.0)
+            return BatchOutcome(tuple(completed), None, None, stream.stderr_text())
+        finally:
+            stream.abort()
+
+    def _timed_out(
+        self,
+        scenario_id: str,
+        pending: Sequence[str],
+        began: float,
+        wait_s: float,
+        on_trace: Callable[[ScenarioTrace], None],
+        completed: list[str],
+    ) -> None:
+        """Report a host-side timeout: the trace so far plus an `exit` event marked as written by the host."""
+        self._note_timeout()
+        line = (
+            f'{{"ev":"exit","scenario":"{scenario_id}","status":"timeout","code":null,"signal":null,'
+            f'"host":true,"t":{time.monotonic_ns()}}}'
+        )
+        reason = (
+            f"no result from the device within {wait_s:.1f} s ({HOST_WAIT_FACTOR:g}x the scenario's limit"
+            f"{' plus the program push' if not pending else ''}): device unresponsive"
+        )
+        elapsed_ms = (time.monotonic() - began) * 1000.0
+        on_trace(ScenarioTrace(scenario_id, (*pending, line), elapsed_ms, timed_out=reason))
+        completed.append(scenario_id)
+
+
+def _next(stream: _ProbeStream, deadline: float) -> _Event | None:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return None
+    try:
+        return stream.events.get(timeout=remaining)
+    except queue.Empty:
+        return None

@@ -1,0 +1,76 @@
+"""The adb target: one device behind one adb server, composed of its transport, its deployment and its
+batch runner. Real devices, emulators and the kit's virtual devices all go through it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from adbutils import AdbDevice
+
+from ...errors import InfraError
+from ...probe import BatchOutcome, ScenarioTrace
+from ...suite import REPO_ROOT
+from ..vnpu_profile import VnpuProfile
+from .deployment import deploy
+from .streaming import BatchRunner
+from .transport import AdbServerAddress, DeviceTransport, bounded
+
+LOGCAT_LINES: Final = 200
+LOGCAT_TIMEOUT_S: Final = 7.0
+
+
+@dataclass
+class AdbTarget:
+    """One device behind one adb server. `serial` names it in results; `adb_serial` reaches it."""
+
+    server: AdbServerAddress
+    adb_serial: str
+    serial: str = ""
+    profile: VnpuProfile = field(default_factory=VnpuProfile)
+    timeout_multiplier: float = 1.0
+    settle_ms: int = 1000
+    build_root: Path = REPO_ROOT / "build"  # real devices: build/probe-android-<abi>
+    host_build: Path | None = None  # virtual devices (host ABI): default build/probe
+    # Set for virtual devices the kit started: restarts their adb server and reconnects them.
+    restart_server: Callable[[], None] | None = None
+    virtual: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.serial = self.serial or self.adb_serial
+        self.transport = DeviceTransport(self.server, self.adb_serial, self.serial, self.restart_server)
+        self._runner: BatchRunner | None = None
+
+    @property
+    def device(self) -> AdbDevice:
+        return self.transport.device
+
+    def prepare(self) -> dict[str, Any]:
+        deployed = deploy(self.transport, self.profile, self.build_root, self.host_build)
+        self.virtual = deployed.virtual
+        self._runner = BatchRunner(self.transport, deployed.virtual, self.timeout_multiplier, self.settle_ms)
+        return deployed.info
+
+    def run_batch(
+        self,
+        program: str,
+        scenario_ids: Sequence[str],
+        limits_s: Sequence[float],
+        on_trace: Callable[[ScenarioTrace], None],
+    ) -> BatchOutcome:
+        if self._runner is None:
+            raise InfraError(f"{self.serial}: run_batch before prepare")
+        return self._runner.run_batch(program, scenario_ids, limits_s, on_trace)
+
+    def failure_context(self, scenario_id: str) -> tuple[str, ...]:
+        """The tail of logcat, attached to a failing result on a real device (virtual devices have none)."""
+        if self.virtual or (self._runner is not None and self._runner.lost is not None):
+            return ()
+        command = f"logcat -d -b main,system,crash -t {LOGCAT_LINES}"
+        try:
+            done = bounded(lambda: self.device.shell2(command, timeout=5.0, v2=True), LOGCAT_TIMEOUT_S, "logcat")
+        except Exception:
+            return ()
+        return tuple(str(done.output).splitlines()[-LOGCAT_LINES:])

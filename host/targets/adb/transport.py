@@ -1,0 +1,245 @@
+"""Reaching devices through adb servers: server addresses, adbutils clients that never start a server,
+device listing, and one device's transport (bounded shell calls, pushes, recovery after a broken link)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+import adbutils
+from adbutils import AdbClient, AdbDevice
+from adbutils._adb import AdbConnection
+
+from ...errors import InfraError, UsageError
+from ..virtual_device import AdbServerError, device_states, host_request, server_answers
+
+DEFAULT_SERVER_PORT: Final = 5037
+COMMAND_TIMEOUT_S: Final = 20.0
+PUSH_TIMEOUT_S: Final = 60.0
+# After a broken stream: how long the device may take to be back before it is declared lost.
+RECOVERY_GRACE_S: Final = 3.0
+SYNC_CHUNK: Final = 64 * 1024
+
+T = TypeVar("T")
+Made = TypeVar("Made")
+
+
+class DeviceLost(InfraError):
+    """The device stopped answering (gone from adb, or hung): the rest of its plan is NOT_EXECUTED."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdbServerAddress:
+    host: str
+    port: int
+
+    @staticmethod
+    def parse(text: str) -> AdbServerAddress:
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--adb-server {text}: expected HOST:PORT, e.g. 127.0.0.1:5037")
+        return AdbServerAddress(host.strip("[]"), int(port))
+
+    @staticmethod
+    def default() -> AdbServerAddress:
+        port = os.environ.get("ANDROID_ADB_SERVER_PORT", "")
+        host = os.environ.get("ANDROID_ADB_SERVER_HOST", "127.0.0.1")
+        return AdbServerAddress(host, int(port) if port.isdigit() else DEFAULT_SERVER_PORT)
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class _Connection(AdbConnection):  # type: ignore[misc]
+    """An adbutils connection that fails instead of running `adb start-server` (which would use 5037)."""
+
+    def _safe_connect(self) -> socket.socket:
+        sock: socket.socket = self._create_socket()
+        return sock
+
+
+class _Client(AdbClient):  # type: ignore[misc]
+    def make_connection(self, timeout: float | None = None) -> AdbConnection:
+        connection = _Connection(self.host, self.port)
+        if timeout:
+            connection.conn.settimeout(timeout)
+        return connection
+
+
+_client_lock = threading.Lock()
+
+
+def adb_client(server: AdbServerAddress) -> AdbClient:
+    """An adbutils client for one server; ANDROID_ADB_SERVER_PORT is pinned to it first."""
+    with _client_lock:
+        os.environ["ANDROID_ADB_SERVER_PORT"] = str(server.port)
+        return _Client(host=server.host, port=server.port)
+
+
+def list_devices(server: AdbServerAddress) -> dict[str, str]:
+    """serial -> state on one server; raises UsageError when no server answers there."""
+    if not server_answers(server.port, server.host, timeout=1.0):
+        raise UsageError(f"--adb-server {server}: no adb server answers there")
+    return device_states(server.port, server.host)
+
+
+def attached_devices(server: AdbServerAddress) -> list[str]:
+    """Serials in state `device` on the server, or [] when no server runs there (never starts one)."""
+    if not server_answers(server.port, server.host):
+        return []
+    try:
+        return sorted(s for s, state in device_states(server.port, server.host).items() if state == "device")
+    except (OSError, AdbServerError):
+        return []
+
+
+def discover_targets(
+    servers: Sequence[AdbServerAddress],
+    serials: Sequence[str],
+    make: Callable[[AdbServerAddress, str, str], Made],
+) -> list[Made]:
+    """Devices in state `device` on every server, filtered by --serial; names made unique across servers."""
+    found: list[tuple[AdbServerAddress, str]] = []
+    for server in servers:
+        states = list_devices(server)
+        found.extend((server, serial) for serial, state in sorted(states.items()) if state == "device")
+    if serials:
+        known = {serial for _, serial in found}
+        missing = [s for s in serials if s not in known]
+        if missing:
+            where = ", ".join(map(str, servers))
+            raise UsageError(f"--serial {missing[0]}: no such device in state `device` on {where} (see `adb devices`)")
+        found = [(server, serial) for server, serial in found if serial in serials]
+    if not found:
+        where = ", ".join(map(str, servers))
+        raise UsageError(f"no device in state `device` on {where}; attach one or use --target virtual")
+    counts: dict[str, int] = {}
+    for _, serial in found:
+        counts[serial] = counts.get(serial, 0) + 1
+    return [make(server, serial, serial if counts[serial] == 1 else f"{serial}@{server}") for server, serial in found]
+
+
+def bounded(function: Callable[[], T], timeout: float, what: str) -> T:
+    """Run function with a wall-clock bound (adbutils does not bound every phase of every call)."""
+    box: list[T] = []
+    error: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            box.append(function())
+        except BaseException as exc:
+            error.append(exc)
+
+    worker = threading.Thread(target=call, name=f"adb-{what}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError(f"{what}: no answer within {timeout:.0f} s")
+    if error:
+        raise error[0]
+    return box[0]
+
+
+class DeviceTransport:
+    """One device behind one adb server: bounded shell calls and pushes, recovered once after a broken link."""
+
+    def __init__(
+        self,
+        server: AdbServerAddress,
+        adb_serial: str,
+        serial: str,
+        restart_server: Callable[[], None] | None = None,
+    ) -> None:
+        self.server = server
+        self.adb_serial = adb_serial
+        self.serial = serial
+        # Set for virtual devices the kit started: restarts their adb server and reconnects them.
+        self.restart_server = restart_server
+        self.client: AdbClient = adb_client(server)
+        self.device: AdbDevice = self.client.device(serial=adb_serial)
+
+    def shell(self, command: str, timeout: float = COMMAND_TIMEOUT_S) -> adbutils.ShellReturn:
+        def run() -> adbutils.ShellReturn:
+            result: adbutils.ShellReturn = self.device.shell2(command, timeout=timeout, v2=True)
+            return result
+
+        return self.retrying(run, timeout + 2.0, command.split(" ", 1)[0])
+
+    def retrying(self, function: Callable[[], T], timeout: float, what: str) -> T:
+        """Run an adb call; after a transport failure recover once (server restart, reconnect) and retry."""
+        try:
+            return bounded(function, timeout, what)
+        except TimeoutError as exc:
+            raise DeviceLost(f"{self.serial}: {exc} (device unresponsive)") from None
+        except (OSError, EOFError, adbutils.AdbError) as exc:
+            self.recover(f"{what}: {exc}")
+        try:
+            return bounded(function, timeout, what)
+        except TimeoutError as exc:
+            raise DeviceLost(f"{self.serial}: {exc} (device unresponsive)") from None
+        except (OSError, EOFError, adbutils.AdbError) as exc:
+            raise DeviceLost(f"{self.serial}: {what}: {exc}") from None
+
+    def recover(self, why: str) -> None:
+        """Bring the transport back if it can be: the server restarted, the device reconnected."""
+        deadline = time.monotonic() + RECOVERY_GRACE_S
+        if not server_answers(self.server.port, self.server.host):
+            if self.restart_server is not None:
+                try:
+                    self.restart_server()
+                except Exception as exc:
+                    raise DeviceLost(f"{self.serial}: adb server gone and could not be restarted: {exc}") from None
+            else:
+                while not server_answers(self.server.port, self.server.host):
+                    if time.monotonic() > deadline:
+                        raise DeviceLost(f"{self.serial}: adb server {self.server} stopped answering ({why})")
+                    time.sleep(0.1)
+        connected = False
+        while time.monotonic() < deadline:
+            try:
+                state = device_states(self.server.port, self.server.host).get(self.adb_serial)
+            except (OSError, AdbServerError):
+                state = None
+            if state == "device":
+                return
+            if state is None and not connected and re.fullmatch(r"[\w.\-\[\]:]+:\d+", self.adb_serial):
+                connected = True
+                with contextlib.suppress(OSError, AdbServerError):
+                    host_request(self.server.port, f"host:connect:{self.adb_serial}", host=self.server.host)
+            time.sleep(0.1)
+        raise DeviceLost(f"{self.serial}: gone from adb server {self.server} ({why})")
+
+    def push(self, data: bytes, destination: str, mode: int = 0o755) -> None:
+        self.retrying(lambda: self.sync_send(data, destination, mode, PUSH_TIMEOUT_S), PUSH_TIMEOUT_S + 2.0, "push")
+
+    def sync_send(self, data: bytes, destination: str, mode: int, timeout: float) -> None:
+        """One sync SEND over one adbutils connection (adbutils' own push opens three and sleeps in each)."""
+        connection = self.client.make_connection(timeout=timeout)
+        try:
+            connection.send_command(f"host:transport:{self.adb_serial}")
+            connection.check_okay()
+            connection.send_command("sync:")
+            connection.check_okay()
+            spec = f"{destination},{0o100000 | mode}".encode()
+            parts = [b"SEND", struct.pack("<I", len(spec)), spec]
+            for start in range(0, len(data), SYNC_CHUNK):
+                chunk = data[start : start + SYNC_CHUNK]
+                parts += [b"DATA", struct.pack("<I", len(chunk)), chunk]
+            parts += [b"DONE", struct.pack("<I", int(time.time()))]
+            connection.conn.sendall(b"".join(parts))
+            status = connection.read_exact(8)
+            if status[:4] != b"OKAY":
+                message = connection.read_exact(struct.unpack("<I", status[4:])[0]).decode(errors="replace")
+                raise adbutils.AdbSyncError(f"push {destination}: {message}")
+            connection.conn.sendall(b"QUIT" + struct.pack("<I", 0))
+        finally:
+            with contextlib.suppress(OSError):
+                connection.conn.close()

@@ -1,0 +1,39 @@
+"""The seam between the run and a device: what every target (local, virtual, adb) provides."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from reference_model.caps import DeviceCaps
+
+from ..probe import BatchOutcome, ScenarioTrace
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A prepared device: its serial, the info recorded in results.jsonl, and what the judge needs."""
+
+    serial: str
+    info: dict[str, Any]
+    caps: DeviceCaps
+    notes: tuple[str, ...] = field(default=())
+
+
+class Target(Protocol):
+    serial: str
+
+    def prepare(self) -> dict[str, Any]:
+        """Make the probe runnable (build or push, check its op table) and return static device info."""
+        ...
+
+    def run_batch(
+        self,
+        program: str,
+        scenario_ids: Sequence[str],
+        limits_s: Sequence[float],
+        on_trace: Callable[[ScenarioTrace], None],
+    ) -> BatchOutcome:
+        """Run one probe process over a program; hand each scenario's trace to on_trace as it ends."""
+        ...

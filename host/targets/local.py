@@ -1,0 +1,112 @@
+"""The local target: the host build of the probe against libvnpu or any library given by --impl."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch
+from .vnpu_profile import VnpuProfile
+
+# Everything the probe and the implementation print on stderr, kept beside results.jsonl
+# (sanitizer builds report here; CI fails on any report).
+PROBE_STDERR_LOG = "probe-stderr.log"
+
+
+@dataclass
+class LocalTarget:
+    profile: VnpuProfile
+    work_dir: Path
+    impl: Path | None = None
+    build_dir: Path = DEFAULT_BUILD_DIR
+    timeout_multiplier: float = 1.0
+    settle_ms: int = 1000
+    exec_prefix: tuple[str, ...] = ()  # e.g. qemu-aarch64 -L <sysroot> for a cross build
+    serial: str = "local"
+
+    def __post_init__(self) -> None:
+        if self.impl is not None:
+            if not self.impl.is_file():
+                raise UsageError(
+                    f"--impl {self.impl}: no such file; expected a shared library exporting the 18 functions"
+                )
+            self.impl = self.impl.resolve()
+            self.serial = f"local:{self.impl.name}"
+        self._profile_path = self.work_dir / "vnpu-profile.conf"
+        self._stderr_lock = threading.Lock()
+
+    @property
+    def build(self) -> ProbeBuild:
+        return ProbeBuild(self.build_dir)
+
+    def command(self) -> list[str]:
+        impl = self.impl if self.impl is not None else self.build.vnpu
+        return [
+            *self.exec_prefix,
+            str(self.build.probe),
+            "--impl",
+            str(impl),
+            "--timeout-multiplier",
+            f"{self.timeout_multiplier:g}",
+            "--settle-ms",
+            str(self.settle_ms),
+        ]
+
+    def prepare(self) -> dict[str, Any]:
+        if not self.build.exists():
+            if self.exec_prefix:
+                raise UsageError(f"{self.build_dir}: no cross build there; run `npuconf probe build --cross ...` first")
+            build_probe(self.build_dir)
+        check_op_table([*self.exec_prefix, str(self.build.probe)])
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._profile_path.write_text(self.profile.render(), encoding="utf-8")
+        (self.work_dir / PROBE_STDERR_LOG).touch()  # present even when nothing was printed
+        info: dict[str, Any] = {
+            "serial": self.serial,
+            "sdk": 37,
+            "abis": [self._abi()],
+            "npu_feature": True,
+            "manufacturer": "npuconf",
+            "probe_version": _file_digest(self.build.probe),
+        }
+        if self.impl is None:
+            info |= {
+                "model": "vnpu",
+                "fingerprint": (
+                    f"npuconf/vnpu/{self.profile.personality}/{self.profile.policy}:{_file_digest(self.build.vnpu)}"
+                ),
+                "personality": self.profile.personality,
+                "policy": self.profile.policy,
+                "capacity": self.profile.capacity,
+            }
+        else:
+            info |= {"model": self.impl.name, "fingerprint": f"local/{self.impl.name}:{_file_digest(self.impl)}"}
+        return info
+
+    def _abi(self) -> str:
+        return self.exec_prefix[0].removeprefix("qemu-") if self.exec_prefix else platform.machine()
+
+    def run_batch(
+        self,
+        program: str,
+        scenario_ids: Sequence[str],
+        limits_s: Sequence[float],
+        on_trace: Callable[[ScenarioTrace], None],
+    ) -> BatchOutcome:
+        env = dict(os.environ, NPUCONF_VNPU_PROFILE=str(self._profile_path))
+        outcome = run_batch(self.command(), program, scenario_ids, limits_s, on_trace, env=env)
+        if outcome.stderr:
+            with self._stderr_lock, (self.work_dir / PROBE_STDERR_LOG).open("a", encoding="utf-8") as log:
+                log.write(outcome.stderr)
+        return outcome
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]

@@ -1,0 +1,186 @@
+"""The architecture as a test: no import circles, and no module reaching up a layer.
+
+Every import statement of every kit module is read with `ast` (also those inside functions), resolved
+to the kit module it names, and checked against the layer order
+
+    reference_model <- reports <- host (errors) <- host.suite <- host.probe <- host.targets
+                    <- host.run <- host.offline, conformance <- host.cli
+
+A module may import its own room freely and lower rooms through their package (`host.targets`, not
+`host.targets.adb.target`): the rest of a room is private by convention.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("reference_model", "reports", "host", "conformance")
+
+# room -> layer; the longest matching prefix decides a module's room.
+LAYERS: dict[str, int] = {
+    "reference_model": 0,
+    "reports": 1,
+    "host": 2,  # host/__init__.py (KIT_VERSION) and host/errors.py
+    "host.errors": 2,
+    "host.suite": 3,
+    "host.probe": 4,
+    "host.targets": 5,
+    "host.run": 6,
+    "host.offline": 7,
+    "conformance": 7,
+    "host.cli": 8,
+}
+
+
+def kit_modules() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+MODULES = kit_modules()
+
+
+def is_package(module: str) -> bool:
+    return MODULES[module].name == "__init__.py"
+
+
+def imported_modules(module: str) -> Iterator[tuple[int, str]]:
+    """(line, kit module) for every import in the module's source, resolved like Python does."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    package = module if is_package(module) else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield from _kit(node.lineno, alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                yield from _kit(node.lineno, candidate if candidate in MODULES else base)
+
+
+def _kit(line: int, name: str) -> Iterator[tuple[int, str]]:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    if name:
+        yield line, name
+
+
+def room(module: str) -> str:
+    return max((r for r in LAYERS if module == r or module.startswith(r + ".")), key=len)
+
+
+def graph() -> dict[str, set[str]]:
+    return {m: {target for _, target in imported_modules(m) if target != m} for m in MODULES}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def layer_violations() -> list[str]:
+    problems = []
+    for module in MODULES:
+        own_room = room(module)
+        for line, target in sorted(set(imported_modules(module))):
+            target_room = room(target)
+            where = f"{MODULES[module].relative_to(ROOT)}:{line}: {module} imports {target}"
+            if target_room == own_room:
+                continue
+            if LAYERS[target_room] > LAYERS[own_room]:
+                problems.append(f"{where}: {own_room} (layer {LAYERS[own_room]}) reaches up to {target_room} "
+                                f"(layer {LAYERS[target_room]})")
+            elif LAYERS[target_room] == LAYERS[own_room] and {own_room, target_room} != {"host", "host.errors"}:
+                problems.append(f"{where}: {own_room} and {target_room} are side by side; neither may import the other")
+            elif target_room.startswith("host.") and target not in (target_room, "host.errors"):
+                problems.append(f"{where}: reaches inside {target_room}; import it from the package `{target_room}`")
+    return problems
+
+
+def test_every_kit_module_has_a_room():
+    assert all(room(m) for m in MODULES)
+    assert {"host.cli", "host.run.session", "host.targets.adb.transport", "host.offline.verify"} <= set(MODULES)
+
+
+def test_no_import_circles():
+    assert cycles(graph()) == []
+
+
+def test_no_module_reaches_up_a_layer_or_into_another_room():
+    assert layer_violations() == []
+
+
+def test_the_checker_sees_circles_and_upward_imports():
+    # The checker itself must be able to fail: a circle of three, and the circle this layout removed
+    # (session -> store recording -> bundle -> rejudge -> session).
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    assert room("host.targets.adb.transport") == "host.targets"
+    assert LAYERS[room("host.run.session")] < LAYERS[room("host.offline.bundle")]
+
+
+def test_relative_imports_are_resolved():
+    found = {target for _, target in imported_modules("host.targets.adb.deployment")}
+    assert {"host.errors", "host.probe", "host.targets.virtual_device", "host.targets.adb.transport"} <= found
+    reaching = {room(t) for m in MODULES if room(m) == "reference_model" for _, t in imported_modules(m)}
+    assert reaching <= {"reference_model"}
+    assert {room(t) for m in MODULES if room(m) == "reports" for _, t in imported_modules(m)} <= {
+        "reports",
+        "reference_model",
+    }
