@@ -1,8 +1,9 @@
 """report.html: one self-contained page (inline CSS, SVG and JS; no network) rendered from results.
 
-The page leads with the answer, then the device × clause matrix, per-chapter pass rates, the
-alloc-callback latency distribution, a filterable table of every result and, for each non-PASS
-result, its divergence, a replay command and the end of its trace.
+The page leads with the answer and the run's configuration, then every failure in severity order
+(clause, quote, observed and allowed, discrepancy IDs, replay command, a numbered trace excerpt with
+the divergent line marked), then the device × clause matrix grouped by chapter, the clauses not
+exercised and why, the charts, and last a filterable table of every result.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import shlex
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,14 @@ from markupsafe import Markup
 
 from reference_model.verdicts import Verdict
 
+from .findings import (
+    FAILURE_ORDER,
+    Finding,
+    Gap,
+    clause_chapters,
+    coverage_gaps,
+    findings,
+)
 from .results import (
     SEVERITY,
     ResultRecord,
@@ -36,7 +45,6 @@ from .results import (
 )
 
 TEMPLATES_DIR: Final = Path(__file__).parent / "templates"
-TRACE_EXCERPT_LINES: Final = 40
 
 VERDICT_SHORT: Final = {
     Verdict.PASS: "PASS",
@@ -61,18 +69,6 @@ def format_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
-def replay_command(run: RunResults, record: ResultRecord) -> str:
-    """The command that runs this one scenario again on the run's target."""
-    parts = ["npuconf", "run"]
-    target = run.plan.target if run.plan else ""
-    if target:
-        parts += ["--target", target]
-    if target == "adb":
-        parts += ["--serial", record.device]
-    parts += ["-k", record.scenario]
-    return " ".join(shlex.quote(p) for p in parts)
-
-
 # ---------------------------------------------------------------------------------------------
 # view model
 
@@ -88,6 +84,15 @@ class Cell:
 class MatrixRow:
     clause: str
     cells: tuple[Cell, ...]
+    failing: bool  # some cell holds a verdict listed among the failures
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixChapter:
+    chapter: str
+    rows: tuple[MatrixRow, ...]
+    failing: int  # rows with a failing cell
+    summary: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,30 +155,40 @@ class Row:
 
 
 @dataclass(frozen=True, slots=True)
-class Detail:
+class FindingView:
     id: str
-    device: str
-    scenario: str
+    finding: Finding
     title: str
-    verdict: str
-    reason: str
-    step: str
-    event: str
-    observed: str
-    allowed: str
-    clause: str
-    quote: str
-    message: str
-    discrepancy: str
-    waiver: str
     exit: str
-    replay: str
-    trace_note: str
-    trace: str
+    waiver: str
 
 
-def _matrix(run: RunResults, devices: Sequence[str]) -> tuple[MatrixRow, ...]:
-    rows: list[MatrixRow] = []
+@dataclass(frozen=True, slots=True)
+class FailureGroup:
+    """Failures sharing a verdict and a clause: one line of the index above the failures."""
+
+    verdict: str
+    clause: str
+    count: int
+    first_id: str
+    discrepancies: str
+    scenarios: str
+
+
+@dataclass(frozen=True, slots=True)
+class GapView:
+    clause: str
+    device: str
+    reasons: tuple[tuple[str, str, str], ...]
+
+
+_FAILING: Final = frozenset(FAILURE_ORDER)
+
+
+def _matrix(run: RunResults, devices: Sequence[str]) -> tuple[MatrixChapter, ...]:
+    """Clause rows grouped by the chapter that cites each clause most (findings.clause_chapters)."""
+    chapters = clause_chapters(run)
+    grouped: dict[str, list[MatrixRow]] = {}
     for clause, by_device in clause_matrix(run).items():
         cells: list[Cell] = []
         for serial in devices:
@@ -183,10 +198,21 @@ def _matrix(run: RunResults, devices: Sequence[str]) -> tuple[MatrixRow, ...]:
                 cells.append(Cell("", "", f"{clause} on {serial}: no scenario"))
                 continue
             listed = "; ".join(f"{r.scenario} {r.verdict}" for r in records)
-            cells.append(Cell(str(verdict), VERDICT_SHORT[verdict], f"{clause} on {serial}: {verdict} ({listed})"))
-        rows.append(MatrixRow(clause, tuple(cells)))
-    return tuple(rows)
+            short = VERDICT_SHORT.get(verdict, str(verdict))
+            cells.append(Cell(str(verdict), short, f"{clause} on {serial}: {verdict} ({listed})"))
+        failing = any(cell.verdict in _FAILING for cell in cells)
+        grouped.setdefault(chapters.get(clause, ""), []).append(MatrixRow(clause, tuple(cells), failing))
+    out: list[MatrixChapter] = []
+    for chapter, rows in sorted(grouped.items()):
+        failing_rows = sum(1 for row in rows if row.failing)
+        summary = f"{len(rows)} clause{'' if len(rows) == 1 else 's'}"
+        summary += f", {failing_rows} failing" if failing_rows else ", none failing"
+        out.append(MatrixChapter(chapter or "(no chapter)", tuple(rows), failing_rows, summary))
+    return tuple(out)
 
+
+# Failures past this many show their trace excerpt collapsed, so the matrix stays a scroll away.
+OPEN_EXCERPTS: Final = 10
 
 CHART_BAR_X: Final = 170.0
 CHART_BAR_WIDTH: Final = 420.0
@@ -271,51 +297,47 @@ def _histogram(run: RunResults, devices: Sequence[str]) -> Histogram | None:
     return Histogram(tuple(bins), width, height, top + plot_h, peak, stats)
 
 
-def _detail(run: RunResults, record: ResultRecord, ident: str) -> Detail:
-    d = record.divergence
-    excerpt = record.trace_excerpt(TRACE_EXCERPT_LINES)
-    if not record.recorded:
-        trace_note = "no trace: the scenario never ran"
-    elif not excerpt:
-        trace_note = "no trace lines recorded"
-    elif len(excerpt) < len(record.trace):
-        trace_note = f"last {len(excerpt)} of {len(record.trace)} trace lines"
-    else:
-        trace_note = f"all {len(excerpt)} trace lines"
-    return Detail(
-        id=ident,
-        device=record.device,
-        scenario=record.scenario,
-        title=record.title,
-        verdict=str(record.verdict),
-        reason=record.reason,
-        step="" if d is None or d.step is None else str(d.step),
-        event="" if d is None or d.event is None else str(d.event),
-        observed="" if d is None else render_value(d.observed),
-        allowed="" if d is None else d.allowed_text(),
-        clause="" if d is None else d.clause,
-        quote="" if d is None else d.quote,
-        message="" if d is None else d.message,
-        discrepancy=record.discrepancy or "",
-        waiver=record.waiver or "",
-        exit="" if not record.exit else ", ".join(f"{k}={render_value(v)}" for k, v in record.exit.items()),
-        replay=replay_command(run, record),
-        trace_note=trace_note,
-        trace="\n".join(excerpt),
+def _exit_text(record: ResultRecord) -> str:
+    return "" if not record.exit else ", ".join(f"{k}={render_value(v)}" for k, v in record.exit.items())
+
+
+def _finding_views(run: RunResults) -> tuple[FindingView, ...]:
+    return tuple(
+        FindingView(
+            id=f"f{index}",
+            finding=finding,
+            title=finding.record.title,
+            exit=_exit_text(finding.record),
+            waiver=finding.record.waiver or "",
+        )
+        for index, finding in enumerate(findings(run), start=1)
     )
 
 
-def _rows_and_details(run: RunResults) -> tuple[tuple[Row, ...], tuple[Detail, ...]]:
+def _failure_groups(views: Sequence[FindingView]) -> tuple[FailureGroup, ...]:
+    grouped: dict[tuple[str, str], list[FindingView]] = {}
+    for view in views:
+        f = view.finding
+        # Without a divergence (a crash, a timeout) the scenario's cited clauses stand in for the clause.
+        clause = f.clause or (", ".join(f.record.clauses) + " (cited)" if f.record.clauses else "(no clause)")
+        grouped.setdefault((f.verdict, clause), []).append(view)
+    out: list[FailureGroup] = []
+    for (verdict, clause), members in grouped.items():  # insertion order keeps the severity order
+        dids = sorted({d for m in members for d in m.finding.discrepancies}, key=lambda d: (len(d), d))
+        names = [m.finding.scenario for m in members]
+        listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        out.append(FailureGroup(verdict, clause, len(members), members[0].id, ", ".join(dids), listed))
+    return tuple(out)
+
+
+def _rows(run: RunResults, anchors: dict[tuple[str, str], str]) -> tuple[Row, ...]:
     rows: list[Row] = []
-    details: list[Detail] = []
-    for index, record in enumerate(run.results):
-        detail_id = ""
-        if record.verdict is not Verdict.PASS:
-            detail_id = f"r{index}"
-            details.append(_detail(run, record, detail_id))
+    for record in run.results:
         note = record.divergence.one_line() if record.divergence else record.reason
         if record.discrepancy:
             note = f"{note} [{record.discrepancy}]" if note else f"[{record.discrepancy}]"
+        if record.waiver:
+            note = f"{note} (waived: {record.waiver})"
         rows.append(
             Row(
                 device=record.device,
@@ -326,10 +348,30 @@ def _rows_and_details(run: RunResults) -> tuple[tuple[Row, ...], tuple[Detail, .
                 clauses=", ".join(record.clauses),
                 duration="" if record.duration_ms is None else f"{record.duration_ms:.0f} ms",
                 note=note,
-                detail_id=detail_id,
+                detail_id=anchors.get((record.device, record.scenario), ""),
             )
         )
-    return tuple(rows), tuple(details)
+    return tuple(rows)
+
+
+def _gap_views(gaps: Sequence[Gap]) -> tuple[GapView, ...]:
+    return tuple(GapView(g.clause, g.device, g.reasons) for g in gaps)
+
+
+def _configuration(run: RunResults) -> list[tuple[str, str]]:
+    """What the plan records about how the run was asked for (shown beside the answer)."""
+    plan = run.plan
+    if plan is None:
+        return []
+    options = plan.options
+    rows = [("profile", plan.profile), ("target", plan.target)]
+    for key in ("impl", "personality", "policy", "capacity", "waivers", "keyword", "clauses", "scenarios"):
+        value = options.get(key)
+        if value is None or value == "" or value == []:
+            continue
+        rows.append((key, ", ".join(map(render_value, value)) if isinstance(value, list) else render_value(value)))
+    rows.append(("devices", ", ".join(run.device_serials)))
+    return [(k, v) for k, v in rows if v]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,13 +401,15 @@ def render_html(run: RunResults) -> str:
     devices = run.device_serials
     plan = run.plan
     counts = count_verdicts(run.results)
-    rows, details = _rows_and_details(run)
+    failures = _finding_views(run)
+    matrix = _matrix(run, devices)
+    anchors = {(v.finding.device, v.finding.scenario): v.id for v in failures}
+    rows = _rows(run, anchors)
+    failing_counts = Counter(v.finding.verdict for v in failures)
     meta = [
         ("run", run.run_id or "(no plan)"),
         ("started", plan.started if plan else ""),
         ("finished", run.end.finished if run.end else "not finished (no end record)"),
-        ("target", plan.target if plan else ""),
-        ("profile", plan.profile if plan else ""),
         ("kit version", plan.kit_version if plan else ""),
         ("vocabulary", plan.vocabulary if plan else ""),
         ("corpus hash", plan.corpus_hash if plan else ""),
@@ -383,11 +427,13 @@ def render_html(run: RunResults) -> str:
         exit_code=int(run.exit_code),
         counts=[(str(v), counts[v]) for v in SEVERITY],
         total=len(run.results),
+        configuration=_configuration(run),
         meta=[(k, v) for k, v in meta if v],
         devices=devices,
         device_info=device_info,
         problems=run.problems,
-        matrix=_matrix(run, devices),
+        matrix=matrix,
+        matrix_rows=sum(len(chapter.rows) for chapter in matrix),
         chapters=_chapter_bars(run),
         chart_bar_x=CHART_BAR_X,
         chart_bar_width=CHART_BAR_WIDTH,
@@ -395,7 +441,11 @@ def render_html(run: RunResults) -> str:
         histogram=_histogram(run, devices),
         verdicts=[str(v) for v in SEVERITY],
         rows=rows,
-        details=details,
+        failures=failures,
+        failure_groups=_failure_groups(failures),
+        open_excerpts=OPEN_EXCERPTS,
+        failure_counts=[(name, failing_counts[name]) for name in FAILURE_ORDER if failing_counts[name]],
+        gaps=_gap_views(coverage_gaps(run)),
     )
 
 

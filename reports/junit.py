@@ -16,9 +16,8 @@ from junitparser import xunit2
 
 from reference_model.verdicts import Verdict
 
+from .findings import trace_excerpt
 from .results import ResultRecord, RunResults, render_value, safe_text
-
-TRACE_EXCERPT_LINES: Final = 40
 
 _ERROR_VERDICTS: Final = frozenset({Verdict.CRASH, Verdict.TIMEOUT, Verdict.ERROR})
 _SKIPPED_VERDICTS: Final = frozenset({Verdict.NOT_APPLICABLE, Verdict.NOT_EXECUTED})
@@ -31,12 +30,12 @@ def _exit_text(record: ResultRecord) -> str:
 
 
 def _trace_block(record: ResultRecord) -> str:
-    excerpt = record.trace_excerpt(TRACE_EXCERPT_LINES)
-    if not excerpt:
+    """The report's excerpt: numbered lines around the line the verdict rests on, that line marked `>>`."""
+    excerpt = trace_excerpt(record)
+    if not excerpt.lines:
         return "trace: (none recorded)"
-    skipped = len(record.trace) - len(excerpt)
-    head = f"trace (last {len(excerpt)} of {len(record.trace)} lines):" if skipped else "trace:"
-    return "\n".join([head, *excerpt])
+    body = [f"{'>>' if line.marked else '  '} {line.number:5d}  {line.text}" for line in excerpt.lines]
+    return "\n".join([f"{excerpt.note}:", *body])
 
 
 def _system_out(record: ResultRecord) -> str:
@@ -77,11 +76,16 @@ def _result_element(record: ResultRecord) -> junitparser.Failure | junitparser.E
     return None  # PASS, WAIVED
 
 
+def junit_seconds(duration_ms: float | None) -> float | None:
+    """A duration in seconds rounded to the millisecond: `0.035`, never `0.035095999999999995`."""
+    return None if duration_ms is None else round(duration_ms / 1000.0, 3)
+
+
 def _testcase(record: ResultRecord) -> xunit2.TestCase:
     case = xunit2.TestCase(
         safe_text(record.scenario),
         safe_text(record.chapter),
-        record.duration_ms / 1000.0 if record.duration_ms is not None else None,
+        junit_seconds(record.duration_ms),
     )
     # Properties first: the JUnit schema puts <properties> before results and output.
     case.add_property("verdict", str(record.verdict))

@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 from typing import Final
 
-from reference_model.verdicts import BLOCKING_VERDICTS, Verdict
+from reference_model.verdicts import Verdict
 
+from .findings import coverage_gaps, finding_summary, findings, gap_summary
 from .results import (
     RunResults,
     count_verdicts,
@@ -27,18 +28,8 @@ def _counts(counts: dict[Verdict, int]) -> dict[str, int]:
 
 def build_summary(run: RunResults) -> dict[str, object]:
     plan = run.plan
-    failures = [
-        {
-            "device": r.device,
-            "scenario": r.scenario,
-            "verdict": str(r.verdict),
-            "clause": r.divergence.clause if r.divergence else None,
-            "clauses": list(r.clauses),
-            "discrepancy": r.discrepancy,
-        }
-        for r in run.results
-        if r.verdict in BLOCKING_VERDICTS
-    ]
+    # The report's failures, in its order (CRASH, FAIL, TIMEOUT, ERROR, WARN), with the same content.
+    failures = [finding_summary(f) for f in findings(run)]
     return {
         "schema": SUMMARY_SCHEMA,
         "kind": "npuconf-summary",
@@ -56,6 +47,7 @@ def build_summary(run: RunResults) -> dict[str, object]:
         "chapters": {chapter: _counts(c) for chapter, c in counts_by_chapter(run).items()},
         "clauses": {clause: str(v) for clause, v in worst_by_clause(run).items()},
         "failures": failures,
+        "not_exercised": gap_summary(coverage_gaps(run)),
         "problems": list(run.problems),
     }
 

@@ -31,7 +31,7 @@ def test_report_script_runs_without_console_errors(report: Path, tmp_path: Path)
     dom, err = chromium(tmp_path, "--dump-dom", report.as_uri())
     assert console_lines(err) == []
     assert re.search(r'<body[^>]*data-ready="1"', dom), "the inline script did not reach its end"
-    assert '<table id="matrix"' in dom
+    assert '<section id="matrix"' in dom and '<details class="chapter"' in dom
     assert '<span id="shown-count">14</span>' in dom
     assert "alert(1)" in dom and "<script>alert(1)" not in dom
 

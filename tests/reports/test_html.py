@@ -72,19 +72,71 @@ def test_no_latency_chart_without_alloc_callbacks(builder: ResultsBuilder):
     assert '<svg id="latency"' not in html
 
 
-def test_details_for_every_non_pass(mixed_run: ResultsBuilder):
+def test_failures_come_first_most_severe_first(mixed_run: ResultsBuilder):
     html = _html(mixed_run)
-    details = re.findall(r'<article class="detail d-(\w+)" id="(r\d+)"', html)
-    assert sorted(v for v, _ in details) == sorted(
-        ["FAIL", "WAIVED", "CRASH", "TIMEOUT", "ERROR", "NOT_APPLICABLE", "NOT_EXECUTED"]
-    )
-    for _, ident in details:
-        assert f'href="#{ident}"' in html
+    failures = re.findall(r'<article class="detail d-(\w+)" id="(f\d+)"', html)
+    # Only what a reader must act on, most severe first: no WAIVED, NOT_APPLICABLE or NOT_EXECUTED blocks.
+    assert [v for v, _ in failures] == ["CRASH", "FAIL", "TIMEOUT", "ERROR"]
+    assert html.index('id="failures"') < html.index('id="matrix"') < html.index('id="coverage"')
+    assert html.index('id="coverage"') < html.index('id="charts"') < html.index('id="all-results"')
+    for _, ident in failures:
+        assert f'href="#{ident}"' in html  # from the index above the failures and from the results table
     assert "<code>npuconf run --target virtual -k alloc.enomem</code>" in html
     assert "An allocation for a supported pair succeeds unless memory is exhausted." in html
     assert "D4" in html
-    assert "last 40 of 60 trace lines" in html
-    assert "no trace: the scenario never ran" in html
+    assert "no trace: the scenario never ran" not in html  # NOT_EXECUTED is not a failure
+
+
+def test_the_divergent_line_is_marked_and_numbered(builder: ResultsBuilder):
+    trace = [f'{{"ev":"call","step":{n},"op":"noop","t":{n}}}' for n in range(1, 101)]
+    builder.plan(["a"], [scenario("alloc.x")])
+    builder.result("a", "alloc.x", "FAIL", divergence={**DIVERGENCE, "event": 57}, trace=trace)
+    html = _html(builder)
+    marked = re.findall(r'<mark class="tl hit" data-line="(\d+)"[^>]*><span class="ln">\s*(\d+)</span>', html)
+    assert marked == [("57", "57")]
+    numbers = [int(n) for n in re.findall(r'class="tl[^"]*" data-line="(\d+)"', html)]
+    assert numbers == list(range(47, 68))  # ten lines either side
+    assert "lines 47-67 of 100, centred on line 57" in html
+
+
+def test_reason_and_why_do_not_repeat_each_other(builder: ResultsBuilder):
+    message = "observed onAlloc(errorNum=ENOSYS), allowed EINVAL: the request has an invalid type 0"
+    divergence = {**DIVERGENCE, "observed": "onAlloc(errorNum=ENOSYS)", "allowed": ["EINVAL"], "message": message}
+    builder.plan(["a"], [scenario("alloc.x")])
+    builder.result("a", "alloc.x", "FAIL", divergence=divergence, reason=f"trace line 9: alloc-x: {message}")
+    html = _html(builder)
+    assert html.count("the request has an invalid type 0") == 1  # once, in the failure's "why" row
+    assert "<tr><td>why</td><td>the request has an invalid type 0</td></tr>" in html
+    assert "<td>reason</td>" not in html
+
+
+def test_matrix_is_grouped_by_chapter_with_a_failing_filter(mixed_run: ResultsBuilder):
+    html = _html(mixed_run)
+    chapters = re.findall(r'<details class="chapter" data-failing="(\d+)"( open)?>\s*<summary>(\w+)', html)
+    assert [c[2] for c in chapters] == ["alloc", "cookie", "free", "load", "map", "preempt"]
+    assert {c[2]: (c[0], c[1]) for c in chapters}["alloc"] == ("1", " open")
+    assert {c[2]: (c[0], c[1]) for c in chapters}["load"] == ("0", "")
+    assert '<input type="checkbox" id="matrix-failing">' in html
+
+
+def test_coverage_lists_clauses_not_exercised_with_reasons(mixed_run: ResultsBuilder):
+    html = _html(mixed_run)
+    coverage = html[html.index('<section id="coverage">') : html.index('<section id="charts">')]
+    assert "Clauses not exercised (3)" in coverage
+    assert "requires vnpu-control" in coverage  # preempt-never-mapped on emulator-5554: NOT_APPLICABLE
+    assert "free-twice-crashes" in coverage  # NOT_EXECUTED on vnpu-1
+    assert "ret without its call" in coverage  # map-prot-subset on vnpu-1: its only scenario ended ERROR
+    assert "alloc-supported-succeeds" not in coverage  # FAIL and WAIVED both exercised it
+
+
+def test_configuration_block_shows_what_the_plan_records(builder: ResultsBuilder):
+    options = {"impl": "/opt/libx.so", "personality": "aosp-2026", "policy": "budget", "keyword": "alloc"}
+    builder.plan(["a"], [scenario("alloc.x")], target="local", options=options)
+    html = _html(builder.result("a", "alloc.x", "PASS"))
+    block = html[html.index('id="claim"') : html.index("</section>", html.index('id="claim"'))]
+    for key, value in [("profile", "published-37"), ("target", "local"), *options.items()]:
+        assert f"<tr><td>{key}</td><td class=\"mono\">{value}</td></tr>" in block
+    assert html.index('id="answer"') < html.index('id="claim"') < html.index('id="failures"')
 
 
 def test_replay_names_the_serial_on_adb(builder: ResultsBuilder):
@@ -116,7 +168,7 @@ def test_self_contained(mixed_run: ResultsBuilder):
     assert all(value.startswith("#") for _, _, value in collector.refs), collector.refs
     assert "@import" not in html and "url(" not in html and "@font-face" not in html
     assert "default-src 'none'" in html  # the page may not fetch anything even if it tried
-    assert {"matrix", "results", "filters", "filter-text", "chapters", "latency", "details"} <= collector.ids
+    assert {"matrix", "results", "filters", "filter-text", "chapters", "latency", "failures", "coverage"} <= collector.ids
 
 
 def test_problems_are_shown(builder: ResultsBuilder):

@@ -45,7 +45,7 @@ def test_one_suite_per_device_one_case_per_scenario(mixed_run: ResultsBuilder, t
         assert suite.tests == 7
     case = _cases(xml)[("emulator-5554", "alloc.basic")]
     assert case.classname == "alloc"
-    assert case.time == 0.0125
+    assert case.time == 0.013  # 12.5 ms, rounded to the millisecond
     assert _props(case) == {
         "verdict": "PASS",
         "clauses": "alloc-callback-once,alloc-supported-succeeds",
@@ -117,11 +117,19 @@ def test_statistics(mixed_run: ResultsBuilder, tmp_path: Path):
     assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("14", "1", "3", "2")
 
 
-def test_trace_excerpt_is_the_last_40_lines(mixed_run: ResultsBuilder, tmp_path: Path):
+def test_trace_excerpt_is_centred_on_the_line_named(mixed_run: ResultsBuilder, tmp_path: Path):
     cases = _cases(_junit(mixed_run, tmp_path))
-    out = cases[("vnpu-1", "map.prot")].system_out  # its trace has 60 lines
-    assert "trace (last 40 of 60 lines):" in out
-    assert out.count("xxxxxxxxxx") == 40
+    out = cases[("vnpu-1", "map.prot")].system_out  # 60 lines; the ERROR names trace line 3
+    assert "trace lines 1-21 of 60, centred on line 3" in out
+    assert out.count("xxxxxxxxxx") == 21
+    assert ">>     3  xxxxxxxxxx" in out
+
+
+def test_times_are_rounded_to_the_millisecond(builder: ResultsBuilder, tmp_path: Path):
+    builder.plan(["a"], [scenario("alloc.x")]).result("a", "alloc.x", "PASS", duration_ms=35.095999999999995)
+    path = tmp_path / "junit.xml"
+    write_junit(load_results(builder.write()), path)
+    assert 'time="0.035"' in path.read_text(encoding="utf-8")
 
 
 def test_hostile_device_text_yields_valid_xml(builder: ResultsBuilder, tmp_path: Path):

@@ -35,24 +35,44 @@ def test_summary_fields(mixed_run: ResultsBuilder, tmp_path: Path):
     }
     assert summary["clauses"]["alloc-supported-succeeds"] == "FAIL"
     assert summary["clauses"]["load-callback"] == "PASS"
-    assert summary["failures"] == [
-        {
-            "device": "emulator-5554",
-            "scenario": "alloc.enomem",
-            "verdict": "FAIL",
-            "clause": "alloc-supported-succeeds",
-            "clauses": ["alloc-supported-succeeds"],
-            "discrepancy": "D4",
-        },
-        {
-            "device": "emulator-5554",
-            "scenario": "cookie.replace",
-            "verdict": "CRASH",
-            "clause": None,
-            "clauses": ["cookie-replace-deletes-previous"],
-            "discrepancy": None,
-        },
+    failures = summary["failures"]
+    # The report's failures in its order, each with what a script needs to act on it.
+    assert [(f["device"], f["scenario"], f["verdict"]) for f in failures] == [
+        ("emulator-5554", "cookie.replace", "CRASH"),
+        ("emulator-5554", "alloc.enomem", "FAIL"),
+        ("emulator-5554", "map.prot", "TIMEOUT"),
+        ("vnpu-1", "map.prot", "ERROR"),
     ]
+    fail = failures[1]
+    assert fail["clause"] == "alloc-supported-succeeds"
+    assert fail["quote"] == "An allocation for a supported pair succeeds unless memory is exhausted."
+    assert fail["observed"] == '{"cb":"alloc","error":"ENOMEM"}'
+    assert fail["allowed"] == '{"cb":"alloc","error":0}'
+    assert fail["why"] == "onAlloc reported ENOMEM for a supported pair with capacity left"
+    assert (fail["discrepancy"], fail["discrepancies"]) == ("D4", ["D4"])
+    assert fail["replay"] == "npuconf run --target virtual -k alloc.enomem"
+    assert fail["excerpt"]["total"] == 8 and len(fail["excerpt"]["lines"]) == 8
+    error = failures[3]
+    assert (error["excerpt"]["focus"], error["excerpt"]["first"], len(error["excerpt"]["lines"])) == (3, 1, 21)
+    assert summary["not_exercised"] == {
+        "emulator-5554": {
+            "preempt-never-mapped": [
+                {"scenario": "preempt.mapped", "verdict": "NOT_APPLICABLE", "reason": "requires vnpu-control"}
+            ]
+        },
+        "vnpu-1": {
+            "free-twice-crashes": [
+                {
+                    "scenario": "free.twice",
+                    "verdict": "NOT_EXECUTED",
+                    "reason": "planned, but results.jsonl holds no result for it",
+                }
+            ],
+            "map-prot-subset": [
+                {"scenario": "map.prot", "verdict": "ERROR", "reason": "trace line 3: ret without its call"}
+            ],
+        },
+    }
     assert summary["problems"] == []
 
 

@@ -1,0 +1,263 @@
+"""What a reader acts on first: the failures in severity order, each with a trace excerpt centred on the
+line the verdict rests on, and the clauses a run did not exercise (docs/reports.md).
+
+Everything here is derived from `RunResults` alone, so report.html and summary.json show the same
+content.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from reference_model.verdicts import Verdict
+
+from .results import ResultRecord, RunResults, clause_matrix, render_value
+
+# The verdicts listed as failures, most severe first. WARN is listed by name: a run whose verdict set
+# has it shows its WARNs last; a run without it is unaffected.
+FAILURE_ORDER: Final[tuple[str, ...]] = ("CRASH", "FAIL", "TIMEOUT", "ERROR", "WARN")
+_FAILURE_RANK: Final = {name: rank for rank, name in enumerate(FAILURE_ORDER)}
+
+# A clause counts as not exercised on a device when every scenario citing it there ended with one of
+# these: none of them says anything about the implementation's behaviour for that clause.
+NOT_EXERCISED: Final = frozenset({Verdict.NOT_APPLICABLE, Verdict.NOT_EXECUTED, Verdict.ERROR})
+
+EXCERPT_RADIUS: Final = 10  # lines shown either side of the focus line
+_TRACE_LINE = re.compile(r"trace line (\d+)")
+
+# `npuconf run` options that change what the probe meets or how it is judged, with their defaults:
+# a replay command repeats the ones a run changed, so the replay sees what the run saw.
+_REPLAY_OPTIONS: Final[tuple[tuple[str, str, object], ...]] = (
+    ("impl", "--impl", None),
+    ("personality", "--personality", "published"),
+    ("policy", "--policy", "budget"),
+    ("capacity", "--capacity", None),
+    ("profile", "--profile", "published-37"),
+    ("waivers", "--waivers", None),
+    ("scenarios", "--scenarios", None),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ExcerptLine:
+    number: int  # 1-based line number in the record's trace
+    text: str
+    marked: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Excerpt:
+    lines: tuple[ExcerptLine, ...]
+    focus: int | None  # the marked line, if any
+    total: int  # lines in the whole trace
+    note: str  # one sentence saying what is shown and why
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One failure as a reader needs it; `why` never repeats `observed` / `allowed` / `clause`."""
+
+    record: ResultRecord
+    verdict: str
+    clause: str  # the clause the divergence cites; empty when there is none
+    quote: str
+    observed: str
+    allowed: str
+    why: str
+    discrepancies: tuple[str, ...]
+    replay: str
+    excerpt: Excerpt
+
+    @property
+    def device(self) -> str:
+        return self.record.device
+
+    @property
+    def scenario(self) -> str:
+        return self.record.scenario
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """A clause no scenario exercised on a device, with each scenario's verdict and reason."""
+
+    clause: str
+    device: str
+    reasons: tuple[tuple[str, str, str], ...]  # (scenario, verdict, reason)
+
+
+def replay_command(run: RunResults, record: ResultRecord) -> str:
+    """The command that runs this one scenario again, on the run's target, with the run's options."""
+    parts = ["npuconf", "run"]
+    plan = run.plan
+    target = plan.target if plan else ""
+    if target:
+        parts += ["--target", target]
+    if target == "adb":
+        parts += ["--serial", record.device]
+    options: Mapping[str, object] = plan.options if plan else {}
+    for key, flag, default in _REPLAY_OPTIONS:
+        value = options.get(key)
+        if key == "profile" and value is None and plan is not None:
+            value = plan.profile
+        if value is None or value == "" or value == default:
+            continue
+        parts += [flag, render_value(value)]
+    parts += ["-k", record.scenario]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def focus_line(record: ResultRecord) -> int | None:
+    """The trace line the verdict rests on: the divergent event, the line an ERROR names, or the last
+    line of a trace that ended in a crash or timeout. None when no line can be named."""
+    count = len(record.trace)
+    if not count:
+        return None
+    divergence = record.divergence
+    if divergence is not None and divergence.event is not None and 1 <= divergence.event <= count:
+        return divergence.event
+    if record.verdict is Verdict.ERROR:
+        found = _TRACE_LINE.search(record.reason)
+        if found and 1 <= int(found.group(1)) <= count:
+            return int(found.group(1))
+        return None
+    if record.verdict in (Verdict.CRASH, Verdict.TIMEOUT):
+        return count
+    return None
+
+
+def trace_excerpt(record: ResultRecord, radius: int = EXCERPT_RADIUS) -> Excerpt:
+    """Up to 2 × radius + 1 numbered lines centred on `focus_line` (or the end of the trace)."""
+    trace = record.trace
+    total = len(trace)
+    if not record.recorded:
+        return Excerpt((), None, 0, "no trace: the scenario never ran")
+    if not total:
+        return Excerpt((), None, 0, "no trace lines recorded")
+    focus = focus_line(record)
+    centre = focus if focus is not None else total
+    first = max(1, centre - radius)
+    last = min(total, first + 2 * radius)
+    first = max(1, last - 2 * radius)
+    lines = tuple(ExcerptLine(n, trace[n - 1], n == focus) for n in range(first, last + 1))
+    span = f"lines {first}-{last} of {total}" if (first, last) != (1, total) else f"all {total} lines"
+    if focus is None:
+        note = f"trace {span}; no single line is named, so the end of the trace is shown"
+    elif record.divergence is not None and record.divergence.event == focus:
+        note = f"trace {span}, centred on line {focus}: the first event the model does not allow"
+    elif record.verdict is Verdict.ERROR:
+        note = f"trace {span}, centred on line {focus}: the line the judge could not read"
+    else:
+        note = f"trace {span}; line {focus} is the last one the probe wrote"
+    return Excerpt(lines, focus, total, note)
+
+
+def _why(record: ResultRecord) -> str:
+    """The model's explanation without what the observed / allowed / clause rows already say."""
+    divergence = record.divergence
+    if divergence is None:
+        return record.reason
+    message = divergence.message
+    allowed = ", ".join(render_value(a) for a in divergence.allowed) or "nothing"
+    prefix = f"observed {render_value(divergence.observed)}, allowed {allowed}: "
+    if message.startswith(prefix):
+        return message[len(prefix) :]
+    if message:
+        return message
+    # No message: the reason may still add something the rows do not.
+    reason = _TRACE_LINE.sub("", record.reason).strip(" :")
+    return "" if not reason or divergence.clause in reason else reason
+
+
+def _finding(run: RunResults, record: ResultRecord) -> Finding:
+    d = record.divergence
+    discrepancies = tuple(x.strip() for x in (record.discrepancy or "").split(",") if x.strip())
+    return Finding(
+        record=record,
+        verdict=str(record.verdict),
+        clause="" if d is None else d.clause,
+        quote="" if d is None else d.quote,
+        observed="" if d is None else render_value(d.observed),
+        allowed="" if d is None else d.allowed_text(),
+        why=_why(record),
+        discrepancies=discrepancies,
+        replay=replay_command(run, record),
+        excerpt=trace_excerpt(record),
+    )
+
+
+def findings(run: RunResults) -> tuple[Finding, ...]:
+    """Every CRASH, FAIL, TIMEOUT, ERROR and WARN, most severe first; within a verdict, plan order."""
+    listed = [r for r in run.results if str(r.verdict) in _FAILURE_RANK]
+    listed.sort(key=lambda r: _FAILURE_RANK[str(r.verdict)])  # stable: plan order within a verdict
+    return tuple(_finding(run, r) for r in listed)
+
+
+def clause_chapters(run: RunResults) -> dict[str, str]:
+    """Clause → the chapter of the scenarios that cite it most often (ties: the first by name)."""
+    cited: dict[str, Counter[str]] = {}
+    seen: set[str] = set()
+    for record in run.results:
+        if record.scenario in seen:
+            continue  # count each scenario once, not once per device
+        seen.add(record.scenario)
+        for clause in record.clauses:
+            cited.setdefault(clause, Counter())[record.chapter] += 1
+    return {
+        clause: min(counts.items(), key=lambda item: (-item[1], item[0]))[0] for clause, counts in sorted(cited.items())
+    }
+
+
+def coverage_gaps(run: RunResults) -> tuple[Gap, ...]:
+    """Per device, the clauses whose every scenario there ended NOT_APPLICABLE, NOT_EXECUTED or ERROR."""
+    order = {serial: index for index, serial in enumerate(run.device_serials)}
+    gaps: list[Gap] = []
+    for clause, by_device in clause_matrix(run).items():
+        for device, records in by_device.items():
+            if records and all(r.verdict in NOT_EXERCISED for r in records):
+                reasons = tuple((r.scenario, str(r.verdict), r.reason or "no reason recorded") for r in records)
+                gaps.append(Gap(clause, device, reasons))
+    gaps.sort(key=lambda g: (order.get(g.device, len(order)), g.clause))
+    return tuple(gaps)
+
+
+def gap_summary(gaps: Sequence[Gap]) -> dict[str, dict[str, list[dict[str, str]]]]:
+    """Gaps as plain JSON: device → clause → [{scenario, verdict, reason}]."""
+    out: dict[str, dict[str, list[dict[str, str]]]] = {}
+    for gap in gaps:
+        out.setdefault(gap.device, {})[gap.clause] = [
+            {"scenario": s, "verdict": v, "reason": reason} for s, v, reason in gap.reasons
+        ]
+    return out
+
+
+def finding_summary(finding: Finding) -> dict[str, object]:
+    """One finding as plain JSON for summary.json."""
+    record = finding.record
+    return {
+        "device": record.device,
+        "scenario": record.scenario,
+        "title": record.title,
+        "verdict": finding.verdict,
+        "clause": finding.clause or None,
+        "clauses": list(record.clauses),
+        "quote": finding.quote or None,
+        "observed": finding.observed or None,
+        "allowed": finding.allowed or None,
+        "why": finding.why or None,
+        "step": record.divergence.step if record.divergence else None,
+        "discrepancy": record.discrepancy,
+        "discrepancies": list(finding.discrepancies),
+        "replay": finding.replay,
+        "excerpt": {
+            "focus": finding.excerpt.focus,
+            "total": finding.excerpt.total,
+            "first": finding.excerpt.lines[0].number if finding.excerpt.lines else None,
+            "lines": [line.text for line in finding.excerpt.lines],
+        },
+    }
