@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from synthetic_results import ResultsBuilder
 
 from reports import write_reports
 from tests.chromium import chromium, console_lines, needs_chromium
+from tests.conftest import npuconf
 
 pytestmark = [pytest.mark.chromium, needs_chromium]
 
@@ -54,3 +56,63 @@ def test_screenshot(report: Path, tmp_path: Path):
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 50_000  # a rendered page, not a blank one
+
+
+@pytest.fixture(scope="module")
+def aosp_run(tmp_path_factory: pytest.TempPathFactory, probe_build: object) -> Path:
+    """The whole corpus on the local target with the virtual NPU behaving like AOSP today (it has FAILs)."""
+    run_dir = tmp_path_factory.mktemp("aosp") / "run"
+    done = npuconf("run", "--target", "local", "--personality", "aosp-2026", "--out", run_dir, "-q")
+    assert done.returncode == 1, done.stdout + done.stderr
+    return run_dir
+
+
+def test_aosp_run_report_leads_with_its_first_failure_and_marks_the_divergent_line(aosp_run: Path, tmp_path: Path):
+    records = [json.loads(line) for line in (aosp_run / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    fails = [r for r in records if r.get("kind") == "result" and r["verdict"] == "FAIL"]
+    assert fails
+    dom, err = chromium(tmp_path, "--dump-dom", (aosp_run / "report.html").as_uri())
+    assert console_lines(err) == []
+    assert re.search(r'<body[^>]*data-ready="1"', dom)
+    first = dom.index('<article class="detail')
+    assert first < dom.index('<section id="matrix"')
+    # The first FAIL shown is the first FAIL of the plan; its excerpt marks the line the judge named.
+    article = re.search(r'<article class="detail d-FAIL" id="(f\d+)" data-verdict="FAIL">(.*?)</article>', dom, re.S)
+    assert article is not None
+    body = article.group(2)
+    assert fails[0]["scenario"] in body
+    assert fails[0]["divergence"]["clause"] in body and "AOSP discrepancy" in body
+    assert f'<code>npuconf run --target local --personality aosp-2026 -k {fails[0]["scenario"]}</code>' in body
+    marked = re.findall(r'<mark class="tl hit" data-line="(\d+)"', body)
+    assert marked == [str(fails[0]["divergence"]["event"])]
+    # The batch of 64 has its divergence deep in a long trace: the excerpt is centred on it, not the end.
+    deep = next(r for r in fails if r["scenario"] == "allocation.batch_of_64_distinct")
+    line = deep["divergence"]["event"]
+    assert len(deep["trace"]) - line > 100
+    assert f'<mark class="tl hit" data-line="{line}"' in dom
+
+
+def test_aosp_run_report_filters_work(aosp_run: Path, tmp_path: Path):
+    page = (aosp_run / "report.html").as_uri()
+    dom, err = chromium(tmp_path, "--dump-dom", page + "#failing=1&verdicts=FAIL&text=req-type-unknown-einval")
+    assert console_lines(err) == []
+    matrix = dom[dom.index('<section id="matrix"') : dom.index('<section id="coverage"')]
+    shown_rows = re.findall(r'<tr data-failing="(\d)">', matrix)
+    hidden_rows = re.findall(r'<tr data-failing="(\d)" hidden="">', matrix)
+    assert shown_rows and set(shown_rows) == {"1"}
+    assert hidden_rows and set(hidden_rows) == {"0"}
+    assert re.search(r'<details class="chapter" data-failing="0"[^>]*hidden=""', matrix)
+    shown = int(re.search(r'<span id="matrix-shown">(\d+)</span>', matrix).group(1))  # type: ignore[union-attr]
+    assert shown == len(shown_rows)
+    table = dom[dom.index('<table id="results"') :]
+    visible = re.findall(r'<tr data-verdict="(\w+)">', table)
+    assert visible and set(visible) == {"FAIL"}
+    count = int(re.search(r'<span id="shown-count">(\d+)</span>', dom).group(1))  # type: ignore[union-attr]
+    assert count == len(visible)
+
+
+def test_aosp_run_report_screenshot(aosp_run: Path, tmp_path: Path):
+    shot = tmp_path / "report.png"
+    _, err = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2400", (aosp_run / "report.html").as_uri())
+    assert console_lines(err) == []
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 100_000
