@@ -1,0 +1,66 @@
+"""examples/skeleton: the OEM starting point compiles with the guide's command and gives a meaningful report."""
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT, npuconf
+
+pytestmark = pytest.mark.slow
+
+SKELETON = ROOT / "examples" / "skeleton" / "npu_refuse_all.c"
+HEADER = ROOT / "ndk_probe" / "include" / "android" / "npumanager" / "buffer.h"
+
+
+def declared_functions():
+    """The functions buffer.h declares (outside comments): the 18 an implementation must export."""
+    text = re.sub(r"/\*.*?\*/", "", HEADER.read_text(encoding="utf-8"), flags=re.S)
+    return sorted(set(re.findall(r"\b(ANpu\w+)\(", text)))
+
+
+@pytest.fixture(scope="module")
+def skeleton_library(tmp_path_factory):
+    """Built with the command docs/guide.md gives (plus -fvisibility=hidden: only the API is exported)."""
+    library = tmp_path_factory.mktemp("skeleton") / "libnpu_refuse_all.so"
+    subprocess.run(
+        ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-pthread", "-fvisibility=hidden",
+         "-I", str(ROOT / "ndk_probe" / "include"), "-o", str(library), str(SKELETON)],
+        check=True,
+        capture_output=True,
+    )
+    return library
+
+
+def test_skeleton_exports_exactly_the_18_functions(skeleton_library):
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(skeleton_library)], capture_output=True, text=True)
+    exported = sorted(line.split()[-1] for line in nm.stdout.splitlines() if line.split()[-1].startswith("ANpu"))
+    assert len(declared_functions()) == 18
+    assert exported == declared_functions()
+
+
+def test_skeleton_run_passes_what_applies_and_names_what_it_leaves_out(skeleton_library, tmp_path, probe_build):
+    run_dir = tmp_path / "run"
+    done = npuconf("run", "--target", "local", "--impl", skeleton_library, "--out", run_dir, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = (run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    results = [r for r in map(json.loads, lines) if r["kind"] == "result"]
+    verdicts = {r["verdict"] for r in results}
+    others = {r["scenario"]: r["reason"] for r in results if r["verdict"] not in ("PASS", "NOT_APPLICABLE")}
+    assert verdicts == {"PASS", "NOT_APPLICABLE"}, others
+    passed = {c for r in results if r["verdict"] == "PASS" for c in r["clauses"]}
+    # What a device without NPU memory must still get right: requests, cookies, the deaths the text promises.
+    for clause in ("req-free-null-noop", "req-type-default-unknown", "req-device-negative-einval",
+                   "cookie-replace-deletes-previous", "cookie-shared-refcounted", "alloc-unsupported-fails",
+                   "crash-setonalloc-null", "crash-alloc-without-onalloc"):
+        assert clause in passed, clause
+    assert sum(r["verdict"] == "PASS" for r in results) >= 30
+    # The report says what the run could not judge, and why.
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    (gaps,) = summary["not_exercised"].values()
+    assert "map-prot-subset" in gaps
+    reasons = {entry["reason"] for entries in gaps.values() for entry in entries}
+    assert "the device supports no (device number, buffer type) pair" in reasons
+    html = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert f"Clauses not exercised ({sum(len(v) for v in summary['not_exercised'].values())})" in html
