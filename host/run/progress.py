@@ -8,6 +8,7 @@ from collections import Counter
 from typing import TextIO
 
 from reference_model.verdicts import Verdict
+from reports.safe_io import console_text
 
 REDRAW_INTERVAL_S = 0.25
 
@@ -16,13 +17,13 @@ def status_line(per_device: dict[str, tuple[int, int, Counter[Verdict]]]) -> str
     parts = []
     for serial, (done, total, verdicts) in sorted(per_device.items()):
         counts = " ".join(f"{v.value}={verdicts[v]}" for v in Verdict if verdicts[v])
-        parts.append(f"[{serial}] {done}/{total} {counts}".rstrip())
+        parts.append(f"[{console_text(serial)}] {done}/{total} {counts}".rstrip())
     return "  ".join(parts)
 
 
 class Progress:
     def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
+        self.stream: TextIO = getattr(stream, "raw", stream)  # device names are made safe in status_line
         self.interactive = stream.isatty()
         self._state: dict[str, tuple[int, int, Counter[Verdict]]] = {}
         self._lock = threading.Lock()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from reference_model.verdicts import Verdict
 from reports import load_results, write_reports
+from reports.safe_io import output_dir
 
 from ..errors import UsageError
 from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix
@@ -26,6 +27,7 @@ from ..targets import (
     discover_targets,
     start_fleet,
 )
+from .ownership import claim
 from .plan import RunPlan, RunRequest, new_run_id
 from .record import record_run
 from .runner import ProgressFn, execute_run
@@ -59,8 +61,10 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     waivers = load_waiver_file(request.waivers) if request.waivers else ()
     run_id = new_run_id()
     out_dir = request.out or Path("out") / run_id
-    if (out_dir / "results.jsonl").exists():
+    if (out_dir / "results.jsonl").exists() or (out_dir / "results.jsonl").is_symlink():
         raise UsageError(f"--out {out_dir}: already holds results.jsonl; choose a new directory")
+    output_dir(out_dir)
+    claim(out_dir)
     profile = VnpuProfile(
         capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
         policy=request.policy,

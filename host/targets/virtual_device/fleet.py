@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from reports.safe_io import checked_name, open_append, write_text
+
 from ...errors import InfraError, UsageError
 from .profile import DeviceProfile
 from .sandbox import SAFE_PATH
@@ -184,7 +186,7 @@ def start_adb_server(state_dir: Path, port: int | None = None) -> AdbServer:
     (home / ".android").mkdir(parents=True, exist_ok=True)
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    with open(logs / "adb-server.log", "ab") as log:
+    with open_append(logs / "adb-server.log") as log:
         process = subprocess.Popen(
             [adb_binary(), "-P", str(port), "nodaemon", "server"],
             stdin=subprocess.DEVNULL,
@@ -243,6 +245,7 @@ def launch_devices(
     logs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
     for index, name in enumerate(names):
+        checked_name(name, "virtual device name")
         root = (state_dir / "devices" / name).resolve()
         if not SAFE_PATH.match(str(root)):
             # the sandbox path is spliced into shell text, so it must need no quoting
@@ -251,8 +254,8 @@ def launch_devices(
         profile = profiles[index] if profiles is not None and index < len(profiles) else None
         profile = profile or DeviceProfile.default(name)
         profile_path = root.parent / f"{name}.profile.json"
-        profile_path.write_text(json.dumps(profile.to_json(), indent=1), encoding="utf-8")
-        with open(logs / f"{name}.log", "ab") as log:
+        write_text(profile_path, json.dumps(profile.to_json(), indent=1))
+        with open_append(logs / f"{name}.log") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "host.targets.virtual_device", "--port", "0", "--root", str(root / "fs"),
                  "--profile", str(profile_path)],
@@ -344,9 +347,7 @@ class Fleet:
     def write_state(self, path: Path | None = None) -> Path:
         path = path or self.state_file
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
-        temporary.replace(path)
+        write_text(path, json.dumps(self.to_json(), indent=1) + "\n")
         return path
 
 
