@@ -169,17 +169,17 @@ def _dispatch(command: Callable[[argparse.Namespace], int], args: argparse.Names
     except OutputFailed as exc:
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
-    except OSError as exc:
-        if exc.errno not in DISK_ERRNOS:
-            raise
-        print(f"npuconf: {OutputFailed(exc.filename or '?', exc)}", file=sys.stderr)
-        return int(RunExit.INCOMPLETE)
     except InfraError as exc:
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
     except KitError as exc:
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.USAGE)
+    except OSError as exc:
+        if exc.errno not in DISK_ERRNOS:
+            raise
+        print(f"npuconf: {OutputFailed(exc.filename or '?', exc)}", file=sys.stderr)
+        return int(RunExit.INCOMPLETE)
     except KeyboardInterrupt:
         print("npuconf: interrupted; results written so far are kept", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
