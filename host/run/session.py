@@ -25,6 +25,7 @@ from ..targets import (
     VnpuProfile,
     attached_devices,
     discover_targets,
+    reap_orphan_fleets,
     start_fleet,
 )
 from .ownership import claim
@@ -123,7 +124,11 @@ def resolve_target(request: RunRequest) -> str:
 
 @contextlib.contextmanager
 def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: VnpuProfile) -> Iterator[list[Target]]:
-    """The run's targets; virtual devices (and their adb server) are started here and stopped on exit."""
+    """The run's targets; virtual devices (and their adb server) are started here and stopped on exit.
+
+    First, fleets left running by a killed `npuconf` on this host are stopped.
+    """
+    reap_orphan_fleets()
     if target_name == "local":
         if request.serials or request.adb_servers:
             raise UsageError("--serial and --adb-server are for --target adb")
