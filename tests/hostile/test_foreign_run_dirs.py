@@ -255,3 +255,20 @@ def test_kit_error_output_stays_one_line_for_a_device_name_with_newlines(tmp_pat
     assert done.returncode == 3
     assert len(done.stderr.decode().strip().splitlines()) == 1, done.stderr
     assert os.linesep.encode() + b"npuconf: bundle verifies" not in done.stderr
+
+
+def test_verify_prints_device_strings_of_a_bundle_without_terminal_escapes(run_copy, tmp_path):
+    evil = "dev\x1b[2J\x1b]0;bundle verifies\x07"
+    objects = records(run_copy)
+    for record in objects:
+        if record["kind"] == "result":
+            record["device"] = evil
+    write_records(run_copy / "results.jsonl", objects)
+    archive = tmp_path / "evil.bundle.tar.gz"
+    assert cli("bundle", run_copy, "--out", archive).returncode == 0
+    done = cli("verify", archive)
+    assert done.returncode == 1, text(done)
+    output = done.stdout + done.stderr
+    assert b"bundle does not verify" in output
+    assert b"\x1b" not in output and b"\x07" not in output
+    assert b"dev\\x1b[2J" in output

@@ -200,3 +200,20 @@ def test_fleet_of_a_killed_run_is_stopped_by_the_next_run(tmp_path, probe_build)
     assert [pid for pid in pids if pid_runs(pid, str(ROOT)) or pid_runs(pid, "adb", str(fleet.server.port))] == []
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["answer"].startswith("conformant")
     assert not any(Path(tmp_path / "host-state" / "fleets").glob("*.json"))
+
+
+def test_abi_string_leading_outside_is_an_error_never_a_path(tmp_path, fleet_factory):
+    from host.targets.virtual_device import DeviceProfile
+
+    profile = DeviceProfile.default("virtual-1").with_props(**{"ro.product.cpu.abilist": "../../../../tmp/evil-abi"})
+    port = fleet_factory(1, profiles=[profile]).fleet.server.port
+    run_dir = tmp_path / "run"
+    done = cli("run", "--target", "adb", "--adb-server", f"127.0.0.1:{port}", "-k", "support.empty_list",
+               "--out", run_dir, "-q", env={"NPUCONF_STATE_DIR": str(tmp_path / "state")}, timeout=120)
+    assert done.returncode == 2, text(done)
+    (result,) = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()
+                 if json.loads(line)["kind"] == "result"]
+    assert result["verdict"] == "ERROR"
+    assert "ABI '../../../../tmp/evil-abi' is not a safe name" in result["reason"]
+    assert not Path("/tmp/evil-abi").exists()
+
