@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.adb.conftest import _keep_adb_environment, fleet_factory  # noqa: F401  (fixtures shared with tests/adb)
 from tests.conftest import ROOT
 
 # Two scenarios that PASS on the conformant vnpu and need nothing from discovery but the defaults.

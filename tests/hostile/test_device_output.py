@@ -95,7 +95,7 @@ def test_endless_flood_without_exit_is_error_within_the_scenario_limit(standin, 
 
 
 def test_process_forked_during_a_scenario_does_not_survive_the_batch(standin, tmp_path):
-    run_dir, done, _ = run_standin(standin, tmp_path, {FIRST: "fork"})
+    _, done, _ = run_standin(standin, tmp_path, {FIRST: "fork"})
     assert done.returncode == 0, text(done)
     pid = int((tmp_path / "standin-build" / "forked.pid").read_text())
     deadline = time.monotonic() + 5

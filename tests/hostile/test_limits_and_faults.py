@@ -228,7 +228,7 @@ def test_output_memory_is_bounded_by_the_line_limit_not_the_line():
     chunk = b"z" * (1 << 16)
     for _ in range(1600):
         assert splitter.feed(chunk) == []
-    (text_, problem), = splitter.feed(b"\n")
+    ((_, problem),) = splitter.feed(b"\n")
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert problem is not None and "trace_line_bytes" in problem and str(1600 * (1 << 16)) in problem
