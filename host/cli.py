@@ -41,7 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--adb-server", action="append", default=[], metavar="HOST:PORT", help="adb target: an adb server (repeatable)"
     )
-    run.add_argument("--resume", type=Path, metavar="DIR", help="run what DIR's plan has not run yet, into DIR")
+    run.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="run what DIR's plan has not run yet, into DIR (with --impl PATH when DIR came from another host)",
+    )
     run.add_argument("--impl", type=Path, help="local target: a Linux library exporting the 18 functions")
     run.add_argument("--profile", choices=["published-37", "aosp-2026"], default="published-37")
     run.add_argument("--personality", choices=["published", "aosp-2026"], default="published", help="vnpu personality")
