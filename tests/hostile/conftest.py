@@ -22,11 +22,11 @@ SELECT = f"{FIRST} or {SECOND}"
 STANDIN = """\
 #!{python}
 # Stand-in probe: runs the real probe and passes its output through; for the scenarios named in
-# hostile.json it adds hostile output just before their `exit` event.
+# its config it adds hostile output just before their `exit` event.
 import json, os, subprocess, sys, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REAL = {real!r}
-config = json.load(open(os.path.join(HERE, "hostile.json")))
+config = {config!r}
 if "--list" in sys.argv:
     os.execv(REAL, [REAL, *sys.argv[1:]])
 child = subprocess.Popen([REAL, *sys.argv[1:]], stdout=subprocess.PIPE)
@@ -117,10 +117,11 @@ def standin(tmp_path, probe_build):
         build = tmp_path / "standin-build"
         build.mkdir(exist_ok=True)
         probe = build / "npuconf-probe"
-        probe.write_text(STANDIN.format(python=sys.executable, real=str(probe_build.probe)))
+        # the system Python: on a virtual device the stand-in runs as the unprivileged shell user
+        python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+        probe.write_text(STANDIN.format(python=python, real=str(probe_build.probe), config=config))
         probe.chmod(probe.stat().st_mode | stat.S_IXUSR)
         shutil.copy(probe_build.vnpu, build / "libvnpu.so")
-        (build / "hostile.json").write_text(json.dumps(config))
         return build
 
     return make

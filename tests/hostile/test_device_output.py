@@ -110,3 +110,18 @@ def test_process_forked_during_a_scenario_does_not_survive_the_batch(standin, tm
         time.sleep(0.1)
     else:
         pytest.fail(f"process {pid} forked by the implementation is still alive")
+
+
+def test_hostile_output_over_adb_is_error_for_its_scenario_only(standin, tmp_path, fleet_factory):
+    """The same byte-level reading on the adb target: a virtual device running the stand-in probe."""
+    build = standin({FIRST: "long_line", "size_mb": 3, SECOND: "bad_utf8"})
+    port = fleet_factory(1).fleet.server.port
+    run_dir = tmp_path / "run"
+    done = cli("run", "--target", "adb", "--adb-server", f"127.0.0.1:{port}", "--build-dir", build,
+               "-k", f"{SELECT} or support.mixed_list", "--out", run_dir, "-q", timeout=180)
+    assert done.returncode == 2, text(done)
+    got = verdicts(run_dir)
+    assert got[FIRST]["verdict"] == "ERROR" and "trace_line_bytes=1048576" in got[FIRST]["reason"]
+    assert got[SECOND]["verdict"] == "ERROR" and "not valid UTF-8" in got[SECOND]["reason"]
+    others = [r["verdict"] for s, r in got.items() if s not in (FIRST, SECOND)]
+    assert others == ["PASS"]

@@ -234,3 +234,26 @@ def test_output_memory_is_bounded_by_the_line_limit_not_the_line():
     assert problem is not None and "trace_line_bytes" in problem and str(1600 * (1 << 16)) in problem
     assert peak < 4 << 20
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 0
+
+
+def test_hanging_logcat_costs_one_deadline_then_is_not_asked_again(monkeypatch):
+    from host.targets import AdbServerAddress, AdbTarget
+
+    monkeypatch.setenv("NPUCONF_LIMIT_LOGCAT_SECONDS", "1")
+    target = AdbTarget(AdbServerAddress("127.0.0.1", 1), "hung-device", serial="hung")
+    calls = []
+
+    class HungDevice:
+        def shell2(self, command, timeout, v2):
+            calls.append(command)
+            time.sleep(30)
+
+    target.transport.device = HungDevice()
+    started = time.monotonic()
+    first = target.failure_context("s1")
+    assert time.monotonic() - started < 2.5
+    assert len(first) == 1 and "logcat_seconds=1" in first[0]
+    started = time.monotonic()
+    assert [target.failure_context(f"s{i}") for i in range(2, 6)] == [()] * 4
+    assert time.monotonic() - started < 0.1
+    assert len(calls) == 1
