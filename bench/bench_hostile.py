@@ -94,7 +94,7 @@ def measure(directory: Path, build: Path, name: str) -> dict[str, object]:
     for raw in (run_dir / "results.jsonl").read_text().splitlines():
         record = json.loads(raw)
         if record["kind"] == "result":
-            results[record["scenario"]] = (record["verdict"], record["reason"][:90])
+            results[record["scenario"]] = (record["verdict"], record["reason"])
     return {"case": name, "exit": int(code), "peak_mb": int(rss_kb) / 1024, "seconds": float(seconds),
             "results_kb": (run_dir / "results.jsonl").stat().st_size / 1024, "verdicts": results}
 
@@ -121,7 +121,7 @@ def main() -> int:
               f"{row['results_kb']:>10.1f}  {verdicts}")
     for row in rows[1:]:
         reasons = [v[1] for v in row["verdicts"].values() if v[0] == "ERROR"]  # type: ignore[attr-defined]
-        print(f"{row['case']}: {reasons[0] if reasons else 'no ERROR'}")
+        print(f"{row['case']}: {reasons[0][:160] if reasons else 'no ERROR'}")
     worst = max(float(row["peak_mb"]) for row in rows)  # type: ignore[arg-type]
     print(f"peak host memory: {worst:.1f} MB (target < 200 MB)")
     return 0 if worst < 200 else 1

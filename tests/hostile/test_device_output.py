@@ -125,3 +125,26 @@ def test_hostile_output_over_adb_is_error_for_its_scenario_only(standin, tmp_pat
     assert got[SECOND]["verdict"] == "ERROR" and "not valid UTF-8" in got[SECOND]["reason"]
     others = [r["verdict"] for s, r in got.items() if s not in (FIRST, SECOND)]
     assert others == ["PASS"]
+
+
+def _bench():
+    import importlib.util
+
+    from tests.hostile.conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("bench_hostile", ROOT / "bench" / "bench_hostile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("mode", "amount", "limit"), [("line", 100, "trace_line_bytes"), ("flood", 3_000_000,
+                                                                                         "trace_lines")])
+def test_host_memory_stays_under_200_mb_for_a_100_mb_line_and_3_million_lines(tmp_path, probe_build, mode, amount,
+                                                                               limit):
+    bench = _bench()
+    row = bench.measure(tmp_path, bench.standin(tmp_path, probe_build, mode, amount), mode)
+    assert row["exit"] == 2
+    assert row["verdicts"][FIRST][0] == "ERROR" and limit in row["verdicts"][FIRST][1]
+    assert row["verdicts"][SECOND][0] == "PASS"
+    assert row["peak_mb"] < 200, row
