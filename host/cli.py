@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Final, NoReturn, TextIO
 
 from reference_model.errors import KitError
 from reference_model.profiles import PROFILES
 from reference_model.verdicts import RunExit
+from reports.safe_io import DISK_ERRNOS, OutputFailed, console_text
 from reports.store import DEFAULT_STORE
 
 from .errors import InfraError
@@ -39,7 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--adb-server", action="append", default=[], metavar="HOST:PORT", help="adb target: an adb server (repeatable)"
     )
-    run.add_argument("--resume", type=Path, metavar="DIR", help="run what DIR's plan has not run yet, into DIR")
+    run.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="run what DIR's plan has not run yet, into DIR (with --impl PATH when DIR came from another host)",
+    )
     run.add_argument("--impl", type=Path, help="local target: a Linux library exporting the 18 functions")
     run.add_argument("--profile", choices=["published-37", "aosp-2026"], default="published-37")
     run.add_argument("--personality", choices=["published", "aosp-2026"], default="published", help="vnpu personality")
@@ -123,18 +130,61 @@ _COMMANDS: Final[dict[str, tuple[str, str]]] = {
 }
 
 
+class ConsoleStream(io.TextIOBase):
+    """A console stream that shows terminal control characters from device strings as `\\xNN`.
+
+    Device names, reasons and problems reach the console through it; `raw` is the stream underneath,
+    for the progress line's own carriage return and erase sequence.
+    """
+
+    def __init__(self, raw: TextIO) -> None:
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        self.raw.write(console_text(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     module, function = _COMMANDS[args.command]
     command: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = ConsoleStream(stdout), ConsoleStream(stderr)
+    try:
+        return _dispatch(command, args)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+def _dispatch(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return command(args)
+    except OutputFailed as exc:
+        print(f"npuconf: {exc}", file=sys.stderr)
+        return int(RunExit.INCOMPLETE)
     except InfraError as exc:
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
     except KitError as exc:
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.USAGE)
+    except OSError as exc:
+        if exc.errno not in DISK_ERRNOS:
+            raise
+        print(f"npuconf: {OutputFailed(exc.filename or '?', exc)}", file=sys.stderr)
+        return int(RunExit.INCOMPLETE)
     except KeyboardInterrupt:
         print("npuconf: interrupted; results written so far are kept", file=sys.stderr)
         return int(RunExit.INCOMPLETE)

@@ -10,6 +10,7 @@ from .results import ResultRecord as ResultRecord
 from .results import ResultsUnreadable as ResultsUnreadable
 from .results import RunResults as RunResults
 from .results import load_results as load_results
+from .safe_io import output_dir
 from .summary import write_summary as write_summary
 
 __all__ = [
@@ -27,7 +28,7 @@ __all__ = [
 def write_reports(results_path: Path, out_dir: Path) -> dict[str, Path]:
     """Read `results_path` (results.jsonl or its directory) and write the three reports into `out_dir`."""
     run = load_results(results_path)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_dir(out_dir)
     paths = {
         "junit": out_dir / "junit.xml",
         "html": out_dir / "report.html",

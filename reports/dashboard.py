@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from reference_model.verdicts import BLOCKING_VERDICTS, Verdict
 
 from .html import VERDICT_SHORT, environment
 from .results import SEVERITY, worst
+from .safe_io import output_dir, write_text
 from .store import open_store
 
 DASHBOARD_NAME: Final = "dashboard.html"
@@ -335,9 +335,5 @@ def write_dashboard(store: Path, out_dir: Path) -> Path:
     """Render the dashboard of the store at `store` into `out_dir`/dashboard.html (atomically)."""
     with open_store(store, create=False) as conn:
         dashboard = build_dashboard(conn)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / DASHBOARD_NAME
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_dashboard(dashboard, store), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    path = output_dir(out_dir) / DASHBOARD_NAME
+    return write_text(path, render_dashboard(dashboard, store))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ from .results import (
     safe_text,
     worst,
 )
+from .safe_io import write_text
 
 TEMPLATES_DIR: Final = Path(__file__).parent / "templates"
 
@@ -451,6 +451,4 @@ def render_html(run: RunResults) -> str:
 
 def write_html(run: RunResults, path: Path) -> None:
     """Write report.html for `run` to `path`, replacing it atomically."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_html(run), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, render_html(run))

@@ -8,11 +8,11 @@ the record `load_results` chose.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from .results import RESULTS_NAME, ResultsUnreadable
+from .safe_io import atomic_output
 
 
 def results_file(path: Path) -> Path:
@@ -63,9 +63,6 @@ def dump_line(record: Mapping[str, object]) -> str:
 
 def write_jsonl(path: Path, records: Iterable[Mapping[str, object]]) -> None:
     """Write one JSON object per line to `path`, replacing it atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    with atomic_output(path) as handle:
         for record in records:
-            handle.write(dump_line(record) + "\n")
-    os.replace(tmp, path)
+            handle.write((dump_line(record) + "\n").encode("utf-8"))

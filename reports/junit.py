@@ -6,7 +6,6 @@ projection; the verdict itself is always in the testcase property `verdict`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -18,6 +17,7 @@ from reference_model.verdicts import Verdict
 
 from .findings import trace_excerpt
 from .results import ResultRecord, RunResults, render_value, safe_text
+from .safe_io import atomic_output
 
 _ERROR_VERDICTS: Final = frozenset({Verdict.CRASH, Verdict.TIMEOUT, Verdict.ERROR})
 _SKIPPED_VERDICTS: Final = frozenset({Verdict.NOT_APPLICABLE, Verdict.NOT_EXECUTED})
@@ -137,6 +137,5 @@ def build_junit(run: RunResults) -> junitparser.JUnitXml:
 def write_junit(run: RunResults, path: Path) -> None:
     """Write junit.xml (UTF-8, XML 1.0) for `run` to `path`, replacing it atomically."""
     xml = build_junit(run)
-    tmp = path.with_name(path.name + ".tmp")
-    xml.write(str(tmp), pretty=True)
-    os.replace(tmp, path)
+    with atomic_output(path) as handle:
+        xml.write(handle, pretty=True)

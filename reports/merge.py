@@ -20,6 +20,7 @@ from reference_model.verdicts import RunExit, run_exit
 
 from .jsonl import first_of_kind, raw_objects, results_file, write_jsonl
 from .results import RESULTS_SCHEMA, RunResults, load_results
+from .safe_io import output_dir
 
 IDENTITY_FIELDS: Final = ("kit_version", "vocabulary", "profile", "target", "corpus_hash", "model_hash")
 
@@ -129,8 +130,7 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
     lines: list[dict[str, object]] = [plan_record]
     lines.extend({"kind": "device", "device": serial, "info": info} for serial, info in device_info.items())
     lines.extend(record for _, record in chosen.values())
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "results.jsonl"
+    path = output_dir(out_dir) / "results.jsonl"
     ends = [i.run.end for i in loaded]
     if ends and all(end is not None for end in ends):
         write_jsonl(path, lines)  # first without the end record, to compute the answer as a reader will

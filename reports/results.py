@@ -17,6 +17,8 @@ from typing import Final
 from reference_model.errors import KitError
 from reference_model.verdicts import RunExit, Verdict, answer, run_exit
 
+from .limits import limit, over
+
 RESULTS_SCHEMA: Final = 1
 RESULTS_NAME: Final = "results.jsonl"
 
@@ -148,6 +150,7 @@ class ResultRecord:
     finished: str | None
     line: int | None
     recorded: bool = True
+    origin: str | None = None  # "host": an ERROR the host caused (disk full); `--resume` runs it again
 
     def trace_excerpt(self, lines: int = 40) -> tuple[str, ...]:
         return self.trace[-lines:] if lines > 0 else ()
@@ -489,6 +492,7 @@ def _parse_result(
         duration_ms=fields.number("duration_ms"),
         finished=fields.opt_text("finished"),
         line=line,
+        origin="host" if obj.get("origin") == "host" else None,
     )
     notes.extend(fields.notes)
     return record
@@ -569,6 +573,15 @@ def load_results(path: Path) -> RunResults:
                 if number != 1:
                     notes.append("the plan record should be the first line")
                 plan = _parse_plan(obj, notes)
+                entries = len(plan.scenarios) * max(1, len(plan.devices))
+                if entries > limit("plan_entries"):
+                    raise ResultsUnreadable(
+                        path,
+                        over(
+                            "plan_entries",
+                            f"the plan declares {len(plan.scenarios)} scenarios x {len(plan.devices)} devices",
+                        ),
+                    )
                 planned_by_id = {s.id: s for s in plan.scenarios}
             elif kind == "device":
                 serial = _need_str(obj, "device")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Final
 
@@ -18,6 +17,7 @@ from .results import (
     safe_text,
     worst_by_clause,
 )
+from .safe_io import write_text
 
 SUMMARY_SCHEMA: Final = 1
 
@@ -65,6 +65,4 @@ def _clean(value: object) -> object:
 
 def write_summary(run: RunResults, path: Path) -> None:
     """Write summary.json for `run` to `path`, replacing it atomically."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_clean(build_summary(run)), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(_clean(build_summary(run)), indent=2, ensure_ascii=False) + "\n")

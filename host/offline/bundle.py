@@ -15,7 +15,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any, Final
 
 from reference_model.errors import KitError
 from reports import RunResults, write_reports
+from reports.safe_io import atomic_output, checked_name
 
 from .. import KIT_VERSION
 from ..suite import checkout_hashes
@@ -60,6 +60,7 @@ def device_fingerprints(run: RunResults) -> dict[str, str | None]:
 def make_bundle(run_dir: Path, out: Path | None = None) -> BundleOutcome:
     """Regenerate the run's reports and pack them with results.jsonl and a manifest into a tar.gz."""
     path, run, plan = load_planned_run(run_dir, "a bundle")
+    default_name = f"{checked_name(plan.run_id, 'run_id')}.bundle.tar.gz" if out is None else ""
     reports = write_reports(path, path.parent)
     contents = {"results.jsonl": path.read_bytes()}
     contents.update({p.name: p.read_bytes() for p in reports.values()})
@@ -81,17 +82,15 @@ def make_bundle(run_dir: Path, out: Path | None = None) -> BundleOutcome:
         "files": {name: sha256_hex(data) for name, data in sorted(contents.items())},
     }
     contents[MANIFEST] = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
-    target = out if out is not None else path.parent / f"{plan.run_id}.bundle.tar.gz"
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = out if out is not None else path.parent / default_name
     _write_tar(target, contents)
     return BundleOutcome(target, plan.run_id, tuple(contents))
 
 
 def _write_tar(target: Path, contents: Mapping[str, bytes]) -> None:
     """A reproducible tar.gz: fixed order, times, owners and modes."""
-    tmp = target.with_name(target.name + ".tmp")
     with (
-        tmp.open("wb") as raw,
+        atomic_output(target) as raw,
         gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
         tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
@@ -102,4 +101,3 @@ def _write_tar(target: Path, contents: Mapping[str, bytes]) -> None:
             info.mode = 0o644
             info.mtime = 0
             tar.addfile(info, io.BytesIO(data))
-    os.replace(tmp, target)

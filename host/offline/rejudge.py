@@ -21,6 +21,7 @@ from reference_model.verdicts import RunExit, Verdict, run_exit
 from reference_model.waivers import Waiver
 from reports import RunResults, load_results, write_reports
 from reports.jsonl import first_of_kind, raw_objects, write_jsonl
+from reports.safe_io import output_dir
 
 from ..errors import UsageError
 from ..run import caps_from_info, judge_lines, now_iso
@@ -231,7 +232,7 @@ def rejudge(
     raw = raw_objects(path)
     rejudged = rejudge_run(run, raw, chosen, corpus, catalogue, waivers, today)
     lines = rejudged_lines(rejudged, raw, corpus, scenario_root)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    output_dir(out_dir)
     results = out_dir / "results.jsonl"
     write_jsonl(results, lines)
     paths = {"results": results, **write_reports(results, out_dir)}

@@ -17,6 +17,7 @@ from junitparser import xunit2
 from reference_model.profiles import PROFILES
 from reports import RunResults, load_results
 from reports.jsonl import raw_objects
+from reports.limits import limit, over
 from reports.summary import build_summary
 
 from ..suite import HASHED_PARTS, SCENARIO_ROOT, checkout_hashes
@@ -54,14 +55,31 @@ class VerifyReport:
 def read_bundle(bundle: Path) -> dict[str, bytes]:
     """Every regular file of the bundle by name; BundleUnreadable when it is not a readable tar.gz."""
     members: dict[str, bytes] = {}
+    member_limit, total_limit, count_limit = (
+        limit("bundle_member_bytes"),
+        limit("bundle_total_bytes"),
+        limit("bundle_members"),
+    )
+    total = 0
     try:
         with tarfile.open(str(bundle), mode="r:gz") as tar:
-            for member in tar:
+            for count, member in enumerate(tar, start=1):
+                if count > count_limit:
+                    raise BundleUnreadable(f"{bundle}: " + over("bundle_members", f"more than {count_limit} members"))
                 if not member.isfile():
                     members[f"{member.name} (not a regular file)"] = b""
                     continue
-                handle = tar.extractfile(member)
-                members[member.name] = handle.read() if handle is not None else b""
+                if member.size > member_limit:
+                    raise BundleUnreadable(
+                        f"{bundle}: " + over("bundle_member_bytes", f"member {member.name!r} holds {member.size} bytes")
+                    )
+                total += member.size
+                if total > total_limit:
+                    raise BundleUnreadable(
+                        f"{bundle}: " + over("bundle_total_bytes", f"members hold more than {total_limit} bytes")
+                    )
+                handle = tar.extractfile(member)  # a file object over the archive: nothing is written to disk
+                members[member.name] = handle.read(member.size) if handle is not None else b""
     except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
         raise BundleUnreadable(
             f"{bundle}: not a readable bundle ({exc}); expected a tar.gz from `npuconf bundle`"

@@ -21,6 +21,10 @@ from .toolchains import cross_build_dir as cross_build_dir
 from .toolchains import probe_build_command as probe_build_command
 from .toolchains import qemu_prefix as qemu_prefix
 from .trace import BatchOutcome as BatchOutcome
+from .trace import BoundedBytes as BoundedBytes
+from .trace import LineSplitter as LineSplitter
+from .trace import PendingTrace as PendingTrace
+from .trace import RawLine as RawLine
 from .trace import ScenarioTrace as ScenarioTrace
 from .trace import api_missing_symbols as api_missing_symbols
 from .trace import check_listed_op_table as check_listed_op_table

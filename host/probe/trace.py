@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reference_model.vocabulary import PROBE_LIST_LINES
+from reports.limits import TraceLimits, over
 
 from ..errors import StaleProbe
 
@@ -66,3 +67,125 @@ def check_listed_op_table(probe: str, lines: Sequence[str], returncode: int) -> 
         if probe_line != kit_line:
             raise StaleProbe(probe, probe_line, kit_line)
     raise StaleProbe(probe, got[len(PROBE_LIST_LINES)] if len(got) > len(PROBE_LIST_LINES) else "?", "<end of table>")
+
+
+# A line as read from a device: its text (decoded with replacement) and what was wrong with it, if anything.
+RawLine = tuple[str, str | None]
+
+
+class LineSplitter:
+    """Bytes from a device in, bounded text lines out: device output is bytes until proven text.
+
+    A line longer than `line_bytes` is never held whole: its first bytes are kept for the message and
+    the rest is skipped up to the next newline. A line that is not UTF-8 is decoded with replacement
+    and carries a problem, which makes its scenario ERROR.
+    """
+
+    def __init__(self, line_bytes: int) -> None:
+        self.line_bytes = line_bytes
+        self._buffer = bytearray()
+        self._skipped = 0  # > 0 while skipping the rest of an over-long line
+
+    def feed(self, chunk: bytes) -> list[RawLine]:
+        out: list[RawLine] = []
+        start = 0
+        while start < len(chunk):
+            newline = chunk.find(b"\n", start)
+            end = len(chunk) if newline < 0 else newline
+            piece = chunk[start:end]
+            if self._skipped:
+                self._skipped += len(piece)
+            else:
+                room = self.line_bytes - len(self._buffer)
+                if len(piece) > room:
+                    self._buffer += piece[: max(room, 0)]
+                    self._skipped = len(self._buffer) + len(piece) - max(room, 0)
+                else:
+                    self._buffer += piece
+            if newline < 0:
+                break
+            out.append(self._take())
+            start = newline + 1
+        return out
+
+    def end(self) -> list[RawLine]:
+        """The last line when the stream ended without a newline."""
+        return [self._take()] if self._buffer or self._skipped else []
+
+    def _take(self) -> RawLine:
+        raw = bytes(self._buffer).rstrip(b"\r")
+        self._buffer.clear()
+        if self._skipped:
+            length, self._skipped = self._skipped, 0
+            head = raw[:80].decode("utf-8", errors="replace")
+            return head, over("trace_line_bytes", f"a trace line of {length} bytes (starting {head[:40]!r})")
+        try:
+            return raw.decode("utf-8"), None
+        except UnicodeDecodeError as exc:
+            text = raw.decode("utf-8", errors="replace")
+            bad = raw[exc.start : exc.start + 1]
+            return text, f"a trace line is not valid UTF-8 (byte {exc.start}: {bad!r}); the scenario cannot be judged"
+
+
+class PendingTrace:
+    """The lines of the scenario being read, held within the trace limits; the first problem is kept."""
+
+    def __init__(self, limits: TraceLimits) -> None:
+        self.limits = limits
+        self.lines: list[str] = []
+        self.size = 0
+        self.seen = 0
+        self.problem: str | None = None
+
+    def add(self, line: RawLine) -> str | None:
+        """Hold one line (when within limits); the scenario its `exit` event closes, or None."""
+        text, problem = line
+        self.seen += 1
+        if problem is not None and self.problem is None:
+            self.problem = problem
+        closed = exit_event_scenario(text) if problem is None else None
+        if closed is not None:
+            self.lines.append(text)  # the closing event is always kept: one line past the limits at most
+            return closed
+        if problem is not None:
+            return None
+        self.size += len(text) + 1
+        if self.problem is None and self.size > self.limits.scenario_bytes:
+            self.problem = over("trace_bytes", f"the scenario's trace passed {self.limits.scenario_bytes} bytes")
+        elif self.problem is None and len(self.lines) >= self.limits.scenario_lines:
+            self.problem = over("trace_lines", f"the scenario's trace passed {self.limits.scenario_lines} lines")
+        if self.problem is None:
+            self.lines.append(text)
+        return None
+
+    def reset(self) -> None:
+        self.lines = []
+        self.size = 0
+        self.seen = 0
+        self.problem = None
+
+
+class BoundedBytes:
+    """Keeps the first `limit` bytes it is given and counts the rest (stderr of a device)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.data = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.limit - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.dropped += max(0, len(chunk) - max(room, 0))
+
+    def text(self) -> str:
+        text = bytes(self.data).decode("utf-8", errors="replace")
+        if self.dropped:
+            text += (
+                ("" if text.endswith("\n") or not text else "\n")
+                + f"[npuconf: {self.dropped} more bytes not kept: "
+                + over("stderr_bytes", "stderr")
+                + "]\n"
+            )
+        return text

@@ -46,7 +46,7 @@ def run_command(args: argparse.Namespace) -> int:
     )
     progress = None if args.quiet else Progress(sys.stderr)
     if args.resume is not None:
-        outcome = resume_run(args.resume, progress.update if progress else None)
+        outcome = resume_run(args.resume, progress.update if progress else None, impl=args.impl)
     else:
         outcome = start_run(request, progress.update if progress else None)
     if progress:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from reference_model.verdicts import Verdict
+from reports.safe_io import console_text
 
 REDRAW_INTERVAL_S = 0.25  # terminal: the fastest redraw
 LOG_INTERVAL_S = 10.0  # log: a line at least this often while results arrive
@@ -51,7 +52,7 @@ def device_line(serial: str, state: DeviceProgress, now: float) -> str:
     percent = 100 * state.done // state.total if state.total else 100
     eta = "done" if state.done >= state.total else f"ETA {format_duration(state.eta_s(now))}"
     counts = " ".join(f"{v.value}={state.verdicts[v]}" for v in Verdict if state.verdicts[v])
-    return f"[{serial}] {state.done}/{state.total} {percent:3d}%  {eta}  {counts}".rstrip()
+    return f"[{console_text(serial)}] {state.done}/{state.total} {percent:3d}%  {eta}  {counts}".rstrip()
 
 
 def status_line(per_device: dict[str, tuple[int, int, Counter[Verdict]]]) -> str:
@@ -59,7 +60,7 @@ def status_line(per_device: dict[str, tuple[int, int, Counter[Verdict]]]) -> str
     parts = []
     for serial, (done, total, verdicts) in sorted(per_device.items()):
         counts = " ".join(f"{v.value}={verdicts[v]}" for v in Verdict if verdicts[v])
-        parts.append(f"[{serial}] {done}/{total} {counts}".rstrip())
+        parts.append(f"[{console_text(serial)}] {done}/{total} {counts}".rstrip())
     return "  ".join(parts)
 
 
@@ -69,7 +70,7 @@ class Progress:
     def __init__(
         self, stream: TextIO, *, interactive: bool | None = None, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self.stream = stream
+        self.stream: TextIO = getattr(stream, "raw", stream)  # device names are made safe in device_line
         self.interactive = stream.isatty() if interactive is None else interactive
         self.clock = clock
         self.started = clock()

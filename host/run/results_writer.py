@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,6 +11,8 @@ from typing import Any
 
 from reference_model.scenario import Scenario
 from reference_model.vocabulary import VOCABULARY_HASH
+from reports.jsonl import dump_line
+from reports.safe_io import DISK_ERRNOS, OutputFailed, open_append
 
 from .. import KIT_VERSION
 from .judging import Outcome
@@ -25,23 +26,40 @@ def now_iso() -> str:
 
 
 class ResultsWriter:
-    """Thread-safe appender: every record is one line, flushed before the call returns."""
+    """Thread-safe appender: every record is one line, flushed before the call returns.
+
+    The file is opened without following a symlink. A record that cannot be written (disk full) is
+    not retried: the first failure is kept in `failed`, later records are dropped, and the run
+    reports it (exit 2) once its threads are done; `--resume` repairs the torn last line.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("a", encoding="utf-8")
+        self._file = open_append(path)
         self._lock = threading.Lock()
+        self.failed: OutputFailed | None = None
 
     def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        data = (dump_line(record) + "\n").encode("utf-8")
         with self._lock:
-            self._file.write(line + "\n")
-            self._file.flush()
+            if self.failed is not None:
+                return
+            try:
+                self._file.write(data)
+                self._file.flush()
+            except OSError as exc:
+                if exc.errno not in DISK_ERRNOS:
+                    raise
+                self.failed = OutputFailed(self.path, exc)
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError as exc:
+                if exc.errno not in DISK_ERRNOS:
+                    raise
+                self.failed = self.failed or OutputFailed(self.path, exc)
 
     def __enter__(self) -> ResultsWriter:
         return self

@@ -7,20 +7,29 @@ from pathlib import Path
 
 from reference_model.verdicts import Verdict
 from reports import load_results, write_reports
+from reports.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 
 from ..errors import UsageError
 from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file
 from ..targets import DEFAULT_CAPACITY, VnpuProfile
+from .ownership import created_here
 from .plan import Resume, RunPlan, RunRequest
 from .runner import ProgressFn, execute_run
 from .session import RunOutcome, open_targets
 
 
-def resume_run(directory: Path, progress: ProgressFn | None = None) -> RunOutcome:
-    """`npuconf run --resume DIR`: run the planned pairs with no result or NOT_EXECUTED, append, re-report."""
+def resume_run(directory: Path, progress: ProgressFn | None = None, impl: Path | None = None) -> RunOutcome:
+    """`npuconf run --resume DIR`: run the planned pairs with no result, NOT_EXECUTED or a host-caused
+    ERROR, append, re-report. A last line torn by a full disk or a kill is cut first.
+
+    `impl` is `--impl` given again on the command line: required when the plan names a library and
+    this host did not create DIR (see ownership.py), and checked against the plan's in every case.
+    """
     results_path = directory / "results.jsonl"
     if not results_path.is_file():
         raise UsageError(f"--resume {directory}: no results.jsonl there; expected a run directory of `npuconf run`")
+    output_dir(directory)
+    repair_torn_tail(results_path)
     previous = load_results(results_path)
     plan_record = previous.plan
     if plan_record is None:
@@ -28,7 +37,7 @@ def resume_run(directory: Path, progress: ProgressFn | None = None) -> RunOutcom
     finished = {
         (r.device, r.scenario): r.verdict
         for r in previous.results
-        if r.recorded and r.verdict is not Verdict.NOT_EXECUTED
+        if r.recorded and r.verdict is not Verdict.NOT_EXECUTED and r.origin != "host"
     }
     todo = {
         device: tuple(s.id for s in plan_record.scenarios if (device, s.id) not in finished)
@@ -38,6 +47,9 @@ def resume_run(directory: Path, progress: ProgressFn | None = None) -> RunOutcom
     exit_code = int(previous.exit_code)
     if todo:
         options = dict(plan_record.options)
+        options["impl"] = _checked_impl(directory, options.get("impl"), impl)
+        for device in todo:
+            checked_name(device, "planned device")
         request = _request_from_plan(plan_record.target, options, tuple(todo))
         catalogue = load_catalogue()
         scenario_root = request.scenarios or SCENARIO_ROOT
@@ -81,6 +93,27 @@ def resume_run(directory: Path, progress: ProgressFn | None = None) -> RunOutcom
     run = load_results(results_path)
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
     return RunOutcome(directory, exit_code, counts, run.answer, {"results": results_path, **reports})
+
+
+def _checked_impl(directory: Path, planned: object, given: Path | None) -> str | None:
+    """The library a resume may load: never one named only by a plan this host did not write."""
+    planned_path = planned if isinstance(planned, str) and planned else None
+    if given is not None:
+        resolved = str(given.resolve())
+        if planned_path is None:
+            raise UsageError(f"--resume {directory}: the run used no --impl; run --resume without --impl")
+        if resolved != planned_path:
+            raise UsageError(
+                f"--resume {directory}: --impl {given} is not the run's library {console_text(planned_path)!r}; "
+                "pass the same library"
+            )
+        return resolved
+    if planned_path is not None and not created_here(directory):
+        raise UsageError(
+            f"--resume {directory}: this host did not create the run directory and its plan names the library "
+            f"{console_text(planned_path)!r}; pass --impl PATH to confirm the library to load"
+        )
+    return planned_path
 
 
 def _request_from_plan(target: str, options: dict[str, object], devices: tuple[str, ...]) -> RunRequest:

@@ -10,6 +10,7 @@ from typing import Any
 
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict, run_exit
+from reports.safe_io import DISK_ERRNOS, OutputFailed, output_dir
 
 from ..probe import CompiledScenario, CompileError, Pairs, ScenarioTrace, compile_program, compile_scenario
 from ..targets import Device, Target
@@ -66,8 +67,9 @@ class DeviceRun:
             if self.describe:
                 serial = self.target.serial
                 self.writer.write({"kind": "device", "device": serial, "info": {"serial": serial}})
+            extra = _host_origin(exc)
             for scenario in self.scenarios:
-                self._record(scenario, not_run(Verdict.ERROR, f"device preparation failed: {exc}"))
+                self._record(scenario, not_run(Verdict.ERROR, f"device preparation failed: {exc}"), extra=extra)
             return None
         if self.describe:
             self.writer.write({"kind": "device", "device": device.serial, "info": device.info})
@@ -137,6 +139,11 @@ class DeviceRun:
             outcome = self.target.run_batch(compile_program(lane), [c.scenario.id for c in lane], limits, on_trace)
         except Exception as exc:
             reason = f"batch stopped after {time.monotonic() - started:.1f} s: {exc}"
+            if _host_origin(exc):
+                for compiled in lane:
+                    if compiled.scenario.id not in reported:
+                        self._record(compiled.scenario, not_run(Verdict.ERROR, reason), extra=_host_origin(exc))
+                return
         else:
             if outcome.api_missing is not None:
                 missing = ", ".join(outcome.api_missing)
@@ -152,6 +159,13 @@ class DeviceRun:
                 self._record(compiled.scenario, not_run(Verdict.NOT_EXECUTED, reason))
 
 
+def _host_origin(exc: BaseException) -> dict[str, Any]:
+    """`origin: host` for an error the host caused (its disk full): `--resume` runs those scenarios again."""
+    if isinstance(exc, OutputFailed) or (isinstance(exc, OSError) and exc.errno in DISK_ERRNOS):
+        return {"origin": "host"}
+    return {}
+
+
 def execute_run(
     plan: RunPlan, targets: Sequence[Target], progress: ProgressFn | None = None, resume: Resume | None = None
 ) -> int:
@@ -160,7 +174,7 @@ def execute_run(
     With `resume`, results.jsonl already holds the plan: only the pairs left to run are run and
     appended, and the end record counts the kept results too.
     """
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    output_dir(plan.out_dir)
     results_path = plan.out_dir / "results.jsonl"
     with ResultsWriter(results_path) as writer:
         if resume is None:
@@ -183,4 +197,6 @@ def execute_run(
                 "exit_code": exit_code,
             }
         )
+    if writer.failed is not None:
+        raise writer.failed
     return exit_code

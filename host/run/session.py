@@ -10,6 +10,7 @@ from pathlib import Path
 
 from reference_model.verdicts import Verdict
 from reports import load_results, write_reports
+from reports.safe_io import output_dir
 
 from ..errors import UsageError
 from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix
@@ -24,8 +25,10 @@ from ..targets import (
     VnpuProfile,
     attached_devices,
     discover_targets,
+    reap_orphan_fleets,
     start_fleet,
 )
+from .ownership import claim
 from .plan import RunPlan, RunRequest, new_run_id
 from .record import record_run
 from .runner import ProgressFn, execute_run
@@ -59,8 +62,10 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     waivers = load_waiver_file(request.waivers) if request.waivers else ()
     run_id = new_run_id()
     out_dir = request.out or Path("out") / run_id
-    if (out_dir / "results.jsonl").exists():
+    if (out_dir / "results.jsonl").exists() or (out_dir / "results.jsonl").is_symlink():
         raise UsageError(f"--out {out_dir}: already holds results.jsonl; choose a new directory")
+    output_dir(out_dir)
+    claim(out_dir)
     profile = VnpuProfile(
         capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
         policy=request.policy,
@@ -119,7 +124,11 @@ def resolve_target(request: RunRequest) -> str:
 
 @contextlib.contextmanager
 def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: VnpuProfile) -> Iterator[list[Target]]:
-    """The run's targets; virtual devices (and their adb server) are started here and stopped on exit."""
+    """The run's targets; virtual devices (and their adb server) are started here and stopped on exit.
+
+    First, fleets left running by a killed `npuconf` on this host are stopped.
+    """
+    reap_orphan_fleets()
     if target_name == "local":
         if request.serials or request.adb_servers:
             raise UsageError("--serial and --adb-server are for --target adb")

@@ -12,6 +12,7 @@ import yaml
 from reference_model.errors import ScenarioInvalid
 
 from .checkout import CATALOGUE_PATH
+from .safe_yaml import load_yaml_file
 
 TESTABILITY: Final = frozenset({"device", "virtual-only", "death-test", "not-testable"})
 
@@ -46,7 +47,7 @@ class Catalogue:
 def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
     source = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml_file(path)
     except (OSError, yaml.YAMLError) as exc:
         raise ScenarioInvalid(
             source, None, "file", str(exc).splitlines()[0], "a readable YAML clause catalogue"

@@ -12,12 +12,13 @@ from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import Scenario, parse_scenario
 
 from .checkout import SCENARIO_ROOT
+from .safe_yaml import load_yaml_file
 
 
 def load_file(path: Path, chapter: str, known_clauses: frozenset[str] | None) -> list[Scenario]:
     source = _display(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml_file(path)
     except OSError as exc:
         raise ScenarioInvalid(source, None, "file", exc.strerror, "a readable file") from None
     except yaml.YAMLError as exc:

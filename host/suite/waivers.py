@@ -10,11 +10,12 @@ from reference_model.errors import ScenarioInvalid
 from reference_model.waivers import Waiver, parse_waivers
 
 from ..errors import UsageError
+from .safe_yaml import load_yaml_file
 
 
 def load_waiver_file(path: Path) -> tuple[Waiver, ...]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml_file(path)
     except OSError as exc:
         raise UsageError(f"--waivers {path}: {exc.strerror}; expected a readable YAML waiver file") from None
     except yaml.YAMLError as exc:

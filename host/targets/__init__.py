@@ -16,6 +16,7 @@ from .local import PROBE_STDERR_LOG as PROBE_STDERR_LOG
 from .local import LocalTarget as LocalTarget
 from .virtual_device import Fleet as Fleet
 from .virtual_device import FleetSupervisor as FleetSupervisor
+from .virtual_device import reap_orphan_fleets as reap_orphan_fleets
 from .virtual_device import start_fleet as start_fleet
 from .vnpu_profile import DEFAULT_CAPACITY as DEFAULT_CAPACITY
 from .vnpu_profile import DEFAULT_PAIRS as DEFAULT_PAIRS

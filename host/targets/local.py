@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reports.limits import limit, over
+from reports.safe_io import append_bytes, output_dir, write_text
+
 from ..errors import UsageError
 from ..probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch
 from .vnpu_profile import VnpuProfile
@@ -41,6 +44,7 @@ class LocalTarget:
             self.serial = f"local:{self.impl.name}"
         self._profile_path = self.work_dir / "vnpu-profile.conf"
         self._stderr_lock = threading.Lock()
+        self._stderr_kept = 0  # bytes of probe-stderr.log written for this device (limit stderr_bytes)
 
     @property
     def build(self) -> ProbeBuild:
@@ -65,9 +69,9 @@ class LocalTarget:
                 raise UsageError(f"{self.build_dir}: no cross build there; run `npuconf probe build --cross ...` first")
             build_probe(self.build_dir)
         check_op_table([*self.exec_prefix, str(self.build.probe)])
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        self._profile_path.write_text(self.profile.render(), encoding="utf-8")
-        (self.work_dir / PROBE_STDERR_LOG).touch()  # present even when nothing was printed
+        output_dir(self.work_dir)
+        write_text(self._profile_path, self.profile.render())
+        append_bytes(self.work_dir / PROBE_STDERR_LOG, b"")  # present even when nothing was printed
         info: dict[str, Any] = {
             "serial": self.serial,
             "sdk": 37,
@@ -103,9 +107,22 @@ class LocalTarget:
         env = dict(os.environ, NPUCONF_VNPU_PROFILE=str(self._profile_path))
         outcome = run_batch(self.command(), program, scenario_ids, limits_s, on_trace, env=env)
         if outcome.stderr:
-            with self._stderr_lock, (self.work_dir / PROBE_STDERR_LOG).open("a", encoding="utf-8") as log:
-                log.write(outcome.stderr)
+            self._keep_stderr(outcome.stderr)
         return outcome
+
+    def _keep_stderr(self, text: str) -> None:
+        """Append to probe-stderr.log, whole, up to limit stderr_bytes for this device; then one note."""
+        data = text.encode("utf-8", errors="replace")
+        bound = limit("stderr_bytes")
+        with self._stderr_lock:
+            room = bound - self._stderr_kept
+            if room <= 0:
+                return
+            if len(data) > room:
+                note = f"\n[npuconf: more stderr not kept: {over('stderr_bytes', 'stderr of this device')}]\n"
+                data = data[:room] + note.encode()
+            self._stderr_kept += len(data)
+            append_bytes(self.work_dir / PROBE_STDERR_LOG, data)
 
 
 def _file_digest(path: Path) -> str:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from reports.safe_io import UnsafeOutput, checked_name
+
 from ...errors import InfraError
 from ...probe import PROBE_NAME, VNPU_NAME, check_listed_op_table
 from ..virtual_device import NPU_FEATURE, VIRTUAL_PROP
@@ -42,6 +44,10 @@ def deploy(
     features = transport.shell("pm list features").stdout
     virtual = props.get(VIRTUAL_PROP) == "1"
     abis = [a for a in props.get("ro.product.cpu.abilist", props.get("ro.product.cpu.abi", "")).split(",") if a]
+    try:
+        abis = [checked_name(a, "ABI") for a in abis]
+    except UnsafeOutput as exc:
+        raise InfraError(f"{transport.serial}: ro.product.cpu.abilist: {exc}") from None
     build_dir, abi = _choose_build(transport.serial, abis, virtual, build_root, host_build)
     _install(transport, build_dir, profile if virtual else None)
     listed = transport.shell(f"{shlex.quote(f'{DEVICE_DIR}/{PROBE_NAME}')} --list")

@@ -19,8 +19,18 @@ from typing import Final
 import adbutils
 from adbutils import AdbClient
 
+from reports.limits import TraceLimits
+
 from ...errors import InfraError
-from ...probe import PROBE_NAME, BatchOutcome, ScenarioTrace, api_missing_symbols, exit_event_scenario
+from ...probe import (
+    PROBE_NAME,
+    BatchOutcome,
+    BoundedBytes,
+    LineSplitter,
+    PendingTrace,
+    ScenarioTrace,
+    api_missing_symbols,
+)
 from .deployment import DEVICE_DIR, PROFILE_NAME, RUN_DIR
 from .transport import COMMAND_TIMEOUT_S, DeviceLost, DeviceTransport, bounded
 
@@ -29,7 +39,11 @@ HOST_WAIT_FACTOR: Final = 1.5
 HOST_WAIT_EXTRA_S: Final = 0.5
 LOST_AFTER_TIMEOUTS: Final = 3
 MAX_RECOVERIES: Final = 3
-STDERR_LIMIT: Final = 1024 * 1024  # what is kept of the probe's stderr per batch
+EVENT_QUEUE: Final = 4096  # lines in flight between the stream's reader thread and the batch loop
+
+
+class _Aborted(Exception):
+    """The watchdog aborted the stream while the reader waited to queue a line."""
 
 _V2_HEADER: Final = struct.Struct("<BI")
 
@@ -39,14 +53,16 @@ class _Event:
     kind: str  # "line", "exit", "eof"
     text: str = ""
     code: int = 0
+    problem: str | None = None  # a line over a limit or not UTF-8: its scenario is ERROR
 
 
 class _ProbeStream:
     """A shell v2 stream read on its own thread: stdout lines, the exit status, or EOF, into a queue."""
 
     def __init__(self, client: AdbClient, adb_serial: str, command: str) -> None:
-        self.events: queue.Queue[_Event] = queue.Queue()
-        self.stderr = bytearray()
+        self.events: queue.Queue[_Event] = queue.Queue(maxsize=EVENT_QUEUE)
+        self.limits = TraceLimits.current()
+        self.stderr = BoundedBytes(self.limits.stderr_bytes)
         self._connection = client.make_connection(timeout=COMMAND_TIMEOUT_S)
         self._aborted = False
         self._thread = threading.Thread(target=self._read, args=(adb_serial, command), daemon=True)
@@ -54,7 +70,7 @@ class _ProbeStream:
 
     def _read(self, adb_serial: str, command: str) -> None:
         connection = self._connection
-        partial = b""
+        splitter = LineSplitter(self.limits.line_bytes)
         try:
             connection.send_command(f"host:transport:{adb_serial}")
             connection.check_okay()
@@ -65,23 +81,35 @@ class _ProbeStream:
                 ident, length = _V2_HEADER.unpack(connection.read_exact(_V2_HEADER.size))
                 payload = connection.read_exact(length) if length else b""
                 if ident == 1:
-                    lines = (partial + payload).split(b"\n")
-                    partial = lines.pop()
-                    for line in lines:
-                        self.events.put(_Event("line", line.decode("utf-8", errors="replace")))
-                elif ident == 2 and len(self.stderr) < STDERR_LIMIT:
-                    self.stderr += payload[: STDERR_LIMIT - len(self.stderr)]
+                    for text, problem in splitter.feed(payload):
+                        self._put(_Event("line", text, problem=problem))
+                elif ident == 2:
+                    self.stderr.add(payload)
                 elif ident == 3:
-                    if partial:
-                        self.events.put(_Event("line", partial.decode("utf-8", errors="replace")))
-                    self.events.put(_Event("exit", code=payload[0] if payload else 255))
+                    for text, problem in splitter.end():
+                        self._put(_Event("line", text, problem=problem))
+                    self._put(_Event("exit", code=payload[0] if payload else 255))
                     return
         except (OSError, EOFError, adbutils.AdbError) as exc:
             reason = "aborted" if self._aborted else f"{type(exc).__name__}: {exc}"
-            self.events.put(_Event("eof", reason))
+            with contextlib.suppress(_Aborted):
+                self._put(_Event("eof", reason))
+        except _Aborted:
+            pass
         finally:
             with contextlib.suppress(OSError):
                 connection.conn.close()
+
+    def _put(self, event: _Event) -> None:
+        """Queue an event; while the queue is full, wait (the reader never holds more than EVENT_QUEUE)."""
+        while True:
+            if self._aborted:
+                raise _Aborted
+            try:
+                self.events.put(event, timeout=0.2)
+                return
+            except queue.Full:
+                continue
 
     def abort(self) -> None:
         """Break the stream from the watchdog: the device side sees CLSE and kills the probe."""
@@ -90,7 +118,7 @@ class _ProbeStream:
             self._connection.conn.shutdown(socket.SHUT_RDWR)
 
     def stderr_text(self) -> str:
-        return bytes(self.stderr).decode("utf-8", errors="replace")
+        return self.stderr.text()
 
     def stderr_tail(self) -> str:
         text = self.stderr_text().strip()
@@ -222,37 +250,44 @@ class BatchRunner:
         except (OSError, EOFError, adbutils.AdbError) as exc:
             transport.recover(f"starting the probe: {exc}")
             return start
-        pending: list[str] = []
+        pending = PendingTrace(stream.limits)
         index = start
         try:
             while index < len(scenario_ids):
                 scenario_id = scenario_ids[index]
                 wait_s = limits_s[index] * HOST_WAIT_FACTOR + HOST_WAIT_EXTRA_S
                 event = _next(stream, began + wait_s)
+                if event is None and pending.problem is not None:  # a flood past a limit, for the whole wait
+                    stream.abort()
+                    self._kill_probe(token)
+                    error = f"{pending.problem}; the probe was stopped after {wait_s:.1f} s"
+                    on_trace(ScenarioTrace(scenario_id, tuple(pending.lines), (time.monotonic() - began) * 1000, error))
+                    return BatchOutcome(tuple(completed), None, error, stream.stderr_text())
                 if event is None:  # the watchdog: nothing conclusive within the wait
                     stream.abort()
                     self._kill_probe(token)
-                    self._timed_out(scenario_id, pending, began, wait_s, on_trace, completed)
+                    self._timed_out(scenario_id, pending.lines, began, wait_s, on_trace, completed)
                     return index + 1
                 if event.kind == "line":
-                    pending.append(event.text)
-                    closed = exit_event_scenario(event.text)
+                    closed = pending.add((event.text, event.problem))
                     if closed is None:
                         continue
                     if closed != scenario_id:
                         stream.abort()
                         error = f"probe reported scenario {closed!r} where {scenario_id!r} was expected"
-                        on_trace(ScenarioTrace(scenario_id, tuple(pending), (time.monotonic() - began) * 1000, error))
+                        lines = tuple(pending.lines)
+                        on_trace(ScenarioTrace(scenario_id, lines, (time.monotonic() - began) * 1000, error))
                         return BatchOutcome(tuple(completed), None, error)
                     self._note_progress()
-                    on_trace(ScenarioTrace(scenario_id, tuple(pending), (time.monotonic() - began) * 1000.0))
+                    lines, problem = tuple(pending.lines), pending.problem
+                    on_trace(ScenarioTrace(scenario_id, lines, (time.monotonic() - began) * 1000.0, problem))
                     completed.append(scenario_id)
-                    pending = []
+                    pending.reset()
                     index += 1
                     began = time.monotonic()
                     continue
                 if event.kind == "exit":
-                    missing = next((m for m in map(api_missing_symbols, pending) if m is not None), None)
+                    missing = next((m for m in map(api_missing_symbols, pending.lines) if m is not None), None)
                     if missing is not None:
                         return BatchOutcome(tuple(completed), missing, None, stream.stderr_text())
                     error = (
@@ -260,7 +295,9 @@ class BatchRunner:
                         if event.code != 0
                         else "probe process ended before every scenario ran"
                     )
-                    on_trace(ScenarioTrace(scenario_id, tuple(pending), (time.monotonic() - began) * 1000.0, error))
+                    error = pending.problem or error
+                    lines = tuple(pending.lines)
+                    on_trace(ScenarioTrace(scenario_id, lines, (time.monotonic() - began) * 1000.0, error))
                     return BatchOutcome(tuple(completed), None, error, stream.stderr_text())
                 # eof: the stream broke without an exit status (device gone, adb server restarted)
                 transport.recover(event.text)

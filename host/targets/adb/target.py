@@ -10,6 +10,8 @@ from typing import Any, Final
 
 from adbutils import AdbDevice
 
+from reports.limits import limit, over
+
 from ...errors import InfraError
 from ...probe import BatchOutcome, ScenarioTrace
 from ...suite import REPO_ROOT
@@ -19,7 +21,6 @@ from .streaming import BatchRunner
 from .transport import AdbServerAddress, DeviceTransport, bounded
 
 LOGCAT_LINES: Final = 200
-LOGCAT_TIMEOUT_S: Final = 7.0
 
 
 @dataclass
@@ -42,6 +43,7 @@ class AdbTarget:
         self.serial = self.serial or self.adb_serial
         self.transport = DeviceTransport(self.server, self.adb_serial, self.serial, self.restart_server)
         self._runner: BatchRunner | None = None
+        self._logcat_stalled = False  # one logcat past its deadline: none is asked for again this run
 
     @property
     def device(self) -> AdbDevice:
@@ -66,11 +68,16 @@ class AdbTarget:
 
     def failure_context(self, scenario_id: str) -> tuple[str, ...]:
         """The tail of logcat, attached to a failing result on a real device (virtual devices have none)."""
-        if self.virtual or (self._runner is not None and self._runner.lost is not None):
+        if self.virtual or self._logcat_stalled or (self._runner is not None and self._runner.lost is not None):
             return ()
         command = f"logcat -d -b main,system,crash -t {LOGCAT_LINES}"
+        deadline = float(limit("logcat_seconds"))
         try:
-            done = bounded(lambda: self.device.shell2(command, timeout=5.0, v2=True), LOGCAT_TIMEOUT_S, "logcat")
+            done = bounded(lambda: self.device.shell2(command, timeout=deadline, v2=True), deadline, "logcat")
+        except TimeoutError:
+            self._logcat_stalled = True
+            return (f"[npuconf: logcat gave no answer; {over('logcat_seconds', 'logcat')}; no more logcat this run]",)
         except Exception:
             return ()
-        return tuple(str(done.output).splitlines()[-LOGCAT_LINES:])
+        output = done.output if isinstance(done.output, str) else bytes(done.output).decode("utf-8", "replace")
+        return tuple(output.splitlines()[-LOGCAT_LINES:])

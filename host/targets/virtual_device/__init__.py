@@ -14,6 +14,7 @@ from .fleet import free_port as free_port
 from .fleet import host_request as host_request
 from .fleet import pid_runs as pid_runs
 from .fleet import read_state as read_state
+from .fleet import reap_orphan_fleets as reap_orphan_fleets
 from .fleet import server_answers as server_answers
 from .fleet import start_fleet as start_fleet
 from .fleet import stop_fleet as stop_fleet

@@ -13,9 +13,10 @@ import signal
 import sys
 from pathlib import Path
 
+from .auth import AuthKeyError, DeviceAuth
 from .profile import DeviceProfile, ProfileError
 from .protocol import A_VERSION, A_VERSION_MIN, MAX_PAYLOAD
-from .sandbox import Sandbox, SandboxError
+from .sandbox import Sandbox, SandboxError, shell_identity
 from .server import DeviceConfig, serve
 
 FORBIDDEN_PORTS = range(5555, 5586)  # a fresh adb server claims listeners there as emulators
@@ -28,6 +29,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--root", type=Path, required=True, help="sandbox directory (the device filesystem)")
     parser.add_argument("--profile", type=Path, help="device profile JSON (default: a vNPU for this host's ABI)")
     parser.add_argument("--name", default="virtual-1", help="ro.serialno of the default profile")
+    parser.add_argument("--auth-key", type=Path, help="adb public key (adbkey.pub) of the one adb server to accept")
     parser.add_argument("--max-payload", type=int, default=MAX_PAYLOAD)
     parser.add_argument("--protocol-version", type=lambda s: int(s, 0), default=A_VERSION)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv every message")
@@ -36,7 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 async def amain(args: argparse.Namespace) -> int:
     profile = DeviceProfile.load(args.profile) if args.profile else DeviceProfile.default(args.name)
-    sandbox = Sandbox.create(args.root)
+    sandbox = Sandbox.create(args.root, owner=shell_identity())
     for name, text in profile.stub_scripts().items():
         path = sandbox.bin / name
         path.write_text(text, encoding="utf-8")
@@ -47,6 +49,7 @@ async def amain(args: argparse.Namespace) -> int:
         version=max(A_VERSION_MIN, args.protocol_version),
         max_payload=args.max_payload,
         trace_messages=args.verbose >= 2,
+        auth=DeviceAuth.load(args.auth_key) if args.auth_key else None,
     )
     server = await serve(config, args.host, args.port)
     port = server.sockets[0].getsockname()[1]
@@ -72,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s vdev[%(process)d] %(message)s")
     try:
         return asyncio.run(amain(args))
-    except (ProfileError, SandboxError, OSError) as exc:
+    except (ProfileError, SandboxError, AuthKeyError, OSError) as exc:
         print(f"virtual device: {exc}", file=sys.stderr)
         return 2
 

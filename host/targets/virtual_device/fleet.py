@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import random
+import secrets
 import select
 import shutil
 import signal
@@ -25,9 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from reports.safe_io import checked_name, host_state_dir, open_append, output_dir, write_text
+
 from ...errors import InfraError, UsageError
+from .auth import generate_server_key
 from .profile import DeviceProfile
-from .sandbox import SAFE_PATH
+from .sandbox import SAFE_PATH, reachable_by_others
+
+TEMP_SANDBOX_PREFIX: Final = "npuconf-sandbox-"
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 LOOPBACK: Final = "127.0.0.1"
@@ -149,9 +155,16 @@ def kill_pid(pid: int, *markers: str, grace_s: float = 1.0) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
+def server_public_key(state_dir: Path) -> Path:
+    """The adb-format public key of the fleet's private server (its devices accept only that key)."""
+    return state_dir / "adb-home" / ".android" / "adbkey.pub"
+
+
 def adb_env(port: int, home: Path) -> dict[str, str]:
     """Environment for anything that talks to the private server: pinned port, hermetic adb key."""
-    return dict(os.environ, ANDROID_ADB_SERVER_PORT=str(port), HOME=str(home), ANDROID_USER_HOME=str(home / ".android"))
+    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(port), HOME=str(home), ANDROID_USER_HOME=str(home / ".android"))
+    env.pop("ADB_VENDOR_KEYS", None)  # the private server signs with the run's key only
+    return env
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +194,12 @@ def start_adb_server(state_dir: Path, port: int | None = None) -> AdbServer:
             raise UsageError(f"--adb-port {port}: an adb server already answers there; choose another port")
     port = port or free_port()
     home = state_dir / "adb-home"
-    (home / ".android").mkdir(parents=True, exist_ok=True)
+    output_dir(home / ".android")
+    if not server_public_key(state_dir).is_file():
+        generate_server_key(home)  # the server's only key: the run's virtual devices accept no other
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    with open(logs / "adb-server.log", "ab") as log:
+    with open_append(logs / "adb-server.log") as log:
         process = subprocess.Popen(
             [adb_binary(), "-P", str(port), "nodaemon", "server"],
             stdin=subprocess.DEVNULL,
@@ -242,20 +257,25 @@ def launch_devices(
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    key = server_public_key(state_dir)
+    auth = ["--auth-key", str(key)] if key.is_file() else []
     for index, name in enumerate(names):
+        checked_name(name, "virtual device name")
         root = (state_dir / "devices" / name).resolve()
-        if not SAFE_PATH.match(str(root)):
-            # the sandbox path is spliced into shell text, so it must need no quoting
-            root = Path(tempfile.mkdtemp(prefix=f"npuconf-{name}-"))
+        if not SAFE_PATH.match(str(root)) or (os.geteuid() == 0 and not reachable_by_others(root)):
+            # the sandbox path is spliced into shell text, so it must need no quoting; and the
+            # unprivileged shell user must be able to reach it (removed again by stop_fleet)
+            root = Path(tempfile.mkdtemp(prefix=f"{TEMP_SANDBOX_PREFIX}{name}-"))
+            root.chmod(0o755)
         root.mkdir(parents=True, exist_ok=True)
         profile = profiles[index] if profiles is not None and index < len(profiles) else None
         profile = profile or DeviceProfile.default(name)
         profile_path = root.parent / f"{name}.profile.json"
-        profile_path.write_text(json.dumps(profile.to_json(), indent=1), encoding="utf-8")
-        with open(logs / f"{name}.log", "ab") as log:
+        write_text(profile_path, json.dumps(profile.to_json(), indent=1))
+        with open_append(logs / f"{name}.log") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "host.targets.virtual_device", "--port", "0", "--root", str(root / "fs"),
-                 "--profile", str(profile_path)],
+                 "--profile", str(profile_path), *auth],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -344,9 +364,7 @@ class Fleet:
     def write_state(self, path: Path | None = None) -> Path:
         path = path or self.state_file
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
-        temporary.replace(path)
+        write_text(path, json.dumps(self.to_json(), indent=1) + "\n")
         return path
 
 
@@ -394,18 +412,70 @@ def stop_fleet(fleet: Fleet, remove_state: bool = True) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(device.pid, signal.SIGCONT)  # a stopped device cannot act on SIGTERM
         stop_device(device)
+        sandbox = device.root.parent
+        if sandbox.parent == Path(tempfile.gettempdir()) and sandbox.name.startswith(TEMP_SANDBOX_PREFIX):
+            shutil.rmtree(sandbox, ignore_errors=True)
     stop_adb_server(fleet.server)
     if remove_state:
         with contextlib.suppress(FileNotFoundError):
             fleet.state_file.unlink()
 
 
+def _process_start(pid: int) -> str | None:
+    """The start time of `pid` (field 22 of /proc/PID/stat), to tell a process from a later one with its PID."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = raw.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _registry() -> Path:
+    return host_state_dir() / "fleets"
+
+
+def register_fleet(fleet: Fleet) -> Path:
+    """Record, on this host, that this process owns `fleet` (so a later run can stop it if we are killed)."""
+    entry = _registry() / f"{os.getpid()}-{secrets.token_hex(4)}.json"
+    owner = {"pid": os.getpid(), "start": _process_start(os.getpid()), "state_file": str(fleet.state_file)}
+    write_text(entry, json.dumps(owner) + "\n")
+    return entry
+
+
+def reap_orphan_fleets() -> int:
+    """Stop the fleets whose owning `npuconf` process is gone (SIGKILL, power loss); how many were stopped."""
+    directory = _registry()
+    if not directory.is_dir():
+        return 0
+    stopped = 0
+    for entry in sorted(directory.glob("*.json")):
+        try:
+            owner = json.loads(entry.read_text(encoding="utf-8"))
+            pid, start, state_file = int(owner["pid"]), owner.get("start"), Path(str(owner["state_file"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            entry.unlink(missing_ok=True)
+            continue
+        if start is not None and _process_start(pid) == start:
+            continue  # its owner still runs
+        with contextlib.suppress(UsageError, OSError):
+            stop_fleet(read_state(state_file))
+            stopped += 1
+        entry.unlink(missing_ok=True)
+    return stopped
+
+
 class FleetSupervisor:
-    """Owns a running fleet for one session: restarts its adb server when it dies, stops it all at the end."""
+    """Owns a running fleet for one session: restarts its adb server when it dies, stops it all at the end.
+
+    The fleet is recorded in this host's registry while it runs: if this process is killed, the next
+    `npuconf run` or `--resume` stops it (reap_orphan_fleets).
+    """
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self._lock = threading.Lock()
+        self._entry: Path | None = register_fleet(fleet)
 
     def restart_server(self) -> None:
         """Start the adb server again on the same port (if it is gone) and reconnect the live devices."""
@@ -425,3 +495,6 @@ class FleetSupervisor:
     def stop(self) -> None:
         with self._lock:
             stop_fleet(self.fleet, remove_state=False)
+            if self._entry is not None:
+                self._entry.unlink(missing_ok=True)
+                self._entry = None

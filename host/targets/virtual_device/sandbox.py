@@ -11,8 +11,11 @@ the known roots is the host's own filesystem (read-only use is intended: /bin, /
 
 from __future__ import annotations
 
+import os
 import posixpath
+import pwd
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -34,22 +37,71 @@ _REWRITE: Final = re.compile(
 )
 
 
+# Shell commands never run as root: as the first of these users that exists (see docs/adb.md).
+SHELL_USERS: Final = ("npuconf-shell", "nobody")
+
+
 class SandboxError(ValueError):
     """The sandbox directory cannot be used."""
+
+
+def shell_identity() -> tuple[int, int] | None:
+    """(uid, gid) shell commands run as when the device runs as root; None when it does not (nothing to drop)."""
+    if os.geteuid() != 0:
+        return None
+    for name in SHELL_USERS:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return entry.pw_uid, entry.pw_gid
+    raise SandboxError(f"running as root and none of the users {', '.join(SHELL_USERS)} exists for shell commands")
+
+
+def reachable_by_others(path: Path) -> bool:
+    """True when every directory above `path` lets other users through (o+x)."""
+    for parent in path.resolve().parents:
+        try:
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
 class Sandbox:
     root: Path
+    owner: tuple[int, int] | None = None  # the unprivileged shell user that owns data/ and sdcard/
 
     @staticmethod
-    def create(root: Path) -> Sandbox:
+    def create(root: Path, owner: tuple[int, int] | None = None) -> Sandbox:
         root = root.resolve()
         if not SAFE_PATH.match(str(root)):
             raise SandboxError(f"{root}: a sandbox path may hold only letters, digits and _ . / + -")
         for directory in ("data/local/tmp", "sdcard", BIN_DIR):
             (root / directory).mkdir(parents=True, exist_ok=True)
-        return Sandbox(root)
+        sandbox = Sandbox(root, owner)
+        if owner is not None:
+            if not reachable_by_others(root):
+                raise SandboxError(f"{root}: a directory above it is closed to other users; the shell user needs o+x")
+            os.chmod(root, 0o755)
+            for top in ("data", "sdcard"):
+                for directory, _, files in os.walk(root / top):
+                    sandbox.give(Path(directory))
+                    for name in files:
+                        sandbox.give(Path(directory) / name)
+        return sandbox
+
+    def give(self, path: Path) -> None:
+        """Hand `path` (never a symlink's target) to the shell user, as adbd's files belong to shell."""
+        if self.owner is not None:
+            os.chown(path, *self.owner, follow_symlinks=False)
+
+    def contains(self, host: Path) -> bool:
+        """True when `host`, symlinks resolved, is the sandbox root or below it."""
+        resolved = host.resolve()
+        return resolved == self.root or self.root in resolved.parents
 
     @property
     def home(self) -> Path:

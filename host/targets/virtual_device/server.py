@@ -8,6 +8,7 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
+from .auth import AUTH_SIGNATURE, AUTH_TOKEN, DeviceAuth
 from .profile import DeviceProfile
 from .protocol import (
     A_AUTH,
@@ -41,6 +42,7 @@ class DeviceConfig:
     version: int = A_VERSION
     max_payload: int = MAX_PAYLOAD
     trace_messages: bool = False
+    auth: DeviceAuth | None = None  # None: CNXN answered with CNXN (tests of the protocol alone)
 
 
 class Connection:
@@ -56,6 +58,8 @@ class Connection:
         self.tasks: set[asyncio.Task[None]] = set()
         self._next_id = 1
         self._online = False
+        self._token: bytes | None = None  # the AUTH token this connection must sign
+        self._peer: tuple[int, int] = (A_VERSION, MAX_PAYLOAD)
         self.shell = ShellService(config.sandbox, config.profile)
         self.sync = SyncService(config.sandbox)
 
@@ -100,10 +104,17 @@ class Connection:
     def dispatch(self, message: Message) -> None:
         command = message.command
         if command == A_CNXN:
-            self._handshake(message)
+            if self.config.auth is None:
+                self._handshake(message)
+            else:
+                self._online = False
+                self._peer = (message.arg0, message.arg1)
+                self.version = max(A_VERSION_MIN, min(self.config.version, message.arg0))
+                self._send_token()
         elif not self._online:
             if command == A_AUTH:
-                LOG.debug("AUTH before CNXN ignored (no authentication on the virtual device)")
+                self._auth(message)
+            # nothing else is served before authentication
         elif command == A_OPEN:
             self._open(message)
         elif command == A_OKAY:
@@ -120,6 +131,24 @@ class Connection:
             stream = self.streams.pop(message.arg1, None)
             if stream is not None:
                 stream.on_close()
+
+    def _send_token(self) -> None:
+        self._token = DeviceAuth.new_token()
+        self.send(Message(A_AUTH, AUTH_TOKEN, 0, self._token))
+
+    def _auth(self, message: Message) -> None:
+        """AUTH from the host: a SIGNATURE of our token by the run's key puts the device online."""
+        auth = self.config.auth
+        if auth is None or self._token is None:
+            return
+        if message.arg0 == AUTH_SIGNATURE and auth.verifies(self._token, message.data):
+            self._token = None
+            self._handshake(Message(A_CNXN, self._peer[0], self._peer[1], b""))
+        elif message.arg0 == AUTH_SIGNATURE:
+            LOG.info("AUTH signature not from this run's key: new token")
+            self._send_token()
+        else:
+            LOG.info("AUTH type %d refused: only this run's adb server may connect", message.arg0)
 
     def _handshake(self, message: Message) -> None:
         peer_version, peer_max = message.arg0, message.arg1

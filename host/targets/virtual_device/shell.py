@@ -9,7 +9,7 @@ import os
 import signal
 import struct
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from .profile import DeviceProfile
 from .sandbox import Sandbox
@@ -58,6 +58,10 @@ class ShellService:
     def __init__(self, sandbox: Sandbox, profile: DeviceProfile) -> None:
         self.sandbox = sandbox
         self.profile = profile
+        # never root: the shell user owns data/ and sdcard/ (sandbox.owner); None when not running as root
+        self._identity: dict[str, Any] = (
+            {"user": sandbox.owner[0], "group": sandbox.owner[1], "extra_groups": []} if sandbox.owner else {}
+        )
         bin_dir = str(sandbox.bin)
         self.env = {
             "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
@@ -107,6 +111,7 @@ class ShellService:
             env=self.env,
             start_new_session=True,  # its own process group: a CLSE kills the whole tree
             preexec_fn=_die_with_parent,
+            **self._identity,
         )
         assert process.stdout is not None and process.stdin is not None
         outputs = [asyncio.create_task(self._pump_out(stream, request.v2, ID_STDOUT, process.stdout))]

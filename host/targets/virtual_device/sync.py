@@ -151,11 +151,22 @@ class SyncService:
 
     def _store(self, host: Path, mode: int, data: bytes, mtime: int) -> str | None:
         try:
+            existing = host.parent
+            created: list[Path] = []
+            while not existing.exists() and not existing.is_symlink():
+                created.append(existing)
+                existing = existing.parent
+            if not self.sandbox.contains(existing) or (host.is_symlink() and not stat.S_ISLNK(mode)
+                                                       and not self.sandbox.contains(host)):
+                return f"{host.name}: a symlink leads outside the device filesystem"
             host.parent.mkdir(parents=True, exist_ok=True)
+            for directory in reversed(created):
+                self.sandbox.give(directory)
             if stat.S_ISLNK(mode):
                 with contextlib.suppress(FileNotFoundError):
                     host.unlink()
                 os.symlink(data.decode("utf-8", errors="surrogateescape"), host)
+                self.sandbox.give(host)
                 return None
             if host.is_dir():
                 return f"{host.name}: Is a directory"
@@ -167,6 +178,7 @@ class SyncService:
                 with os.fdopen(fd, "wb") as out:
                     out.write(data)
                 os.chmod(temporary, perms)
+                self.sandbox.give(Path(temporary))
                 if mtime:
                     os.utime(temporary, (mtime, mtime))
                 os.replace(temporary, host)
@@ -180,6 +192,9 @@ class SyncService:
 
     async def _recv(self, stream: Stream, path: str) -> None:
         host = self.sandbox.to_host(path)
+        if not self.sandbox.contains(host):
+            await self._fail(stream, f"{path}: a symlink leads outside the device filesystem")
+            return
         try:
             with open(host, "rb") as source:
                 while chunk := source.read(SYNC_DATA_MAX):

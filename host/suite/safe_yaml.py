@@ -1,0 +1,80 @@
+"""The one loader for YAML from users (waiver files, scenario files, the clause catalogue).
+
+YAML aliases let a few hundred bytes stand for millions of nodes. The document is composed first,
+its size after alias expansion counted (each alias counts the whole node it names), and it is
+refused past limit `yaml_nodes`, before any value is built; files past limit `yaml_bytes` are not
+read. Both refusals are `YamlRefused`, a `yaml.YAMLError`, so every caller's one-line message applies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from reports.limits import limit, over
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class YamlRefused(yaml.YAMLError):
+    """The YAML is over a limit of the kit (size, or nodes after alias expansion)."""
+
+
+def _expanded_size(root: yaml.Node, bound: int) -> int:
+    """Nodes in the document with every alias expanded; stops counting once past `bound`."""
+    sizes: dict[int, int] = {}
+    # iterative post-order walk; a node seen again (an alias) reuses its computed size
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    active: set[int] = set()
+    while stack:
+        node, expanded = stack.pop()
+        key = id(node)
+        if key in sizes and not expanded:
+            continue
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        if not expanded:
+            if key in active:
+                return bound + 1  # a node that contains itself expands without end
+            active.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+            continue
+        active.discard(key)
+        total = 1
+        for child in children:
+            total += sizes.get(id(child), bound + 1)
+            if total > bound:
+                return bound + 1
+        sizes[key] = total
+    return sizes.get(id(root), bound + 1)
+
+
+def load_yaml_text(text: str, source: str) -> object:
+    """Parse one YAML document from a user, within limit `yaml_nodes`."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        bound = limit("yaml_nodes")
+        size = _expanded_size(node, bound)
+        if size > bound:
+            raise YamlRefused(over("yaml_nodes", f"{source} expands to more than {bound} nodes (aliases counted)"))
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def load_yaml_file(path: Path) -> object:
+    """Read and parse a YAML file from a user, within limits `yaml_bytes` and `yaml_nodes` (OSError as is)."""
+    bound = limit("yaml_bytes")
+    with path.open("rb") as handle:
+        data = handle.read(bound + 1)
+    if len(data) > bound:
+        raise YamlRefused(over("yaml_bytes", f"{path} is larger than {bound} bytes"))
+    return load_yaml_text(data.decode("utf-8", errors="replace"), str(path))

@@ -1,0 +1,99 @@
+"""adb AUTH for the virtual devices: a key pair per run, the adb public key format, the device's check.
+
+The kit generates an RSA-2048 key for each private adb server and writes it as that server's only key
+(`$HOME/.android/adbkey`, the server having a private HOME); its public half, in adb's format
+(`adbkey.pub`), is given to the run's virtual devices. A device sends AUTH(TOKEN) for every CNXN and
+goes online only for a SIGNATURE that the run's key verifies; anything else (another server, another
+key, a raw socket) gets a new TOKEN, never a shell.
+
+adb's public key format is base64 of a little-endian struct {u32 words (64), u32 n0inv, u32 n[64],
+u32 rr[64], u32 e} followed by " user@host"; n0inv = -1/n mod 2^32 and rr = (2^2048)^2 mod n.
+Signatures are PKCS#1 v1.5 over the 20-byte token taken as a SHA-1 digest (not hashed again).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
+
+from reports.safe_io import write_bytes, write_text
+
+KEY_BITS: Final = 2048
+WORDS: Final = KEY_BITS // 32
+TOKEN_BYTES: Final = 20
+AUTH_TOKEN: Final = 1
+AUTH_SIGNATURE: Final = 2
+AUTH_RSAPUBLICKEY: Final = 3
+_STRUCT: Final = struct.Struct(f"<II{WORDS}I{WORDS}II")
+
+
+class AuthKeyError(ValueError):
+    """A public key file that is not in adb's format."""
+
+
+def encode_adb_public_key(key: rsa.RSAPublicKey, comment: str = "npuconf@virtual") -> str:
+    numbers = key.public_numbers()
+    n, e = numbers.n, numbers.e
+    n0inv = (-pow(n, -1, 1 << 32)) % (1 << 32)
+    rr = pow(1 << KEY_BITS, 2, n)
+    words = [(n >> (32 * i)) & 0xFFFFFFFF for i in range(WORDS)]
+    rr_words = [(rr >> (32 * i)) & 0xFFFFFFFF for i in range(WORDS)]
+    packed = _STRUCT.pack(WORDS, n0inv, *words, *rr_words, e)
+    return base64.b64encode(packed).decode("ascii") + f" {comment}"
+
+
+def decode_adb_public_key(text: str) -> rsa.RSAPublicKey:
+    try:
+        packed = base64.b64decode(text.strip().split()[0], validate=True)
+    except (ValueError, IndexError) as exc:
+        raise AuthKeyError(f"not base64: {exc}") from None
+    if len(packed) != _STRUCT.size:
+        raise AuthKeyError(f"{len(packed)} bytes where adb's RSA-{KEY_BITS} public key has {_STRUCT.size}")
+    fields = _STRUCT.unpack(packed)
+    if fields[0] != WORDS:
+        raise AuthKeyError(f"key of {fields[0]} words; expected {WORDS}")
+    n = sum(word << (32 * i) for i, word in enumerate(fields[2 : 2 + WORDS]))
+    e = fields[-1]
+    return rsa.RSAPublicNumbers(e, n).public_key()
+
+
+def generate_server_key(home: Path) -> Path:
+    """A fresh key for a private adb server with HOME `home`; returns the adb-format public key path."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
+    android = home / ".android"
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    )
+    private = write_bytes(android / "adbkey", pem)
+    os.chmod(private, 0o600)
+    return write_text(android / "adbkey.pub", encode_adb_public_key(key.public_key()) + "\n")
+
+
+@dataclass(frozen=True)
+class DeviceAuth:
+    """The device side: the public key of the one server this device accepts."""
+
+    key: rsa.RSAPublicKey
+
+    @classmethod
+    def load(cls, path: Path) -> DeviceAuth:
+        return cls(decode_adb_public_key(path.read_text(encoding="ascii", errors="replace")))
+
+    @staticmethod
+    def new_token() -> bytes:
+        return os.urandom(TOKEN_BYTES)
+
+    def verifies(self, token: bytes, signature: bytes) -> bool:
+        try:
+            self.key.verify(signature, token, padding.PKCS1v15(), utils.Prehashed(hashes.SHA1()))
+        except (InvalidSignature, ValueError):
+            return False
+        return True

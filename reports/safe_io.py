@@ -1,0 +1,213 @@
+"""Writing files safely, the one primitive every writer of the kit uses (reports, results, bundles, runs).
+
+The kit often runs as root on run directories other people made. So:
+- a file is written to a temporary file created exclusively (O_EXCL | O_NOFOLLOW) in the target's own
+  directory, then renamed over the target: an existing symlink at the target or at a predictable
+  temporary name is never written through (the rename replaces the link itself);
+- an output directory that is a symlink is refused (`UnsafeOutput`, one line);
+- appends (results.jsonl, logs) open with O_NOFOLLOW: a symlink there is refused;
+- a name taken from run data (run id, device name, serial, ABI, scenario id) becomes part of a path
+  only through `checked_name`;
+- a full disk (ENOSPC, EDQUOT, EFBIG) is `OutputFailed`, which the command line reports in one line
+  naming the path, with exit 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import secrets
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Final
+
+from reference_model.errors import KitError
+
+# Errors that mean "the host could not store what it had to": the run is incomplete (exit 2).
+DISK_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=,-]*")
+NAME_MAX: Final = 128
+
+# Control characters (C0, DEL, C1) that a terminal would act on.
+_CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class UnsafeOutput(KitError):
+    """The kit was asked to write through a symlink, or to build a path from an unsafe name (exit 3)."""
+
+
+class OutputFailed(KitError):
+    """The host could not write a file it needed (disk full, quota): the run is incomplete (exit 2)."""
+
+    def __init__(self, path: Path | str, cause: OSError) -> None:
+        self.path = str(path)
+        self.cause = cause
+        super().__init__(f"cannot write {path}: {cause.strerror or cause}; free space there and run again")
+
+
+def checked_name(value: object, what: str) -> str:
+    """`value` when it is safe as one path component; UnsafeOutput otherwise.
+
+    Safe: 1 to 128 characters from letters, digits and `._:@+=,-`, starting with a letter or digit,
+    and not `..`-bearing. This is the one validator for run ids, device names, serials, ABI strings
+    and scenario ids.
+    """
+    text = value if isinstance(value, str) else repr(value)
+    if (
+        not isinstance(value, str)
+        or len(value) > NAME_MAX
+        or not _NAME.fullmatch(value)
+        or ".." in value
+    ):
+        shown = console_text(text[:80]) + ("…" if len(text) > 80 else "")
+        raise UnsafeOutput(
+            f"{what} {shown!r} is not a safe name (1-{NAME_MAX} of letters, digits and ._:@+=,- "
+            "starting with a letter or digit, no '..'); it is never used as part of a path"
+        )
+    return value
+
+
+def console_text(text: str) -> str:
+    """`text` with terminal control characters (escape sequences, carriage returns) shown as `\\xNN`."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _disk(exc: OSError, path: Path | str) -> OSError | OutputFailed:
+    return OutputFailed(path, exc) if exc.errno in DISK_ERRNOS else exc
+
+
+def output_dir(directory: Path) -> Path:
+    """Create `directory` (and its parents) if needed; refuse it when it is a symlink or not a directory."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise _disk(exc, directory) from None
+    info = os.lstat(directory)
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafeOutput(f"{directory}: is a symlink; the kit never writes into a directory through a symlink")
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeOutput(f"{directory}: exists and is not a directory")
+    return directory
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path) -> Iterator[IO[bytes]]:
+    """A binary file that becomes `path` (by rename) when the block ends without an exception."""
+    directory = output_dir(path.parent)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    temporary = directory / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    try:
+        fd = os.open(temporary, flags, 0o644)
+    except OSError as exc:
+        raise _disk(exc, temporary) from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise _disk(exc, path) from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    """Replace `path` with `data` safely (exclusive temporary file in the same directory, then rename)."""
+    with atomic_output(path) as handle:
+        handle.write(data)
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    """`write_bytes` of UTF-8 text; lone surrogates are written as U+FFFD, never an exception."""
+    return write_bytes(path, text.encode("utf-8", errors="replace"))
+
+
+def open_append(path: Path) -> IO[bytes]:
+    """Open `path` for appending in binary, creating it; a symlink there is refused (O_NOFOLLOW)."""
+    output_dir(path.parent)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeOutput(f"{path}: is a symlink; the kit never appends through a symlink") from None
+        raise _disk(exc, path) from None
+    return os.fdopen(fd, "ab")
+
+
+def append_bytes(path: Path, data: bytes) -> None:
+    """Append `data` to `path` (see `open_append`); a full disk is OutputFailed."""
+    with open_append(path) as handle:
+        try:
+            handle.write(data)
+            handle.flush()
+        except OSError as exc:
+            raise _disk(exc, path) from None
+
+
+def repair_torn_tail(path: Path) -> int:
+    """Cut a last line that has no newline (a write torn by a full disk or a kill); bytes removed."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeOutput(f"{path}: is a symlink; the kit never repairs a file through a symlink") from None
+        raise
+    with os.fdopen(fd, "r+b") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return 0
+        # find the last newline, reading backwards in blocks
+        position = size
+        keep = 0
+        while position > 0:
+            start = max(0, position - 65536)
+            handle.seek(start)
+            block = handle.read(position - start)
+            index = block.rfind(b"\n")
+            if index >= 0:
+                keep = start + index + 1
+                break
+            position = start
+        handle.truncate(keep)
+        return size - keep
+
+
+def host_state_dir() -> Path:
+    """Where this host keeps what it must remember between commands (runs it created, fleets it started).
+
+    `NPUCONF_STATE_DIR`, else `$XDG_STATE_HOME/npuconf`, else `~/.local/state/npuconf`.
+    """
+    explicit = os.environ.get("NPUCONF_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "npuconf"
+
+
+def read_small(path: Path, limit_bytes: int) -> bytes | None:
+    """The bytes of a small regular file, not following a symlink; None when absent, unsafe or too large."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        data = handle.read(limit_bytes + 1)
+    return data if len(data) <= limit_bytes else None
