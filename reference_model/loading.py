@@ -24,6 +24,8 @@ def load_expectation(ctx: Ctx, s: State, b: Buffer, seg: FileSeg) -> tuple[str, 
 
     Returns (expectation, clause, discrepancy tag): "error" — the onLoad must carry an error (aosp-2026
     accepts success while mapped, D7); "success" — a valid in-bounds load of a live buffer; "any".
+    Where preemption can happen without a vnpu command, a "success" load may also be answered ENOENT:
+    the buffer was preempted unseen, as a map would show (its onPreempt, if set, is then owed).
     """
     if seg.length < 0:
         return "error", "load-length-nonnegative", ""
@@ -115,7 +117,10 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
             return reject(ld.why, "onLoad(errorNum=0)", ["onLoad(errorNum=errno)"],
                           f"the loadAsync of step {ld.step} must be answered with an error")
         dids = dids | {ld.dids}
-    if ld.expect == "success" and ev.error is not None:
+    b = s.bufs.get(ld.buf)
+    unseen = (ld.expect == "success" and ev.error == "ENOENT" and b is not None
+              and (ctx.spontaneous or b.preemptable) and b.maps == 0)
+    if ld.expect == "success" and ev.error is not None and not unseen:
         if not (ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks):
             return reject("load-async", f"onLoad(errorNum={show_errno(ev.error)})", ["onLoad(errorNum=0)"],
                           f"the loadAsync of step {ld.step} is valid and in bounds")
@@ -125,8 +130,9 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
     files = dict(s.files)
     file_hold(files, ld.seg, -1)
     bufs = s.bufs
-    b = s.bufs.get(ld.buf)
     if b is not None:
+        if unseen:  # an unseen preemption, as for map (load-preempted-enoent): announced if onPreempt is set
+            b = evolve_buffer(b, preempted=True, announced=b.onpreempt and not b.preempt_cb)
         content = b.content
         seg = ld.seg
         f = s.files.get(seg.file) if seg.file is not None else None

@@ -113,6 +113,7 @@ class Buffer:
     preempt_cb: bool = False
     preemptable: bool = False  # vnpu pressure may have preempted it
     vnpu_preempted: bool = False  # the vnpu confirmed preempting it: onPreempt is owed
+    announced: bool = False  # the application saw it preempted (ENOENT): onPreempt is owed, even after free
     loads: int = 0
     content: Content = EMPTY
 
