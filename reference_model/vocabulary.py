@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Final
 
-VOCABULARY_VERSION: Final = 2
-VOCABULARY_HASH: Final = "50d93c89d0d39722"
+VOCABULARY_VERSION: Final = 3
+VOCABULARY_HASH: Final = "543bdb4264ce9b25"
 
 
 class ArgKind(StrEnum):
@@ -168,6 +168,10 @@ class Type(IntEnum):
     AUXILIARY = 4
 
 
+COOKIE_DELETERS: Final = 4
+ISSUPPORTED_CANARY: Final = 16
+
+
 class ProbeExit(IntEnum):
     OK = 0
     USAGE = 2
@@ -176,7 +180,7 @@ class ProbeExit(IntEnum):
 
 
 PROBE_LIST_LINES: Final[tuple[str, ...]] = (
-    "vocabulary 2 50d93c89d0d39722",
+    "vocabulary 3 543bdb4264ce9b25",
     "op req_create ANpuManager_AllocRequest_create req:req",
     "op req_free ANpuManager_AllocRequest_free req:req",
     "op req_free_null ANpuManager_AllocRequest_free",

@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <stddef.h>
 
-#define NPUCONF_VOCAB_VERSION 2
-#define NPUCONF_VOCAB_HASH "50d93c89d0d39722"
+#define NPUCONF_VOCAB_VERSION 3
+#define NPUCONF_VOCAB_HASH "543bdb4264ce9b25"
 #define NPUCONF_MAX_OP_ARGS 6
 
 enum npuconf_arg_kind {
@@ -176,6 +176,9 @@ static const struct npuconf_errno_name NPUCONF_ERRNOS[] = {
 #define NPUCONF_ANPUBUFFER_TYPE_MODEL_WEIGHTS 2
 #define NPUCONF_ANPUBUFFER_TYPE_CACHE 3
 #define NPUCONF_ANPUBUFFER_TYPE_AUXILIARY 4
+
+#define NPUCONF_COOKIE_DELETERS 4
+#define NPUCONF_ISSUPPORTED_CANARY 16
 
 #define PROBE_EXIT_OK 0
 #define PROBE_EXIT_USAGE 2

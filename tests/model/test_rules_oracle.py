@@ -110,3 +110,32 @@ def test_set_priority_refused_while_mapped_warns():
     allocated(b)
     b.call("buf_set_priority", buf="b", priority=10, ret=-1, errno="EBUSY")
     fails(teardown(b, bufs=["b"], reqs=["r"]), "priority-set")
+
+
+def deleted_by(fn: int | None, cookie: str = "c") -> TB:
+    b = TB()
+    b.call("cookie_new", cookie="other")  # slot c0: the cookie under test is c1, deleter #1
+    request_with_cookie = allocated(b, cookie=cookie)
+    request_with_cookie.call("buf_free", bufs=["b"])
+    event = b.deleter(cookie)
+    if fn is not None:
+        event["fn"] = fn
+    b.call("req_free", req="r", during=[event])
+    return teardown(b)
+
+
+@covers("cookies.own_deleter")
+def test_each_cookie_deleted_by_its_own_deleter():
+    passes(deleted_by(1))
+    passes(deleted_by(None))  # a trace without the field (an older probe) is not judged on it
+    fails(deleted_by(0), "cookie-ownership-donated")
+
+
+@covers("requests.created")
+def test_create_returning_null_fails():
+    b = TB()
+    b.extra(null=True).call("req_create", req="r")
+    fails(teardown(b), "req-create-returns-request")
+    b = TB()
+    b.call("req_create", req="r")
+    passes(teardown(b, reqs=["r"]))

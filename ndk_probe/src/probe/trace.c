@@ -376,7 +376,7 @@ void trace_callback_done(enum trace_counter c, const struct trace_job *job) {
     pthread_mutex_unlock(&rec.mu);
 }
 
-void trace_record_deleter(void *cookie) {
+void trace_record_deleter(void *cookie, int fn) {
     struct jbuf ev;
     jb_init(&ev);
     pthread_mutex_lock(&rec.mu);
@@ -386,6 +386,7 @@ void trace_record_deleter(void *cookie) {
     cookie_json_locked(&ev, cookie, &deleted);
     jb_str(&ev, "thread", api_depth > 0 ? "caller" : "other");
     jb_str(&ev, "th", thread_name_locked());
+    jb_i64(&ev, "fn", fn);
     if (deleted) {
         jb_bool(&ev, "cookie_deleted", true);
     }

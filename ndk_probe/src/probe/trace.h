@@ -79,7 +79,7 @@ void trace_record_load(void *cookie, int error, ANpuBuffer *buf, struct trace_jo
 void trace_record_preempt(void *cookie, struct trace_job *job);
 /* After the job (if any) ran: counts the callback for the await ops and the settle waits. */
 void trace_callback_done(enum trace_counter c, const struct trace_job *job);
-void trace_record_deleter(void *cookie);
+void trace_record_deleter(void *cookie, int fn);
 
 /* Buffer-handle registry, indexed by the position of the handle in this scenario. */
 ANpuBuffer *trace_buf_ptr(size_t index);
