@@ -208,8 +208,22 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
                    inflight=Inflight(call.step, call.op, applied=True, subs=tuple(made)))]
 
 
+@clause("alloc-async", "load-async")
+def returned_first(ret: Ret) -> str:
+    """Spec: "Asynchronously allocates multiple buffers." (alloc-async)
+    Spec: "Loads a file into the buffer asynchronously." (load-async)
+
+    Reading R14: an asynchronous call returns before its outcome is delivered. The probe's wait_return
+    callbacks wait (bounded) for the call to return; a call that returned only after such a callback
+    gave up (``blocked``) had waited for its callback to finish. The words do not say when the call
+    returns, so this is WARN R14, never a FAIL. Returns the tag ("" when none).
+    """
+    return "R14" if ret.extra.get("blocked") is True else ""
+
+
 def ret_alloc(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
-    return [done(s)]
+    tag = returned_first(ret)
+    return [evolve_state(s, inflight=None, dids=s.dids | {tag})] if tag else [done(s)]
 
 
 @clause("alloc-callback-thread", "alloc-callback-any-thread")

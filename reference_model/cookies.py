@@ -206,20 +206,24 @@ def settle_deleters(ctx: Ctx, s: State) -> Out:
 
 
 @clause("cookie-snapshot-at-alloc", "cookie-later-changes-no-effect", "alloc-snapshot-cookie-example",
-        "cookie-callback-null-if-unset", "cookie-identify-request")
+        "cookie-callback-null-if-unset", "cookie-identify-request", "cookie-raw-integer")
 def unmatched_alloc_cookie(s: State, ev: Cb) -> Reject:
     """Spec: "The value of cookie is the one stored in the ANpuManager_AllocRequest at the time when
     ANpuManager_allocAsync() is called." (cookie-snapshot-at-alloc)
+    Spec: "This is useful if the user stores an arbitrary 64-bit integer value in the cookie (so it is not
+    a real pointer.)" (cookie-raw-integer)
 
     An onAlloc is attributed to a pending submission carrying the same cookie value; a value no pending
-    submission carries is a cookie the request did not hold when allocAsync() was called.
+    submission carries is a cookie the request did not hold when allocAsync() was called. When a raw
+    integer is involved (pending or delivered), the value did not survive as the 64-bit integer it was.
     """
     pending = sorted({"NULL" if sub.cookie.value is None else sub.cookie.value for sub in s.subs.values()})
     shown = "NULL" if ev.cookie is None else ev.cookie
     later = any(r.cookie.value == ev.cookie for r in s.reqs.values())
     why = ("the request holds this cookie now, but it was set after allocAsync()" if later
            else "no pending submission was made with this cookie")
-    cid = "cookie-later-changes-no-effect" if later else (
+    raw = (ev.cookie or "").startswith("raw:") or any((v or "").startswith("raw:") for v in pending)
+    cid = "cookie-later-changes-no-effect" if later else "cookie-raw-integer" if raw else (
         "cookie-callback-null-if-unset" if ev.cookie is None or None in {x.cookie.value for x in s.subs.values()}
         else "cookie-snapshot-at-alloc")
     return reject(cid, f"onAlloc(cookie={shown})", pending, why)

@@ -74,6 +74,7 @@ CALL_HANDLERS: Final[dict[str, CallHandler]] = {
     "req_free_null": requests.free_null,
     "req_set_cookie": cookies.call_set_cookie,
     "req_set_onalloc": crashes.setonalloc_null_crashes,
+    "req_set_onalloc_null_req": crashes.null_request_crashes,
     "alloc": allocation.call_alloc,
     "buf_free": free.call_free,
     "buf_unmap": mapping.call_unmap,
@@ -195,7 +196,7 @@ _STAY: Final = ""  # the lane of an event judged on the candidates' current lane
 
 # Call-time effects that may be placed anywhere between call and ret (threads.py). The crash
 # handlers only mark an expected death of the calling thread: they stay at the call.
-DEFERRABLE: Final = frozenset(CALL_HANDLERS) - {"req_set_onalloc", "req_free_null"}
+DEFERRABLE: Final = frozenset(CALL_HANDLERS) - {"req_set_onalloc", "req_free_null", "req_set_onalloc_null_req"}
 _OBSERVERS: Final = (Cb, Deleter, Settle, End)
 
 

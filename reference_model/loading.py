@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, reject, show_errno
 from .content import forget, write
 from .cookies import callback_cookie_alive, hold
+from .allocation import returned_first
 from .crashes import load_without_onload_crashes
 from .requests import file_hold, file_segment
 from .rules import Reject, clause
@@ -69,7 +70,8 @@ def call_load(ctx: Ctx, s: State, call: Call) -> Out:
 
 
 def ret_load(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
-    return [done(s)]
+    tag = returned_first(ret)
+    return [evolve_state(s, inflight=None, dids=s.dids | {tag})] if tag else [done(s)]
 
 
 @clause("load-callback-on-done", "load-onload-invoked", "load-callback-same-buf", "load-callback-cookie",

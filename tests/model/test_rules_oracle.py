@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .builder import TB, allocated, teardown
+from .builder import TB, allocated, request, teardown
 from .coverage import covers
-from .test_rules_requests_cookies import fails, passes, warns
+from .test_rules_requests_cookies import dies_in, fails, passes, warns
 
 
 def map_enoent(b: TB, name: str = "m") -> TB:
@@ -139,3 +139,39 @@ def test_create_returning_null_fails():
     b = TB()
     b.call("req_create", req="r")
     passes(teardown(b, reqs=["r"]))
+
+
+@covers("crashes.null_request_crashes")
+def test_setonalloc_with_null_request_crashes():
+    passes(dies_in("req_set_onalloc_null_req", {}, lambda b: None))
+    b = TB()
+    b.call("req_set_onalloc_null_req")
+    fails(teardown(b), "req-request-not-null")
+
+
+def alloc_returning(blocked: bool) -> TB:
+    b = TB()
+    request(b)
+    if blocked:
+        b.extra(blocked=True)
+    b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, 0, "B1")])
+    b.bind("b", "B1")
+    return teardown(b, bufs=["b"], reqs=["r"])
+
+
+@covers("allocation.returned_first")
+def test_call_blocked_until_its_callback_ran_warns():
+    passes(alloc_returning(False))
+    warns(alloc_returning(True), "R14")
+
+
+def test_truncated_raw_cookie_names_cookie_raw_integer():
+    def build(delivered: int) -> TB:
+        b = TB()
+        request(b, cookie=(1 << 63) + 5, deleter=False)
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", delivered, 0, "B1")])
+        b.bind("b", "B1")
+        return teardown(b, bufs=["b"], reqs=["r"])
+
+    passes(build((1 << 63) + 5))
+    fails(build(5), "cookie-raw-integer")  # only the low 48 bits kept

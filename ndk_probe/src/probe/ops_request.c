@@ -59,6 +59,11 @@ void op_req_free_null(struct probe_ctx *ctx, const struct probe_step *st, struct
     API_CALL(res, ctx->api->ANpuManager_AllocRequest_free(NULL));
 }
 
+void op_req_set_onalloc_null_req(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    (void)st;
+    API_CALL(res, ctx->api->ANpuManager_AllocRequest_setOnAlloc(NULL, PROBE_CALLBACKS.on_alloc));
+}
+
 void op_req_set_device(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
     ANpuManager_AllocRequest *req = req_arg(ctx, &st->args[0], res);
     if (req != NULL) {
@@ -206,6 +211,10 @@ void op_alloc(struct probe_ctx *ctx, const struct probe_step *st, struct op_resu
     }
     /* Owed before the call: onAlloc may come (and be awaited by another thread) before it returns. */
     trace_count_add(TC_SUB_ALLOC, a->v.list.n);
+    unsigned blocked = trace_async_enter();
     API_CALL(res, ctx->api->ANpuManager_allocAsync(reqs, a->v.list.n));
+    if (trace_async_leave(blocked)) {
+        jb_bool(&res->extra, "blocked", true); /* returned only after a callback gave up waiting for it */
+    }
     free(reqs);
 }

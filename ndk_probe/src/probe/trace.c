@@ -61,6 +61,8 @@ static struct recorder {
     unsigned busy;        /* callbacks running a cb_action job */
     unsigned gen;         /* scenario generation: thread names are per scenario */
     unsigned next_worker; /* the N of the next "w<N>" */
+    unsigned async_inflight; /* allocAsync / loadAsync calls not returned yet */
+    unsigned async_blocked;  /* wait_return callbacks that timed out waiting for those calls */
 } rec;
 
 /* Per-thread facts, set and read only by their own thread. */
@@ -104,6 +106,8 @@ void trace_reset(const struct probe_api *api) {
     rec.api = api;
     memset(rec.armed, 0, sizeof rec.armed);
     rec.busy = 0;
+    rec.async_inflight = 0;
+    rec.async_blocked = 0;
     rec.gen++;
     rec.next_worker = 1;
     memset(rec.counts, 0, sizeof rec.counts);
@@ -302,7 +306,10 @@ static void decide_locked(enum probe_cb_kind kind, const void *cookie, size_t in
     if (a->count == 0 || a->action.act == CB_ACT_NONE) {
         return;
     }
-    if (a->action.act != CB_ACT_ALLOC) {
+    if (a->action.act == CB_ACT_WAIT_RETURN && api_depth > 0) {
+        return; /* on the calling thread inside a call: waiting for its return would only time out */
+    }
+    if (a->action.act != CB_ACT_ALLOC && a->action.act != CB_ACT_WAIT_RETURN) {
         /* Buffer actions need a buffer: none for a failed onAlloc; onPreempt names it by cookie. */
         if (kind == CB_KIND_PREEMPT) {
             index = buffer_of_cookie_locked(cookie);
@@ -473,6 +480,37 @@ size_t *trace_unfreed_successes(size_t *n) {
     }
     pthread_mutex_unlock(&rec.mu);
     return out;
+}
+
+unsigned trace_async_enter(void) {
+    pthread_mutex_lock(&rec.mu);
+    rec.async_inflight++;
+    unsigned blocked = rec.async_blocked;
+    pthread_mutex_unlock(&rec.mu);
+    return blocked;
+}
+
+bool trace_async_leave(unsigned blocked_before) {
+    pthread_mutex_lock(&rec.mu);
+    rec.async_inflight--;
+    bool blocked = rec.async_blocked != blocked_before;
+    pthread_cond_broadcast(&rec.cv);
+    pthread_mutex_unlock(&rec.mu);
+    return blocked;
+}
+
+void trace_wait_async_return(uint64_t budget_ns) {
+    struct timespec deadline = probe_deadline_ts(budget_ns);
+    pthread_mutex_lock(&rec.mu);
+    while (rec.async_inflight > 0) {
+        if (pthread_cond_timedwait(&rec.cv, &rec.mu, &deadline) == ETIMEDOUT) {
+            if (rec.async_inflight > 0) {
+                rec.async_blocked++;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&rec.mu);
 }
 
 uint64_t trace_count(enum trace_counter c) {
