@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, reject, show_errno
+from .allocation import returned_first
 from .content import forget, write
 from .cookies import callback_cookie_alive, hold
-from .allocation import returned_first
 from .crashes import load_without_onload_crashes
 from .requests import file_hold, file_segment
 from .rules import Reject, clause
