@@ -325,6 +325,8 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
         if seg.offset + seg.length <= f.size and seg.buffer_offset + seg.length <= a.size:
             content = write(EMPTY, seg.buffer_offset, seg.buffer_offset + seg.length, f.seed,
                             seg.buffer_offset - seg.offset, "load-on-alloc-reported-by-onalloc")
+    if seg is not None and seg.file is not None and seg.file in files:
+        files[seg.file] = evolve(files[seg.file], bufs=files[seg.file].bufs | {ev.buf})
     bufs = dict(s.bufs)
     bufs[ev.buf] = Buffer(ev.buf, a.size, a.prot, sub.cookie, a.onpreempt, a.priority, content=content)
     return evolve_state(s, subs=subs, files=files, bufs=bufs, dids=dids)

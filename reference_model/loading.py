@@ -65,6 +65,8 @@ def call_load(ctx: Ctx, s: State, call: Call) -> Out:
     bufs[handle] = evolve_buffer(b, loads=b.loads + 1, content=content)
     files = dict(s.files)
     file_hold(files, seg, +1, "load-fd-ownership")
+    if seg.file is not None and seg.file in files:
+        files[seg.file] = evolve(files[seg.file], bufs=files[seg.file].bufs | {handle})
     return [evolve_state(s, loads=loads, bufs=bufs, files=files, tokens=hold(s, b.cookie, +1), next_id=lid + 1,
                    inflight=Inflight(call.step, call.op, applied=True))]
 
@@ -184,18 +186,21 @@ def ret_file_seek(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
 
 
 @clause("req-file-fd-ownership", "load-fd-ownership", "load-position-unchanged")
-def fd_check(f: FileState, closed: object, position: object) -> Reject | None:
+def fd_check(f: FileState, in_use: bool, closed: object, position: object) -> Reject | None:
     """Spec: "Ownership: The ANpuManager_AllocRequest object takes ownership of the provided file descriptor.
     The caller must not close it manually." (req-file-fd-ownership)
     Spec: "The ownership of the fd is transferred to ANpuManager." (load-fd-ownership)
     Spec: "The position of the associated file description is not changed by this function."
     (load-position-unchanged)
 
-    Reading: the owner closes the descriptor once nothing needs it any more — the request freed (or its
-    segment replaced) and every submission and load using it answered. Before that, open or closed are
-    both fine. loadAsync leaves the file position where the application put it.
+    The text transfers ownership and says nothing about when the descriptor is closed; keeping it for
+    ever is a leak. So: once nothing needs it any more — the request freed (or its segment replaced),
+    every submission and load using it answered, and every buffer it was loaded into freed
+    (``in_use``) — it must be closed. Before that, open or closed are both fine (closing at the
+    buffer's free is as legal as closing at onLoad). loadAsync leaves the file position where the
+    application put it.
     """
-    if f.handed is not None and f.holders <= 0 and closed is not True:
+    if f.handed is not None and f.holders <= 0 and not in_use and closed is not True:
         return reject(f.handed, "the handed-over descriptor is still open", ["closed"],
                       "the implementation owns the descriptor and no longer needs it")
     if f.position is not None and isinstance(position, int) and position != f.position:
@@ -208,5 +213,6 @@ def ret_fd_check(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     f = s.files.get(arg_slot(call, "file"))
     if f is None or ret.skipped is not None:
         return [done(s)]
-    bad = fd_check(f, ret.extra.get("closed"), ret.extra.get("position"))
+    in_use = any(h in s.bufs and not s.bufs[h].freed for h in f.bufs)
+    bad = fd_check(f, in_use, ret.extra.get("closed"), ret.extra.get("position"))
     return bad if bad is not None else [done(s)]

@@ -59,7 +59,7 @@ def file_hold(files: dict[str, FileState], seg: FileSeg | None, delta: int, hand
     position = f.position
     if handed == "req-file-fd-ownership":
         position = None  # loading at allocation does not promise to keep the position
-    files[seg.file] = FileState(f.size, f.seed, f.holders + delta, handed or f.handed, position)
+    files[seg.file] = FileState(f.size, f.seed, f.holders + delta, handed or f.handed, position, f.bufs)
 
 
 @clause("req-free-destroys", "alloc-free-request-after-call", "alloc-no-request-ownership")

@@ -140,6 +140,7 @@ class FileState:
     holders: int = 0  # requests / submissions / loads that own the handed descriptor
     handed: str | None = None  # clause of the last hand-over
     position: int | None = 0  # None: unconstrained
+    bufs: frozenset[str] = frozenset()  # buffers it was loaded into: the owner may keep it until they are freed
 
 
 @dataclass(frozen=True, slots=True)

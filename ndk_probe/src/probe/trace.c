@@ -256,6 +256,10 @@ static void cookie_json_locked(struct jbuf *ev, const void *cookie, bool *delete
     jb_str(ev, "cookie", text);
 }
 
+/* Registry index of the latest handle for `buf`, live or freed: onLoad names the buffer passed to
+ * loadAsync even when the application freed it while the load was in flight. */
+static size_t buf_index_any_locked(ANpuBuffer *buf);
+
 /* Registry index of a live handle for `buf`, assigning the next B<N> at first sight. */
 static size_t buf_index_locked(ANpuBuffer *buf) {
     for (size_t i = rec.nbufs; i-- > 0;) {
@@ -266,6 +270,15 @@ static size_t buf_index_locked(ANpuBuffer *buf) {
     rec.bufs = grow(rec.bufs, &rec.capbufs, rec.nbufs + 1, sizeof *rec.bufs);
     rec.bufs[rec.nbufs] = (struct trace_buf){buf, rec.next_id++, true};
     return rec.nbufs++;
+}
+
+static size_t buf_index_any_locked(ANpuBuffer *buf) {
+    for (size_t i = rec.nbufs; i-- > 0;) {
+        if (rec.bufs[i].ptr == buf) {
+            return i;
+        }
+    }
+    return buf_index_locked(buf);
 }
 
 static void buf_json_locked(struct jbuf *ev, size_t index) {
@@ -342,7 +355,9 @@ static void callback_event(enum probe_cb_kind kind, void *cookie, bool with_resu
     cookie_json_locked(&ev, cookie, &deleted);
     size_t index = TRACE_NO_BUF;
     if (with_result) {
-        index = buf != NULL ? buf_index_locked(buf) : TRACE_NO_BUF;
+        if (buf != NULL) {
+            index = kind == CB_KIND_LOAD ? buf_index_any_locked(buf) : buf_index_locked(buf);
+        }
         error_json(&ev, error);
         buf_json_locked(&ev, index);
         if (kind == CB_KIND_ALLOC && error == 0 && index != TRACE_NO_BUF) {
