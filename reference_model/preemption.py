@@ -122,6 +122,9 @@ def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
     if key not in ("preempt", "pressure"):
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     target = _target(s, ctx, value) if key == "preempt" and value != "lowest" else None
+    if key == "preempt" and value != "lowest" and target is None:
+        # The slot names no buffer (its allocation failed, legally): the probe skips the command.
+        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     bufs = dict(s.bufs)
     for h, b in s.bufs.items():
         if not b.freed and b.maps == 0 and (target is None or h == target):

@@ -175,3 +175,14 @@ def test_truncated_raw_cookie_names_cookie_raw_integer():
 
     passes(build((1 << 63) + 5))
     fails(build(5), "cookie-raw-integer")  # only the low 48 bits kept
+
+
+def test_control_command_naming_a_buffer_whose_allocation_failed_is_no_error():
+    b = TB()
+    request(b, cookie="c", onpreempt=True)
+    b.call("alloc", reqs=["r"], during=[b.cb("alloc", "c", "ENOMEM", None)])
+    b.bind("b", None)
+    b.call("vnpu", command="preempt=b", skipped="b0 unbound")
+    b.call("buf_map", map="m", buf="b", length=4096, prot=["READ"], flags=["SHARED"], offset=0,
+           skipped="b0 unbound")
+    passes(teardown(b, reqs=["r"], deleted=["c"]))
