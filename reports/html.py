@@ -48,6 +48,7 @@ TEMPLATES_DIR: Final = Path(__file__).parent / "templates"
 
 VERDICT_SHORT: Final = {
     Verdict.PASS: "PASS",
+    Verdict.WARN: "WARN",
     Verdict.FAIL: "FAIL",
     Verdict.NOT_APPLICABLE: "N/A",
     Verdict.WAIVED: "WAIV",

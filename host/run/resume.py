@@ -76,6 +76,7 @@ def resume_run(directory: Path, progress: ProgressFn | None = None, impl: Path |
             capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
             policy=request.policy,
             personality=request.personality,
+            declared_capacity=request.capacity,
         )
         resume = Resume(
             todo=todo,

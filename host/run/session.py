@@ -70,6 +70,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
         policy=request.policy,
         personality=request.personality,
+        declared_capacity=request.capacity,
     )
     target_name = resolve_target(request)
     plan = RunPlan(

@@ -23,3 +23,4 @@ from .vnpu_profile import DEFAULT_PAIRS as DEFAULT_PAIRS
 from .vnpu_profile import PERSONALITIES as PERSONALITIES
 from .vnpu_profile import POLICIES as POLICIES
 from .vnpu_profile import VnpuProfile as VnpuProfile
+from .vnpu_profile import declared_capacity as declared_capacity

@@ -16,7 +16,7 @@ from reports.safe_io import append_bytes, output_dir, write_text
 
 from ..errors import UsageError
 from ..probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch
-from .vnpu_profile import VnpuProfile
+from .vnpu_profile import VnpuProfile, declared_capacity
 
 # Everything the probe and the implementation print on stderr, kept beside results.jsonl
 # (sanitizer builds report here; CI fails on any report).
@@ -92,6 +92,7 @@ class LocalTarget:
             }
         else:
             info |= {"model": self.impl.name, "fingerprint": f"local/{self.impl.name}:{_file_digest(self.impl)}"}
+            info |= declared_capacity(self.profile.declared_capacity)
         return info
 
     def _abi(self) -> str:

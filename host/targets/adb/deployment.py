@@ -17,7 +17,7 @@ from reports.safe_io import UnsafeOutput, checked_name
 from ...errors import InfraError
 from ...probe import PROBE_NAME, VNPU_NAME, check_listed_op_table
 from ..virtual_device import NPU_FEATURE, VIRTUAL_PROP
-from ..vnpu_profile import VnpuProfile
+from ..vnpu_profile import CAPACITY_PROP, VnpuProfile, declared_capacity
 from .transport import DeviceTransport
 
 DEVICE_DIR: Final = "/data/local/tmp/npuconf"
@@ -70,6 +70,10 @@ def deploy(
     }
     if virtual:
         info |= {"personality": profile.personality, "policy": profile.policy, "capacity": profile.capacity}
+    else:
+        declared = profile.declared_capacity
+        prop = props.get(CAPACITY_PROP, "")
+        info |= declared_capacity(declared if declared is not None else int(prop) if prop.isdigit() else None)
     return Deployed(info, build_dir, virtual)
 
 

@@ -134,6 +134,9 @@ static void run_job(const struct trace_job *job) {
     case CB_ACT_ALLOC:
         job_alloc(job);
         break;
+    case CB_ACT_WAIT_RETURN:
+        trace_wait_async_return(job->wait_ns);
+        break;
     case CB_ACT_NONE:
         break;
     }
@@ -162,7 +165,17 @@ static void on_load(void *cookie, int error_num, ANpuBuffer *buf) {
     trace_callback_done(TC_LOAD, &job);
 }
 
-/* Probe cookies are pool objects, never heap memory: "deleting" one is counting the call. */
-static void cookie_deleter(void *cookie) { trace_record_deleter(cookie); }
+/* Probe cookies are pool objects, never heap memory: "deleting" one is counting the call. Four
+ * distinct functions, so an implementation that deletes a cookie with another hand-over's deleter
+ * is seen (the trace names the function that ran). */
+static void cookie_deleter0(void *cookie) { trace_record_deleter(cookie, 0); }
+static void cookie_deleter1(void *cookie) { trace_record_deleter(cookie, 1); }
+static void cookie_deleter2(void *cookie) { trace_record_deleter(cookie, 2); }
+static void cookie_deleter3(void *cookie) { trace_record_deleter(cookie, 3); }
 
-const struct probe_callbacks PROBE_CALLBACKS = {on_alloc, on_preempt, on_load, cookie_deleter};
+_Static_assert(NPUCONF_COOKIE_DELETERS == 4, "one function per deleter index");
+
+const struct probe_callbacks PROBE_CALLBACKS = {
+    on_alloc, on_preempt, on_load, cookie_deleter0,
+    {cookie_deleter0, cookie_deleter1, cookie_deleter2, cookie_deleter3},
+};

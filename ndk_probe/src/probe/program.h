@@ -81,14 +81,25 @@ bool program_parse(char *text, size_t len, struct probe_program *prog, char *err
 void program_free(struct probe_program *prog);
 /* What a cb_action step asks callbacks to do (its `kind` and `action` text arguments). */
 enum probe_cb_kind { CB_KIND_ALLOC, CB_KIND_LOAD, CB_KIND_PREEMPT, CB_KIND__COUNT };
-enum probe_cb_act { CB_ACT_NONE, CB_ACT_FREE_BUF, CB_ACT_SET_PRIORITY, CB_ACT_MAP_UNMAP, CB_ACT_ALLOC };
+/* CB_ACT_WAIT_RETURN: the callback waits, bounded, until no allocAsync/loadAsync is in flight (issue 11 e). */
+enum probe_cb_act {
+    CB_ACT_NONE,
+    CB_ACT_FREE_BUF,
+    CB_ACT_SET_PRIORITY,
+    CB_ACT_MAP_UNMAP,
+    CB_ACT_ALLOC,
+    CB_ACT_WAIT_RETURN
+};
 
 struct probe_cb_action {
     enum probe_cb_kind kind;
     enum probe_cb_act act;
     int32_t priority;  /* set_priority_<n> */
     unsigned req_slot; /* alloc_r<N> */
+    uint64_t wait_ns;  /* wait_return: how long the callback waits (set when armed, timeout multiplier applied) */
 };
+
+#define WAIT_RETURN_MS 400 /* wait_return's wait before the multiplier */
 
 /* Parses cb_action's kind and action; false when either is not one the probe knows. */
 bool program_cb_action(const char *kind, const char *action, struct probe_cb_action *out);
