@@ -83,6 +83,9 @@ def missing_capability(scenario: Scenario, caps: DeviceCaps, pairs: Pairs) -> st
             return "the implementation has no vnpu control entry point (real devices cannot be preempted on demand)"
         if need == "capacity" and caps.capacity_bytes is None:
             return "the device declares no capacity"
+        if need.startswith("policy-") and (caps.policy != need[7:] or caps.capacity_bytes is None):
+            declared = f"policy {caps.policy}" if caps.policy and caps.capacity_bytes is not None else "no policy"
+            return f"the scenario predicts the {need[7:]} allocation policy; the device declares {declared}"
     return None
 
 
