@@ -49,7 +49,7 @@ def preempt_allowed(ctx: Ctx, s: State, b: Buffer, ev: Cb) -> Reject | str | Non
             return reject("preempt-never-while-mapped", f"onPreempt for {b.handle} with {b.maps} live mapping(s)",
                           ["no onPreempt while the buffer is mapped"], "a mapped buffer is never preempted")
         tag = "D14"
-    if not (b.preempted or ctx.spontaneous or b.preemptable):
+    if not (b.preempted or ctx.spontaneous or b.preemptable or policies.lenient(s)):
         return reject("preempt-callback-on-forced-dealloc", f"onPreempt for {b.handle}",
                       ["no onPreempt: nothing preempted this buffer"],
                       "the device declares its capacity and no vnpu command preempted the buffer")

@@ -69,6 +69,20 @@ def candidates(pool: Pool, bufs: Mapping[str, Buffer], region: str | None = None
     return out
 
 
+def unsettled(pool: Pool, bufs: Mapping[str, Buffer], fresh: tuple[int, ...] = ()) -> str | None:
+    """Why the buffers the vnpu may preempt are not known exactly, or None. The vnpu counts a buffer
+    from the moment its onAlloc starts (and again once its load finished), which the trace shows only
+    when the callback runs: with an onAlloc or onLoad still outstanding, a choice of victims is not
+    predicted (the aosp-2026 personality also preempts such buffers)."""
+    for key in pool.blocks:
+        if key.startswith("#") and int(key[1:]) not in fresh:
+            return "an admitted buffer's onAlloc was still outstanding when victims were chosen"
+    for b in bufs.values():
+        if b.loads > 0 and not b.freed and not b.preempted:
+            return "a load was still outstanding when victims were chosen"
+    return None
+
+
 def place(name: str, pool: Pool, key: str, a: Attrs, cands: list[Candidate]) -> Placement:
     if name == "acl":
         return acl.place(pool, key, a.size)
@@ -89,7 +103,7 @@ def submitted(name: str, capacity: int, s: State, made: tuple[int, ...],
     None when the model cannot tell (then prediction stops for the rest of the scenario)."""
     pool = _pool(s, capacity)
     if pool.lost is not None:
-        return s
+        return _loosen(s)
     pool = sync(name, pool, s)
     bufs = dict(s.bufs)
     decided = dict(pool.decided)
@@ -102,11 +116,15 @@ def submitted(name: str, capacity: int, s: State, made: tuple[int, ...],
         if not verdict:
             continue
         pl = place(name, pool, f"#{sid}", sub.attrs, candidates(pool, bufs))
+        why = unsettled(pool, bufs, made) if pl.victims or (pl.block is None and name == "caching") else None
+        if why is not None:
+            pool = replace(pool, lost=why)
+            break
         pool = pl.pool
         decided[sid] = (pl.block is not None, pl.why)
         _preempt(bufs, pl.victims)
-    pool = replace(pool, decided=decided)
-    return evolve_state(s, pool=pool, bufs=bufs)
+    out = evolve_state(s, pool=replace(pool, decided=decided), bufs=bufs)
+    return _loosen(out) if pool.lost is not None else out
 
 
 def decision(s: State, sid: int) -> tuple[bool, str] | None:
@@ -146,7 +164,7 @@ def pressure(name: str, capacity: int, s: State, reserved: int) -> State:
     bytes and the reservation exceed the capacity (caching cleans its cache first, each time)."""
     pool = _pool(s, capacity)
     if pool.lost is not None:
-        return s
+        return _loosen(s)
     pool = replace(sync(name, pool, s), reserved=reserved)
     bufs = dict(s.bufs)
     ok = True
@@ -154,6 +172,9 @@ def pressure(name: str, capacity: int, s: State, reserved: int) -> State:
         pool, over = _over(name, pool)
         if not over:
             break
+        why = unsettled(pool, bufs)
+        if why is not None:
+            return _loosen(evolve_state(s, pool=replace(pool, lost=why, pressure_ok=None), bufs=bufs))
         cands = candidates(pool, bufs, "normal" if name == "acl" else None)
         if not cands:
             ok = False
@@ -164,6 +185,19 @@ def pressure(name: str, capacity: int, s: State, reserved: int) -> State:
     return evolve_state(s, pool=replace(pool, pressure_ok=ok), bufs=bufs)
 
 
+def _loosen(s: State) -> State:
+    """No exact prediction: every live unmapped buffer may be preempted by what the device does next."""
+    bufs = {k: evolve_buffer(b, preemptable=True) if not (b.freed or b.preempted or b.preemptable) else b
+            for k, b in s.bufs.items()}
+    return evolve_state(s, bufs=bufs)
+
+
+def lenient(s: State) -> bool:
+    """A declared policy stopped predicting: the device may then preempt any unmapped buffer, as a
+    device that declares nothing may."""
+    return s.pool is not None and s.pool.lost is not None
+
+
 def lose(s: State, capacity: int, why: str) -> State:
     pool = _pool(s, capacity)
-    return s if pool.lost is not None else evolve_state(s, pool=replace(pool, lost=why))
+    return _loosen(s if pool.lost is not None else evolve_state(s, pool=replace(pool, lost=why)))
