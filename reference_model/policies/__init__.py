@@ -92,8 +92,11 @@ def place(name: str, pool: Pool, key: str, a: Attrs, cands: list[Candidate]) -> 
 
 
 def _preempt(bufs: dict[str, Buffer], keys: tuple[str, ...] | list[str]) -> None:
+    """The policy's victims are preempted from now on (map and load get ENOENT) and may get their one
+    onPreempt. It is not owed by the first settle, as for ``vnpu preempt=<buffer>``: the probe's settle
+    does not wait for onPreempt, and a scenario cannot know how many victims to await."""
     for k in keys:
-        bufs[k] = evolve_buffer(bufs[k], preempted=True, vnpu_preempted=True, preemptable=True)
+        bufs[k] = evolve_buffer(bufs[k], preempted=True, preemptable=True)
 
 
 def submitted(name: str, capacity: int, s: State, made: tuple[int, ...],
