@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Final
 
 from ..state import Attrs, Buffer, State, Submission, evolve_buffer, evolve_state
+from ..threads import MAIN, has_pending
 from . import acl, arena, caching
 from .pool import Candidate, Placement, Pool, victim_order
 
@@ -99,12 +100,24 @@ def _preempt(bufs: dict[str, Buffer], keys: tuple[str, ...] | list[str]) -> None
         bufs[k] = evolve_buffer(bufs[k], preempted=True, preemptable=True)
 
 
+def _unordered(s: State) -> str | None:
+    """Why the order of this decision against other threads' calls is unknown, or None."""
+    if s.lane != MAIN:
+        return f"a decision on thread {s.lane}: its order against the other threads' calls is not known"
+    if has_pending(s):
+        return "a decision while calls of other threads were in flight"
+    return None
+
+
 def submitted(name: str, capacity: int, s: State, made: tuple[int, ...],
               applies: Callable[[Submission], bool | None]) -> State:
     """allocAsync decided these submissions in list order (the vnpu decides inside the call).
     ``applies`` says whether the policy decides a submission (a valid request of a supported pair), or
     None when the model cannot tell (then prediction stops for the rest of the scenario)."""
     pool = _pool(s, capacity)
+    if pool.lost is None and _unordered(s) is not None:
+        pool = replace(pool, lost=_unordered(s))
+        s = evolve_state(s, pool=pool)
     if pool.lost is not None:
         return _loosen(s)
     pool = sync(name, pool, s)
@@ -166,6 +179,9 @@ def pressure(name: str, capacity: int, s: State, reserved: int) -> State:
     """vnpu ``pressure=<bytes>``: reserve, then preempt victims in victim order while the policy's used
     bytes and the reservation exceed the capacity (caching cleans its cache first, each time)."""
     pool = _pool(s, capacity)
+    if pool.lost is None and _unordered(s) is not None:
+        pool = replace(pool, lost=_unordered(s))
+        s = evolve_state(s, pool=pool)
     if pool.lost is not None:
         return _loosen(s)
     pool = replace(sync(name, pool, s), reserved=reserved)
