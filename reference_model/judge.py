@@ -15,23 +15,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
-from . import (
-    allocation,
-    cookies,
-    crashes,
-    free,
-    loading,
-    mapping,
-    policies,
-    preemption,
-    priority,
-    requests,
-    support,
-    threads,
-)
+from . import allocation, cookies, crashes, free, loading, mapping, preemption, priority, requests, support, threads
 from ._context import Ctx, Out, arg_list, arg_slot
 from .caps import DeviceCaps
 from .errors import ModelCrash, Unjudgeable
+from .policies import declared as declared_policy
 from .profiles import get_profile
 from .rules import Reject
 from .scenario import Scenario
@@ -500,7 +488,7 @@ def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str) -> Ctx:
         steps=scenario.steps,
         spontaneous=caps.capacity_bytes is None,
         capacity=capacity,
-        policy=policies.declared(caps.policy, caps.capacity_bytes),
+        policy=declared_policy(caps.policy, caps.capacity_bytes),
     )
 
 

@@ -103,7 +103,7 @@ def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     if key == "pressure" and ctx.policy is not None and ctx.caps.capacity_bytes is not None:
         cap = ctx.caps.capacity_bytes
-        s = (policies.pressure(ctx.policy, cap, s, int(value)) if value.isdigit()
+        s = (policies.pressure(ctx.policy, cap, s, int(value)) if value.isdigit() and int(value) < 2**64
              else policies.lose(s, cap, f"vnpu {command}"))
         return [evolve_state(s, inflight=Inflight(call.step, call.op, applied=True))]
     target = _target(s, ctx, value) if key == "preempt" and value != "lowest" else None
