@@ -164,8 +164,9 @@ struct vnpu_policy_state {
     size_t nblocks, cap_blocks;
 };
 
-/* 0 when the policy admits the request now, else ENOMEM. Decides only (a refusal may clean the
- * caching policy's cache); vnpu_policy_account_locked applies the decision to the new buffer. */
+/* 0 when the policy admits the request now, else ENOMEM. Decides only, except that the caching
+ * policy cleans its cache when it gets that far (also on a refusal, as ArrayFire's manager does);
+ * vnpu_policy_account_locked applies the decision to the new buffer. */
 int vnpu_policy_admit_locked(const ANpuManager_AllocRequest *r);
 void vnpu_policy_account_locked(ANpuBuffer *buf);
 void vnpu_policy_release_locked(ANpuBuffer *buf);
