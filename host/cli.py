@@ -5,6 +5,7 @@ User errors print one line and exit 3; infrastructure errors exit 2; no tracebac
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import io
 import sys
@@ -50,7 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--impl", type=Path, help="local target: a Linux library exporting the 18 functions")
     run.add_argument("--profile", choices=["published-37", "aosp-2026"], default="published-37")
     run.add_argument("--personality", choices=["published", "aosp-2026"], default="published", help="vnpu personality")
-    run.add_argument("--policy", choices=["budget"], default="budget", help="vnpu allocation policy")
+    run.add_argument(
+        "--policy",
+        choices=["budget", "acl", "caching", "arena"],
+        default="budget",
+        help="vnpu allocation policy (docs/vnpu.md §6)",
+    )
     run.add_argument(
         "--capacity", type=int, help="capacity in bytes: the vnpu's, or declared for --impl and adb devices"
     )
@@ -141,13 +147,24 @@ class ConsoleStream(io.TextIOBase):
 
     def __init__(self, raw: TextIO) -> None:
         self.raw = raw
+        self.reader_gone = False
 
     def write(self, text: str) -> int:
-        self.raw.write(console_text(text))
+        # A reader that went away (`npuconf run | head -1`) must not turn a finished run into a traceback
+        # or change its exit code: the rest of the output is dropped.
+        if not self.reader_gone:
+            try:
+                self.raw.write(console_text(text))
+            except BrokenPipeError:
+                self.reader_gone = True
         return len(text)
 
     def flush(self) -> None:
-        self.raw.flush()
+        if not self.reader_gone:
+            try:
+                self.raw.flush()
+            except BrokenPipeError:
+                self.reader_gone = True
 
     def isatty(self) -> bool:
         return self.raw.isatty()
@@ -168,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         sys.stdout, sys.stderr = stdout, stderr
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            stdout.flush()
 
 
 def _dispatch(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ class Ctx:
     steps: tuple[Step, ...]  # the scenario's steps
     spontaneous: bool  # preemption may happen without a vnpu command (capacity not declared)
     capacity: int | None  # exact budget prediction when declared with the budget policy
+    policy: str | None = None  # acl / caching / arena declared with a capacity: exact prediction (policies/)
 
 
 def errno_set(errno: str | None) -> bool:

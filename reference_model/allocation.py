@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from . import policies
 from ._context import ANY_ERRNO, PRIORITY_RANGE, TYPE_VALID, Ctx, Out, arg_list, reject, show_errno
 from .content import EMPTY, write
 from .cookies import callback_cookie_alive, hold, unmatched_alloc_cookie
@@ -204,8 +205,45 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
         file_hold(files, req.attrs.file, +1)
         made.append(sid)
         sid += 1
-    return [evolve_state(s, subs=subs, files=files, tokens=tokens, forced=tuple(forced), next_id=sid,
-                   inflight=Inflight(call.step, call.op, applied=True, subs=tuple(made)))]
+    out = evolve_state(s, subs=subs, files=files, tokens=tokens, forced=tuple(forced), next_id=sid,
+                       inflight=Inflight(call.step, call.op, applied=True, subs=tuple(made)))
+    if ctx.policy is not None and ctx.caps.capacity_bytes is not None:
+        out = policies.submitted(ctx.policy, ctx.caps.capacity_bytes, out, tuple(made),
+                                 lambda sub: _policy_decides(ctx, out, sub))
+    return [out]
+
+
+def _policy_decides(ctx: Ctx, s: State, sub: Submission) -> bool | None:
+    """Whether the declared policy decides this submission: a valid request of a supported pair (the vnpu
+    checks the fields, the file segment and the pair first). None when the model cannot tell."""
+    if sub.forced is not None or sub.unsupported:
+        return False
+    a = sub.attrs
+    pairs = ctx.caps.supported_pairs
+    if pairs is None:
+        return None
+    for e in (invalid_request(ctx, a), file_outcome(ctx, s, a)):
+        if e is not None:
+            return None if SUCCESS in e.alts else False
+    return (a.device, a.type) in pairs
+
+
+@clause("alloc-supported-may-fail")
+def policy_outcome(ctx: Ctx, s: State, sid: int) -> Expect | None:
+    """Spec: "If a request is supported, ANpuManager_allocAsync() may still respond onAlloc with a failure
+    due to other reasons, e.g., no memory." (alloc-supported-may-fail)
+
+    The text allows success or ENOMEM; a device that declares an allocation policy (acl, caching, arena)
+    is held to the policy's exact answer, decided when allocAsync() was called. The divergence names the
+    policy and its arithmetic.
+    """
+    if ctx.policy is None:
+        return None
+    found = policies.decision(s, sid)
+    if found is None:
+        return None
+    admitted, why = found
+    return Expect({SUCCESS: ""} if admitted else {"ENOMEM": ""}, "alloc-supported-may-fail", why)
 
 
 @clause("alloc-async", "load-async")
@@ -291,7 +329,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
     bad = callback_cookie_alive(s, sub.cookie, ev) or errornum_iff_buf(ev)
     if bad is not None:
         return bad
-    exp = expected(ctx, s, sub)
+    exp = policy_outcome(ctx, s, sid) or expected(ctx, s, sub)
     tag = exp.match(ev.error)
     thread_tag = callback_thread(s, sid, ev)
     if tag is not None and thread_tag:
@@ -305,6 +343,8 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
     del subs[sid]
     files = dict(s.files)
     file_hold(files, sub.attrs.file, -1)
+    if s.pool is not None:
+        s = evolve_state(s, pool=policies.delivered(s, sid, ev.buf))
     dids = s.dids | set(tag.split(",")) if tag else s.dids
     if ev.error is not None:
         ghosts = s.ghosts

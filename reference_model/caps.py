@@ -12,7 +12,9 @@ class DeviceCaps:
     supported_pairs: (device number, buffer type) pairs isSupported reported true for at run start;
     None when discovery did not run (the judge then accepts either answer for valid requests).
     capacity_bytes / policy: declared by a vnpu device profile; None on real devices, where an
-    allocation of a supported pair may also fail with ENOMEM.
+    allocation of a supported pair may also fail with ENOMEM. With a capacity, the policy (budget,
+    acl, caching, arena) says which allocations succeed and which buffers the device preempts; the
+    model then predicts them exactly (docs/model.md §3, §7).
     vnpu_control: the implementation exports the vnpu control entry point.
     pointer_bits: 32 or 64 from the device's ABI (None: unknown); a 64-bit raw cookie needs 64.
     """

@@ -19,6 +19,7 @@ from . import allocation, cookies, crashes, free, loading, mapping, preemption, 
 from ._context import Ctx, Out, arg_list, arg_slot
 from .caps import DeviceCaps
 from .errors import ModelCrash, Unjudgeable
+from .policies import declared as declared_policy
 from .profiles import get_profile
 from .readings import READINGS
 from .rules import Reject
@@ -489,6 +490,7 @@ def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str) -> Ctx:
         steps=scenario.steps,
         spontaneous=caps.capacity_bytes is None,
         capacity=capacity,
+        policy=declared_policy(caps.policy, caps.capacity_bytes),
     )
 
 

@@ -7,6 +7,9 @@ preempted at any time an implementation chooses (``Ctx.spontaneous``: capacity n
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from . import policies
 from ._context import Ctx, Out, reject
 from .cookies import all_deleted, callback_cookie_alive, hold
 from .rules import Reject, clause
@@ -46,7 +49,7 @@ def preempt_allowed(ctx: Ctx, s: State, b: Buffer, ev: Cb) -> Reject | str | Non
             return reject("preempt-never-while-mapped", f"onPreempt for {b.handle} with {b.maps} live mapping(s)",
                           ["no onPreempt while the buffer is mapped"], "a mapped buffer is never preempted")
         tag = "D14"
-    if not (b.preempted or ctx.spontaneous or b.preemptable):
+    if not (b.preempted or ctx.spontaneous or b.preemptable or policies.lenient(s)):
         return reject("preempt-callback-on-forced-dealloc", f"onPreempt for {b.handle}",
                       ["no onPreempt: nothing preempted this buffer"],
                       "the device declares its capacity and no vnpu command preempted the buffer")
@@ -121,6 +124,11 @@ def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
     key, _, value = command.partition("=")
     if key not in ("preempt", "pressure"):
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+    if key == "pressure" and ctx.policy is not None and ctx.caps.capacity_bytes is not None:
+        cap = ctx.caps.capacity_bytes
+        s = (policies.pressure(ctx.policy, cap, s, int(value)) if value.isdigit() and int(value) < 2**64
+             else policies.lose(s, cap, f"vnpu {command}"))
+        return [evolve_state(s, inflight=Inflight(call.step, call.op, applied=True))]
     target = _target(s, ctx, value) if key == "preempt" and value != "lowest" else None
     if key == "preempt" and value != "lowest" and target is None:
         # The slot names no buffer (its allocation failed, legally): the probe skips the command.
@@ -144,6 +152,8 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     """
     command = call.args.get("command")
     s = evolve_state(s, inflight=None)
+    if isinstance(command, str) and command.startswith("pressure=") and s.pool is not None:
+        return pressure_answer(ctx, s, command, ret)
     if not isinstance(command, str) or ret.ret != 0 or ret.skipped is not None:
         return [s]
     key, _, value = command.partition("=")
@@ -173,6 +183,29 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bufs = dict(s.bufs)
     bufs[b.handle] = evolve_buffer(b, preempted=True, vnpu_preempted=True)
     return [evolve_state(s, bufs=bufs)]
+
+
+@clause("alloc-supported-may-fail")
+def pressure_answer(ctx: Ctx, s: State, command: str, ret: Ret) -> Out:
+    """Spec: "If a request is supported, ANpuManager_allocAsync() may still respond onAlloc with a failure
+    due to other reasons, e.g., no memory." (alloc-supported-may-fail)
+
+    Under a declared policy the vnpu ``pressure=`` command is predicted like an allocation: the victims
+    were preempted when the call was made (policies.pressure); it returns 0 exactly when the policy's
+    used bytes and the reservation then fit the capacity, else -1 (ENOMEM).
+    """
+    pool = s.pool
+    assert pool is not None
+    expect_ok = pool.pressure_ok
+    s = evolve_state(s, pool=replace(pool, pressure_ok=None))
+    if expect_ok is None or pool.lost is not None or ret.skipped is not None:
+        return [s]
+    if (ret.ret == 0) == expect_ok:
+        return [s]
+    return reject("alloc-supported-may-fail", f"vnpu {command} returned {ret.ret}",
+                  ["0" if expect_ok else "-1 (ENOMEM)"],
+                  f"policy {ctx.policy}: after preempting the buffers its victim order names, the reservation "
+                  f"{'fits' if expect_ok else 'does not fit'}")
 
 
 @clause("preempt-callback-on-forced-dealloc", "preempt-onpreempt-purpose")

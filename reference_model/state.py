@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Final, TypeVar, cast
+from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 from .content import EMPTY, Content
+
+if TYPE_CHECKING:
+    from .policies.pool import Pool
 
 PROT_READ: Final = 1
 PROT_WRITE: Final = 2
@@ -191,6 +194,7 @@ class State:
     # other lanes wait in ``parked`` (sorted by lane).
     lane: str = "main"
     parked: tuple[tuple[str, Inflight], ...] = ()
+    pool: Pool | None = None  # a declared acl/caching/arena policy's state (policies/)
 
     def key(self) -> tuple[object, ...]:
         """A hashable identity, used to deduplicate candidate states."""
@@ -212,6 +216,7 @@ class State:
             self.relaxed_capacity,
             self.lane,
             self.parked,
+            self.pool.key() if self.pool is not None else None,
         )
 
 

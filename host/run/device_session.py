@@ -91,6 +91,9 @@ def missing_capability(scenario: Scenario, caps: DeviceCaps, pairs: Pairs) -> st
             return "the device declares no capacity"
         if need == "pointer-64" and caps.pointer_bits == 32:
             return "the device's pointers are 32 bits wide: a 64-bit raw cookie does not fit in one"
+        if need.startswith("policy-") and (caps.policy != need[7:] or caps.capacity_bytes is None):
+            declared = f"policy {caps.policy}" if caps.policy and caps.capacity_bytes is not None else "no policy"
+            return f"the scenario predicts the {need[7:]} allocation policy; the device declares {declared}"
     return None
 
 

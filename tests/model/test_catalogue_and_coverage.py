@@ -10,7 +10,7 @@ import yaml
 
 from reference_model.rules import cited_clauses, rule_clauses
 
-from . import test_rules_alloc_map, test_rules_load_preempt, test_rules_requests_cookies  # noqa: F401
+from . import test_policies, test_rules_alloc_map, test_rules_load_preempt, test_rules_requests_cookies  # noqa: F401
 from .coverage import COVERED
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -77,7 +77,7 @@ static int published_error(const struct submission *s, const struct vnpu_profile
         return ENODEV;
     if ((uint64_t)r->size > SIZE_MAX)
         return ENOMEM;
-    return vnpu_policy_admit_locked(r->size);
+    return vnpu_policy_admit_locked(r);
 }
 
 /* aosp-2026, in the service's order (facts ALLOC-SVC-1): no priority or prot checks (D3, D12). */
@@ -92,7 +92,7 @@ static int aosp_error(const struct submission *s, const struct vnpu_profile *p)
         return EINVAL; /* the heap refuses a zero length */
     if (r->size < 0 || (uint64_t)r->size > SIZE_MAX)
         return ENOMEM; /* a negative size is cast to a huge unsigned one */
-    int err = vnpu_policy_admit_locked(r->size);
+    int err = vnpu_policy_admit_locked(r);
     if (err == 0 && s->segment)
         err = segment_error(s);
     return err;

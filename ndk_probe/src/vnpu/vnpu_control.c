@@ -61,7 +61,7 @@ static int cmd_pressure(uint64_t bytes)
     struct vnpu_device *dev = vnpu_dev();
     dev->reserved = bytes;
     while (err == 0 && vnpu_policy_over_locked()) {
-        ANpuBuffer *victim = vnpu_policy_victim_locked();
+        ANpuBuffer *victim = vnpu_policy_pressure_victim_locked();
         err = victim != NULL ? vnpu_preempt_locked(victim) : ENOMEM;
     }
     vnpu_unlock();

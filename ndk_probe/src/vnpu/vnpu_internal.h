@@ -28,7 +28,7 @@
 /* ---- profile (vnpu_profile.c) ---- */
 
 enum vnpu_personality { VNPU_PUBLISHED, VNPU_AOSP_2026 };
-enum vnpu_policy_kind { VNPU_POLICY_BUDGET };
+enum vnpu_policy_kind { VNPU_POLICY_BUDGET, VNPU_POLICY_ACL, VNPU_POLICY_CACHING, VNPU_POLICY_ARENA };
 
 struct vnpu_pair {
     int32_t device;
@@ -115,7 +115,10 @@ struct ANpuBuffer {
     bool preempted;
     bool cancel_pending; /* aosp-2026: preempted while allocating/loading */
     bool load_poisoned;  /* aosp-2026: a failed load wedges later loads (LOAD-6) */
-    bool accounted;      /* counted by the budget */
+    bool accounted;      /* counted by the budget / the policy */
+    /* The block the policy gave it (acl, caching, arena): bytes taken, region, arena offset. */
+    uint64_t pol_charge, pol_start;
+    int pol_region;
     bool dead;
     unsigned jobs; /* queued or running callback jobs that use this buffer */
     struct vnpu_range *ranges;
@@ -140,15 +143,53 @@ void vnpu_maps_forget_all_locked(uintptr_t start, uintptr_t end, ANpuBuffer **re
 uintptr_t vnpu_page_round_up(uintptr_t n);
 uintptr_t vnpu_page_size(void);
 
-/* ---- policy (vnpu_policy.c) ---- */
+/* ---- policy (vnpu_policy.c, vnpu_policy_acl.c, vnpu_policy_caching.c, vnpu_policy_arena.c) ---- */
 
-/* 0 when the budget admits size bytes now (and accounts them), else ENOMEM. */
-int vnpu_policy_admit_locked(int64_t size);
+enum vnpu_region { VNPU_REGION_NONE, VNPU_REGION_NORMAL, VNPU_REGION_HUGE, VNPU_REGION_HEAD, VNPU_REGION_TAIL };
+
+/* A block as the policies see it: the arena keeps released blocks (holes) until they are reclaimed,
+ * after their buffer struct may be gone. */
+struct vnpu_block {
+    uint64_t seq, start, charge;
+    int region;
+    bool hole;
+};
+
+struct vnpu_policy_state {
+    uint64_t used_normal, used_huge; /* acl */
+    uint64_t locked, cached;         /* caching: bytes of live blocks, bytes in the free cache */
+    uint64_t *cache;                 /* caching: the free cache, sizes */
+    size_t ncache, cap_cache;
+    struct vnpu_block *blocks; /* arena: every block not reclaimed, live or hole */
+    size_t nblocks, cap_blocks;
+};
+
+/* 0 when the policy admits the request now, else ENOMEM. Decides only, except that the caching
+ * policy cleans its cache when it gets that far (also on a refusal, as ArrayFire's manager does);
+ * vnpu_policy_account_locked applies the decision to the new buffer. */
+int vnpu_policy_admit_locked(const ANpuManager_AllocRequest *r);
 void vnpu_policy_account_locked(ANpuBuffer *buf);
 void vnpu_policy_release_locked(ANpuBuffer *buf);
+/* pressure=: true while the policy's used bytes and the reservation exceed the capacity (caching
+ * cleans its cache first). */
 bool vnpu_policy_over_locked(void);
-/* The preemption victim for preempt=lowest and pressure, or NULL. */
+/* The preemption victim for preempt=lowest, or NULL. */
 ANpuBuffer *vnpu_policy_victim_locked(void);
+/* The victim for pressure= (acl: only normal-page blocks relieve the normal pool), or NULL. */
+ANpuBuffer *vnpu_policy_pressure_victim_locked(void);
+/* The victim among buffers whose priority value is greater than prio (less important), or NULL. */
+ANpuBuffer *vnpu_policy_victim_below_locked(int32_t prio);
+
+/* Per policy: with buf NULL, decide only (0 or ENOMEM); with buf, take its block (the decision
+ * made just before, under the same lock, so it cannot fail). */
+int vnpu_acl_place_locked(int64_t size, ANpuBuffer *buf);
+void vnpu_acl_release_locked(ANpuBuffer *buf);
+int vnpu_caching_place_locked(int64_t size, int32_t priority, ANpuBuffer *buf);
+void vnpu_caching_release_locked(ANpuBuffer *buf);
+bool vnpu_caching_over_locked(void);
+int vnpu_arena_place_locked(int64_t size, int8_t type, ANpuBuffer *buf);
+void vnpu_arena_release_locked(ANpuBuffer *buf);
+uint64_t vnpu_arena_used_locked(void);
 
 /* ---- preemption (vnpu_preempt.c) ---- */
 
@@ -190,6 +231,7 @@ struct vnpu_device {
     uint64_t next_seq;
     uint64_t used;     /* budget: bytes of accounted buffers */
     uint64_t reserved; /* budget: pressure=<bytes> */
+    struct vnpu_policy_state pol; /* acl, caching, arena */
     /* control state */
     uint64_t delay_ms;
     bool callback_caller;

@@ -79,11 +79,19 @@ static const char *apply_key(struct vnpu_profile *p, const char *key, char *valu
     if (strcmp(key, "callback_delay_us") == 0)
         return parse_u64(value, UINT32_MAX, &p->callback_delay_us) ? NULL : "expected a decimal microsecond count";
     if (strcmp(key, "policy") == 0) {
-        if (strcmp(value, "budget") == 0) {
-            p->policy = VNPU_POLICY_BUDGET;
-            return NULL;
-        }
-        return "expected budget";
+        static const struct {
+            const char *name;
+            enum vnpu_policy_kind kind;
+        } policies[] = {{"budget", VNPU_POLICY_BUDGET},
+                        {"acl", VNPU_POLICY_ACL},
+                        {"caching", VNPU_POLICY_CACHING},
+                        {"arena", VNPU_POLICY_ARENA}};
+        for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
+            if (strcmp(value, policies[i].name) == 0) {
+                p->policy = policies[i].kind;
+                return NULL;
+            }
+        return "expected budget, acl, caching or arena";
     }
     if (strcmp(key, "personality") == 0) {
         if (strcmp(value, "published") == 0)
