@@ -89,7 +89,11 @@ class PostgresqlEngine:
 
     def schema_version(self) -> int:
         with self._errors():
-            exists = self._conn.execute("SELECT to_regclass('npuconf_schema') IS NOT NULL").fetchone()
+            # pg_tables is read with the statement's snapshot; to_regclass() would consult the relation
+            # cache, which can still say "absent" after another writer's commit while we waited for its lock.
+            exists = self._conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'npuconf_schema'"
+            ).fetchone()
             if not exists or not exists[0]:
                 return 0
             row = self._conn.execute("SELECT max(version) FROM npuconf_schema").fetchone()

@@ -35,7 +35,7 @@ class SqliteEngine:
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.location}: not a usable npuconf results store ({first_line(exc)})") from None
+            raise StoreError(f"{self.location}: not an npuconf results store, or a damaged one ({first_line(exc)})") from None
         except sqlite3.Error as exc:
             raise StoreError(f"{self.location}: results store error ({first_line(exc)})") from None
 
