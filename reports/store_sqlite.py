@@ -35,7 +35,8 @@ class SqliteEngine:
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.location}: not an npuconf results store, or a damaged one ({first_line(exc)})") from None
+            problem = first_line(exc)
+            raise StoreError(f"{self.location}: not an npuconf results store, or a damaged one ({problem})") from None
         except sqlite3.Error as exc:
             raise StoreError(f"{self.location}: results store error ({first_line(exc)})") from None
 
