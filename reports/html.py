@@ -12,6 +12,7 @@ import math
 import os
 import shlex
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -355,6 +356,17 @@ def environment() -> jinja2.Environment:
     )
 
 
+def shard_groups(run: RunResults) -> list[tuple[str, list[tuple[str, int]]]]:
+    """A sharded run's groups (builds): each with its devices and how many of the group's results each ran."""
+    if run.plan is None or not run.plan.shard:
+        return []
+    ran = Counter(r.device for r in run.results if r.recorded)
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for serial in run.device_serials:
+        groups.setdefault(run.groups.get(serial, f"device:{serial}"), []).append((serial, ran[serial]))
+    return list(groups.items())
+
+
 def render_html(run: RunResults) -> str:
     devices = run.device_serials
     plan = run.plan
@@ -386,6 +398,7 @@ def render_html(run: RunResults) -> str:
         meta=[(k, v) for k, v in meta if v],
         devices=devices,
         device_info=device_info,
+        shard_groups=shard_groups(run),
         problems=run.problems,
         matrix=_matrix(run, devices),
         chapters=_chapter_bars(run),
