@@ -95,11 +95,44 @@ def test_two_adb_servers_join_one_sharded_run(tmp_path, fleet_factory):
     assert done.returncode == 0, done.stdout + done.stderr
     devices = _one_group(run_dir)
     assert len(devices) == 4
-    names = [d["device"] for d in devices]
-    # Both fleets name their devices virtual-1 and virtual-2: the names are made unique by server.
-    assert sorted(names) == sorted(f"virtual-{i}@{s}" for s in servers for i in (1, 2)), names
+    server_of = {d.adb_serial: server for f, server in zip((first, second), servers) for d in f.fleet.devices}
+    assert sorted(d["device"] for d in devices) == sorted(server_of)  # every device of both servers
     results = records(run_dir, "result")
     assert Counter(r["scenario"] for r in results) == Counter(f"requests.slow_{i:02d}" for i in range(24))
-    by_server = Counter(r["device"].split("@", 1)[1] for r in results)
+    by_server = Counter(server_of[r["device"]] for r in results)
     assert set(by_server) == set(servers) and min(by_server.values()) >= 4, by_server
     assert {r["verdict"] for r in results} == {"PASS"}
+
+
+def test_a_sharded_run_whose_devices_were_all_lost_resumes_sharded_and_is_recorded(tmp_path, probe_build):
+    """Issue 13 too: a resumed run is recorded in the store (its grown results replace the earlier rows)."""
+    from reports.store import open_store
+
+    scenarios = slow_corpus(tmp_path / "scenarios", count=12, sleep_ms=150)
+    run_dir = tmp_path / "runs" / "run"
+    run = npuconf_popen(
+        "run", "--target", "virtual", "--devices", "1", "--shard", "--scenarios", scenarios, "--out", run_dir, "-q"
+    )
+    try:
+        state = run_dir / "virtual-devices" / "virtual-devices.json"
+        wait_until(lambda: len(records(run_dir, "result")) >= 2, 60, "2 results")
+        os.kill(json.loads(state.read_text())["devices"][0]["pid"], signal.SIGKILL)
+        out, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 2, out + err
+    lost = [r for r in records(run_dir, "result") if r["verdict"] == "NOT_EXECUTED"]
+    assert lost and all("every device of this build was lost" in r["reason"] for r in lost)
+    store = tmp_path / "runs" / "npuconf.sqlite"
+    with open_store(store, create=False) as conn:
+        assert conn.query("SELECT count(*) FROM verdicts WHERE verdict = 'NOT_EXECUTED'") == [(len(lost),)]
+
+    done = npuconf("run", "--resume", run_dir, "-q", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    resumed = load_results(run_dir)
+    assert len(resumed.results) == 12 and {r.verdict.value for r in resumed.results} == {"PASS"}
+    with open_store(store, create=False) as conn:
+        assert conn.query("SELECT verdict, count(*) FROM verdicts GROUP BY verdict") == [("PASS", 12)]
+        assert conn.query("SELECT count(*) FROM runs") == [(1,)]
