@@ -6,9 +6,11 @@ planned scenario once, on whichever of its devices the scheduler gives it to:
 - **Balance.** Scenarios are dealt longest first to the device with the least estimated work
   (estimates: the mean measured duration of the scenario in earlier runs of the store, on this build
   when it has any, else on any build; `DEFAULT_ESTIMATE_MS` for a scenario never measured).
-- **Chunks.** A device lane takes a chunk of its own queue at a time (about `chunk_ms` of estimated
-  work, at most `MAX_CHUNK` scenarios) and runs it as one probe batch, so the probe start and the
-  program push are paid once per chunk, not once per scenario.
+- **Chunks.** A device lane takes a chunk of its own queue at a time and runs it as one probe batch,
+  so the probe start and the program push are paid once per chunk, not once per scenario. Chunks
+  shrink as the group's work runs out (guided self-scheduling): a chunk is about the group's
+  remaining estimated work / (live lanes x `CHUNKS_PER_LANE`), within `MIN_CHUNK_MS`..`MAX_CHUNK_MS`
+  and at most `MAX_CHUNK` scenarios, so early chunks are long and the last ones end close together.
 - **Stealing.** A lane whose device queue is empty takes the back half of the most loaded queue of
   its group. A lane with nothing to take waits while other lanes still have chunks in flight: a
   device lost with a chunk in flight gives those scenarios back, and they must find a live device.
@@ -39,10 +41,10 @@ from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter
 
 DEFAULT_ESTIMATE_MS = 50.0
-MIN_CHUNK_MS = 150.0
+MIN_CHUNK_MS = 100.0
 MAX_CHUNK_MS = 10_000.0
 MAX_CHUNK = 64
-CHUNKS_PER_LANE = 6  # target chunk: a group's estimated work / (lanes x this), within the bounds above
+CHUNKS_PER_LANE = 3  # a chunk: the group's remaining estimated work / (live lanes x this), within the bounds
 
 # Estimated durations (ms) by scenario id for a build fingerprint; from the results store.
 EstimatesFn = Callable[[str], Mapping[str, float]]
@@ -73,8 +75,7 @@ class ShardScheduler:
         if not devices:
             raise ValueError("a shard group needs at least one device")
         self._est = estimate_all(scenario_ids, estimates)
-        total = sum(self._est.values())
-        self.chunk_ms = min(MAX_CHUNK_MS, max(MIN_CHUNK_MS, total / (len(devices) * max(lanes, 1) * CHUNKS_PER_LANE)))
+        self._lanes = max(lanes, 1)
         self._cond = threading.Condition()
         self._queues: dict[str, deque[str]] = {d: deque() for d in devices}
         self._load: dict[str, float] = dict.fromkeys(devices, 0.0)
@@ -143,9 +144,12 @@ class ShardScheduler:
                     return []
                 self._cond.wait()
             queue = self._queues[device]
+            alive = self._alive()
+            remaining = sum(self._load[d] for d in alive)
+            limit = min(MAX_CHUNK_MS, max(MIN_CHUNK_MS, remaining / (len(alive) * self._lanes * CHUNKS_PER_LANE)))
             chunk: list[str] = []
             budget = 0.0
-            while queue and len(chunk) < MAX_CHUNK and (not chunk or budget + self._est[queue[0]] <= self.chunk_ms):
+            while queue and len(chunk) < MAX_CHUNK and (not chunk or budget + self._est[queue[0]] <= limit):
                 scenario_id = queue.popleft()
                 chunk.append(scenario_id)
                 budget += self._est[scenario_id]

@@ -95,7 +95,8 @@ def test_two_adb_servers_join_one_sharded_run(tmp_path, fleet_factory):
     assert done.returncode == 0, done.stdout + done.stderr
     devices = _one_group(run_dir)
     assert len(devices) == 4
-    server_of = {d.adb_serial: server for f, server in zip((first, second), servers) for d in f.fleet.devices}
+    fleets = zip((first, second), servers, strict=True)
+    server_of = {d.adb_serial: server for f, server in fleets for d in f.fleet.devices}
     assert sorted(d["device"] for d in devices) == sorted(server_of)  # every device of both servers
     results = records(run_dir, "result")
     assert Counter(r["scenario"] for r in results) == Counter(f"requests.slow_{i:02d}" for i in range(24))
