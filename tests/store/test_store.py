@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from reports.store import STORE_SCHEMA, StoreError, import_runs, open_store
+from reports.store import STORE_SCHEMA, StoreError, import_runs, open_store, scenario_durations
 from tests.conftest import npuconf
 from tests.store.runs import d2_run, simple_run, write
 
@@ -199,3 +199,34 @@ def test_hostile_device_text_is_stored(tmp_path, store_location):
         ("p\\x1b1", "fp/\\ud800", "<b>\\x00\\udfff")
     ]
     assert [o.status for o in import_runs(store, [run_dir])] == ["unchanged"]
+
+
+def test_scenario_durations_prefer_the_build_then_any_build(tmp_path, store_location):
+    store = store_location
+    first = simple_run(tmp_path / "r1", "run-1", "2026-03-01T10:00:00Z", {"p1": "fp/1"}, {("p1", A): "PASS"})
+    second = simple_run(tmp_path / "r2", "run-2", "2026-03-02T10:00:00Z", {"p2": "fp/2"}, {("p2", B): "PASS"})
+    import_runs(store, [first, second])
+
+    with open_store(store) as conn, conn.write_transaction():
+        conn.execute("UPDATE verdicts SET duration_ms = ? WHERE run_id = 'run-1'", (40.0,))
+        conn.execute("UPDATE verdicts SET duration_ms = ? WHERE run_id = 'run-2'", (7.0,))
+    assert scenario_durations(store, "fp/1") == {A: 40.0, B: 7.0}  # B never ran on fp/1: any build's
+    assert scenario_durations(tmp_path / "absent.sqlite", "fp/1") == {}
+    assert not (tmp_path / "absent.sqlite").exists()
+
+
+@pytest.mark.slow
+def test_npuconf_run_records_itself_in_a_postgresql_store(tmp_path, probe_build, pg_url):
+    out = tmp_path / "r1"
+    done = npuconf("run", "--target", "local", "-k", "requests.create", "--out", out, "-q", "--store", pg_url)
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr
+    plan = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    assert rows(pg_url, "SELECT run_id FROM runs") == [(plan["run_id"],)]
+    assert rows(pg_url, "SELECT count(*) FROM verdicts WHERE verdict = 'PASS' AND duration_ms > 0")[0][0] >= 1
+    dashboard = npuconf("dashboard", "--store", pg_url, "--out", tmp_path / "web", timeout=60)
+    assert dashboard.returncode == 0 and plan["run_id"] in (tmp_path / "web" / "dashboard.html").read_text()
+    unreachable = pg_url.rsplit(":", 1)[0] + ":1/nothing"
+    done = npuconf("dashboard", "--store", unreachable, timeout=60)
+    assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "cannot connect" in done.stderr and "Traceback" not in done.stderr
