@@ -306,13 +306,11 @@ def _lane(run: LaneRunner, device: Device, scheduler: ShardScheduler, by_id: Map
         chunk = scheduler.take(serial)
         if not chunk:
             return
-        runnable = run.compile_for(device, [by_id[i] for i in chunk])
-        if not runnable:
-            continue
         try:
-            unrun = run.run_lane(device, runnable)
-        except Exception as exc:  # a bug in judging or recording: give the chunk back rather than lose it
-            unrun = (f"the lane stopped: {exc}", [c.scenario for c in runnable])
+            runnable = run.compile_for(device, [by_id[i] for i in chunk])
+            unrun = run.run_lane(device, runnable) if runnable else None
+        except Exception as exc:  # a host-side bug: give the chunk back (what was recorded stays) rather than hang
+            unrun = (f"the lane stopped: {exc}", [by_id[i] for i in chunk])
         if unrun is not None:
             reason, scenarios = unrun
             scheduler.lost(serial, reason, [s.id for s in scenarios])
