@@ -1,6 +1,7 @@
 """The results store on both engines (SQLite file, PostgreSQL server): schema, idempotent import,
 refusal of a different run under a known run id, recording by `npuconf run`."""
 
+import hashlib
 import json
 import sqlite3
 
@@ -230,3 +231,27 @@ def test_npuconf_run_records_itself_in_a_postgresql_store(tmp_path, probe_build,
     done = npuconf("dashboard", "--store", unreachable, timeout=60)
     assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "cannot connect" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_resumed_run_is_recorded_in_the_store(tmp_path, probe_build):
+    """Issue 13: resumed runs were never recorded. The grown results.jsonl replaces the run's rows."""
+    run_dir = tmp_path / "runs" / "r1"
+    done = npuconf("run", "--target", "local", "-k", "requests.create", "--out", run_dir, "-q")
+    assert done.returncode == 0, done.stderr
+    store = tmp_path / "runs" / "npuconf.sqlite"
+    results = run_dir / "results.jsonl"
+    lines = results.read_text().splitlines()
+    kept = [line for line in lines if json.loads(line)["kind"] != "end"][:-2]  # as if killed two results early
+    results.write_text("\n".join(kept) + "\n")
+    with open_store(store) as conn, conn.write_transaction():  # the store as the interrupted run left it
+        for table in ("verdict_clauses", "verdicts", "runs"):
+            conn.execute(f"DELETE FROM {table}")
+    assert import_runs(store, [run_dir])[0].status == "added"
+    before = rows(store, "SELECT count(*) FROM verdicts WHERE verdict = 'PASS'")[0][0]
+    done = npuconf("run", "--resume", run_dir, "-q")
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    after = rows(store, "SELECT verdict, count(*) FROM verdicts GROUP BY verdict")
+    assert after == [("PASS", before + 2)]
+    (digest,) = rows(store, "SELECT results_sha256 FROM runs")[0]
+    assert digest == hashlib.sha256(results.read_bytes()).hexdigest()
