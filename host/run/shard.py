@@ -128,7 +128,8 @@ class ShardScheduler:
         return True
 
     def _has_work_in_flight(self) -> bool:
-        return any(self._in_flight[d] for d in self._alive())
+        # Lost devices count too: another lane of a lost device may still give its chunk back.
+        return any(self._in_flight.values())
 
     # -- the lanes' side --
 

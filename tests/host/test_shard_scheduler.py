@@ -130,3 +130,20 @@ def test_concurrent_lanes_take_every_id_once():
 def test_a_group_needs_a_device():
     with pytest.raises(ValueError):
         ShardScheduler(["a"], {}, [])
+
+
+def test_work_given_back_by_a_second_lane_of_a_lost_device_still_finds_a_device():
+    """With -j 2 a lost device may hold two chunks: the second comes back after the first; nobody has left."""
+    ids = [f"s{i}" for i in range(6)]
+    scheduler = ShardScheduler(ids, dict.fromkeys(ids, 10_000.0), ["a", "b"], lanes=2)
+    first, second = scheduler.take("b"), scheduler.take("b")
+    scheduler.lost("b", "gone", first)  # lane 1 of b noticed; lane 2 is still in its batch
+    taken = []
+    lane_a = threading.Thread(target=drain, args=(scheduler, "a", taken))
+    lane_a.start()
+    time.sleep(0.3)
+    assert lane_a.is_alive()  # a waits: b's second chunk may come back
+    scheduler.lost("b", "gone", second)
+    lane_a.join(5)
+    assert not lane_a.is_alive()
+    assert sorted(i for _, i in taken) == sorted(ids) and scheduler.leftovers() == []
