@@ -70,7 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--build-dir", type=Path, help="where the host probe build lives (default: build/probe)")
     run.add_argument("--cross", choices=["aarch64", "armhf"], help="local target: run a cross build under qemu-user")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress output")
-    run.add_argument("--store", type=Path, help="results store to record the run in (default: next to the run dir)")
+    run.add_argument(
+        "--store",
+        metavar="PATH|URL",
+        help="results store to record the run in: an SQLite file or a postgresql:// URL (default: next to the run dir)",
+    )
+    run.add_argument(
+        "--shard",
+        action="store_true",
+        help="devices of one build share its scenarios (each runs once per build) instead of each running all",
+    )
 
     probe = commands.add_parser("probe", help="build the probe")
     probe_commands = probe.add_subparsers(dest="probe_command", required=True, parser_class=_Parser)
@@ -93,17 +102,25 @@ def build_parser() -> argparse.ArgumentParser:
     rejudge.add_argument("--waivers", type=Path, help="waiver file (default: keep the waivers the run recorded)")
     rejudge.add_argument("--out", type=Path, help="output directory (default: DIR/rejudge-<profile>/)")
 
-    store = commands.add_parser("store", help="the results store (SQLite)")
+    store = commands.add_parser("store", help="the results store (SQLite file or PostgreSQL)")
     store_commands = store.add_subparsers(dest="store_command", required=True, parser_class=_Parser)
     store_import = store_commands.add_parser("import", help="import run directories (idempotent by run id)")
     store_import.add_argument("dirs", nargs="+", type=Path)
     store_import.add_argument(
-        "--store", type=Path, default=DEFAULT_STORE, help=f"store file (default: {DEFAULT_STORE})"
+        "--store",
+        metavar="PATH|URL",
+        default=str(DEFAULT_STORE),
+        help=f"SQLite file or postgresql:// URL (default: {DEFAULT_STORE})",
     )
 
     dashboard = commands.add_parser("dashboard", help="write the dashboard of the results store")
-    dashboard.add_argument("--store", type=Path, default=DEFAULT_STORE, help=f"store file (default: {DEFAULT_STORE})")
-    dashboard.add_argument("--out", type=Path, help="output directory (default: the store's directory)")
+    dashboard.add_argument(
+        "--store",
+        metavar="PATH|URL",
+        default=str(DEFAULT_STORE),
+        help=f"SQLite file or postgresql:// URL (default: {DEFAULT_STORE})",
+    )
+    dashboard.add_argument("--out", type=Path, help="output directory (default: the store file's directory, or out/)")
 
     bundle = commands.add_parser("bundle", help="pack a run into a submission archive (tar.gz)")
     bundle.add_argument("dir", type=Path, help="a run directory")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from reference_model.verdicts import BLOCKING_VERDICTS, Verdict
 from .html import VERDICT_SHORT, environment
 from .results import SEVERITY, worst
 from .safe_io import output_dir, write_text
-from .store import open_store
+from .store import StoreEngine, describe_location, open_store
 
 DASHBOARD_NAME: Final = "dashboard.html"
 
@@ -146,16 +145,16 @@ class Dashboard:
     builds: int
 
 
-def _rows(conn: sqlite3.Connection) -> list[_Row]:
+def _rows(conn: StoreEngine) -> list[_Row]:
     query = (
         "SELECT v.run_id, r.started, v.serial, v.fingerprint, v.scenario, v.clauses, v.verdict "
         "FROM verdicts v JOIN runs r ON r.run_id = v.run_id ORDER BY r.started, v.run_id"
     )
     out: list[_Row] = []
-    for row in conn.execute(query):
+    for row in conn.query(query):
         try:
-            clauses = tuple(c for c in json.loads(row["clauses"]) if isinstance(c, str))
-            verdict = Verdict(row["verdict"])
+            clauses = tuple(c for c in json.loads(row[5]) if isinstance(c, str))
+            verdict = Verdict(row[6])
         except (ValueError, TypeError):
             continue
         out.append(_Row(row[0], row[1], row[2], row[3], row[4], clauses, verdict))
@@ -254,14 +253,14 @@ def _trend(rows: Sequence[_Row], builds: Sequence[Build]) -> Trend:
     return Trend(TREND_WIDTH, TREND_HEIGHT, top, bottom, left, right, tuple(points), polyline, tuple(marks))
 
 
-def build_dashboard(conn: sqlite3.Connection) -> Dashboard:
+def build_dashboard(conn: StoreEngine) -> Dashboard:
     rows = _rows(conn)
     by_device: dict[str, list[_Row]] = {}
     for row in rows:
         by_device.setdefault(row.serial, []).append(row)
     models = {
-        r["serial"]: r["model"] or ""
-        for r in conn.execute("SELECT serial, model FROM devices ORDER BY last_seen")  # newest last wins
+        str(r[0]): r[1] or ""
+        for r in conn.query("SELECT serial, model FROM devices ORDER BY last_seen")  # newest last wins
     }
     devices: list[Device] = []
     for serial in sorted(by_device):
@@ -301,38 +300,41 @@ def build_dashboard(conn: sqlite3.Connection) -> Dashboard:
                         scenarios=_listed(device.latest, clause),
                     )
                 )
+    run_devices: dict[str, set[str]] = {}
+    for run_id, serial in conn.query("SELECT DISTINCT run_id, serial FROM verdicts"):
+        run_devices.setdefault(str(run_id), set()).add(str(serial))
     run_rows = tuple(
         RunRow(
-            r["run_id"],
-            r["started"],
-            r["profile"],
-            r["target"],
-            r["answer"],
-            r["devices"] or "",
-            r["results"],
+            str(r[0]),
+            str(r[1]),
+            str(r[2]),
+            str(r[3]),
+            str(r[4]),
+            ",".join(sorted(run_devices.get(r[0], ()))),
+            int(r[5]),
         )
-        for r in conn.execute(
-            "SELECT r.run_id, r.started, r.profile, r.target, r.answer, "
-            "group_concat(DISTINCT v.serial) AS devices, count(v.scenario) AS results "
-            "FROM runs r LEFT JOIN verdicts v ON v.run_id = r.run_id GROUP BY r.run_id ORDER BY r.started DESC"
+        for r in conn.query(
+            "SELECT r.run_id, r.started, r.profile, r.target, r.answer, count(v.scenario) "
+            "FROM runs r LEFT JOIN verdicts v ON v.run_id = r.run_id "
+            "GROUP BY r.run_id, r.started, r.profile, r.target, r.answer ORDER BY r.started DESC"
         )
     )
     fingerprints = {b.fingerprint for d in devices for b in d.builds}
     return Dashboard(tuple(devices), tuple(matrix), tuple(regressions), run_rows, len(fingerprints))
 
 
-def render_dashboard(dashboard: Dashboard, store: Path) -> str:
+def render_dashboard(dashboard: Dashboard, store: str | Path) -> str:
     template = environment().get_template("dashboard.html.j2")
     return template.render(
         d=dashboard,
-        store=str(store),
+        store=describe_location(store),
         generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         verdicts=[str(v) for v in SEVERITY],
     )
 
 
-def write_dashboard(store: Path, out_dir: Path) -> Path:
-    """Render the dashboard of the store at `store` into `out_dir`/dashboard.html (atomically)."""
+def write_dashboard(store: str | Path, out_dir: Path) -> Path:
+    """Render the dashboard of the store at `store` (a path or URL) into `out_dir`/dashboard.html (atomically)."""
     with open_store(store, create=False) as conn:
         dashboard = build_dashboard(conn)
     path = output_dir(out_dir) / DASHBOARD_NAME

@@ -398,6 +398,17 @@ def environment() -> jinja2.Environment:
     )
 
 
+def shard_groups(run: RunResults) -> list[tuple[str, list[tuple[str, int]]]]:
+    """A sharded run's groups (builds): each with its devices and how many of the group's results each ran."""
+    if run.plan is None or not run.plan.shard:
+        return []
+    ran = Counter(r.device for r in run.results if r.recorded)
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for serial in run.device_serials:
+        groups.setdefault(run.groups.get(serial, f"device:{serial}"), []).append((serial, ran[serial]))
+    return list(groups.items())
+
+
 def render_html(run: RunResults) -> str:
     devices = run.device_serials
     plan = run.plan
@@ -432,6 +443,7 @@ def render_html(run: RunResults) -> str:
         meta=[(k, v) for k, v in meta if v],
         devices=devices,
         device_info=device_info,
+        shard_groups=shard_groups(run),
         problems=run.problems,
         matrix=matrix,
         matrix_rows=sum(len(chapter.rows) for chapter in matrix),

@@ -95,6 +95,7 @@ class Plan:
     corpus_hash: str
     model_hash: str
     options: Mapping[str, object]
+    shard: bool = False  # `npuconf run --shard`: each group (build) runs every scenario once, on one of its devices
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +174,7 @@ class RunResults:
     results: tuple[ResultRecord, ...]
     end: EndRecord | None
     problems: tuple[str, ...] = field(default=())
+    groups: Mapping[str, str] = field(default_factory=dict)  # device -> shard group (device records' `group`)
 
     @property
     def run_id(self) -> str:
@@ -406,6 +408,7 @@ def _parse_plan(obj: Mapping[str, object], notes: list[str]) -> Plan:
         corpus_hash=fields.text("corpus_hash"),
         model_hash=fields.text("model_hash"),
         options=fields.mapping("options") or {},
+        shard=obj.get("shard") is True,
     )
     notes.extend(fields.notes)
     return plan
@@ -546,6 +549,7 @@ def load_results(path: Path) -> RunResults:
     plan: Plan | None = None
     planned_by_id: dict[str, PlannedScenario] = {}
     devices: dict[str, Mapping[str, object]] = {}
+    groups: dict[str, str] = {}
     chosen: dict[tuple[str, str], ResultRecord] = {}
     end: EndRecord | None = None
 
@@ -592,6 +596,9 @@ def load_results(path: Path) -> RunResults:
                 if serial in devices:
                     notes.append(f"device {serial} described again; the later description is used")
                 devices[serial] = info
+                group = obj.get("group")
+                if isinstance(group, str) and group:
+                    groups[serial] = group
             elif kind == "result":
                 record = _parse_result(obj, number, planned_by_id, notes)
                 key = (record.device, record.scenario)
@@ -624,8 +631,12 @@ def load_results(path: Path) -> RunResults:
     if plan is None:
         problems.append(f"{name}: no plan record; NOT_EXECUTED cannot be computed and the run counts as incomplete")
 
-    results = _ordered_results(plan, chosen)
-    run = RunResults(path=path, plan=plan, devices=devices, results=results, end=end, problems=tuple(problems))
+    results = (
+        _sharded_results(plan, groups, chosen) if plan is not None and plan.shard else _ordered_results(plan, chosen)
+    )
+    run = RunResults(
+        path=path, plan=plan, devices=devices, results=results, end=end, problems=tuple(problems), groups=groups
+    )
     if end is not None and end.exit_code is not None and end.exit_code != run.exit_code:
         problems.append(
             safe_text(
@@ -633,7 +644,9 @@ def load_results(path: Path) -> RunResults:
                 f"the results give {int(run.exit_code)} ({run.answer}); the results are used"
             )
         )
-        run = RunResults(path=path, plan=plan, devices=devices, results=results, end=end, problems=tuple(problems))
+        run = RunResults(
+            path=path, plan=plan, devices=devices, results=results, end=end, problems=tuple(problems), groups=groups
+        )
     return run
 
 
@@ -648,6 +661,31 @@ def _ordered_results(plan: Plan | None, chosen: Mapping[tuple[str, str], ResultR
                 record = chosen.get(key)
                 ordered.append(record if record is not None else _not_executed(device, planned))
                 used.add(key)
+    rest = sorted((k for k in chosen if k not in used), key=lambda k: (k[0], k[1]))
+    ordered.extend(chosen[k] for k in rest)
+    return tuple(ordered)
+
+
+def _sharded_results(
+    plan: Plan, groups: Mapping[str, str], chosen: Mapping[tuple[str, str], ResultRecord]
+) -> tuple[ResultRecord, ...]:
+    """A sharded run: per group (devices of one build), each planned scenario once, from whichever of the
+    group's devices ran it (the latest when several did); NOT_EXECUTED, on the group's first device, when
+    none did. A device with no `group` in its device record is a group of its own. Then unplanned results.
+    """
+    members: dict[str, list[str]] = {}
+    for device in plan.devices:
+        members.setdefault(groups.get(device, f"device:{device}"), []).append(device)
+    ordered: list[ResultRecord] = []
+    used: set[tuple[str, str]] = set()
+    for devices in members.values():
+        for planned in plan.scenarios:
+            found = [chosen[(d, planned.id)] for d in devices if (d, planned.id) in chosen]
+            used.update((d, planned.id) for d in devices)
+            if found:
+                ordered.append(max(found, key=lambda r: r.finished or ""))
+            else:
+                ordered.append(_not_executed(devices[0], planned))
     rest = sorted((k for k in chosen if k not in used), key=lambda k: (k[0], k[1]))
     ordered.extend(chosen[k] for k in rest)
     return tuple(ordered)

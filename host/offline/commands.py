@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from reports import write_reports
-from reports.store import import_runs
+from reports.store import describe_location, import_runs, is_postgresql_url
 
 from .bundle import make_bundle
 from .clauses import print_clauses
@@ -73,14 +73,17 @@ def store_import_command(args: argparse.Namespace) -> int:
     outcomes = import_runs(args.store, args.dirs)
     for outcome in outcomes:
         print(outcome.line())
-    print(f"store: {args.store}")
-    return 1 if any(o.status == "skipped" for o in outcomes) else 0
+    print(f"store: {describe_location(args.store)}")
+    return 1 if any(o.status in ("skipped", "refused") for o in outcomes) else 0
 
 
 def dashboard_command(args: argparse.Namespace) -> int:
     from reports.dashboard import write_dashboard
 
-    out = args.out if args.out is not None else args.store.parent
+    if args.out is not None:
+        out = args.out
+    else:
+        out = Path("out") if is_postgresql_url(args.store) else Path(args.store).parent
     print(f"dashboard: {write_dashboard(args.store, out)}")
     return 0
 

@@ -43,10 +43,11 @@ def run_command(args: argparse.Namespace) -> int:
         scenarios=args.scenarios,
         cross=args.cross,
         store=args.store,
+        shard=args.shard,
     )
     progress = None if args.quiet else Progress(sys.stderr)
     if args.resume is not None:
-        outcome = resume_run(args.resume, progress.update if progress else None, impl=args.impl)
+        outcome = resume_run(args.resume, progress.update if progress else None, impl=args.impl, store=args.store)
     else:
         outcome = start_run(request, progress.update if progress else None)
     if progress:

@@ -31,6 +31,7 @@ class RunPlan:
     corpus_hash: str = ""
     model_hash: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    shard: bool = False  # --shard: each build's devices share its scenarios (host/run/shard.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,4 +64,5 @@ class RunRequest:
     serials: tuple[str, ...] = ()  # adb
     adb_servers: tuple[str, ...] = ()  # adb, HOST:PORT
     device_names: tuple[str, ...] = ()  # virtual: names to give the devices (resume)
-    store: Path | None = None  # results store (default: npuconf.sqlite next to the run directory)
+    store: str | None = None  # results store: a path or postgresql:// URL (default: npuconf.sqlite next to the run dir)
+    shard: bool = False  # split each build's corpus across its devices

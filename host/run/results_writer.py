@@ -87,6 +87,7 @@ def plan_record(plan: RunPlan, serials: Sequence[str]) -> dict[str, Any]:
         "corpus_hash": plan.corpus_hash,
         "model_hash": plan.model_hash,
         "options": plan.options,
+        **({"shard": True} if plan.shard else {}),
     }
 
 

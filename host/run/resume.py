@@ -14,17 +14,22 @@ from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file
 from ..targets import DEFAULT_CAPACITY, VnpuProfile
 from .ownership import created_here
 from .plan import Resume, RunPlan, RunRequest
+from .record import duration_estimates, record_run
 from .runner import ProgressFn, execute_run
 from .session import RunOutcome, open_targets
 
 
-def resume_run(directory: Path, progress: ProgressFn | None = None, impl: Path | None = None) -> RunOutcome:
+def resume_run(
+    directory: Path, progress: ProgressFn | None = None, impl: Path | None = None, store: str | None = None
+) -> RunOutcome:
     """`npuconf run --resume DIR`: run the planned pairs with no result, NOT_EXECUTED or a host-caused
-    ERROR, append, re-report. A last line torn by a full disk or a kill is cut first.
+    ERROR, append, re-report, and record the grown run in the results store (`store`, default: next to
+    DIR). A last line torn by a full disk or a kill is cut first.
 
     `impl` is `--impl` given again on the command line: required when the plan names a library and
     this host did not create DIR (see ownership.py), and checked against the plan's in every case.
-    """
+    A sharded run resumes sharded: every planned device is opened again and each build's devices share
+    what the build has left (a scenario is left when no device of its build has a result for it)."""
     results_path = directory / "results.jsonl"
     if not results_path.is_file():
         raise UsageError(f"--resume {directory}: no results.jsonl there; expected a run directory of `npuconf run`")
@@ -44,13 +49,15 @@ def resume_run(directory: Path, progress: ProgressFn | None = None, impl: Path |
         for device in plan_record.devices
     }
     todo = {device: ids for device, ids in todo.items() if ids}
+    sharded = plan_record.shard
     exit_code = int(previous.exit_code)
     if todo:
         options = dict(plan_record.options)
         options["impl"] = _checked_impl(directory, options.get("impl"), impl)
-        for device in todo:
+        wanted_devices = tuple(plan_record.devices) if sharded else tuple(todo)
+        for device in wanted_devices:
             checked_name(device, "planned device")
-        request = _request_from_plan(plan_record.target, options, tuple(todo))
+        request = _request_from_plan(plan_record.target, options, wanted_devices)
         catalogue = load_catalogue()
         scenario_root = request.scenarios or SCENARIO_ROOT
         corpus = {s.id: s for s in load_corpus(scenario_root, known_clauses=catalogue.ids())}
@@ -71,6 +78,7 @@ def resume_run(directory: Path, progress: ProgressFn | None = None, impl: Path |
             corpus_hash=plan_record.corpus_hash,
             model_hash=plan_record.model_hash,
             options=options,
+            shard=sharded,
         )
         profile = VnpuProfile(
             capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
@@ -83,13 +91,15 @@ def resume_run(directory: Path, progress: ProgressFn | None = None, impl: Path |
             described=frozenset(previous.devices),
             kept=tuple(finished.values()),
         )
+        estimates = duration_estimates(directory, store) if sharded else None
         with open_targets(request, plan_record.target, directory, profile) as targets:
-            chosen = [t for t in targets if t.serial in todo]
+            chosen = [t for t in targets if t.serial in wanted_devices]
             missing = [device for device in todo if device not in {t.serial for t in chosen}]
             if missing:
                 raise UsageError(f"--resume {directory}: planned device {missing[0]} is not available now")
-            execute_run(plan, chosen, progress, resume)
+            execute_run(plan, chosen, progress, resume, estimates)
         exit_code = int(load_results(results_path).exit_code)
+        record_run(directory, store)
     reports = write_reports(results_path, directory)
     run = load_results(results_path)
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)

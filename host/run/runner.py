@@ -19,6 +19,7 @@ from .discovery import probed_pairs
 from .judging import Outcome, judge_lines, not_run
 from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter, now_iso, plan_record, result_record
+from .shard import EstimatesFn, execute_sharded
 
 # Per-scenario budget the probe gets on top of the scenario's own timeout: teardown settling.
 SETTLE_ALLOWANCE_S = 2.0
@@ -48,6 +49,9 @@ class DeviceRun:
             self.scenarios = tuple(s for s in plan.scenarios if s.id in wanted)
             self.describe = target.serial not in resume.described
         self.verdicts: Counter[Verdict] = Counter()
+        self.total = len(self.scenarios)
+        # Called with each scenario id once its record is written (the shard scheduler's bookkeeping).
+        self.on_recorded: Callable[[str], None] | None = None
         self._lock = threading.Lock()
         self._done = 0
 
@@ -57,8 +61,13 @@ class DeviceRun:
             self.verdicts[outcome.verdict] += 1
             self._done += 1
             done = self._done
+        if self.on_recorded is not None:
+            self.on_recorded(scenario.id)
         if self.progress:
-            self.progress(self.target.serial, outcome.verdict, done, len(self.scenarios))
+            self.progress(self.target.serial, outcome.verdict, done, self.total)
+
+    def record_not_run(self, scenario: Scenario, verdict: Verdict, reason: str) -> None:
+        self._record(scenario, not_run(verdict, reason))
 
     def execute(self) -> Device | None:
         try:
@@ -77,9 +86,19 @@ class DeviceRun:
         return device
 
     def _run_scenarios(self, device: Device) -> None:
+        runnable = self.compile_for(device, self.scenarios)
+        lanes = [runnable[i :: self.plan.jobs] for i in range(self.plan.jobs)]
+        threads = [threading.Thread(target=self._run_lane, args=(device, lane)) for lane in lanes if lane]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def compile_for(self, device: Device, scenarios: Sequence[Scenario]) -> list[CompiledScenario]:
+        """The scenarios the device can run, compiled; the others are recorded NOT_APPLICABLE here."""
         pairs = Pairs.from_caps(device.caps, probed_pairs())
         runnable: list[CompiledScenario] = []
-        for scenario in self.scenarios:
+        for scenario in scenarios:
             missing = missing_capability(scenario, device.caps, pairs)
             if missing is not None:
                 self._record(scenario, not_run(Verdict.NOT_APPLICABLE, missing))
@@ -88,14 +107,21 @@ class DeviceRun:
                 runnable.append(compile_scenario(scenario, pairs))
             except CompileError as exc:
                 self._record(scenario, not_run(Verdict.NOT_APPLICABLE, str(exc)))
-        lanes = [runnable[i :: self.plan.jobs] for i in range(self.plan.jobs)]
-        threads = [threading.Thread(target=self._run_lane, args=(device, lane)) for lane in lanes if lane]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        return runnable
 
     def _run_lane(self, device: Device, lane: list[CompiledScenario]) -> None:
+        unrun = self.run_lane(device, lane)
+        if unrun is not None:
+            reason, scenarios = unrun
+            for scenario in scenarios:
+                self._record(scenario, not_run(Verdict.NOT_EXECUTED, reason))
+
+    def run_lane(self, device: Device, lane: list[CompiledScenario]) -> tuple[str, list[Scenario]] | None:
+        """Run the lane as one batch, recording each result as it arrives.
+
+        Returns None when every scenario got a record, else why the batch stopped and the scenarios it
+        never reported (not recorded: the caller decides whether they are NOT_EXECUTED or run elsewhere).
+        """
         by_id = {c.scenario.id: c for c in lane}
         reported: set[str] = set()
         fingerprint = str(device.info.get("fingerprint", device.serial))
@@ -143,7 +169,7 @@ class DeviceRun:
                 for compiled in lane:
                     if compiled.scenario.id not in reported:
                         self._record(compiled.scenario, not_run(Verdict.ERROR, reason), extra=_host_origin(exc))
-                return
+                return None
         else:
             if outcome.api_missing is not None:
                 missing = ", ".join(outcome.api_missing)
@@ -152,11 +178,10 @@ class DeviceRun:
                         reported.add(compiled.scenario.id)
                         reason = f"implementation lacks {missing}"
                         self._record(compiled.scenario, not_run(Verdict.NOT_APPLICABLE, reason))
-                return
+                return None
             reason = outcome.error or "the probe stopped before this scenario ran"
-        for compiled in lane:
-            if compiled.scenario.id not in reported:
-                self._record(compiled.scenario, not_run(Verdict.NOT_EXECUTED, reason))
+        unreported = [c.scenario for c in lane if c.scenario.id not in reported]
+        return (reason, unreported) if unreported else None
 
 
 def _host_origin(exc: BaseException) -> dict[str, Any]:
@@ -167,27 +192,39 @@ def _host_origin(exc: BaseException) -> dict[str, Any]:
 
 
 def execute_run(
-    plan: RunPlan, targets: Sequence[Target], progress: ProgressFn | None = None, resume: Resume | None = None
+    plan: RunPlan,
+    targets: Sequence[Target],
+    progress: ProgressFn | None = None,
+    resume: Resume | None = None,
+    estimates: EstimatesFn | None = None,
 ) -> int:
     """Run the plan on every target in parallel (one lane per device); return the exit code.
 
     With `resume`, results.jsonl already holds the plan: only the pairs left to run are run and
-    appended, and the end record counts the kept results too.
+    appended, and the end record counts the kept results too. With `plan.shard`, each build's devices
+    share its scenarios (host/run/shard.py; `estimates` gives measured durations for the balance).
     """
     output_dir(plan.out_dir)
     results_path = plan.out_dir / "results.jsonl"
     with ResultsWriter(results_path) as writer:
         if resume is None:
             writer.write(plan_record(plan, [t.serial for t in targets]))
-        runs = [DeviceRun(plan, target, writer, progress, resume) for target in targets]
-        threads = [threading.Thread(target=run.execute, name=f"device-{run.target.serial}") for run in runs]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
         counts: Counter[Verdict] = Counter(resume.kept if resume is not None else ())
-        for run in runs:
-            counts.update(run.verdicts)
+        if plan.shard:
+
+            def make_run(target: Target) -> DeviceRun:
+                return DeviceRun(plan, target, writer, progress, None)
+
+            counts.update(execute_sharded(plan, targets, writer, make_run, resume, estimates))
+        else:
+            runs = [DeviceRun(plan, target, writer, progress, resume) for target in targets]
+            threads = [threading.Thread(target=run.execute, name=f"device-{run.target.serial}") for run in runs]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            for run in runs:
+                counts.update(run.verdicts)
         exit_code = int(run_exit(counts.elements())) if counts else 2
         writer.write(
             {

@@ -30,7 +30,7 @@ from ..targets import (
 )
 from .ownership import claim
 from .plan import RunPlan, RunRequest, new_run_id
-from .record import record_run
+from .record import duration_estimates, record_run
 from .runner import ProgressFn, execute_run
 
 TARGETS = ("local", "virtual", "adb")
@@ -85,6 +85,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         timeout_multiplier=request.timeout_multiplier,
         corpus_hash=corpus_hash(scenario_root),
         model_hash=model_hash(),
+        shard=request.shard,
         options={
             "impl": str(request.impl) if request.impl else None,
             "personality": request.personality,
@@ -101,10 +102,12 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
             "adb_servers": list(request.adb_servers),
             "capacity": request.capacity,
             "profile": request.profile,
+            "shard": request.shard,
         },
     )
+    estimates = duration_estimates(out_dir, request.store) if request.shard else None
     with open_targets(request, target_name, out_dir, profile) as targets:
-        exit_code = execute_run(plan, targets, progress)
+        exit_code = execute_run(plan, targets, progress, estimates=estimates)
     reports = write_reports(out_dir / "results.jsonl", out_dir)
     record_run(out_dir, request.store)
     run = load_results(out_dir / "results.jsonl")
@@ -184,5 +187,3 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
         )
 
     yield list(discover_targets(servers, request.serials, make))
-
-

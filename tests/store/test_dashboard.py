@@ -17,6 +17,10 @@ OLD, NEW = "acme/phone:37/B1/1:user/release-keys", "acme/phone:37/B2/1:user/rele
 
 @pytest.fixture
 def store(tmp_path):
+    return _filled(tmp_path, tmp_path / "store.sqlite")
+
+
+def _filled(tmp_path, path):
     """phone-1: build B1 passes A and B; build B2 (two runs later) FAILs A. phone-2: one build, hostile model."""
     runs = [
         simple_run(
@@ -41,15 +45,15 @@ def store(tmp_path):
             {("phone-1", A): "FAIL", ("phone-1", B): "PASS"},
         ),
     ]
-    path = tmp_path / "store.sqlite"
     import_runs(path, runs)
-    with open_store(path) as conn:  # a hostile model name, as a device could report it
+    with open_store(path) as conn, conn.write_transaction():  # a hostile model name, as a device could report it
         conn.execute("UPDATE devices SET model = ? WHERE serial = 'phone-2'", ("<script>alert(1)</script>\x1b",))
-        conn.commit()
     return path
 
 
-def test_latest_build_matrix_and_regressions(store):
+def test_latest_build_matrix_and_regressions(tmp_path, store_location):
+    """The same dashboard from either engine."""
+    store = _filled(tmp_path, store_location)
     with open_store(store) as conn:
         dashboard = build_dashboard(conn)
     phone1 = next(d for d in dashboard.devices if d.serial == "phone-1")

@@ -1,28 +1,31 @@
-"""The results store: schema, idempotent import, recording by `npuconf run`."""
+"""The results store on both engines (SQLite file, PostgreSQL server): schema, idempotent import,
+refusal of a different run under a known run id, recording by `npuconf run`."""
 
+import hashlib
 import json
 import sqlite3
 
 import pytest
 
-from reports.store import STORE_SCHEMA, StoreError, import_runs, open_store
+from reports.store import STORE_SCHEMA, StoreError, import_runs, open_store, scenario_durations
 from tests.conftest import npuconf
 from tests.store.runs import d2_run, simple_run, write
 
 A, B = "requests.create_then_free", "requests.default_size_is_zero"
 
 
-def rows(store, query):
-    with sqlite3.connect(store) as conn:
-        return conn.execute(query).fetchall()
+def rows(store, query, params=()):
+    with open_store(store, create=False) as conn:
+        return conn.query(query, params)
 
 
-def test_import_fills_every_table(tmp_path):
+def test_import_fills_every_table(tmp_path, store_location):
     run_dir = d2_run(tmp_path / "run")
-    store = tmp_path / "npuconf.sqlite"
+    store = store_location
     (outcome,) = import_runs(store, [run_dir], kit_hash="k" * 64)
     assert (outcome.status, outcome.run_id, outcome.results) == ("added", "20260301-120000-d2d2", 3)
-    assert rows(store, "PRAGMA user_version") == [(STORE_SCHEMA,)]
+    with open_store(store) as conn:
+        assert conn.schema_version() == STORE_SCHEMA
     (run,) = rows(store, "SELECT run_id, started, profile, kit_hash, model_hash, corpus_hash, target, answer FROM runs")
     assert run == (
         "20260301-120000-d2d2",
@@ -50,22 +53,45 @@ def test_import_fills_every_table(tmp_path):
     assert clause_rows == [(1,)]
 
 
-def test_import_is_idempotent_by_run_id(tmp_path):
+def test_import_is_idempotent_by_run_id(tmp_path, store_location):
     run_dir = simple_run(
         tmp_path / "run", "run-1", "2026-03-01T10:00:00Z", {"p1": "fp/1"}, {("p1", A): "PASS", ("p1", B): "FAIL"}
     )
-    store = tmp_path / "store.sqlite"
+    store = store_location
     assert [o.status for o in import_runs(store, [run_dir])] == ["added"]
     snapshot = rows(store, "SELECT * FROM verdicts ORDER BY scenario")
     assert [o.status for o in import_runs(store, [run_dir, run_dir])] == ["unchanged", "unchanged"]
     assert rows(store, "SELECT * FROM verdicts ORDER BY scenario") == snapshot
     assert rows(store, "SELECT count(*) FROM runs") == [(1,)]
 
-    # The same run id with changed results (a resumed run) replaces its rows.
-    simple_run(run_dir, "run-1", "2026-03-01T10:00:00Z", {"p1": "fp/1"}, {("p1", A): "PASS", ("p1", B): "PASS"})
+    # A resumed run appends to its results.jsonl: the grown run replaces its rows.
+    results = run_dir / "results.jsonl"
+    later = json.loads(results.read_text().splitlines()[-2])  # B's FAIL record, re-run and now PASS
+    later |= {"verdict": "PASS", "divergence": None, "finished": "2026-03-01T11:00:00Z"}
+    with results.open("a") as stream:
+        stream.write(json.dumps(later) + "\n")
     assert [o.status for o in import_runs(store, [run_dir])] == ["updated"]
     assert rows(store, "SELECT scenario, verdict FROM verdicts ORDER BY scenario") == [(A, "PASS"), (B, "PASS")]
     assert rows(store, "SELECT count(*) FROM runs") == [(1,)]
+
+
+def test_a_different_run_under_a_known_run_id_is_refused_not_overwritten(tmp_path, store_location):
+    """Issue 13: a second run with the same run_id replaced another run's FAILs with PASSes."""
+    first = simple_run(
+        tmp_path / "a", "run-1", "2026-03-01T10:00:00Z", {"p1": "fp/1"}, {("p1", A): "FAIL", ("p1", B): "FAIL"}
+    )
+    other = simple_run(
+        tmp_path / "b", "run-1", "2026-03-01T10:00:00Z", {"p1": "fp/1"}, {("p1", A): "PASS", ("p1", B): "PASS"}
+    )
+    store = store_location
+    assert [o.status for o in import_runs(store, [first])] == ["added"]
+    (refused,) = import_runs(store, [other])
+    assert refused.status == "refused" and "already holds run run-1" in refused.note
+    assert rows(store, "SELECT scenario, verdict FROM verdicts ORDER BY scenario") == [(A, "FAIL"), (B, "FAIL")]
+    (source,) = rows(store, "SELECT source FROM runs")
+    assert source[0] == str(first / "results.jsonl")
+    done = npuconf("store", "import", other, "--store", store, timeout=60)
+    assert done.returncode == 1 and "refused: run-1" in done.stdout, done.stdout + done.stderr
 
 
 def test_run_without_plan_is_skipped(tmp_path):
@@ -74,7 +100,30 @@ def test_run_without_plan_is_skipped(tmp_path):
     assert outcome.status == "skipped" and "no plan" in outcome.note
 
 
+def test_a_schema_1_store_is_migrated_in_place(tmp_path):
+    """Stores written before the engines (schema 1, user_version 1) keep their rows and gain the new columns."""
+    run_dir = d2_run(tmp_path / "run")
+    store = tmp_path / "old.sqlite"
+    from reports.store import MIGRATIONS
+
+    with sqlite3.connect(store) as conn:
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO runs VALUES ('old-run', '2026-01-01T00:00:00Z', NULL, 'published-37', 'adb', '0.1.0', NULL, "
+            "'m', 'c', 'v', 'conformant', 0, 'somewhere', 'abc', '2026-01-01T00:00:00Z')"
+        )
+        conn.execute("PRAGMA user_version = 1")
+    assert [o.status for o in import_runs(store, [run_dir])] == ["added"]
+    assert rows(store, "SELECT run_id FROM runs ORDER BY run_id") == [("20260301-120000-d2d2",), ("old-run",)]
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (STORE_SCHEMA,)
+    durations = rows(store, "SELECT duration_ms FROM verdicts WHERE verdict = 'FAIL'")
+    assert durations == [(1.5,)]
+
+
 def test_foreign_or_newer_files_are_refused(tmp_path):
+    """Also issue 13: a corrupt store is one line on the command line, exit 3, no traceback."""
     not_sqlite = tmp_path / "notes.sqlite"
     not_sqlite.write_text("hello, this is not a database at all" * 20)
     with pytest.raises(StoreError, match="not an npuconf results store"), open_store(not_sqlite):
@@ -91,11 +140,21 @@ def test_foreign_or_newer_files_are_refused(tmp_path):
         pass
     with pytest.raises(StoreError, match="no results store"), open_store(tmp_path / "missing.sqlite", create=False):
         pass
+    # A real store, then damaged in its middle pages: the import and the dashboard each print one line.
+    broken = tmp_path / "broken.sqlite"
+    import_runs(broken, [d2_run(tmp_path / "run")])
+    data = bytearray(broken.read_bytes())
+    data[100:] = b"\xa5" * (len(data) - 100)
+    broken.write_bytes(bytes(data))
+    for args in (("store", "import", tmp_path / "run"), ("dashboard",)):
+        done = npuconf(*args, "--store", broken, timeout=60)
+        assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and str(broken) in done.stderr
 
 
-def test_cli_store_import_and_errors(tmp_path):
+def test_cli_store_import_and_errors(tmp_path, store_location):
     run_dir = d2_run(tmp_path / "run")
-    store = tmp_path / "s.sqlite"
+    store = store_location
     first = npuconf("store", "import", run_dir, "--store", store, timeout=60)
     again = npuconf("store", "import", run_dir, "--store", store, timeout=60)
     assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
@@ -105,6 +164,12 @@ def test_cli_store_import_and_errors(tmp_path):
     assert missing.returncode == 3 and "Traceback" not in missing.stderr
     no_store = npuconf("dashboard", "--store", tmp_path / "none.sqlite", timeout=60)
     assert no_store.returncode == 3 and "no results store" in no_store.stderr
+    dashboard = npuconf("dashboard", "--store", store, "--out", tmp_path / "dash", timeout=60)
+    assert dashboard.returncode == 0, dashboard.stderr
+    assert "20260301-120000-d2d2" in (tmp_path / "dash" / "dashboard.html").read_text()
+    if store.startswith("postgresql://"):
+        password = store.split(":")[2].split("@")[0]
+        assert password not in first.stdout + (tmp_path / "dash" / "dashboard.html").read_text()
 
 
 @pytest.mark.slow
@@ -120,7 +185,7 @@ def test_npuconf_run_records_itself_in_the_store(tmp_path, probe_build):
     assert len(kit_hash) == 64
 
 
-def test_hostile_device_text_is_stored(tmp_path):
+def test_hostile_device_text_is_stored(tmp_path, store_location):
     run_dir = simple_run(
         tmp_path / "run", "run-x", "2026-03-01T10:00:00Z", {"p\x1b1": "fp/\ud800"}, {("p\x1b1", A): "PASS"}
     )
@@ -129,9 +194,64 @@ def test_hostile_device_text_is_stored(tmp_path):
     device["info"]["model"] = "<b>\x00\udfff"
     lines[1] = json.dumps(device)
     (run_dir / "results.jsonl").write_text("\n".join(lines) + "\n")
-    store = tmp_path / "s.sqlite"
+    store = store_location
     assert [o.status for o in import_runs(store, [run_dir])] == ["added"]
     assert rows(store, "SELECT serial, fingerprint, model FROM devices") == [
         ("p\\x1b1", "fp/\\ud800", "<b>\\x00\\udfff")
     ]
     assert [o.status for o in import_runs(store, [run_dir])] == ["unchanged"]
+
+
+def test_scenario_durations_prefer_the_build_then_any_build(tmp_path, store_location):
+    store = store_location
+    first = simple_run(tmp_path / "r1", "run-1", "2026-03-01T10:00:00Z", {"p1": "fp/1"}, {("p1", A): "PASS"})
+    second = simple_run(tmp_path / "r2", "run-2", "2026-03-02T10:00:00Z", {"p2": "fp/2"}, {("p2", B): "PASS"})
+    import_runs(store, [first, second])
+
+    with open_store(store) as conn, conn.write_transaction():
+        conn.execute("UPDATE verdicts SET duration_ms = ? WHERE run_id = 'run-1'", (40.0,))
+        conn.execute("UPDATE verdicts SET duration_ms = ? WHERE run_id = 'run-2'", (7.0,))
+    assert scenario_durations(store, "fp/1") == {A: 40.0, B: 7.0}  # B never ran on fp/1: any build's
+    assert scenario_durations(tmp_path / "absent.sqlite", "fp/1") == {}
+    assert not (tmp_path / "absent.sqlite").exists()
+
+
+@pytest.mark.slow
+def test_npuconf_run_records_itself_in_a_postgresql_store(tmp_path, probe_build, pg_url):
+    out = tmp_path / "r1"
+    done = npuconf("run", "--target", "local", "-k", "requests.create", "--out", out, "-q", "--store", pg_url)
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr
+    plan = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    assert rows(pg_url, "SELECT run_id FROM runs") == [(plan["run_id"],)]
+    assert rows(pg_url, "SELECT count(*) FROM verdicts WHERE verdict = 'PASS' AND duration_ms > 0")[0][0] >= 1
+    dashboard = npuconf("dashboard", "--store", pg_url, "--out", tmp_path / "web", timeout=60)
+    assert dashboard.returncode == 0 and plan["run_id"] in (tmp_path / "web" / "dashboard.html").read_text()
+    unreachable = pg_url.rsplit(":", 1)[0] + ":1/nothing"
+    done = npuconf("dashboard", "--store", unreachable, timeout=60)
+    assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "cannot connect" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_resumed_run_is_recorded_in_the_store(tmp_path, probe_build):
+    """Issue 13: resumed runs were never recorded. The grown results.jsonl replaces the run's rows."""
+    run_dir = tmp_path / "runs" / "r1"
+    done = npuconf("run", "--target", "local", "-k", "requests.create", "--out", run_dir, "-q")
+    assert done.returncode == 0, done.stderr
+    store = tmp_path / "runs" / "npuconf.sqlite"
+    results = run_dir / "results.jsonl"
+    lines = results.read_text().splitlines()
+    kept = [line for line in lines if json.loads(line)["kind"] != "end"][:-2]  # as if killed two results early
+    results.write_text("\n".join(kept) + "\n")
+    with open_store(store) as conn, conn.write_transaction():  # the store as the interrupted run left it
+        for table in ("verdict_clauses", "verdicts", "runs"):
+            conn.execute(f"DELETE FROM {table}")
+    assert import_runs(store, [run_dir])[0].status == "added"
+    before = rows(store, "SELECT count(*) FROM verdicts WHERE verdict = 'PASS'")[0][0]
+    done = npuconf("run", "--resume", run_dir, "-q")
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    after = rows(store, "SELECT verdict, count(*) FROM verdicts GROUP BY verdict")
+    assert after == [("PASS", before + 2)]
+    (digest,) = rows(store, "SELECT results_sha256 FROM runs")[0]
+    assert digest == hashlib.sha256(results.read_bytes()).hexdigest()

@@ -1,0 +1,116 @@
+"""The server engine of the results store: PostgreSQL through psycopg 3, for dashboards shared by a lab.
+
+`--store postgresql://user@host:port/dbname` (libpq URL syntax, so `?host=/socket/dir`, passwords
+from ~/.pgpass or PGPASSWORD work too). The schema version lives in the table `npuconf_schema`.
+Writers take turns with a transaction-scoped advisory lock, so concurrent imports from several
+processes or hosts never interleave their check-then-write, and concurrent creation of a new store
+creates it once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Final
+
+from .store_engine import Params, StoreError, first_line, rows_of
+
+URL_SCHEMES: Final = ("postgresql://", "postgres://")
+# pg_advisory_xact_lock key held by every writer of an npuconf store ("npuconf" in ASCII).
+WRITER_LOCK: Final = 0x6E7075636F6E66
+CONNECT_TIMEOUT_S: Final = 10
+
+
+def is_postgresql_url(text: str) -> bool:
+    return text.startswith(URL_SCHEMES)
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages and the dashboard page."""
+    return re.sub(r"^(postgres(?:ql)?://[^:/@?]*):[^@/?]*@", r"\1:***@", url)
+
+
+def _placeholders(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+class PostgresqlEngine:
+    engine = "postgresql"
+
+    def __init__(self, url: str) -> None:
+        self.location = redacted(url)
+        try:
+            import psycopg
+        except ImportError:
+            raise StoreError(
+                f"{self.location}: PostgreSQL stores need psycopg 3 (pip install 'psycopg[binary]')"
+            ) from None
+        self._psycopg = psycopg
+        try:
+            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.location}: cannot connect to the results store ({first_line(exc)})") from None
+        self._in_transaction = False
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except self._psycopg.Error as exc:
+            raise StoreError(f"{self.location}: results store error ({first_line(exc)})") from None
+
+    def query(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
+        with self._errors():
+            return rows_of(self._conn.execute(_placeholders(sql), tuple(params)).fetchall())
+
+    def execute(self, sql: str, params: Params = ()) -> None:
+        with self._errors():
+            self._conn.execute(_placeholders(sql), tuple(params))
+
+    def execute_many(self, sql: str, rows: Sequence[Params]) -> None:
+        if not rows:
+            return
+        with self._errors(), self._conn.cursor() as cursor:
+            cursor.executemany(_placeholders(sql), [tuple(r) for r in rows])
+
+    @contextmanager
+    def write_transaction(self) -> Iterator[None]:
+        if self._in_transaction:
+            yield
+            return
+        with self._errors(), self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+            self._in_transaction = True
+            try:
+                yield
+            finally:
+                self._in_transaction = False
+
+    def schema_version(self) -> int:
+        with self._errors():
+            # pg_tables is read with the statement's snapshot; to_regclass() would consult the relation
+            # cache, which can still say "absent" after another writer's commit while we waited for its lock.
+            exists = self._conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'npuconf_schema'"
+            ).fetchone()
+            if not exists or not exists[0]:
+                return 0
+            row = self._conn.execute("SELECT max(version) FROM npuconf_schema").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def set_schema_version(self, version: int) -> None:
+        with self._errors():
+            self._conn.execute("CREATE TABLE IF NOT EXISTS npuconf_schema (version INTEGER NOT NULL)")
+            self._conn.execute("DELETE FROM npuconf_schema")
+            self._conn.execute("INSERT INTO npuconf_schema VALUES (%s)", (int(version),))
+
+    def foreign_tables(self) -> set[str]:
+        with self._errors():
+            rows = self._conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'npuconf_schema'"
+            ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    def close(self) -> None:
+        self._conn.close()

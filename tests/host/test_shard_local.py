@@ -1,0 +1,105 @@
+"""The sharded runner with real probes on the local target (several local targets of one build), no adb:
+each scenario once per build, a target failing mid-run hands its work to the others, groups by build."""
+
+from collections import Counter
+
+from host.probe import DEFAULT_BUILD_DIR
+from host.run import RunPlan
+from host.run.runner import execute_run
+from host.suite import load_catalogue, load_corpus, select
+from host.targets import LocalTarget, VnpuProfile
+from reports import load_results
+
+
+class FailingAfter(LocalTarget):
+    """A local target whose batches stop working after `good` batches (beyond discovery), like a lost device."""
+
+    def __init__(self, *args, good, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.good = good
+        self.batches = 0
+
+    def run_batch(self, program, scenario_ids, limits_s, on_trace):
+        self.batches += 1
+        if self.batches > 1 + self.good:  # the first batch is pair discovery
+            raise OSError("device went away")
+        return super().run_batch(program, scenario_ids, limits_s, on_trace)
+
+
+class OtherBuild(LocalTarget):
+    def prepare(self):
+        return super().prepare() | {"fingerprint": "other/build:1"}
+
+
+def _plan(tmp_path, scenarios):
+    catalogue = load_catalogue()
+    return RunPlan(
+        run_id="shard-local",
+        out_dir=tmp_path / "run",
+        scenarios=tuple(scenarios),
+        catalogue=dict(catalogue.quotes()),
+        profile="published-37",
+        target_name="local",
+        shard=True,
+    )
+
+
+def _corpus(keyword):
+    return select(load_corpus(known_clauses=load_catalogue().ids()), keyword, ())
+
+
+def _target(tmp_path, serial, cls=LocalTarget, **kwargs):
+    work = tmp_path / serial
+    work.mkdir(parents=True, exist_ok=True)
+    return cls(profile=VnpuProfile(), work_dir=work, build_dir=DEFAULT_BUILD_DIR, serial=serial, **kwargs)
+
+
+def test_three_local_targets_of_one_build_share_the_corpus(tmp_path, probe_build):
+    scenarios = _corpus("requests or cookies")
+    plan = _plan(tmp_path, scenarios)
+    targets = [_target(tmp_path, f"local-{i}") for i in range(3)]
+    assert execute_run(plan, targets) == 0
+    run = load_results(plan.out_dir)
+    ran = [r for r in run.results if r.recorded]
+    assert Counter(r.scenario for r in ran) == Counter(s.id for s in scenarios)
+    assert len(set(run.groups.values())) == 1 and {r.verdict.value for r in ran} == {"PASS"}
+    assert len({r.device for r in ran}) >= 2
+
+
+def test_a_target_lost_mid_run_gives_its_scenarios_to_the_others(tmp_path, probe_build):
+    scenarios = _corpus("requests or cookies or allocation")
+    plan = _plan(tmp_path, scenarios)
+    lost = _target(tmp_path, "local-lost", FailingAfter, good=1)
+    targets = [_target(tmp_path, "local-a"), lost, _target(tmp_path, "local-b")]
+    assert execute_run(plan, targets) == 0
+    run = load_results(plan.out_dir)
+    assert Counter(r.scenario for r in run.results) == Counter(s.id for s in scenarios)
+    assert {r.verdict.value for r in run.results} <= {"PASS", "NOT_APPLICABLE"}
+    assert not [r for r in run.results if r.verdict.value == "NOT_EXECUTED"]
+    assert lost.batches >= 3  # it ran a chunk, then failed one (and was asked for no more)
+    on_lost = [r for r in run.results if r.device == "local-lost"]
+    assert 0 < len(on_lost) < len(scenarios) // 2
+
+
+def test_devices_of_two_builds_each_run_everything_and_a_build_whose_devices_all_fail(tmp_path, probe_build):
+    scenarios = _corpus("requests.create")
+    plan = _plan(tmp_path, scenarios)
+    targets = [
+        _target(tmp_path, "a1"),
+        _target(tmp_path, "a2"),
+        _target(tmp_path, "b1", OtherBuild),
+        _target(tmp_path, "c1", FailingAfter, good=0),
+    ]
+    code = execute_run(plan, targets)
+    run = load_results(plan.out_dir)
+    groups = run.groups
+    assert groups["a1"] == groups["a2"] == groups["c1"] != groups["b1"] == "other/build:1"
+    per_group = Counter((groups[r.device], r.scenario) for r in run.results)
+    assert set(per_group.values()) == {1} and len(per_group) == 2 * len(scenarios)
+    assert {r.verdict.value for r in run.results} == {"PASS"} and code == 0  # c1's loss moved its work to a1, a2
+
+    alone = _plan(tmp_path / "alone", scenarios)
+    assert execute_run(alone, [_target(tmp_path, "d1", FailingAfter, good=0)]) == 2
+    left = load_results(alone.out_dir).results
+    assert {r.verdict.value for r in left} == {"NOT_EXECUTED"} and len(left) == len(scenarios)
+    assert all("every device of this build was lost" in r.reason and "went away" in r.reason for r in left)
