@@ -360,7 +360,11 @@ def render_html(run: RunResults) -> str:
     plan = run.plan
     counts = count_verdicts(run.results)
     rows, details = _rows_and_details(run)
+    claim = run.claim
     meta = [
+        ("claim", claim.headline),
+        ("configuration", claim.configuration_text()),
+        *((f"not exercised on {g.device}", f"{g.why}: {', '.join(g.clauses)}") for g in claim.gaps),
         ("run", run.run_id or "(no plan)"),
         ("started", plan.started if plan else ""),
         ("finished", run.end.finished if run.end else "not finished (no end record)"),
@@ -373,14 +377,23 @@ def render_html(run: RunResults) -> str:
         ("results", str(run.path)),
     ]
     device_info = [
-        (serial, [(key, render_value(value)) for key, value in run.devices.get(serial, {}).items()])
+        (
+            serial,
+            [
+                (key, render_value(value))
+                for key, value in run.devices.get(serial, {}).items()
+                if key != "discovery_trace"  # raw evidence for `verify`; results.jsonl keeps it
+            ],
+        )
         for serial in devices
     ]
     template = environment().get_template("report.html.j2")
     return template.render(
         run_id=run.run_id,
-        answer=run.answer,
-        exit_code=int(run.exit_code),
+        answer=claim.level.value,
+        answer_class=claim.level.name.lower().replace("_", "-"),
+        headline=claim.headline,
+        exit_code=int(claim.exit_code),
         counts=[(str(v), counts[v]) for v in SEVERITY],
         total=len(run.results),
         meta=[(k, v) for k, v in meta if v],

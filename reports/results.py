@@ -12,10 +12,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from reference_model.errors import KitError
-from reference_model.verdicts import RunExit, Verdict, answer, run_exit
+from reference_model.verdicts import RunExit, Verdict
+
+if TYPE_CHECKING:
+    from .claim import Claim
 
 RESULTS_SCHEMA: Final = 1
 RESULTS_NAME: Final = "results.jsonl"
@@ -92,6 +95,7 @@ class Plan:
     corpus_hash: str
     model_hash: str
     options: Mapping[str, object]
+    claim_basis: Mapping[str, object] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,17 +189,19 @@ class RunResults:
         return tuple(seen)
 
     @property
+    def claim(self) -> Claim:
+        """The run's claim (reports/claim.py, the one implementation)."""
+        from .claim import claim_of
+
+        return claim_of(self)
+
+    @property
     def exit_code(self) -> RunExit:
-        """`run_exit` over every verdict; a run with no plan or nothing judged is incomplete."""
-        if self.plan is None or not self.results:
-            return RunExit.INCOMPLETE
-        return run_exit(r.verdict for r in self.results)
+        return self.claim.exit_code
 
     @property
     def answer(self) -> str:
-        if self.plan is None or not self.results:
-            return "incomplete"
-        return answer(r.verdict for r in self.results)
+        return self.claim.level.value
 
     def for_device(self, serial: str) -> tuple[ResultRecord, ...]:
         return tuple(r for r in self.results if r.device == serial)
@@ -402,6 +408,7 @@ def _parse_plan(obj: Mapping[str, object], notes: list[str]) -> Plan:
         corpus_hash=fields.text("corpus_hash"),
         model_hash=fields.text("model_hash"),
         options=fields.mapping("options") or {},
+        claim_basis=fields.mapping("claim_basis"),
     )
     notes.extend(fields.notes)
     return plan
@@ -616,7 +623,7 @@ def load_results(path: Path) -> RunResults:
         problems.append(
             safe_text(
                 f"{name} line {end.line}: the end record says exit code {end.exit_code}, "
-                f"the results give {int(run.exit_code)} ({run.answer}); the results are used"
+                f"the results give {int(run.exit_code)} ({run.claim.headline}); the results are used"
             )
         )
         run = RunResults(path=path, plan=plan, devices=devices, results=results, end=end, problems=tuple(problems))

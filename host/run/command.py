@@ -52,7 +52,12 @@ def run_command(args: argparse.Namespace) -> int:
     if progress:
         progress.finish()
     counts = ", ".join(f"{v.value} {outcome.counts[v]}" for v in Verdict if outcome.counts[v])
-    print(f"{outcome.answer}: {counts or 'nothing ran'}")
+    claim = outcome.claim
+    print(claim.headline)
+    print(f"verdicts: {counts or 'nothing ran'}")
+    print(f"configuration: {claim.configuration_text()}")
+    for gap in claim.gaps:
+        print(f"not exercised on {gap.line()}")
     for name, path in outcome.reports.items():
         print(f"{name}: {path}")
     return outcome.exit_code

@@ -31,6 +31,7 @@ class RunPlan:
     corpus_hash: str = ""
     model_hash: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    claim_basis: dict[str, Any] | None = None  # host/suite/basis.py
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,7 @@ def plan_record(plan: RunPlan, serials: Sequence[str]) -> dict[str, Any]:
         "corpus_hash": plan.corpus_hash,
         "model_hash": plan.model_hash,
         "options": plan.options,
+        **({"claim_basis": plan.claim_basis} if plan.claim_basis is not None else {}),
     }
 
 

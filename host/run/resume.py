@@ -35,7 +35,6 @@ def resume_run(directory: Path, progress: ProgressFn | None = None) -> RunOutcom
         for device in plan_record.devices
     }
     todo = {device: ids for device, ids in todo.items() if ids}
-    exit_code = int(previous.exit_code)
     if todo:
         options = dict(plan_record.options)
         request = _request_from_plan(plan_record.target, options, tuple(todo))
@@ -76,11 +75,10 @@ def resume_run(directory: Path, progress: ProgressFn | None = None) -> RunOutcom
             if missing:
                 raise UsageError(f"--resume {directory}: planned device {missing[0]} is not available now")
             execute_run(plan, chosen, progress, resume)
-        exit_code = int(load_results(results_path).exit_code)
     reports = write_reports(results_path, directory)
     run = load_results(results_path)
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
-    return RunOutcome(directory, exit_code, counts, run.answer, {"results": results_path, **reports})
+    return RunOutcome(directory, int(run.claim.exit_code), counts, run.claim, {"results": results_path, **reports})
 
 
 def _request_from_plan(target: str, options: dict[str, object], devices: tuple[str, ...]) -> RunRequest:

@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from reference_model.scenario import Scenario
-from reference_model.verdicts import Verdict, run_exit
+from reference_model.verdicts import Verdict
+from reports import load_results
 
 from ..probe import CompiledScenario, CompileError, Pairs, ScenarioTrace, compile_program, compile_scenario
 from ..targets import Device, Target
@@ -71,6 +72,11 @@ class DeviceRun:
             return None
         if self.describe:
             self.writer.write({"kind": "device", "device": device.serial, "info": device.info})
+        if device.discovery_failed is not None:
+            # Without the pairs nothing can be judged (design: discovery failure is ERROR, not a note).
+            for scenario in self.scenarios:
+                self._record(scenario, not_run(Verdict.ERROR, device.discovery_failed))
+            return device
         self._run_scenarios(device)
         return device
 
@@ -174,7 +180,8 @@ def execute_run(
         counts: Counter[Verdict] = Counter(resume.kept if resume is not None else ())
         for run in runs:
             counts.update(run.verdicts)
-        exit_code = int(run_exit(counts.elements())) if counts else 2
+        # The end record states the claim of everything recorded so far (reports/claim.py).
+        exit_code = int(load_results(results_path).claim.exit_code)
         writer.write(
             {
                 "kind": "end",

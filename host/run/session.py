@@ -10,10 +10,20 @@ from pathlib import Path
 
 from reference_model.verdicts import Verdict
 from reports import load_results, write_reports
+from reports.claim import Claim
 
 from ..errors import UsageError
 from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix
-from ..suite import SCENARIO_ROOT, corpus_hash, load_catalogue, load_corpus, load_waiver_file, model_hash, select
+from ..suite import (
+    SCENARIO_ROOT,
+    claim_basis,
+    corpus_hash,
+    load_catalogue,
+    load_corpus,
+    load_waiver_file,
+    model_hash,
+    select,
+)
 from ..targets import (
     DEFAULT_CAPACITY,
     AdbServerAddress,
@@ -39,7 +49,7 @@ class RunOutcome:
     out_dir: Path
     exit_code: int
     counts: Counter[Verdict]
-    answer: str
+    claim: Claim
     reports: dict[str, Path]
 
 
@@ -79,6 +89,9 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         timeout_multiplier=request.timeout_multiplier,
         corpus_hash=corpus_hash(scenario_root),
         model_hash=model_hash(),
+        claim_basis=claim_basis(
+            catalogue, scenarios if request.scenarios is None else load_corpus(known_clauses=catalogue.ids())
+        ),
         options={
             "impl": str(request.impl) if request.impl else None,
             "personality": request.personality,
@@ -98,12 +111,13 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         },
     )
     with open_targets(request, target_name, out_dir, profile) as targets:
-        exit_code = execute_run(plan, targets, progress)
+        execute_run(plan, targets, progress)
     reports = write_reports(out_dir / "results.jsonl", out_dir)
     record_run(out_dir, request.store)
     run = load_results(out_dir / "results.jsonl")
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
-    return RunOutcome(out_dir, exit_code, counts, run.answer, {"results": out_dir / "results.jsonl", **reports})
+    paths = {"results": out_dir / "results.jsonl", **reports}
+    return RunOutcome(out_dir, int(run.claim.exit_code), counts, run.claim, paths)
 
 
 def resolve_target(request: RunRequest) -> str:

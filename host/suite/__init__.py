@@ -1,6 +1,8 @@
 """What the kit runs and judges with, read from this checkout: the scenario corpus, the clause catalogue,
 waiver files, and content hashes of the kit's parts (recorded in plans and bundles)."""
 
+from .basis import DEVICE_TESTABLE as DEVICE_TESTABLE
+from .basis import claim_basis as claim_basis
 from .catalogue import Catalogue as Catalogue
 from .catalogue import Clause as Clause
 from .catalogue import load_catalogue as load_catalogue
