@@ -19,6 +19,7 @@ Levels and exit codes:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -223,7 +224,9 @@ def claim_of(run: RunResults) -> Claim:
     unjudged = [(v, sum(1 for x in verdicts if x is v)) for v in _UNJUDGED if v in verdicts]
     if unjudged:
         counts = ", ".join(f"{n} {v.value}" for v, n in unjudged)
-        return make(ClaimLevel.INCOMPLETE, f"incomplete: {counts} not judged{suffix}", partial)
+        reasons = Counter(r.reason for r in run.results if r.verdict in _UNJUDGED and r.reason)
+        why = f" ({reasons.most_common(1)[0][0]})" if reasons else ""
+        return make(ClaimLevel.INCOMPLETE, f"incomplete: {counts} not judged{why}{suffix}", partial)
     if partial:
         return make(ClaimLevel.PARTIAL, f"{PARTIAL_HEADLINE}: {'; '.join(partial)}", partial)
     basis = plan.claim_basis or {}

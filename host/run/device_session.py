@@ -54,7 +54,7 @@ def prepare_device(target: Target) -> Device:
     target.run_batch(
         compile_program([compile_scenario(scenario, Pairs(None, None))]),
         [DISCOVERY_ID],
-        [DISCOVERY_LIMIT_S],
+        [DISCOVERY_LIMIT_S * float(getattr(target, "timeout_multiplier", 1.0))],
         traces.append,
     )
     found = parse_discovery(traces[0]) if traces else None

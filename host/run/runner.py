@@ -8,10 +8,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reports import load_results
 
+from ..errors import UsageError
 from ..probe import CompiledScenario, CompileError, Pairs, ScenarioTrace, compile_program, compile_scenario
 from ..targets import Device, Target
 from .device_session import missing_capability, prepare_device
@@ -33,13 +35,13 @@ class DeviceRun:
         self,
         plan: RunPlan,
         target: Target,
-        writer: ResultsWriter,
-        progress: ProgressFn | None,
+        writer: ResultsWriter | None = None,
+        progress: ProgressFn | None = None,
         resume: Resume | None = None,
     ) -> None:
         self.plan = plan
         self.target = target
-        self.writer = writer
+        self._writer = writer
         self.progress = progress
         self.scenarios = plan.scenarios
         self.describe = True
@@ -48,8 +50,21 @@ class DeviceRun:
             self.scenarios = tuple(s for s in plan.scenarios if s.id in wanted)
             self.describe = target.serial not in resume.described
         self.verdicts: Counter[Verdict] = Counter()
+        self.device: Device | None = None
+        self.setup_error: KitError | None = None
+        self.prepare_error: str | None = None
         self._lock = threading.Lock()
         self._done = 0
+
+    @property
+    def writer(self) -> ResultsWriter:
+        if self._writer is None:  # pragma: no cover - execute_run sets it before executing
+            raise RuntimeError("DeviceRun has no results writer")
+        return self._writer
+
+    @writer.setter
+    def writer(self, writer: ResultsWriter) -> None:
+        self._writer = writer
 
     def _record(self, scenario: Scenario, outcome: Outcome, **kwargs: Any) -> None:
         self.writer.write(result_record(self.target.serial, scenario, outcome, **kwargs))
@@ -60,15 +75,27 @@ class DeviceRun:
         if self.progress:
             self.progress(self.target.serial, outcome.verdict, done, len(self.scenarios))
 
-    def execute(self) -> Device | None:
+    def prepare(self) -> None:
+        """Prepare the device and discover its pairs (before the plan is written).
+
+        A setup error (KitError: a missing build, a bad --impl) is kept in `setup_error`: the run stops
+        with exit 3 before any scenario; any other failure makes every scenario of the device ERROR.
+        """
         try:
-            device = prepare_device(self.target)
+            self.device = prepare_device(self.target)
+        except UsageError as exc:
+            self.setup_error = exc
         except Exception as exc:
+            self.prepare_error = f"device preparation failed: {exc}"
+
+    def execute(self) -> Device | None:
+        device = self.device
+        if device is None:
             if self.describe:
                 serial = self.target.serial
                 self.writer.write({"kind": "device", "device": serial, "info": {"serial": serial}})
             for scenario in self.scenarios:
-                self._record(scenario, not_run(Verdict.ERROR, f"device preparation failed: {exc}"))
+                self._record(scenario, not_run(Verdict.ERROR, self.prepare_error or "device preparation failed"))
             return None
         if self.describe:
             self.writer.write({"kind": "device", "device": device.serial, "info": device.info})
@@ -158,6 +185,14 @@ class DeviceRun:
                 self._record(compiled.scenario, not_run(Verdict.NOT_EXECUTED, reason))
 
 
+def _each_thread(runs: Sequence[DeviceRun], method: str) -> None:
+    threads = [threading.Thread(target=getattr(run, method), name=f"device-{run.target.serial}") for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def execute_run(
     plan: RunPlan, targets: Sequence[Target], progress: ProgressFn | None = None, resume: Resume | None = None
 ) -> int:
@@ -166,12 +201,18 @@ def execute_run(
     With `resume`, results.jsonl already holds the plan: only the pairs left to run are run and
     appended, and the end record counts the kept results too.
     """
+    runs = [DeviceRun(plan, target, progress=progress, resume=resume) for target in targets]
+    _each_thread(runs, "prepare")
+    for run in runs:
+        if run.setup_error is not None:
+            raise run.setup_error  # before anything is written: exit 3, one line
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     results_path = plan.out_dir / "results.jsonl"
     with ResultsWriter(results_path) as writer:
         if resume is None:
             writer.write(plan_record(plan, [t.serial for t in targets]))
-        runs = [DeviceRun(plan, target, writer, progress, resume) for target in targets]
+        for run in runs:
+            run.writer = writer
         threads = [threading.Thread(target=run.execute, name=f"device-{run.target.serial}") for run in runs]
         for thread in threads:
             thread.start()

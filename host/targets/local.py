@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch
+from .impl_check import check_impl
 from .vnpu_profile import VnpuProfile
 
 # Everything the probe and the implementation print on stderr, kept beside results.jsonl
@@ -33,7 +34,9 @@ class LocalTarget:
 
     def __post_init__(self) -> None:
         if self.impl is not None:
-            if not self.impl.is_file():
+            if not self.exec_prefix:  # a cross build's library cannot be loaded on this host: the probe checks it
+                check_impl(self.impl)
+            elif not self.impl.is_file():
                 raise UsageError(
                     f"--impl {self.impl}: no such file; expected a shared library exporting the 18 functions"
                 )
@@ -62,7 +65,10 @@ class LocalTarget:
     def prepare(self) -> dict[str, Any]:
         if not self.build.exists():
             if self.exec_prefix:
-                raise UsageError(f"{self.build_dir}: no cross build there; run `npuconf probe build --cross ...` first")
+                arch = {"qemu-aarch64": "aarch64", "qemu-arm": "armhf"}.get(self.exec_prefix[0], "ARCH")
+                raise UsageError(
+                    f"{self.build_dir}: no cross build there; run `npuconf probe build --cross {arch}` first"
+                )
             build_probe(self.build_dir)
         check_op_table([*self.exec_prefix, str(self.build.probe)])
         self.work_dir.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ...errors import InfraError
+from ...errors import InfraError, UsageError
 from ...probe import PROBE_NAME, VNPU_NAME, check_listed_op_table
 from ..virtual_device import NPU_FEATURE, VIRTUAL_PROP
 from ..vnpu_profile import VnpuProfile
@@ -80,14 +80,14 @@ def _choose_build(
     if virtual:
         build = host_build or build_root / "probe"
         if not (build / PROBE_NAME).is_file() or not (build / VNPU_NAME).is_file():
-            raise InfraError(f"{build}: no host probe build for the virtual device; run `npuconf probe build`")
+            raise UsageError(f"{build}: no host probe build for the virtual device; run `npuconf probe build`")
         return build, abis[0] if abis else "host"
     for abi in abis:
         build = build_root / f"probe-android-{abi}"
         if (build / PROBE_NAME).is_file():
             return build, abi
     wanted = abis[0] if abis else "arm64-v8a"
-    raise InfraError(
+    raise UsageError(
         f"{serial}: no probe build for ABI {', '.join(abis) or '(none reported)'}; "
         f"run `npuconf probe build --ndk PATH --abi {wanted}`"
     )
