@@ -93,9 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
     bundle = commands.add_parser("bundle", help="pack a run into a submission archive (tar.gz)")
     bundle.add_argument("dir", type=Path, help="a run directory")
     bundle.add_argument("--out", type=Path, help="archive path (default: DIR/<run-id>.bundle.tar.gz)")
+    bundle.add_argument("--sign", type=Path, metavar="KEY", help="sign the manifest with this Ed25519 private key")
 
     verify = commands.add_parser("verify", help="check a submission archive against this checkout")
     verify.add_argument("bundle", type=Path)
+    verify.add_argument(
+        "--waivers", type=Path, help="waiver file to apply (waivers stored in the bundle are never trusted)"
+    )
+    verify.add_argument(
+        "--trusted-key", type=Path, metavar="PUB", help="require a signature by this Ed25519 public key"
+    )
 
     virtual = commands.add_parser("virtual-device", help="start or stop virtual devices behind a private adb server")
     virtual_commands = virtual.add_subparsers(dest="virtual_command", required=True, parser_class=_Parser)

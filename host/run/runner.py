@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -177,7 +178,11 @@ class DeviceRun:
                     if compiled.scenario.id not in reported:
                         reported.add(compiled.scenario.id)
                         reason = f"implementation lacks {missing}"
-                        self._record(compiled.scenario, not_run(Verdict.NOT_APPLICABLE, reason))
+                        # The probe's api_missing event is kept as the evidence `verify` re-derives this from.
+                        evidence = json.dumps({"ev": "api_missing", "symbols": list(outcome.api_missing)})
+                        self._record(
+                            compiled.scenario, not_run(Verdict.NOT_APPLICABLE, reason), lines=(evidence,)
+                        )
                 return
             reason = outcome.error or "the probe stopped before this scenario ran"
         for compiled in lane:

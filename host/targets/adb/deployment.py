@@ -63,7 +63,14 @@ def deploy(
         "virtual": virtual,
     }
     if virtual:
-        info |= {"personality": profile.personality, "policy": profile.policy, "capacity": profile.capacity}
+        info |= {
+            "personality": profile.personality,
+            "policy": profile.policy,
+            "capacity": profile.capacity,
+            # One build of the virtual device behaves as its personality and policy say: both are part of
+            # what a fingerprint names (waivers and merged columns match on it).
+            "fingerprint": f"{info['fingerprint']}#vnpu:{profile.personality}/{profile.policy}/{profile.capacity}",
+        }
     return Deployed(info, build_dir, virtual)
 
 
