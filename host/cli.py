@@ -16,7 +16,7 @@ from reference_model.profiles import PROFILES
 from reference_model.verdicts import RunExit
 from reports.store import DEFAULT_STORE
 
-from .errors import InfraError
+from .errors import InfraError, RunInterrupted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -131,19 +131,23 @@ _COMMANDS: Final[dict[str, tuple[str, str]]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    module, function = _COMMANDS[args.command]
-    command: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+    try:
+        args = build_parser().parse_args(argv)
+        module, function = _COMMANDS[args.command]
+        command: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+    except KeyboardInterrupt:
+        print("npuconf: interrupted before the command started: nothing was written", file=sys.stderr)
+        return int(RunExit.INCOMPLETE)
     try:
         return command(args)
-    except InfraError as exc:
+    except (InfraError, RunInterrupted) as exc:
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
     except KitError as exc:
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.USAGE)
     except KeyboardInterrupt:
-        print("npuconf: interrupted; results written so far are kept", file=sys.stderr)
+        print("npuconf: interrupted", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
 
 

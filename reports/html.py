@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import shlex
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from markupsafe import Markup
 
 from reference_model.verdicts import Verdict
 
+from .replay import replay_command
 from .results import (
     SEVERITY,
     ResultRecord,
@@ -59,18 +59,6 @@ def format_ns(ns: float) -> str:
             value = ns / scale
             return f"{value:.3g} {unit}"
     return f"{ns:.0f} ns"
-
-
-def replay_command(run: RunResults, record: ResultRecord) -> str:
-    """The command that runs this one scenario again on the run's target."""
-    parts = ["npuconf", "run"]
-    target = run.plan.target if run.plan else ""
-    if target:
-        parts += ["--target", target]
-    if target == "adb":
-        parts += ["--serial", record.device]
-    parts += ["-k", record.scenario]
-    return " ".join(shlex.quote(p) for p in parts)
 
 
 # ---------------------------------------------------------------------------------------------

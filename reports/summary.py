@@ -9,6 +9,7 @@ from typing import Final
 
 from reference_model.verdicts import BLOCKING_VERDICTS, Verdict
 
+from .replay import replay_command
 from .results import (
     RunResults,
     count_verdicts,
@@ -36,6 +37,7 @@ def build_summary(run: RunResults) -> dict[str, object]:
             "clause": r.divergence.clause if r.divergence else None,
             "clauses": list(r.clauses),
             "discrepancy": r.discrepancy,
+            "replay": replay_command(run, r),
         }
         for r in run.results
         if r.verdict in BLOCKING_VERDICTS

@@ -36,6 +36,8 @@ class ResultsWriter:
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
         with self._lock:
+            if self._file.closed:
+                return  # a device thread finishing after an interrupted run closed the file
             self._file.write(line + "\n")
             self._file.flush()
 

@@ -13,7 +13,7 @@ from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file
 from ..targets import DEFAULT_CAPACITY, VnpuProfile
 from .plan import Resume, RunPlan, RunRequest
 from .runner import ProgressFn, execute_run
-from .session import RunOutcome, open_targets
+from .session import RunOutcome, interrupted, open_targets
 
 
 def resume_run(directory: Path, progress: ProgressFn | None = None) -> RunOutcome:
@@ -69,12 +69,15 @@ def resume_run(directory: Path, progress: ProgressFn | None = None) -> RunOutcom
             described=frozenset(previous.devices),
             kept=tuple(finished.values()),
         )
-        with open_targets(request, plan_record.target, directory, profile) as targets:
-            chosen = [t for t in targets if t.serial in todo]
-            missing = [device for device in todo if device not in {t.serial for t in chosen}]
-            if missing:
-                raise UsageError(f"--resume {directory}: planned device {missing[0]} is not available now")
-            execute_run(plan, chosen, progress, resume)
+        try:
+            with open_targets(request, plan_record.target, directory, profile) as targets:
+                chosen = [t for t in targets if t.serial in todo]
+                missing = [device for device in todo if device not in {t.serial for t in chosen}]
+                if missing:
+                    raise UsageError(f"--resume {directory}: planned device {missing[0]} is not available now")
+                execute_run(plan, chosen, progress, resume)
+        except KeyboardInterrupt:
+            raise interrupted(directory) from None
     reports = write_reports(results_path, directory)
     run = load_results(results_path)
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)

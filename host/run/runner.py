@@ -52,6 +52,7 @@ class DeviceRun:
             self.describe = target.serial not in resume.described
         self.verdicts: Counter[Verdict] = Counter()
         self.device: Device | None = None
+        self.stop = threading.Event()
         self.setup_error: KitError | None = None
         self.prepare_error: str | None = None
         self._lock = threading.Lock()
@@ -68,6 +69,8 @@ class DeviceRun:
         self._writer = writer
 
     def _record(self, scenario: Scenario, outcome: Outcome, **kwargs: Any) -> None:
+        if self.stop.is_set():
+            return  # interrupted: results from now on would be the interrupt's, not the device's
         self.writer.write(result_record(self.target.serial, scenario, outcome, **kwargs))
         with self._lock:
             self.verdicts[outcome.verdict] += 1
@@ -190,12 +193,31 @@ class DeviceRun:
                 self._record(compiled.scenario, not_run(Verdict.NOT_EXECUTED, reason))
 
 
-def _each_thread(runs: Sequence[DeviceRun], method: str) -> None:
-    threads = [threading.Thread(target=getattr(run, method), name=f"device-{run.target.serial}") for run in runs]
+# After Ctrl-C: how long the device threads get to notice the stop before the run gives up on them.
+STOP_GRACE_S = 5.0
+
+
+def _start(runs: Sequence[DeviceRun], method: str) -> list[threading.Thread]:
+    threads = [
+        threading.Thread(target=getattr(run, method), name=f"device-{run.target.serial}", daemon=True) for run in runs
+    ]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    return threads
+
+
+def _join(threads: Sequence[threading.Thread], runs: Sequence[DeviceRun]) -> None:
+    """Wait for the device threads; on Ctrl-C, stop every run from recording and re-raise."""
+    try:
+        for thread in threads:
+            thread.join()
+    except KeyboardInterrupt:
+        for run in runs:
+            run.stop.set()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        raise
 
 
 def execute_run(
@@ -204,10 +226,12 @@ def execute_run(
     """Run the plan on every target in parallel (one lane per device); return the exit code.
 
     With `resume`, results.jsonl already holds the plan: only the pairs left to run are run and
-    appended, and the end record counts the kept results too.
+    appended, and the end record counts the kept results too. On Ctrl-C nothing more is recorded
+    (a probe killed by the signal would give ERRORs that are not the device's), no end record is
+    written, and KeyboardInterrupt propagates: what is recorded stays, for `--resume`.
     """
     runs = [DeviceRun(plan, target, progress=progress, resume=resume) for target in targets]
-    _each_thread(runs, "prepare")
+    _join(_start(runs, "prepare"), runs)
     for run in runs:
         if run.setup_error is not None:
             raise run.setup_error  # before anything is written: exit 3, one line
@@ -218,11 +242,7 @@ def execute_run(
             writer.write(plan_record(plan, [t.serial for t in targets]))
         for run in runs:
             run.writer = writer
-        threads = [threading.Thread(target=run.execute, name=f"device-{run.target.serial}") for run in runs]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        _join(_start(runs, "execute"), runs)
         counts: Counter[Verdict] = Counter(resume.kept if resume is not None else ())
         for run in runs:
             counts.update(run.verdicts)

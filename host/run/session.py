@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from reference_model.verdicts import Verdict
 from reports import load_results, write_reports
 from reports.claim import Claim
 
-from ..errors import UsageError
+from ..errors import RunInterrupted, UsageError
 from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix
 from ..suite import (
     SCENARIO_ROOT,
@@ -110,14 +111,33 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
             "profile": request.profile,
         },
     )
-    with open_targets(request, target_name, out_dir, profile) as targets:
-        execute_run(plan, targets, progress)
-    reports = write_reports(out_dir / "results.jsonl", out_dir)
-    record_run(out_dir, request.store)
+    try:
+        with open_targets(request, target_name, out_dir, profile) as targets:
+            execute_run(plan, targets, progress)
+        reports = write_reports(out_dir / "results.jsonl", out_dir)
+        record_run(out_dir, request.store)
+    except KeyboardInterrupt:
+        raise interrupted(out_dir) from None
     run = load_results(out_dir / "results.jsonl")
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
     paths = {"results": out_dir / "results.jsonl", **reports}
     return RunOutcome(out_dir, int(run.claim.exit_code), counts, run.claim, paths)
+
+
+def interrupted(out_dir: Path) -> RunInterrupted:
+    """What Ctrl-C left: the results kept and the exact `--resume` command, or that nothing was written."""
+    results = out_dir / "results.jsonl"
+    run = load_results(results) if results.is_file() else None
+    if run is None or run.plan is None:
+        where = f"{out_dir} holds no results.jsonl" if out_dir.exists() else f"{out_dir} was not created"
+        return RunInterrupted(f"interrupted during start-up: nothing was recorded ({where}); run again", 0)
+    kept = sum(1 for r in run.results if r.recorded)
+    total = len(run.results)
+    return RunInterrupted(
+        f"interrupted: {kept} of {total} results kept in {results}; "
+        f"continue with: npuconf run --resume {shlex.quote(str(out_dir))}",
+        kept,
+    )
 
 
 def resolve_target(request: RunRequest) -> str:
