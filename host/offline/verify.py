@@ -26,7 +26,15 @@ from reports.summary import build_summary
 
 from ..probe import CompileError, Pairs, ScenarioTrace, api_missing_symbols, compile_scenario, exit_event_scenario
 from ..run import DISCOVERY_ID, caps_from_info, judge_lines, missing_capability, parse_discovery, probed_pairs
-from ..suite import HASHED_PARTS, SCENARIO_ROOT, checkout_hashes, claim_basis, load_catalogue, load_waiver_file
+from ..suite import (
+    HASHED_PARTS,
+    SCENARIO_ROOT,
+    check_waiver_ids,
+    checkout_hashes,
+    claim_basis,
+    load_catalogue,
+    load_waiver_file,
+)
 from . import signing
 from .bundle import BUNDLE_FILES, BUNDLE_SCHEMA, MANIFEST, BundleUnreadable, device_fingerprints, sha256_hex
 from .rejudge import corpus_by_id
@@ -398,6 +406,9 @@ def verify_bundle(
 ) -> VerifyReport:
     trusted = signing.load_public_key(trusted_key) if trusted_key is not None else None
     waivers = load_waiver_file(waivers_file) if waivers_file is not None else ()
+    corpus, catalogue = corpus_by_id(scenario_root)
+    if waivers_file is not None:
+        check_waiver_ids(waivers, catalogue, corpus, waivers_file)
     members = read_bundle(bundle)
     manifest = _manifest(bundle, members)
     problems: list[Problem] = []
@@ -410,7 +421,6 @@ def verify_bundle(
     problems.extend(_check_hashes(manifest))
     if "results.jsonl" not in members:
         raise BundleUnreadable(f"{bundle}: no results.jsonl in the bundle")
-    corpus, catalogue = corpus_by_id(scenario_root)
     basis = claim_basis(load_catalogue(), corpus.values())
     with tempfile.TemporaryDirectory(prefix="npuconf-verify-") as tmp:
         workdir = Path(tmp)

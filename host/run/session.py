@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import shlex
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,8 +19,10 @@ from ..errors import RunInterrupted, UsageError
 from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix
 from ..suite import (
     SCENARIO_ROOT,
+    check_waiver_ids,
     claim_basis,
     corpus_hash,
+    expiry_notes,
     load_catalogue,
     load_corpus,
     load_waiver_file,
@@ -68,6 +72,11 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     if not chosen:
         raise UsageError("no scenario matches -k/--clause; `npuconf clauses` lists clause IDs")
     waivers = load_waiver_file(request.waivers) if request.waivers else ()
+    if request.waivers:
+        check_waiver_ids(waivers, catalogue.ids(), (s.id for s in scenarios), request.waivers)
+    expired = expiry_notes(waivers, dt.date.today())
+    for note in expired:
+        print(f"npuconf: {note}", file=sys.stderr)
     run_id = new_run_id()
     out_dir = request.out or Path("out") / run_id
     if (out_dir / "results.jsonl").exists():
@@ -104,6 +113,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
             "cross": request.cross,
             "scenarios": str(request.scenarios.resolve()) if request.scenarios else None,
             "waivers": str(request.waivers.resolve()) if request.waivers else None,
+            "waivers_expired": list(expired),
             "devices": request.devices,
             "serials": list(request.serials),
             "adb_servers": list(request.adb_servers),
@@ -207,6 +217,6 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
             host_build=request.build_dir,
         )
 
-    yield list(discover_targets(servers, request.serials, make))
+    yield list(discover_targets(servers, request.serials, make, servers_given=bool(request.adb_servers)))
 
 

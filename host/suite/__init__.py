@@ -16,4 +16,6 @@ from .corpus import select as select
 from .hashes import HASHED_PARTS as HASHED_PARTS
 from .hashes import checkout_hashes as checkout_hashes
 from .hashes import model_hash as model_hash
+from .waivers import check_waiver_ids as check_waiver_ids
+from .waivers import expiry_notes as expiry_notes
 from .waivers import load_waiver_file as load_waiver_file
