@@ -174,13 +174,16 @@ def _why(records: Sequence[ResultRecord]) -> str:
         hit = next((r for r in records if r.verdict is verdict), None)
         if hit is not None:
             return f"{verdict.value}: {hit.reason}" if hit.reason else verdict.value
+    refused = next((r for r in records if r.allocations_refused), None)
+    if refused is not None:
+        return f"the device refused the allocations (ENOMEM) in {refused.attempts} attempts"
     reasons = sorted({r.reason for r in records if r.verdict is Verdict.NOT_APPLICABLE and r.reason})
     return reasons[0] if reasons else "no PASS"
 
 
 def _gaps(run: RunResults, serial: str, required: frozenset[str]) -> list[Gap]:
     records = run.for_device(serial)
-    exercised = {c for r in records if r.verdict.value in _EXERCISING for c in r.clauses}
+    exercised = {c for r in records if r.verdict.value in _EXERCISING and not r.allocations_refused for c in r.clauses}
     by_why: dict[str, list[str]] = {}
     for clause in sorted(required - exercised):
         citing = [r for r in records if clause in r.clauses]

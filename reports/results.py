@@ -152,6 +152,8 @@ class ResultRecord:
     finished: str | None
     line: int | None
     recorded: bool = True
+    allocations_refused: bool = False  # passed, but the device legally refused its allocations
+    attempts: int = 1
 
     def trace_excerpt(self, lines: int = 40) -> tuple[str, ...]:
         return self.trace[-lines:] if lines > 0 else ()
@@ -496,6 +498,8 @@ def _parse_result(
         duration_ms=fields.number("duration_ms"),
         finished=fields.opt_text("finished"),
         line=line,
+        allocations_refused=obj.get("allocations_refused") is True,
+        attempts=attempts if isinstance(attempts := obj.get("attempts"), int) and attempts > 0 else 1,
     )
     notes.extend(fields.notes)
     return record

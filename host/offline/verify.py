@@ -25,7 +25,15 @@ from reports.jsonl import raw_objects
 from reports.summary import build_summary
 
 from ..probe import CompileError, Pairs, ScenarioTrace, api_missing_symbols, compile_scenario, exit_event_scenario
-from ..run import DISCOVERY_ID, caps_from_info, judge_lines, missing_capability, parse_discovery, probed_pairs
+from ..run import (
+    DISCOVERY_ID,
+    allocation_refused,
+    caps_from_info,
+    judge_lines,
+    missing_capability,
+    parse_discovery,
+    probed_pairs,
+)
 from ..suite import (
     HASHED_PARTS,
     SCENARIO_ROOT,
@@ -332,6 +340,17 @@ def _check_verdicts(
             fingerprint if isinstance(fingerprint, str) and fingerprint else record.device,
         )
         derived += 1
+        if (
+            record.verdict is Verdict.PASS
+            and allocation_refused(record.trace, device.caps) != record.allocations_refused
+        ):
+            problems.append(
+                Problem(
+                    "verdict",
+                    f"{record.scenario} on {record.device}: allocations_refused is "
+                    f"{str(record.allocations_refused).lower()}, its trace says otherwise",
+                )
+            )
         if record.verdict not in allowed:
             expected = " or ".join(sorted(v.value for v in allowed))
             if record.verdict is Verdict.NOT_APPLICABLE:

@@ -19,7 +19,7 @@ from ..probe import CompiledScenario, CompileError, Pairs, ScenarioTrace, compil
 from ..targets import Device, Target
 from .device_session import missing_capability, prepare_device
 from .discovery import probed_pairs
-from .judging import Outcome, judge_lines, not_run
+from .judging import MAX_ATTEMPTS, Outcome, allocation_refused, judge_lines, not_run
 from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter, now_iso, plan_record, result_record
 
@@ -131,6 +131,23 @@ class DeviceRun:
             thread.join()
 
     def _run_lane(self, device: Device, lane: list[CompiledScenario]) -> None:
+        """Run the lane's scenarios in one batch; scenarios whose allocations the device legally
+        refused (allocation_refused) run again, in a batch of their own, up to MAX_ATTEMPTS times."""
+        attempts: dict[str, int] = {}
+        while lane:
+            retry: list[CompiledScenario] = []
+            for compiled in lane:
+                attempts[compiled.scenario.id] = attempts.get(compiled.scenario.id, 0) + 1
+            self._run_batch(device, lane, attempts, retry)
+            lane = retry
+
+    def _run_batch(
+        self,
+        device: Device,
+        lane: list[CompiledScenario],
+        attempts: dict[str, int],
+        retry: list[CompiledScenario],
+    ) -> None:
         by_id = {c.scenario.id: c for c in lane}
         reported: set[str] = set()
         fingerprint = str(device.info.get("fingerprint", device.serial))
@@ -138,6 +155,7 @@ class DeviceRun:
         def on_trace(trace: ScenarioTrace) -> None:
             compiled = by_id[trace.scenario_id]
             reported.add(trace.scenario_id)
+            refused = False
             if trace.infra_error is not None:
                 outcome = not_run(Verdict.ERROR, trace.infra_error)
             elif trace.timed_out is not None:
@@ -152,7 +170,17 @@ class DeviceRun:
                     self.plan.waivers,
                     fingerprint,
                 )
+                refused = outcome.verdict is Verdict.PASS and allocation_refused(trace.lines, device.caps)
+            attempt = attempts[trace.scenario_id]
+            if refused and attempt < MAX_ATTEMPTS:
+                retry.append(compiled)  # not recorded: the next attempt's result is
+                return
             extra: dict[str, Any] = {}
+            if attempt > 1 or refused:
+                extra["attempts"] = attempt
+            if refused:
+                # Passed, but a legal refusal kept it from exercising its clauses (reports/claim.py).
+                extra["allocations_refused"] = True
             context = getattr(self.target, "failure_context", None)
             if context is not None and outcome.verdict in (Verdict.FAIL, Verdict.CRASH, Verdict.TIMEOUT):
                 extra["logcat"] = list(context(trace.scenario_id))
@@ -165,10 +193,7 @@ class DeviceRun:
                 extra=extra,
             )
 
-        limits = [
-            (c.scenario.timeout_ms / 1000.0 + SETTLE_ALLOWANCE_S) * self.plan.timeout_multiplier
-            for c in lane
-        ]
+        limits = [(c.scenario.timeout_ms / 1000.0 + SETTLE_ALLOWANCE_S) * self.plan.timeout_multiplier for c in lane]
         started = time.monotonic()
         try:
             outcome = self.target.run_batch(compile_program(lane), [c.scenario.id for c in lane], limits, on_trace)
@@ -183,9 +208,7 @@ class DeviceRun:
                         reason = f"implementation lacks {missing}"
                         # The probe's api_missing event is kept as the evidence `verify` re-derives this from.
                         evidence = json.dumps({"ev": "api_missing", "symbols": list(outcome.api_missing)})
-                        self._record(
-                            compiled.scenario, not_run(Verdict.NOT_APPLICABLE, reason), lines=(evidence,)
-                        )
+                        self._record(compiled.scenario, not_run(Verdict.NOT_APPLICABLE, reason), lines=(evidence,))
                 return
             reason = outcome.error or "the probe stopped before this scenario ran"
         for compiled in lane:
