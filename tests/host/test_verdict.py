@@ -568,3 +568,56 @@ def test_old_results_stay_readable(tmp_path):
     write_results(tmp_path / "old", [plan, result, {"kind": "end", "exit_code": 0}])
     run = load_results(tmp_path / "old")
     assert run.claim.level == "incomplete" and int(run.exit_code) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# bounded retries of legally refused allocations
+
+
+@pytest.mark.parametrize(("refusals", "refused"), [(2, False), (10, True)])
+def test_legally_refused_allocations_are_retried_a_bounded_recorded_number_of_times(
+    tmp_path, probe_build, refusals, refused
+):
+    """An implementation without a declared capacity answers ENOMEM to the first `refusals`
+    allocations (allowed for any request): the scenario runs again, at most MAX_ATTEMPTS times."""
+    from host.run import MAX_ATTEMPTS
+
+    source = (Path(__file__).parent / "data" / "refuse_allocations.c").read_text()
+    library = build_library(tmp_path / "lib", "refuse", source)
+    out = tmp_path / "run"
+    scenario = "allocation.single_supported_request_succeeds"
+    command = [sys.executable, "-m", "host.cli", "run", "--target", "local", "--impl", str(library)]
+    done = subprocess.run(
+        [*command, "-k", scenario, "-q", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(
+            os.environ,
+            PYTHONPATH=str(ROOT),
+            NPUCONF_TEST_REFUSE_FILE=str(tmp_path / "refusals"),
+            NPUCONF_TEST_REFUSE_COUNT=str(refusals),
+        ),
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = next(r for r in results(out) if r["kind"] == "result")
+    assert record["verdict"] == "PASS" and record["attempts"] == MAX_ATTEMPTS == 3
+    assert record.get("allocations_refused", False) is refused
+
+    # In a run that claims, a refused PASS does not exercise its clauses: the gap names why.
+    from reports import load_results
+    from reports.results import RESULTS_NAME
+
+    records = results(out)
+    plan = next(r for r in records if r["kind"] == "plan")
+    plan["options"]["keyword"] = None
+    plan["claim_basis"]["device_testable"] = list(record["clauses"])
+    write_results(tmp_path / "unfiltered", records)
+    claim = load_results(tmp_path / "unfiltered" / RESULTS_NAME).claim
+    if refused:
+        assert claim.level == "incomplete"
+        assert claim.gaps[0].why == "the device refused the allocations (ENOMEM) in 3 attempts"
+    else:
+        assert claim.level == "conformant"
