@@ -23,18 +23,61 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from reference_model.verdicts import RunExit, Verdict
-
-if TYPE_CHECKING:
-    from .results import ResultRecord, RunResults
 
 NORMATIVE_PROFILE: Final = "published-37"
 NPU_FEATURE: Final = "android.hardware.npu"
 PARTIAL_HEADLINE: Final = "partial run, not a conformance claim"
 _EXERCISING: Final = frozenset({"PASS", "WARN"})
 _UNJUDGED: Final = (Verdict.TIMEOUT, Verdict.ERROR, Verdict.NOT_EXECUTED)
+
+
+class PlanView(Protocol):
+    """What the claim reads of a plan (reports.results.Plan)."""
+
+    @property
+    def profile(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def corpus_hash(self) -> str: ...
+    @property
+    def options(self) -> Mapping[str, object]: ...
+    @property
+    def claim_basis(self) -> Mapping[str, object] | None: ...
+
+
+class ResultView(Protocol):
+    """What the claim reads of a result (reports.results.ResultRecord)."""
+
+    @property
+    def device(self) -> str: ...
+    @property
+    def clauses(self) -> tuple[str, ...]: ...
+    @property
+    def verdict(self) -> Verdict: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def allocations_refused(self) -> bool: ...
+    @property
+    def attempts(self) -> int: ...
+
+
+class RunView(Protocol):
+    """What the claim reads of a recorded run (reports.results.RunResults); results.py imports this
+    module, never the other way round."""
+
+    @property
+    def plan(self) -> PlanView | None: ...
+    @property
+    def devices(self) -> Mapping[str, Mapping[str, object]]: ...
+    @property
+    def results(self) -> Sequence[ResultView]: ...
+    @property
+    def device_serials(self) -> tuple[str, ...]: ...
 
 
 class ClaimLevel(StrEnum):
@@ -107,7 +150,7 @@ def _text(value: object, default: str = "-") -> str:
     return str(value)
 
 
-def configuration(run: RunResults) -> tuple[tuple[str, str], ...]:
+def configuration(run: RunView) -> tuple[tuple[str, str], ...]:
     """The run's outcome-changing options as recorded in its plan."""
     plan = run.plan
     if plan is None:
@@ -133,7 +176,7 @@ def configuration(run: RunResults) -> tuple[tuple[str, str], ...]:
     )
 
 
-def partial_reasons(run: RunResults) -> tuple[str, ...]:
+def partial_reasons(run: RunView) -> tuple[str, ...]:
     """Why the recorded run cannot be a conformance claim whatever its verdicts."""
     plan = run.plan
     if plan is None:
@@ -167,7 +210,7 @@ def _device_without_buffers(info: Mapping[str, object]) -> bool:
     return info.get("npu_feature") is False and info.get("supported_pairs") == []
 
 
-def _why(records: Sequence[ResultRecord]) -> str:
+def _why(records: Sequence[ResultView]) -> str:
     if not records:
         return "no planned scenario cites it"
     for verdict in (Verdict.FAIL, Verdict.CRASH, *_UNJUDGED, Verdict.WAIVED):
@@ -181,8 +224,8 @@ def _why(records: Sequence[ResultRecord]) -> str:
     return reasons[0] if reasons else "no PASS"
 
 
-def _gaps(run: RunResults, serial: str, required: frozenset[str]) -> list[Gap]:
-    records = run.for_device(serial)
+def _gaps(run: RunView, serial: str, required: frozenset[str]) -> list[Gap]:
+    records = [r for r in run.results if r.device == serial]
     exercised = {c for r in records if r.verdict.value in _EXERCISING and not r.allocations_refused for c in r.clauses}
     by_why: dict[str, list[str]] = {}
     for clause in sorted(required - exercised):
@@ -195,7 +238,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def claim_of(run: RunResults) -> Claim:
+def claim_of(run: RunView) -> Claim:
     """The claim of a recorded run (see the module docstring)."""
     config = configuration(run)
     verdicts = [r.verdict for r in run.results]

@@ -12,13 +12,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from reference_model.errors import KitError
 from reference_model.verdicts import RunExit, Verdict
 
-if TYPE_CHECKING:
-    from .claim import Claim
+from .claim import Claim, claim_of
 
 RESULTS_SCHEMA: Final = 1
 RESULTS_NAME: Final = "results.jsonl"
@@ -193,8 +192,6 @@ class RunResults:
     @property
     def claim(self) -> Claim:
         """The run's claim (reports/claim.py, the one implementation)."""
-        from .claim import claim_of
-
         return claim_of(self)
 
     @property

@@ -43,6 +43,7 @@ def test_summary_fields(mixed_run: ResultsBuilder, tmp_path: Path):
             "clause": "alloc-supported-succeeds",
             "clauses": ["alloc-supported-succeeds"],
             "discrepancy": "D4",
+            "replay": "npuconf run --target virtual -k alloc.enomem",
         },
         {
             "device": "emulator-5554",
@@ -51,6 +52,7 @@ def test_summary_fields(mixed_run: ResultsBuilder, tmp_path: Path):
             "clause": None,
             "clauses": ["cookie-replace-deletes-previous"],
             "discrepancy": None,
+            "replay": "npuconf run --target virtual -k cookie.replace",
         },
     ]
     assert summary["problems"] == []
