@@ -21,9 +21,11 @@ from host.targets import (
     FleetSupervisor,
     LocalTarget,
     VnpuProfile,
+    check_impl,
     discover_targets,
     start_fleet,
 )
+from reference_model.errors import KitError
 
 _FLEET_KEY = "npuconf_fleet"
 
@@ -33,6 +35,13 @@ def _is_worker(config):
 
 
 def pytest_configure(config):
+    impl = config.getoption("--npu-impl", None)
+    if impl and not _is_worker(config):
+        # One usage error before the session starts, not one setup error per scenario.
+        try:
+            check_impl(Path(impl))
+        except KitError as exc:
+            raise pytest.UsageError(str(exc).replace("--impl", "--npu-impl", 1)) from None
     if config.getoption("--npu-target", "local") != "virtual" or _is_worker(config):
         return
     import tempfile

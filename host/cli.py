@@ -19,7 +19,7 @@ from reference_model.verdicts import RunExit
 from reports.safe_io import DISK_ERRNOS, OutputFailed, console_text
 from reports.store import DEFAULT_STORE
 
-from .errors import InfraError
+from .errors import InfraError, RunInterrupted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -125,9 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     bundle = commands.add_parser("bundle", help="pack a run into a submission archive (tar.gz)")
     bundle.add_argument("dir", type=Path, help="a run directory")
     bundle.add_argument("--out", type=Path, help="archive path (default: DIR/<run-id>.bundle.tar.gz)")
+    bundle.add_argument("--sign", type=Path, metavar="KEY", help="sign the manifest with this Ed25519 private key")
 
     verify = commands.add_parser("verify", help="check a submission archive against this checkout")
     verify.add_argument("bundle", type=Path)
+    verify.add_argument(
+        "--waivers", type=Path, help="waiver file to apply (waivers stored in the bundle are never trusted)"
+    )
+    verify.add_argument(
+        "--trusted-key", type=Path, metavar="PUB", help="require a signature by this Ed25519 public key"
+    )
 
     virtual = commands.add_parser("virtual-device", help="start or stop virtual devices behind a private adb server")
     virtual_commands = virtual.add_subparsers(dest="virtual_command", required=True, parser_class=_Parser)
@@ -191,9 +198,13 @@ class ConsoleStream(io.TextIOBase):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    module, function = _COMMANDS[args.command]
-    command: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+    try:
+        args = build_parser().parse_args(argv)
+        module, function = _COMMANDS[args.command]
+        command: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+    except KeyboardInterrupt:
+        print("npuconf: interrupted before the command started: nothing was written", file=sys.stderr)
+        return int(RunExit.INCOMPLETE)
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = ConsoleStream(stdout), ConsoleStream(stderr)
     try:
@@ -212,7 +223,7 @@ def _dispatch(command: Callable[[argparse.Namespace], int], args: argparse.Names
     except OutputFailed as exc:
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
-    except InfraError as exc:
+    except (InfraError, RunInterrupted) as exc:
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
     except KitError as exc:
@@ -224,7 +235,7 @@ def _dispatch(command: Callable[[argparse.Namespace], int], args: argparse.Names
         print(f"npuconf: {OutputFailed(exc.filename or '?', exc)}", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
     except KeyboardInterrupt:
-        print("npuconf: interrupted; results written so far are kept", file=sys.stderr)
+        print("npuconf: interrupted", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
 
 

@@ -35,3 +35,11 @@ class StaleProbe(InfraError):
             f"probe op table differs from the kit's ({probe}: {probe_line!r}, kit: {kit_line!r}): "
             "rebuild the probe with `npuconf probe build`"
         )
+
+
+class RunInterrupted(KitError):
+    """Ctrl-C during `npuconf run`: what was recorded, and how to go on (exit 2)."""
+
+    def __init__(self, message: str, kept: int) -> None:
+        self.kept = kept
+        super().__init__(message)

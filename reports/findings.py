@@ -8,14 +8,15 @@ content.
 from __future__ import annotations
 
 import re
-import shlex
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from reference_model.verdicts import Verdict
 
+from .claim import exercises
+from .replay import replay_command
 from .results import ResultRecord, RunResults, clause_matrix, render_value
 
 # The verdicts listed as failures, most severe first. WARN is listed by name: a run whose verdict set
@@ -23,25 +24,12 @@ from .results import ResultRecord, RunResults, clause_matrix, render_value
 FAILURE_ORDER: Final[tuple[str, ...]] = ("CRASH", "FAIL", "TIMEOUT", "ERROR", "WARN")
 _FAILURE_RANK: Final = {name: rank for rank, name in enumerate(FAILURE_ORDER)}
 
-# A clause counts as not exercised on a device when every scenario citing it there ended with one of
-# these: none of them says anything about the implementation's behaviour for that clause.
-NOT_EXERCISED: Final = frozenset({Verdict.NOT_APPLICABLE, Verdict.NOT_EXECUTED, Verdict.ERROR})
+# A clause is a coverage gap on a device when no result there exercised it (reports/claim.py's rule, so
+# the report's coverage agrees with the claim) and none failed it (failures are listed above).
+FAILED: Final = frozenset({Verdict.FAIL, Verdict.CRASH, Verdict.WAIVED})
 
 EXCERPT_RADIUS: Final = 10  # lines shown either side of the focus line
 _TRACE_LINE = re.compile(r"trace line (\d+)")
-
-# `npuconf run` options that change what the probe meets or how it is judged, with their defaults:
-# a replay command repeats the ones a run changed, so the replay sees what the run saw.
-_REPLAY_OPTIONS: Final[tuple[tuple[str, str, object], ...]] = (
-    ("impl", "--impl", None),
-    ("personality", "--personality", "published"),
-    ("policy", "--policy", "budget"),
-    ("capacity", "--capacity", None),
-    ("profile", "--profile", "published-37"),
-    ("waivers", "--waivers", None),
-    ("scenarios", "--scenarios", None),
-)
-
 
 @dataclass(frozen=True, slots=True)
 class ExcerptLine:
@@ -89,27 +77,6 @@ class Gap:
     clause: str
     device: str
     reasons: tuple[tuple[str, str, str], ...]  # (scenario, verdict, reason)
-
-
-def replay_command(run: RunResults, record: ResultRecord) -> str:
-    """The command that runs this one scenario again, on the run's target, with the run's options."""
-    parts = ["npuconf", "run"]
-    plan = run.plan
-    target = plan.target if plan else ""
-    if target:
-        parts += ["--target", target]
-    if target == "adb":
-        parts += ["--serial", record.device]
-    options: Mapping[str, object] = plan.options if plan else {}
-    for key, flag, default in _REPLAY_OPTIONS:
-        value = options.get(key)
-        if key == "profile" and value is None and plan is not None:
-            value = plan.profile
-        if value is None or value == "" or value == default:
-            continue
-        parts += [flag, render_value(value)]
-    parts += ["-k", record.scenario]
-    return " ".join(shlex.quote(p) for p in parts)
 
 
 def focus_line(record: ResultRecord) -> int | None:
@@ -214,12 +181,12 @@ def clause_chapters(run: RunResults) -> dict[str, str]:
 
 
 def coverage_gaps(run: RunResults) -> tuple[Gap, ...]:
-    """Per device, the clauses whose every scenario there ended NOT_APPLICABLE, NOT_EXECUTED or ERROR."""
+    """Per device, the clauses no result there exercised (claim.exercises) and none failed, with reasons."""
     order = {serial: index for index, serial in enumerate(run.device_serials)}
     gaps: list[Gap] = []
     for clause, by_device in clause_matrix(run).items():
         for device, records in by_device.items():
-            if records and all(r.verdict in NOT_EXERCISED for r in records):
+            if records and not any(exercises(r) or r.verdict in FAILED for r in records):
                 reasons = tuple((r.scenario, str(r.verdict), r.reason or "no reason recorded") for r in records)
                 gaps.append(Gap(clause, device, reasons))
     gaps.sort(key=lambda g: (order.get(g.device, len(order)), g.clause))

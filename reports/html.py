@@ -359,22 +359,6 @@ def _gap_views(gaps: Sequence[Gap]) -> tuple[GapView, ...]:
     return tuple(GapView(g.clause, g.device, g.reasons) for g in gaps)
 
 
-def _configuration(run: RunResults) -> list[tuple[str, str]]:
-    """What the plan records about how the run was asked for (shown beside the answer)."""
-    plan = run.plan
-    if plan is None:
-        return []
-    options = plan.options
-    rows = [("profile", plan.profile), ("target", plan.target)]
-    for key in ("impl", "personality", "policy", "capacity", "waivers", "keyword", "clauses", "scenarios"):
-        value = options.get(key)
-        if value is None or value == "" or value == []:
-            continue
-        rows.append((key, ", ".join(map(render_value, value)) if isinstance(value, list) else render_value(value)))
-    rows.append(("devices", ", ".join(run.device_serials)))
-    return [(k, v) for k, v in rows if v]
-
-
 # ---------------------------------------------------------------------------------------------
 # rendering
 
@@ -418,6 +402,7 @@ def render_html(run: RunResults) -> str:
     anchors = {(v.finding.device, v.finding.scenario): v.id for v in failures}
     rows = _rows(run, anchors)
     failing_counts = Counter(v.finding.verdict for v in failures)
+    claim = run.claim
     meta = [
         ("run", run.run_id or "(no plan)"),
         ("started", plan.started if plan else ""),
@@ -429,17 +414,28 @@ def render_html(run: RunResults) -> str:
         ("results", str(run.path)),
     ]
     device_info = [
-        (serial, [(key, render_value(value)) for key, value in run.devices.get(serial, {}).items()])
+        (
+            serial,
+            [
+                (key, render_value(value))
+                for key, value in run.devices.get(serial, {}).items()
+                if key != "discovery_trace"  # raw evidence for `verify`; results.jsonl keeps it
+            ],
+        )
         for serial in devices
     ]
     template = environment().get_template("report.html.j2")
     return template.render(
         run_id=run.run_id,
-        answer=run.answer,
-        exit_code=int(run.exit_code),
+        answer=claim.level.value,
+        answer_class=claim.level.name.lower().replace("_", "-"),
+        headline=claim.headline,
+        exit_code=int(claim.exit_code),
         counts=[(str(v), counts[v]) for v in SEVERITY],
         total=len(run.results),
-        configuration=_configuration(run),
+        configuration=[*claim.configuration, ("devices", ", ".join(devices))],
+        partial=claim.partial,
+        claim_gaps=[(g.device, g.why, g.clauses) for g in claim.gaps],
         meta=[(k, v) for k, v in meta if v],
         devices=devices,
         device_info=device_info,

@@ -117,10 +117,18 @@ def _suite(run: RunResults, serial: str, info: Mapping[str, object]) -> junitpar
             ("model_hash", plan.model_hash),
         ):
             suite.add_property(name, safe_text(value))
+        claim = run.claim
+        suite.add_property("claim", claim.level.value)
+        suite.add_property("claim_headline", safe_text(claim.headline))
+        suite.add_property("exit_code", str(int(claim.exit_code)))
+        for name, value in claim.configuration:
+            suite.add_property(f"config.{name}", safe_text(value))
     probe_version = info.get("probe_version")
     if probe_version is not None:  # the probe's version is per device; also under device.probe_version
         suite.add_property("probe_version", safe_text(render_value(probe_version)))
     for key, field_value in info.items():
+        if key == "discovery_trace":
+            continue  # raw evidence for `verify`; results.jsonl keeps it
         suite.add_property(safe_text(f"device.{key}"), safe_text(render_value(field_value)))
     suite.add_testcases([_testcase(record) for record in run.for_device(serial)])
     return suite

@@ -4,6 +4,11 @@
 - Plans are united: every device and every scenario of any input. A planned pair no input ran is
   NOT_EXECUTED in the merged run, as in any run.
 - Device info that differs between runs: the newest run's (plan `started`; on a tie, the later input).
+- One column holds one configuration: two runs of one device serial with another vnpu personality,
+  policy or capacity, another profile or another --impl are refused (MergeRefused, exit 3). A new
+  build of a real device (an update) is the same column: its newest info wins, as below.
+- The merged plan keeps every input's filters (a merge with a partial run is partial) and the claim
+  basis when all inputs share it.
 - Run identity fields (profile, kit version, hashes, target) that differ are joined with `+`, and a
   problem is noted: verdicts judged with different profiles or models are not comparable.
 """
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from reference_model.verdicts import RunExit, run_exit
+from reference_model.errors import KitError
 
 from .jsonl import first_of_kind, raw_objects, results_file, write_jsonl
 from .results import RESULTS_SCHEMA, RunResults, load_results
@@ -57,6 +62,69 @@ def merged_run_id(run_ids: Sequence[str]) -> str:
     return f"merged-{digest}"
 
 
+class MergeRefused(KitError):
+    """Two configurations of one device would share one column of the merged run (exit 3)."""
+
+
+# What makes a device's verdicts comparable: one column holds one configuration.
+_DEVICE_CONFIG: Final = ("personality", "policy", "capacity")
+_PLAN_CONFIG: Final = ("impl", "personality", "policy", "capacity")
+
+
+def _configuration(item: _Input, serial: str) -> dict[str, object]:
+    info = item.run.devices.get(serial, {})
+    plan = item.run.plan
+    config: dict[str, object] = {f"device {key}": info.get(key) for key in _DEVICE_CONFIG}
+    if plan is not None:
+        config["profile"] = plan.profile
+        config.update({f"--{key}": plan.options.get(key) for key in _PLAN_CONFIG})
+    return config
+
+
+def _refuse_mixed_configurations(loaded: Sequence[_Input]) -> None:
+    seen: dict[str, tuple[_Input, dict[str, object]]] = {}
+    for item in loaded:
+        for serial in item.run.device_serials:
+            config = _configuration(item, serial)
+            earlier = seen.get(serial)
+            if earlier is None:
+                seen[serial] = (item, config)
+                continue
+            first, first_config = earlier
+            differing = [key for key in config if config[key] != first_config.get(key)]
+            if differing:
+                key = differing[0]
+                raise MergeRefused(
+                    f"device {serial}: {key} is {first_config.get(key)!r} in run {first.run.run_id} and "
+                    f"{config[key]!r} in run {item.run.run_id}; one column holds one configuration: "
+                    "merge these runs separately"
+                )
+
+
+def _merged_options(loaded: Sequence[_Input]) -> dict[str, object]:
+    """The inputs' filters united, so that a merged run of a partial run stays partial."""
+    plans = [i.run.plan for i in loaded if i.run.plan is not None]
+    options: dict[str, object] = {"merged": True}
+    keywords = list(dict.fromkeys(str(p.options["keyword"]) for p in plans if p.options.get("keyword")))
+    if keywords:
+        options["keyword"] = " or ".join(f"({k})" for k in keywords)
+    clauses: dict[str, None] = {}
+    for plan in plans:
+        value = plan.options.get("clauses")
+        if isinstance(value, list):
+            clauses.update(dict.fromkeys(str(c) for c in value))
+    if clauses:
+        options["clauses"] = list(clauses)
+    scenarios = list(dict.fromkeys(str(p.options["scenarios"]) for p in plans if p.options.get("scenarios")))
+    if scenarios:
+        options["scenarios"] = "+".join(scenarios)
+    for key in (*_PLAN_CONFIG, "waivers"):
+        values = [p.options.get(key) for p in plans]
+        if values and all(v == values[0] for v in values):
+            options[key] = values[0]
+    return options
+
+
 def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
     """Merge the runs in `inputs` (run directories or results.jsonl files) into `out_dir`/results.jsonl."""
     loaded: list[_Input] = []
@@ -68,6 +136,7 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
         loaded.append(_Input(order, path, run, raw_objects(path)))
     # Oldest first, so that "later wins" everywhere below means "newer wins".
     loaded.sort(key=lambda i: (i.started, i.order))
+    _refuse_mixed_configurations(loaded)
 
     plans = [(i, first_of_kind(i.raw, "plan")) for i in loaded]
     run_ids = [i.run.run_id or str(i.path) for i in loaded]
@@ -88,6 +157,7 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
         if len({v for v in values if v}) > 1:
             problems.append(f"the merged runs differ in {field} ({identity[field]}); verdicts may not be comparable")
     started = [i.started for i in loaded if i.started]
+    bases = [dict(i.run.plan.claim_basis) if i.run.plan and i.run.plan.claim_basis else None for i in loaded]
     plan_record: dict[str, Any] = {
         "kind": "plan",
         "schema": RESULTS_SCHEMA,
@@ -96,7 +166,8 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
         **identity,
         "devices": list(devices),
         "scenarios": list(scenarios.values()),
-        "options": {"merged": True},
+        "options": _merged_options(loaded),
+        **({"claim_basis": bases[0]} if bases and all(b == bases[0] for b in bases) else {}),
         "merged_from": [
             {"run_id": i.run.run_id, "results": str(i.path), "started": i.started, "profile": i.run.plan.profile}
             for i in loaded
@@ -135,7 +206,7 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
     if ends and all(end is not None for end in ends):
         write_jsonl(path, lines)  # first without the end record, to compute the answer as a reader will
         merged = load_results(path)
-        exit_code = run_exit(r.verdict for r in merged.results) if merged.results else RunExit.INCOMPLETE
+        exit_code = merged.claim.exit_code
         counts: dict[str, int] = {}
         for _, obj in chosen.values():
             counts[str(obj.get("verdict"))] = counts.get(str(obj.get("verdict")), 0) + 1

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Final
 
 from reference_model.errors import KitError
-from reference_model.verdicts import RunExit, Verdict, answer, run_exit
+from reference_model.verdicts import RunExit, Verdict
 
+from .claim import Claim, claim_of
 from .limits import limit, over
 
 RESULTS_SCHEMA: Final = 1
@@ -96,6 +97,7 @@ class Plan:
     model_hash: str
     options: Mapping[str, object]
     shard: bool = False  # `npuconf run --shard`: each group (build) runs every scenario once, on one of its devices
+    claim_basis: Mapping[str, object] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +155,8 @@ class ResultRecord:
     line: int | None
     recorded: bool = True
     origin: str | None = None  # "host": an ERROR the host caused (disk full); `--resume` runs it again
+    allocations_refused: bool = False  # passed, but the device legally refused its allocations
+    attempts: int = 1
 
     def trace_excerpt(self, lines: int = 40) -> tuple[str, ...]:
         return self.trace[-lines:] if lines > 0 else ()
@@ -191,17 +195,17 @@ class RunResults:
         return tuple(seen)
 
     @property
+    def claim(self) -> Claim:
+        """The run's claim (reports/claim.py, the one implementation)."""
+        return claim_of(self)
+
+    @property
     def exit_code(self) -> RunExit:
-        """`run_exit` over every verdict; a run with no plan or nothing judged is incomplete."""
-        if self.plan is None or not self.results:
-            return RunExit.INCOMPLETE
-        return run_exit(r.verdict for r in self.results)
+        return self.claim.exit_code
 
     @property
     def answer(self) -> str:
-        if self.plan is None or not self.results:
-            return "incomplete"
-        return answer(r.verdict for r in self.results)
+        return self.claim.level.value
 
     def for_device(self, serial: str) -> tuple[ResultRecord, ...]:
         return tuple(r for r in self.results if r.device == serial)
@@ -409,6 +413,7 @@ def _parse_plan(obj: Mapping[str, object], notes: list[str]) -> Plan:
         model_hash=fields.text("model_hash"),
         options=fields.mapping("options") or {},
         shard=obj.get("shard") is True,
+        claim_basis=fields.mapping("claim_basis"),
     )
     notes.extend(fields.notes)
     return plan
@@ -497,6 +502,8 @@ def _parse_result(
         finished=fields.opt_text("finished"),
         line=line,
         origin="host" if obj.get("origin") == "host" else None,
+        allocations_refused=obj.get("allocations_refused") is True,
+        attempts=attempts if isinstance(attempts := obj.get("attempts"), int) and attempts > 0 else 1,
     )
     notes.extend(fields.notes)
     return record
@@ -641,7 +648,7 @@ def load_results(path: Path) -> RunResults:
         problems.append(
             safe_text(
                 f"{name} line {end.line}: the end record says exit code {end.exit_code}, "
-                f"the results give {int(run.exit_code)} ({run.answer}); the results are used"
+                f"the results give {int(run.exit_code)} ({run.claim.headline}); the results are used"
             )
         )
         run = RunResults(

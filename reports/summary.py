@@ -28,6 +28,7 @@ def _counts(counts: dict[Verdict, int]) -> dict[str, int]:
 
 def build_summary(run: RunResults) -> dict[str, object]:
     plan = run.plan
+    claim = run.claim
     # The report's failures, in its order (CRASH, FAIL, TIMEOUT, ERROR, WARN), with the same content.
     failures = [finding_summary(f) for f in findings(run)]
     return {
@@ -39,8 +40,9 @@ def build_summary(run: RunResults) -> dict[str, object]:
         "target": plan.target if plan else None,
         "started": plan.started if plan else None,
         "finished": run.end.finished if run.end else None,
-        "answer": run.answer,
-        "exit_code": int(run.exit_code),
+        "answer": claim.level.value,
+        "exit_code": int(claim.exit_code),
+        "claim": claim.to_json(),
         "total": len(run.results),
         "counts": _counts(count_verdicts(run.results)),
         "devices": {serial: _counts(c) for serial, c in counts_by_device(run).items()},

@@ -1,11 +1,9 @@
 """Submission bundles: `npuconf bundle DIR` packs a run (`npuconf verify BUNDLE` checks one: verify.py).
 
-A bundle is a tar.gz holding results.jsonl, junit.xml, report.html, summary.json and manifest.json.
-The manifest lists the SHA-256 of every other file, the hashes of the kit that made it (kit, model,
-probe sources, corpus), the run id and each device's build fingerprint. `verify` checks the file
-hashes, compares the kit hashes with the current checkout, checks that every planned scenario was
-recorded exactly once on every planned device, re-derives every verdict from the stored traces
-(host/offline/rejudge.py) and checks that summary.json and junit.xml say what results.jsonl says.
+A bundle is a tar.gz holding results.jsonl, junit.xml, report.html, summary.json and manifest.json
+(and manifest.sig when signed). The manifest lists the SHA-256 of every other file, the hashes of the
+kit that made it (kit, model, probe sources, corpus), the run id, each device's build fingerprint and
+the run's claim (reports/claim.py). What `verify` checks is in verify.py and docs/reports.md.
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ from reports.safe_io import atomic_output, checked_name
 
 from .. import KIT_VERSION
 from ..suite import checkout_hashes
+from . import signing
 from .run_dir import load_planned_run
 
 BUNDLE_SCHEMA: Final = 1
@@ -57,8 +56,10 @@ def device_fingerprints(run: RunResults) -> dict[str, str | None]:
     return out
 
 
-def make_bundle(run_dir: Path, out: Path | None = None) -> BundleOutcome:
-    """Regenerate the run's reports and pack them with results.jsonl and a manifest into a tar.gz."""
+def make_bundle(run_dir: Path, out: Path | None = None, sign_key: Path | None = None) -> BundleOutcome:
+    """Regenerate the run's reports and pack them with results.jsonl and a manifest into a tar.gz;
+    with `sign_key` (Ed25519), also manifest.sig (signing.py)."""
+    key = signing.load_private_key(sign_key) if sign_key is not None else None
     path, run, plan = load_planned_run(run_dir, "a bundle")
     default_name = f"{checked_name(plan.run_id, 'run_id')}.bundle.tar.gz" if out is None else ""
     reports = write_reports(path, path.parent)
@@ -79,9 +80,12 @@ def make_bundle(run_dir: Path, out: Path | None = None) -> BundleOutcome:
             "corpus_hash": plan.corpus_hash,
         },
         "devices": device_fingerprints(run),
+        "claim": run.claim.to_json(),
         "files": {name: sha256_hex(data) for name, data in sorted(contents.items())},
     }
     contents[MANIFEST] = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
+    if key is not None:
+        contents[signing.SIGNATURE] = signing.sign(contents[MANIFEST], key)
     target = out if out is not None else path.parent / default_name
     _write_tar(target, contents)
     return BundleOutcome(target, plan.run_id, tuple(contents))

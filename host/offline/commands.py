@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reports import write_reports
+from reports import load_results, write_reports
 from reports.store import describe_location, import_runs, is_postgresql_url
 
 from .bundle import make_bundle
@@ -22,7 +22,9 @@ def report_command(args: argparse.Namespace) -> int:
     """`npuconf report DIR... [--merge OUT]`: regenerate each run's reports, and merge them if asked."""
     for directory in args.dirs:
         results = run_results_path(directory)
-        _print_paths(write_reports(results, results.parent))
+        paths = write_reports(results, results.parent)
+        print(f"{directory}: {load_results(results).claim.headline}")
+        _print_paths(paths)
     if args.merge is not None:
         return merge_command(args.dirs, args.merge)
     return 0
@@ -48,6 +50,7 @@ def rejudge_command(args: argparse.Namespace) -> int:
     print(f"{len(done.changes)} verdict change{'' if len(done.changes) == 1 else 's'}")
     for change in done.changes:
         print(f"  {change.line()}")
+    print(outcome.claim.headline)
     _print_paths(outcome.paths)
     return outcome.exit_code
 
@@ -89,22 +92,37 @@ def dashboard_command(args: argparse.Namespace) -> int:
 
 
 def bundle_command(args: argparse.Namespace) -> int:
-    outcome = make_bundle(args.dir, args.out)
+    outcome = make_bundle(args.dir, args.out, args.sign)
     print(f"bundle: {outcome.path} (run {outcome.run_id}: {', '.join(outcome.files)})")
     return 0
 
 
 def verify_command(args: argparse.Namespace) -> int:
-    report = verify_bundle(args.bundle)
-    if report.ok:
-        print(
-            f"bundle verifies: run {report.run_id}, {report.results} results on {report.devices} "
-            f"device{'' if report.devices == 1 else 's'}, {report.rejudged} verdicts re-derived"
-        )
-        return 0
-    print(f"bundle does not verify: {len(report.problems)} problem{'' if len(report.problems) == 1 else 's'}")
-    for problem in report.problems:
+    report = verify_bundle(args.bundle, waivers_file=args.waivers, trusted_key=args.trusted_key)
+    print(report.reason())
+    for problem in report.problems[1:]:
         print(f"  {problem.line()}")
+    print(
+        f"verified: run {report.run_id}, {report.results} results on {report.devices} "
+        f"device{'' if report.devices == 1 else 's'}, {report.rejudged} verdicts re-derived with this kit's "
+        f"corpus and model; claim {report.claim.level} (exit {int(report.claim.exit_code)})"
+    )
+    for serial, fingerprint in report.fingerprints:
+        print(f"  device {serial}: {fingerprint or '(no fingerprint recorded)'}")
+    for part, value in report.hashes:
+        print(f"  {part} hash {value[:16]}")
+    print(f"  waivers: {report.waivers or 'none (waivers stored in the bundle are not applied)'}")
+    if report.signature_checked:
+        print(f"  signed by the trusted key {report.signer}")
+    print(
+        "cannot know: where the traces came from (a bundle is made by whoever ran the kit; "
+        + (
+            "the signature names who packed it"
+            if report.signature_checked
+            else f"unsigned or signature not checked{f', names key {report.signer}' if report.signer else ''}"
+        )
+        + ")"
+    )
     return report.exit_code
 
 

@@ -17,9 +17,10 @@ from typing import Any, Final
 from reference_model.caps import DeviceCaps
 from reference_model.profiles import PROFILES
 from reference_model.scenario import Scenario
-from reference_model.verdicts import RunExit, Verdict, run_exit
+from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import RunResults, load_results, write_reports
+from reports.claim import Claim
 from reports.jsonl import first_of_kind, raw_objects, write_jsonl
 from reports.safe_io import output_dir
 
@@ -64,6 +65,7 @@ class RejudgeOutcome:
     out_dir: Path
     paths: dict[str, Path]
     exit_code: int
+    claim: Claim
 
 
 def check_profile(profile: str) -> str:
@@ -195,9 +197,7 @@ def rejudged_lines(
         counts: dict[str, int] = {}
         for verdict in verdicts:
             counts[verdict.value] = counts.get(verdict.value, 0) + 1
-        all_verdicts = verdicts + [r.verdict for r in run.results if not r.recorded]
-        exit_code = run_exit(all_verdicts) if all_verdicts else RunExit.INCOMPLETE
-        lines.append({"kind": "end", "finished": run.end.finished, "counts": counts, "exit_code": int(exit_code)})
+        lines.append({"kind": "end", "finished": run.end.finished, "counts": counts})
     return lines
 
 
@@ -235,6 +235,9 @@ def rejudge(
     output_dir(out_dir)
     results = out_dir / "results.jsonl"
     write_jsonl(results, lines)
+    if lines and lines[-1].get("kind") == "end":  # the end record states the claim its readers will compute
+        lines[-1]["exit_code"] = int(load_results(results).claim.exit_code)
+        write_jsonl(results, lines)
     paths = {"results": results, **write_reports(results, out_dir)}
     new_run = load_results(results)
-    return RejudgeOutcome(rejudged, out_dir, paths, int(new_run.exit_code))
+    return RejudgeOutcome(rejudged, out_dir, paths, int(new_run.claim.exit_code), new_run.claim)

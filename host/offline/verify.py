@@ -7,22 +7,46 @@ import tarfile
 import tempfile
 import zlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from junitparser import xunit2
 
+from reference_model.caps import DeviceCaps
 from reference_model.profiles import PROFILES
-from reports import RunResults, load_results
+from reference_model.scenario import Scenario
+from reference_model.verdicts import Verdict
+from reference_model.waivers import Waiver
+from reports import ResultRecord, RunResults, load_results
+from reports.claim import Claim, ClaimLevel
 from reports.jsonl import raw_objects
 from reports.limits import limit, over
 from reports.summary import build_summary
 
-from ..suite import HASHED_PARTS, SCENARIO_ROOT, checkout_hashes
+from ..probe import CompileError, Pairs, ScenarioTrace, api_missing_symbols, compile_scenario, exit_event_scenario
+from ..run import (
+    DISCOVERY_ID,
+    allocation_refused,
+    caps_from_info,
+    judge_lines,
+    missing_capability,
+    parse_discovery,
+    probed_pairs,
+)
+from ..suite import (
+    HASHED_PARTS,
+    SCENARIO_ROOT,
+    check_waiver_ids,
+    checkout_hashes,
+    claim_basis,
+    load_catalogue,
+    load_waiver_file,
+)
+from . import signing
 from .bundle import BUNDLE_FILES, BUNDLE_SCHEMA, MANIFEST, BundleUnreadable, device_fingerprints, sha256_hex
-from .rejudge import corpus_by_id, rejudge_run
+from .rejudge import corpus_by_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +66,34 @@ class VerifyReport:
     devices: int
     rejudged: int
     problems: tuple[Problem, ...]
+    claim: Claim
+    fingerprints: tuple[tuple[str, str | None], ...] = ()
+    hashes: tuple[tuple[str, str], ...] = ()
+    signer: str | None = None  # the key a manifest.sig names (checked only with --trusted-key)
+    signature_checked: bool = False
+    waivers: str | None = None
 
     @property
     def ok(self) -> bool:
+        """Intact: every file, hash and verdict checks out (the claim may still be no conformance claim)."""
         return not self.problems
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.ok else 1
+        """0 a verified conformance claim, 1 the bundle does not verify, 2 verified but not a claim."""
+        if not self.ok:
+            return 1
+        return 0 if self.claim.is_claim else 2
+
+    def reason(self) -> str:
+        """The one-line answer."""
+        if self.problems:
+            return f"bundle rejected: {self.problems[0].line()}"
+        if self.claim.level is ClaimLevel.PARTIAL:
+            return f"bundle verifies; {self.claim.headline}"
+        if not self.claim.is_claim:
+            return f"bundle verifies, but it is not a conformance claim: {self.claim.headline}"
+        return f"bundle verifies: {self.claim.headline}"
 
 
 def read_bundle(bundle: Path) -> dict[str, bytes]:
@@ -164,26 +208,180 @@ def _check_coverage(run: RunResults, raw: Mapping[int, Mapping[str, object]]) ->
     return problems
 
 
+def _kit_problems(run: RunResults, corpus: Mapping[str, Scenario], basis: Mapping[str, object]) -> list[Problem]:
+    """The plan against this kit: its claim basis, and the scenario list when it names the released corpus."""
+    plan = run.plan
+    if plan is None:
+        return []
+    problems: list[Problem] = []
+    recorded = plan.claim_basis
+    if recorded is None:
+        problems.append(Problem("plan", "the plan records no claim basis (an older kit): no claim can be verified"))
+    else:
+        for key in ("kit_corpus_hash", "device_testable", "without_buffers"):
+            if recorded.get(key) != basis[key]:
+                problems.append(Problem("plan", f"the plan's claim basis {key} is not this kit's"))
+    if plan.corpus_hash == basis["kit_corpus_hash"] and not plan.options.get("scenarios"):
+        planned = {s.id for s in plan.scenarios}
+        if plan.options.get("keyword") or plan.options.get("clauses"):
+            return problems
+        absent = sorted(set(corpus) - planned)
+        if absent:
+            shown = ", ".join(absent[:3]) + (", ..." if len(absent) > 3 else "")
+            problems.append(
+                Problem(
+                    "plan",
+                    f"the plan names this kit's full corpus but lacks {len(absent)} of its {len(corpus)} "
+                    f"scenarios ({shown}) and records no filter",
+                )
+            )
+    return problems
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceEvidence:
+    caps: DeviceCaps
+    pairs: Pairs
+    discovery_failed: str | None
+
+
+def _device_evidence(run: RunResults) -> tuple[dict[str, DeviceEvidence], list[Problem]]:
+    """Each device's pairs and vnpu control derived again from its raw discovery trace."""
+    evidence: dict[str, DeviceEvidence] = {}
+    problems: list[Problem] = []
+    for serial in run.device_serials:
+        info = run.devices.get(serial)
+        if info is None:
+            if any(r.recorded and r.device == serial for r in run.results):
+                problems.append(Problem("device", f"{serial}: results but no device record"))
+            continue
+        lines = info.get("discovery_trace")
+        failed_recorded = info.get("discovery_failed")
+        if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+            if info.get("supported_pairs") is not None or failed_recorded is None:
+                problems.append(
+                    Problem("device", f"{serial}: no discovery trace; its pairs and capabilities cannot be re-derived")
+                )
+            caps = caps_from_info(info)
+            evidence[serial] = DeviceEvidence(caps, Pairs.from_caps(caps, probed_pairs()), None)
+            continue
+        found = parse_discovery(ScenarioTrace(DISCOVERY_ID, tuple(lines), 0.0))
+        derived_pairs = sorted([list(p) for p in found.supported_pairs]) if found.supported_pairs is not None else None
+        failed = f"pair discovery failed: {found.problem}" if found.problem else None
+        if not lines:
+            failed = "pair discovery failed: the probe wrote no discovery trace"
+        if derived_pairs != info.get("supported_pairs"):
+            problems.append(Problem("device", f"{serial}: recorded supported pairs differ from its discovery trace"))
+        if found.vnpu_control != (info.get("vnpu_control") is True):
+            problems.append(Problem("device", f"{serial}: recorded vnpu control differs from its discovery trace"))
+        if (failed is None) != (failed_recorded is None):
+            problems.append(Problem("device", f"{serial}: recorded discovery outcome differs from its discovery trace"))
+        caps = caps_from_info(info)
+        evidence[serial] = DeviceEvidence(caps, Pairs.from_caps(caps, probed_pairs()), failed)
+    return evidence, problems
+
+
+def _trace_end(record: ResultRecord) -> str:
+    """'probe' (the probe closed the scenario), 'host-timeout' (the host gave up) or 'open' (no exit event)."""
+    for line in reversed(record.trace):
+        if exit_event_scenario(line) == record.scenario:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                return "open"
+            if event.get("host") is True:
+                return "host-timeout" if event.get("status") == "timeout" else "open"
+            return "probe"
+    return "open"
+
+
+def expected_verdicts(
+    record: ResultRecord,
+    scenario: Scenario,
+    device: DeviceEvidence,
+    catalogue: Mapping[str, str],
+    profile: str,
+    waivers: Sequence[Waiver],
+    fingerprint: str,
+) -> tuple[frozenset[Verdict], str]:
+    """The verdicts this kit allows for a recorded result, and on what evidence (for the message)."""
+    if device.discovery_failed is not None:
+        return frozenset({Verdict.ERROR}), "pair discovery failed on this device"
+    missing = missing_capability(scenario, device.caps, device.pairs)
+    if missing is None:
+        try:
+            compile_scenario(scenario, device.pairs)
+        except CompileError as exc:
+            missing = str(exc)
+    if missing is not None:
+        return frozenset({Verdict.NOT_APPLICABLE}), f"requirements: {missing}"
+    if any(api_missing_symbols(line) for line in record.trace):
+        return frozenset({Verdict.NOT_APPLICABLE}), "the trace shows API functions missing from the implementation"
+    end = _trace_end(record)
+    if end == "host-timeout":
+        return frozenset({Verdict.TIMEOUT}), "the host's timeout marker ends the trace"
+    if end == "open":
+        return frozenset({Verdict.ERROR, Verdict.NOT_EXECUTED}), "the trace never reaches the scenario's exit"
+    outcome = judge_lines(scenario, record.trace, device.caps, catalogue, profile, waivers, fingerprint)
+    return frozenset({outcome.verdict}), "the model judged the trace"
+
+
 def _check_verdicts(
-    run: RunResults, raw: Mapping[int, Mapping[str, object]], scenario_root: Path
+    run: RunResults, corpus: Mapping[str, Scenario], catalogue: Mapping[str, str], waivers: Sequence[Waiver]
 ) -> tuple[int, list[Problem]]:
     plan = run.plan
     if plan is None:
         return 0, []
     if plan.profile not in PROFILES:
         return 0, [Problem("verdict", f"profile {plan.profile!r} is unknown to this kit; verdicts not re-derived")]
-    corpus, catalogue = corpus_by_id(scenario_root)
-    rejudged = rejudge_run(run, raw, plan.profile, corpus, catalogue, waivers=None)
-    problems = [
-        Problem("verdict", f"{c.scenario} on {c.device}: stored {c.before}, recomputed {c.after}")
-        for c in rejudged.changes
-    ]
-    problems.extend(
-        Problem("verdict", f"{scenario} on {device}: scenario not in this corpus; verdict not re-derived")
-        for device, scenario in rejudged.missing_scenarios
-    )
-    problems.extend(Problem("verdict", note) for note in rejudged.notes)
-    return rejudged.judged, problems
+    evidence, problems = _device_evidence(run)
+    derived = 0
+    for record in run.results:
+        if not record.recorded:
+            continue
+        scenario = corpus.get(record.scenario)
+        if scenario is None:
+            problems.append(Problem("verdict", f"{record.scenario} on {record.device}: not in this kit's corpus"))
+            continue
+        device = evidence.get(record.device)
+        if device is None:
+            problems.append(Problem("verdict", f"{record.scenario} on {record.device}: no device record"))
+            continue
+        fingerprint = run.devices.get(record.device, {}).get("fingerprint")
+        allowed, why = expected_verdicts(
+            record,
+            scenario,
+            device,
+            catalogue,
+            plan.profile,
+            waivers,
+            fingerprint if isinstance(fingerprint, str) and fingerprint else record.device,
+        )
+        derived += 1
+        if (
+            record.verdict is Verdict.PASS
+            and allocation_refused(record.trace, device.caps) != record.allocations_refused
+        ):
+            problems.append(
+                Problem(
+                    "verdict",
+                    f"{record.scenario} on {record.device}: allocations_refused is "
+                    f"{str(record.allocations_refused).lower()}, its trace says otherwise",
+                )
+            )
+        if record.verdict not in allowed:
+            expected = " or ".join(sorted(v.value for v in allowed))
+            if record.verdict is Verdict.NOT_APPLICABLE:
+                why = "its requirements hold on this device and its trace shows no missing API function"
+            if record.verdict is Verdict.WAIVED:
+                why += "; waivers come only from `verify --waivers`, never from the bundle"
+            problems.append(
+                Problem(
+                    "verdict",
+                    f"{record.scenario} on {record.device}: stored {record.verdict}, re-derived {expected} ({why})",
+                )
+            )
+    return derived, problems
 
 
 def _check_reports(run: RunResults, members: Mapping[str, bytes], workdir: Path) -> list[Problem]:
@@ -197,7 +395,7 @@ def _check_reports(run: RunResults, members: Mapping[str, bytes], workdir: Path)
         if not isinstance(stored, dict):
             problems.append(Problem("report", "summary.json is not a JSON object"))
         else:
-            for key in ("answer", "exit_code", "counts", "devices", "clauses", "failures"):
+            for key in ("answer", "exit_code", "claim", "counts", "devices", "clauses", "failures"):
                 if stored.get(key) != expected.get(key):
                     problems.append(Problem("report", f"summary.json {key} does not match results.jsonl"))
     if "junit.xml" in members:
@@ -226,13 +424,41 @@ def _check_reports(run: RunResults, members: Mapping[str, bytes], workdir: Path)
     return problems
 
 
-def verify_bundle(bundle: Path, scenario_root: Path = SCENARIO_ROOT) -> VerifyReport:
+def _check_claim(run: RunResults, manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> list[Problem]:
+    """The claim the bundle states (manifest, summary.json) is the one its results give."""
+    expected = json.loads(json.dumps(run.claim.to_json()))
+    problems: list[Problem] = []
+    if manifest.get("claim") != expected:
+        stated = manifest.get("claim")
+        level = stated.get("level") if isinstance(stated, dict) else None
+        problems.append(Problem("claim", f"the manifest states claim {level!r}, the results give {run.claim.level}"))
+    return problems
+
+
+def verify_bundle(
+    bundle: Path,
+    scenario_root: Path = SCENARIO_ROOT,
+    waivers_file: Path | None = None,
+    trusted_key: Path | None = None,
+) -> VerifyReport:
+    trusted = signing.load_public_key(trusted_key) if trusted_key is not None else None
+    waivers = load_waiver_file(waivers_file) if waivers_file is not None else ()
+    corpus, catalogue = corpus_by_id(scenario_root)
+    if waivers_file is not None:
+        check_waiver_ids(waivers, catalogue, corpus, waivers_file)
     members = read_bundle(bundle)
     manifest = _manifest(bundle, members)
-    problems = _check_files(manifest, members)
+    problems: list[Problem] = []
+    signature = members.get(signing.SIGNATURE)
+    if trusted is not None:
+        bad = signing.check(members[MANIFEST], signature, trusted)
+        if bad is not None:
+            problems.append(Problem("signature", bad))
+    problems.extend(_check_files(manifest, {k: v for k, v in members.items() if k != signing.SIGNATURE}))
     problems.extend(_check_hashes(manifest))
     if "results.jsonl" not in members:
         raise BundleUnreadable(f"{bundle}: no results.jsonl in the bundle")
+    basis = claim_basis(load_catalogue(), corpus.values())
     with tempfile.TemporaryDirectory(prefix="npuconf-verify-") as tmp:
         workdir = Path(tmp)
         results = workdir / "results.jsonl"
@@ -249,15 +475,24 @@ def verify_bundle(bundle: Path, scenario_root: Path = SCENARIO_ROOT) -> VerifyRe
         devices = manifest.get("devices")
         if isinstance(devices, dict) and devices != device_fingerprints(run):
             problems.append(Problem("results", "the manifest's device fingerprints differ from results.jsonl"))
+        problems.extend(_kit_problems(run, corpus, basis))
         problems.extend(_check_coverage(run, raw))
-        rejudged, verdict_problems = _check_verdicts(run, raw, scenario_root)
+        derived, verdict_problems = _check_verdicts(run, corpus, catalogue, waivers)
         problems.extend(verdict_problems)
         problems.extend(_check_reports(run, members, workdir))
+        problems.extend(_check_claim(run, manifest, members))
+    hashes = manifest.get("hashes")
     return VerifyReport(
         bundle=bundle,
         run_id=run.run_id,
         results=sum(1 for r in run.results if r.recorded),
         devices=len(run.device_serials),
-        rejudged=rejudged,
+        rejudged=derived,
         problems=tuple(problems),
+        claim=run.claim,
+        fingerprints=tuple(device_fingerprints(run).items()),
+        hashes=tuple((k, str(v)) for k, v in hashes.items()) if isinstance(hashes, dict) else (),
+        signer=signing.signer(signature),
+        signature_checked=trusted is not None and not any(p.kind == "signature" for p in problems),
+        waivers=str(waivers_file) if waivers_file is not None else None,
     )

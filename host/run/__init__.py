@@ -8,9 +8,13 @@ from .device_session import DeviceSession as DeviceSession
 from .device_session import caps_from_info as caps_from_info
 from .device_session import missing_capability as missing_capability
 from .device_session import prepare_device as prepare_device
+from .discovery import DISCOVERY_ID as DISCOVERY_ID
 from .discovery import GRID as GRID
+from .discovery import parse_discovery as parse_discovery
 from .discovery import probed_pairs as probed_pairs
+from .judging import MAX_ATTEMPTS as MAX_ATTEMPTS
 from .judging import Outcome as Outcome
+from .judging import allocation_refused as allocation_refused
 from .judging import judge_lines as judge_lines
 from .judging import not_run as not_run
 from .plan import RunPlan as RunPlan

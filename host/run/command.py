@@ -7,7 +7,7 @@ import sys
 
 from reference_model.verdicts import Verdict
 
-from ..errors import UsageError
+from ..errors import RunInterrupted, UsageError
 from .plan import RunRequest
 from .progress import Progress
 from .resume import resume_run
@@ -46,14 +46,27 @@ def run_command(args: argparse.Namespace) -> int:
         shard=args.shard,
     )
     progress = None if args.quiet else Progress(sys.stderr)
-    if args.resume is not None:
-        outcome = resume_run(args.resume, progress.update if progress else None, impl=args.impl, store=args.store)
-    else:
-        outcome = start_run(request, progress.update if progress else None)
-    if progress:
-        progress.finish()
+    try:
+        if args.resume is not None:
+            outcome = resume_run(
+                args.resume, progress.update if progress else None, impl=args.impl, store=args.store
+            )
+        else:
+            outcome = start_run(request, progress.update if progress else None)
+    except KeyboardInterrupt:
+        # start_run and resume_run turn an interrupt after the output directory is chosen into
+        # RunInterrupted; one that escapes them came before anything was written.
+        raise RunInterrupted("interrupted during start-up: nothing was written; run again", 0) from None
+    finally:
+        if progress:
+            progress.finish()
     counts = ", ".join(f"{v.value} {outcome.counts[v]}" for v in Verdict if outcome.counts[v])
-    print(f"{outcome.answer}: {counts or 'nothing ran'}")
+    claim = outcome.claim
+    print(claim.headline)
+    print(f"verdicts: {counts or 'nothing ran'}")
+    print(f"configuration: {claim.configuration_text()}")
+    for gap in claim.gaps:
+        print(f"not exercised on {gap.line()}")
     for name, path in outcome.reports.items():
         print(f"{name}: {path}")
     return outcome.exit_code

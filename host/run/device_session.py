@@ -61,21 +61,26 @@ def prepare_device(target: Target) -> Device:
     target.run_batch(
         compile_program([compile_scenario(scenario, Pairs(None, None))]),
         [DISCOVERY_ID],
-        [DISCOVERY_LIMIT_S],
+        [DISCOVERY_LIMIT_S * float(getattr(target, "timeout_multiplier", 1.0))],
         traces.append,
     )
     found = parse_discovery(traces[0]) if traces else None
     notes: tuple[str, ...] = ()
+    failed: str | None = None
     if found is None or found.problem:
-        notes = (f"pair discovery failed: {found.problem if found else 'no trace'}",)
+        failed = f"pair discovery failed: {found.problem if found else 'the probe wrote no discovery trace'}"
+        notes = (failed,)
     pairs = found.supported_pairs if found else None
     info = info | {
         "supported_pairs": sorted([list(p) for p in pairs]) if pairs is not None else None,
         "vnpu_control": bool(found and found.vnpu_control),
         "kit_version": KIT_VERSION,
         "notes": list(notes),
+        # The raw discovery trace: `verify` derives the pairs and the failure from it again.
+        "discovery_trace": list(traces[0].lines) if traces else [],
+        "discovery_failed": failed,
     }
-    return Device(target.serial, info, caps_from_info(info), notes)
+    return Device(target.serial, info, caps_from_info(info), notes, failed)
 
 
 def missing_capability(scenario: Scenario, caps: DeviceCaps, pairs: Pairs) -> str | None:
@@ -114,6 +119,8 @@ class DeviceSession:
 
     def run(self, scenario: Scenario, timeout_multiplier: float = 1.0) -> Outcome:
         """Run one scenario in its own batch and judge it (the pytest path)."""
+        if self.device.discovery_failed is not None:
+            return not_run(Verdict.ERROR, self.device.discovery_failed)
         missing = missing_capability(scenario, self.device.caps, self.pairs)
         if missing is not None:
             return not_run(Verdict.NOT_APPLICABLE, missing)

@@ -64,7 +64,12 @@ def parse_discovery(trace: ScenarioTrace) -> Discovered:
         elif event.get("op") == "vnpu":
             control = event.get("ret") == 0
     if pairs is None and problem is None:
-        problem = "discovery trace has no isSupported result"
+        exits = [e for e in events if e.get("ev") == "exit"]
+        status = exits[-1].get("status") if exits else None
+        if status == "timeout" or trace.timed_out is not None:
+            problem = "isSupported did not return within the discovery limit"
+        else:
+            problem = "discovery trace has no isSupported result"
     return Discovered(pairs, control, problem)
 
 

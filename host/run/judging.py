@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -12,6 +13,33 @@ from reference_model.judge import judge
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver, find_waiver
+
+# How many times a scenario runs when the device legally refuses its allocations (see allocation_refused).
+MAX_ATTEMPTS = 3
+
+
+def allocation_refused(lines: Sequence[str], caps: DeviceCaps) -> bool:
+    """An allocation answered ENOMEM on a device that declares no capacity: the published text allows
+    it for any request (a real device may be out of memory), so the scenario passed without
+    exercising what follows the allocation. A device with a declared capacity (the vnpu) has its
+    ENOMEMs predicted exactly by the model: those are what the scenario tests, not a refusal."""
+    if caps.capacity_bytes is not None:
+        return False
+    for line in lines:
+        if '"ENOMEM"' not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(event, dict)
+            and event.get("ev") == "cb"
+            and event.get("kind") == "alloc"
+            and (event.get("error") == "ENOMEM")
+        ):
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ class RunPlan:
     model_hash: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     shard: bool = False  # --shard: each build's devices share its scenarios (host/run/shard.py)
+    claim_basis: dict[str, Any] | None = None  # host/suite/basis.py
 
 
 @dataclass(frozen=True, slots=True)

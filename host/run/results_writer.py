@@ -42,8 +42,8 @@ class ResultsWriter:
     def write(self, record: dict[str, Any]) -> None:
         data = (dump_line(record) + "\n").encode("utf-8")
         with self._lock:
-            if self.failed is not None:
-                return
+            if self.failed is not None or self._file.closed:
+                return  # a full disk stopped the writer, or a device thread finished after an interrupt
             try:
                 self._file.write(data)
                 self._file.flush()
@@ -88,6 +88,7 @@ def plan_record(plan: RunPlan, serials: Sequence[str]) -> dict[str, Any]:
         "model_hash": plan.model_hash,
         "options": plan.options,
         **({"shard": True} if plan.shard else {}),
+        **({"claim_basis": plan.claim_basis} if plan.claim_basis is not None else {}),
     }
 
 

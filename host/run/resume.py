@@ -16,7 +16,7 @@ from .ownership import created_here
 from .plan import Resume, RunPlan, RunRequest
 from .record import duration_estimates, record_run
 from .runner import ProgressFn, execute_run
-from .session import RunOutcome, open_targets
+from .session import RunOutcome, interrupted, open_targets
 
 
 def resume_run(
@@ -50,7 +50,6 @@ def resume_run(
     }
     todo = {device: ids for device, ids in todo.items() if ids}
     sharded = plan_record.shard
-    exit_code = int(previous.exit_code)
     if todo:
         options = dict(plan_record.options)
         options["impl"] = _checked_impl(directory, options.get("impl"), impl)
@@ -92,18 +91,20 @@ def resume_run(
             kept=tuple(finished.values()),
         )
         estimates = duration_estimates(directory, store) if sharded else None
-        with open_targets(request, plan_record.target, directory, profile) as targets:
-            chosen = [t for t in targets if t.serial in wanted_devices]
-            missing = [device for device in todo if device not in {t.serial for t in chosen}]
-            if missing:
-                raise UsageError(f"--resume {directory}: planned device {missing[0]} is not available now")
-            execute_run(plan, chosen, progress, resume, estimates)
-        exit_code = int(load_results(results_path).exit_code)
+        try:
+            with open_targets(request, plan_record.target, directory, profile) as targets:
+                chosen = [t for t in targets if t.serial in wanted_devices]
+                missing = [device for device in todo if device not in {t.serial for t in chosen}]
+                if missing:
+                    raise UsageError(f"--resume {directory}: planned device {missing[0]} is not available now")
+                execute_run(plan, chosen, progress, resume, estimates)
+        except KeyboardInterrupt:
+            raise interrupted(directory) from None
         record_run(directory, store)
     reports = write_reports(results_path, directory)
     run = load_results(results_path)
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
-    return RunOutcome(directory, exit_code, counts, run.answer, {"results": results_path, **reports})
+    return RunOutcome(directory, int(run.claim.exit_code), counts, run.claim, {"results": results_path, **reports})
 
 
 def _checked_impl(directory: Path, planned: object, given: Path | None) -> str | None:

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from reference_model.errors import KitError
 from reference_model.scenario import Scenario
-from reference_model.verdicts import Verdict, run_exit
+from reference_model.verdicts import Verdict
+from reports import load_results
 from reports.safe_io import DISK_ERRNOS, OutputFailed, output_dir
 
+from ..errors import UsageError
 from ..probe import CompiledScenario, CompileError, Pairs, ScenarioTrace, compile_program, compile_scenario
 from ..targets import Device, Target
 from .device_session import missing_capability, prepare_device
 from .discovery import probed_pairs
-from .judging import Outcome, judge_lines, not_run
+from .judging import MAX_ATTEMPTS, Outcome, allocation_refused, judge_lines, not_run
 from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter, now_iso, plan_record, result_record
 from .shard import EstimatesFn, execute_sharded
@@ -26,21 +30,25 @@ SETTLE_ALLOWANCE_S = 2.0
 
 ProgressFn = Callable[[str, Verdict, int, int], None]
 
+# Why a lane stopped, and the scenarios it never reported (None: every scenario got a record).
+Unrun = tuple[str, list[Scenario]] | None
+
 
 class DeviceRun:
-    """Executes the plan on one prepared target and appends a result record per scenario."""
+    """Executes the plan on one target: prepared first (before the plan is written), then run, appending a
+    result record per scenario."""
 
     def __init__(
         self,
         plan: RunPlan,
         target: Target,
-        writer: ResultsWriter,
-        progress: ProgressFn | None,
+        writer: ResultsWriter | None = None,
+        progress: ProgressFn | None = None,
         resume: Resume | None = None,
     ) -> None:
         self.plan = plan
         self.target = target
-        self.writer = writer
+        self._writer = writer
         self.progress = progress
         self.scenarios = plan.scenarios
         self.describe = True
@@ -52,10 +60,27 @@ class DeviceRun:
         self.total = len(self.scenarios)
         # Called with each scenario id once its record is written (the shard scheduler's bookkeeping).
         self.on_recorded: Callable[[str], None] | None = None
+        self.device: Device | None = None
+        self.stop = threading.Event()
+        self.setup_error: KitError | None = None
+        self.prepare_error: str | None = None
+        self.prepare_extra: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._done = 0
 
+    @property
+    def writer(self) -> ResultsWriter:
+        if self._writer is None:  # pragma: no cover - execute_run sets it before executing
+            raise RuntimeError("DeviceRun has no results writer")
+        return self._writer
+
+    @writer.setter
+    def writer(self, writer: ResultsWriter) -> None:
+        self._writer = writer
+
     def _record(self, scenario: Scenario, outcome: Outcome, **kwargs: Any) -> None:
+        if self.stop.is_set():
+            return  # interrupted: results from now on would be the interrupt's, not the device's
         self.writer.write(result_record(self.target.serial, scenario, outcome, **kwargs))
         with self._lock:
             self.verdicts[outcome.verdict] += 1
@@ -69,19 +94,37 @@ class DeviceRun:
     def record_not_run(self, scenario: Scenario, verdict: Verdict, reason: str) -> None:
         self._record(scenario, not_run(verdict, reason))
 
-    def execute(self) -> Device | None:
+    def prepare(self) -> None:
+        """Prepare the device and discover its pairs (before the plan is written).
+
+        A setup error (a missing build, a bad --impl) is kept in `setup_error`: the run stops with exit 3
+        before any scenario; any other failure makes every scenario of the device ERROR.
+        """
         try:
-            device = prepare_device(self.target)
+            self.device = prepare_device(self.target)
+        except UsageError as exc:
+            self.setup_error = exc
         except Exception as exc:
+            self.prepare_error = f"device preparation failed: {exc}"
+            self.prepare_extra = _host_origin(exc)
+
+    def execute(self) -> Device | None:
+        device = self.device
+        if device is None:
             if self.describe:
                 serial = self.target.serial
                 self.writer.write({"kind": "device", "device": serial, "info": {"serial": serial}})
-            extra = _host_origin(exc)
+            reason = self.prepare_error or "device preparation failed"
             for scenario in self.scenarios:
-                self._record(scenario, not_run(Verdict.ERROR, f"device preparation failed: {exc}"), extra=extra)
+                self._record(scenario, not_run(Verdict.ERROR, reason), extra=self.prepare_extra)
             return None
         if self.describe:
             self.writer.write({"kind": "device", "device": device.serial, "info": device.info})
+        if device.discovery_failed is not None:
+            # Without the pairs nothing can be judged (discovery failure is ERROR, not a note).
+            for scenario in self.scenarios:
+                self._record(scenario, not_run(Verdict.ERROR, device.discovery_failed))
+            return device
         self._run_scenarios(device)
         return device
 
@@ -116,12 +159,32 @@ class DeviceRun:
             for scenario in scenarios:
                 self._record(scenario, not_run(Verdict.NOT_EXECUTED, reason))
 
-    def run_lane(self, device: Device, lane: list[CompiledScenario]) -> tuple[str, list[Scenario]] | None:
-        """Run the lane as one batch, recording each result as it arrives.
+    def run_lane(self, device: Device, lane: list[CompiledScenario]) -> Unrun:
+        """Run the lane's scenarios in one batch; scenarios whose allocations the device legally refused
+        (allocation_refused) run again, in a batch of their own, up to MAX_ATTEMPTS times.
 
-        Returns None when every scenario got a record, else why the batch stopped and the scenarios it
-        never reported (not recorded: the caller decides whether they are NOT_EXECUTED or run elsewhere).
+        Returns None when every scenario got a record, else why a batch stopped and the scenarios never
+        recorded (the caller decides whether they are NOT_EXECUTED or run elsewhere).
         """
+        attempts: dict[str, int] = {}
+        while lane:
+            retry: list[CompiledScenario] = []
+            for compiled in lane:
+                attempts[compiled.scenario.id] = attempts.get(compiled.scenario.id, 0) + 1
+            unrun = self._run_batch(device, lane, attempts, retry)
+            if unrun is not None:
+                reason, scenarios = unrun
+                return reason, scenarios + [c.scenario for c in retry]
+            lane = retry
+        return None
+
+    def _run_batch(
+        self,
+        device: Device,
+        lane: list[CompiledScenario],
+        attempts: dict[str, int],
+        retry: list[CompiledScenario],
+    ) -> Unrun:
         by_id = {c.scenario.id: c for c in lane}
         reported: set[str] = set()
         fingerprint = str(device.info.get("fingerprint", device.serial))
@@ -129,6 +192,7 @@ class DeviceRun:
         def on_trace(trace: ScenarioTrace) -> None:
             compiled = by_id[trace.scenario_id]
             reported.add(trace.scenario_id)
+            refused = False
             if trace.infra_error is not None:
                 outcome = not_run(Verdict.ERROR, trace.infra_error)
             elif trace.timed_out is not None:
@@ -143,7 +207,17 @@ class DeviceRun:
                     self.plan.waivers,
                     fingerprint,
                 )
+                refused = outcome.verdict is Verdict.PASS and allocation_refused(trace.lines, device.caps)
+            attempt = attempts[trace.scenario_id]
+            if refused and attempt < MAX_ATTEMPTS:
+                retry.append(compiled)  # not recorded: the next attempt's result is
+                return
             extra: dict[str, Any] = {}
+            if attempt > 1 or refused:
+                extra["attempts"] = attempt
+            if refused:
+                # Passed, but a legal refusal kept it from exercising its clauses (reports/claim.py).
+                extra["allocations_refused"] = True
             context = getattr(self.target, "failure_context", None)
             if context is not None and outcome.verdict in (Verdict.FAIL, Verdict.CRASH, Verdict.TIMEOUT):
                 extra["logcat"] = list(context(trace.scenario_id))
@@ -156,10 +230,7 @@ class DeviceRun:
                 extra=extra,
             )
 
-        limits = [
-            (c.scenario.timeout_ms / 1000.0 + SETTLE_ALLOWANCE_S) * self.plan.timeout_multiplier
-            for c in lane
-        ]
+        limits = [(c.scenario.timeout_ms / 1000.0 + SETTLE_ALLOWANCE_S) * self.plan.timeout_multiplier for c in lane]
         started = time.monotonic()
         try:
             outcome = self.target.run_batch(compile_program(lane), [c.scenario.id for c in lane], limits, on_trace)
@@ -177,7 +248,9 @@ class DeviceRun:
                     if compiled.scenario.id not in reported:
                         reported.add(compiled.scenario.id)
                         reason = f"implementation lacks {missing}"
-                        self._record(compiled.scenario, not_run(Verdict.NOT_APPLICABLE, reason))
+                        # The probe's api_missing event is kept as the evidence `verify` re-derives this from.
+                        evidence = json.dumps({"ev": "api_missing", "symbols": list(outcome.api_missing)})
+                        self._record(compiled.scenario, not_run(Verdict.NOT_APPLICABLE, reason), lines=(evidence,))
                 return None
             reason = outcome.error or "the probe stopped before this scenario ran"
         unreported = [c.scenario for c in lane if c.scenario.id not in reported]
@@ -191,6 +264,37 @@ def _host_origin(exc: BaseException) -> dict[str, Any]:
     return {}
 
 
+# After Ctrl-C: how long the device threads get to notice the stop before the run gives up on them.
+STOP_GRACE_S = 5.0
+
+
+def _start(runs: Sequence[DeviceRun], method: str) -> list[threading.Thread]:
+    threads = [
+        threading.Thread(target=getattr(run, method), name=f"device-{run.target.serial}", daemon=True) for run in runs
+    ]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def _join(threads: Sequence[threading.Thread], runs: Sequence[DeviceRun]) -> None:
+    """Wait for the device threads; on Ctrl-C, stop every run from recording and re-raise."""
+    try:
+        for thread in threads:
+            thread.join()
+    except KeyboardInterrupt:
+        _stop(runs, threads)
+        raise
+
+
+def _stop(runs: Sequence[DeviceRun], threads: Sequence[threading.Thread] = ()) -> None:
+    for run in runs:
+        run.stop.set()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
 def execute_run(
     plan: RunPlan,
     targets: Sequence[Target],
@@ -200,32 +304,40 @@ def execute_run(
 ) -> int:
     """Run the plan on every target in parallel (one lane per device); return the exit code.
 
-    With `resume`, results.jsonl already holds the plan: only the pairs left to run are run and
-    appended, and the end record counts the kept results too. With `plan.shard`, each build's devices
-    share its scenarios (host/run/shard.py; `estimates` gives measured durations for the balance).
+    Every device is prepared first: a setup error stops the run before anything is written. With
+    `resume`, results.jsonl already holds the plan: only the pairs left to run are run and appended,
+    and the end record counts the kept results too. With `plan.shard`, each build's devices share its
+    scenarios (host/run/shard.py; `estimates` gives measured durations for the balance). On Ctrl-C
+    nothing more is recorded (a probe killed by the signal would give ERRORs that are not the
+    device's), no end record is written, and KeyboardInterrupt propagates: what is recorded stays, for
+    `--resume`.
     """
+    # A sharded run gives each device its build's share, so every device starts from the whole plan.
+    runs = [DeviceRun(plan, target, progress=progress, resume=None if plan.shard else resume) for target in targets]
+    _join(_start(runs, "prepare"), runs)
+    for run in runs:
+        if run.setup_error is not None:
+            raise run.setup_error  # before anything is written: exit 3, one line
     output_dir(plan.out_dir)
     results_path = plan.out_dir / "results.jsonl"
     with ResultsWriter(results_path) as writer:
         if resume is None:
             writer.write(plan_record(plan, [t.serial for t in targets]))
+        for run in runs:
+            run.writer = writer
         counts: Counter[Verdict] = Counter(resume.kept if resume is not None else ())
         if plan.shard:
-
-            def make_run(target: Target) -> DeviceRun:
-                return DeviceRun(plan, target, writer, progress, None)
-
-            counts.update(execute_sharded(plan, targets, writer, make_run, resume, estimates))
+            try:
+                counts.update(execute_sharded(plan, runs, writer, resume, estimates))
+            except KeyboardInterrupt:
+                _stop(runs)
+                raise
         else:
-            runs = [DeviceRun(plan, target, writer, progress, resume) for target in targets]
-            threads = [threading.Thread(target=run.execute, name=f"device-{run.target.serial}") for run in runs]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            _join(_start(runs, "execute"), runs)
             for run in runs:
                 counts.update(run.verdicts)
-        exit_code = int(run_exit(counts.elements())) if counts else 2
+        # The end record states the claim of everything recorded so far (reports/claim.py).
+        exit_code = int(load_results(results_path).claim.exit_code)
         writer.write(
             {
                 "kind": "end",

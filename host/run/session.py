@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import shlex
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -10,11 +13,23 @@ from pathlib import Path
 
 from reference_model.verdicts import Verdict
 from reports import load_results, write_reports
+from reports.claim import Claim
 from reports.safe_io import output_dir
 
-from ..errors import UsageError
+from ..errors import RunInterrupted, UsageError
 from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix
-from ..suite import SCENARIO_ROOT, corpus_hash, load_catalogue, load_corpus, load_waiver_file, model_hash, select
+from ..suite import (
+    SCENARIO_ROOT,
+    check_waiver_ids,
+    claim_basis,
+    corpus_hash,
+    expiry_notes,
+    load_catalogue,
+    load_corpus,
+    load_waiver_file,
+    model_hash,
+    select,
+)
 from ..targets import (
     DEFAULT_CAPACITY,
     AdbServerAddress,
@@ -42,7 +57,7 @@ class RunOutcome:
     out_dir: Path
     exit_code: int
     counts: Counter[Verdict]
-    answer: str
+    claim: Claim
     reports: dict[str, Path]
 
 
@@ -60,6 +75,11 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     if not chosen:
         raise UsageError("no scenario matches -k/--clause; `npuconf clauses` lists clause IDs")
     waivers = load_waiver_file(request.waivers) if request.waivers else ()
+    if request.waivers:
+        check_waiver_ids(waivers, catalogue.ids(), (s.id for s in scenarios), request.waivers)
+    expired = expiry_notes(waivers, dt.date.today())
+    for note in expired:
+        print(f"npuconf: {note}", file=sys.stderr)
     run_id = new_run_id()
     out_dir = request.out or Path("out") / run_id
     if (out_dir / "results.jsonl").exists() or (out_dir / "results.jsonl").is_symlink():
@@ -86,6 +106,9 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         corpus_hash=corpus_hash(scenario_root),
         model_hash=model_hash(),
         shard=request.shard,
+        claim_basis=claim_basis(
+            catalogue, scenarios if request.scenarios is None else load_corpus(known_clauses=catalogue.ids())
+        ),
         options={
             "impl": str(request.impl) if request.impl else None,
             "personality": request.personality,
@@ -97,6 +120,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
             "cross": request.cross,
             "scenarios": str(request.scenarios.resolve()) if request.scenarios else None,
             "waivers": str(request.waivers.resolve()) if request.waivers else None,
+            "waivers_expired": list(expired),
             "devices": request.devices,
             "serials": list(request.serials),
             "adb_servers": list(request.adb_servers),
@@ -106,13 +130,33 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         },
     )
     estimates = duration_estimates(out_dir, request.store) if request.shard else None
-    with open_targets(request, target_name, out_dir, profile) as targets:
-        exit_code = execute_run(plan, targets, progress, estimates=estimates)
-    reports = write_reports(out_dir / "results.jsonl", out_dir)
-    record_run(out_dir, request.store)
+    try:
+        with open_targets(request, target_name, out_dir, profile) as targets:
+            execute_run(plan, targets, progress, estimates=estimates)
+        reports = write_reports(out_dir / "results.jsonl", out_dir)
+        record_run(out_dir, request.store)
+    except KeyboardInterrupt:
+        raise interrupted(out_dir) from None
     run = load_results(out_dir / "results.jsonl")
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
-    return RunOutcome(out_dir, exit_code, counts, run.answer, {"results": out_dir / "results.jsonl", **reports})
+    paths = {"results": out_dir / "results.jsonl", **reports}
+    return RunOutcome(out_dir, int(run.claim.exit_code), counts, run.claim, paths)
+
+
+def interrupted(out_dir: Path) -> RunInterrupted:
+    """What Ctrl-C left: the results kept and the exact `--resume` command, or that nothing was written."""
+    results = out_dir / "results.jsonl"
+    run = load_results(results) if results.is_file() else None
+    if run is None or run.plan is None:
+        where = f"{out_dir} holds no results.jsonl" if out_dir.exists() else f"{out_dir} was not created"
+        return RunInterrupted(f"interrupted during start-up: nothing was recorded ({where}); run again", 0)
+    kept = sum(1 for r in run.results if r.recorded)
+    total = len(run.results)
+    return RunInterrupted(
+        f"interrupted: {kept} of {total} results kept in {results}; "
+        f"continue with: npuconf run --resume {shlex.quote(str(out_dir))}",
+        kept,
+    )
 
 
 def resolve_target(request: RunRequest) -> str:
@@ -186,4 +230,6 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
             host_build=request.build_dir,
         )
 
-    yield list(discover_targets(servers, request.serials, make))
+    yield list(discover_targets(servers, request.serials, make, servers_given=bool(request.adb_servers)))
+
+

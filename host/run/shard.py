@@ -36,7 +36,6 @@ from reference_model.verdicts import Verdict
 
 from ..probe import CompiledScenario
 from ..targets import Device, Target
-from .device_session import prepare_device
 from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter
 
@@ -198,6 +197,8 @@ class LaneRunner(Protocol):
     verdicts: Counter[Verdict]
     total: int
     on_recorded: Callable[[str], None] | None
+    device: Device | None  # None when preparation failed (prepare_error says why)
+    prepare_error: str | None
 
     def compile_for(self, device: Device, scenarios: Sequence[Scenario]) -> list[CompiledScenario]: ...
 
@@ -214,29 +215,18 @@ def group_of(device: Device) -> str:
 
 def execute_sharded(
     plan: RunPlan,
-    targets: Sequence[Target],
+    runs: Sequence[LaneRunner],
     writer: ResultsWriter,
-    make_run: Callable[[Target], LaneRunner],
     resume: Resume | None,
     estimates: EstimatesFn | None,
 ) -> Counter[Verdict]:
-    """Prepare every device, group them by build, shard each group's scenarios; the verdict counts."""
-    runs = {t.serial: make_run(t) for t in targets}
-    prepared: dict[str, Device] = {}
-    failures: dict[str, str] = {}
-
-    def prepare(target: Target) -> None:
-        try:
-            prepared[target.serial] = prepare_device(target)
-        except Exception as exc:
-            failures[target.serial] = str(exc)
-
-    _parallel([_bind(prepare, t) for t in targets], "prepare")
+    """Group the prepared devices by build and shard each group's scenarios; the verdict counts."""
+    by_serial = {run.target.serial: run for run in runs}
+    prepared = {serial: run.device for serial, run in by_serial.items() if run.device is not None}
     described = resume.described if resume is not None else frozenset()
     groups: dict[str, list[str]] = {}
-    for target in targets:
-        serial = target.serial
-        device = prepared.get(serial)
+    for serial, run in by_serial.items():
+        device = run.device
         group = group_of(device) if device is not None else f"device:{serial}"
         groups.setdefault(group, []).append(serial)
         if serial not in described:
@@ -248,18 +238,21 @@ def execute_sharded(
     schedulers: list[tuple[ShardScheduler, dict[str, LaneRunner]]] = []
     for group, serials in groups.items():
         wanted = _group_todo(plan, serials, resume)
-        alive = [s for s in serials if s in prepared]
+        # A device whose pair discovery failed cannot judge anything: it takes no share of its build.
+        alive = [s for s in serials if s in prepared and prepared[s].discovery_failed is None]
         if not wanted:
             continue
         if not alive:  # a device that could not be prepared is a group of its own: ERROR, as without --shard
             for serial in serials:
                 for scenario in wanted:
-                    runs[serial].record_not_run(
-                        scenario, Verdict.ERROR, f"device preparation failed: {failures.get(serial, '')}"
+                    device = prepared.get(serial)
+                    reason = (device.discovery_failed if device is not None else None) or (
+                        by_serial[serial].prepare_error or "device preparation failed"
                     )
+                    by_serial[serial].record_not_run(scenario, Verdict.ERROR, reason)
             continue
         scheduler = ShardScheduler([s.id for s in wanted], _known_estimates(estimates, group), alive, plan.jobs)
-        group_runs = {s: runs[s] for s in alive}
+        group_runs = {s: by_serial[s] for s in alive}
         for serial, run in group_runs.items():
             run.total = len(wanted)
             run.on_recorded = _finisher(scheduler, serial)
@@ -271,7 +264,7 @@ def execute_sharded(
             reason = f"every device of this build was lost (last: {item.reason})"
             group_runs[item.device].record_not_run(by_id[item.scenario_id], Verdict.NOT_EXECUTED, reason)
     counts: Counter[Verdict] = Counter()
-    for run in runs.values():
+    for run in runs:
         counts.update(run.verdicts)
     return counts
 
@@ -319,7 +312,9 @@ def _lane(run: LaneRunner, device: Device, scheduler: ShardScheduler, by_id: Map
 
 
 def _parallel(jobs: Sequence[Callable[[], None]], name: str) -> None:
-    threads = [threading.Thread(target=job, name=f"{name}-{i}") for i, job in enumerate(jobs)]
+    # Daemon threads: after Ctrl-C the run stops recording and leaves; a batch still running must not
+    # keep the process alive.
+    threads = [threading.Thread(target=job, name=f"{name}-{i}", daemon=True) for i, job in enumerate(jobs)]
     for thread in threads:
         thread.start()
     for thread in threads:

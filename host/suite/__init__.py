@@ -1,6 +1,8 @@
 """What the kit runs and judges with, read from this checkout: the scenario corpus, the clause catalogue,
 waiver files, and content hashes of the kit's parts (recorded in plans and bundles)."""
 
+from .basis import DEVICE_TESTABLE as DEVICE_TESTABLE
+from .basis import claim_basis as claim_basis
 from .catalogue import Catalogue as Catalogue
 from .catalogue import Clause as Clause
 from .catalogue import load_catalogue as load_catalogue
@@ -14,4 +16,6 @@ from .corpus import select as select
 from .hashes import HASHED_PARTS as HASHED_PARTS
 from .hashes import checkout_hashes as checkout_hashes
 from .hashes import model_hash as model_hash
+from .waivers import check_waiver_ids as check_waiver_ids
+from .waivers import expiry_notes as expiry_notes
 from .waivers import load_waiver_file as load_waiver_file

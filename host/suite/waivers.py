@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import yaml
@@ -21,3 +24,31 @@ def load_waiver_file(path: Path) -> tuple[Waiver, ...]:
     except yaml.YAMLError as exc:
         raise ScenarioInvalid(str(path), None, "file", str(exc).splitlines()[0], "valid YAML") from None
     return parse_waivers(data, str(path))
+
+
+def check_waiver_ids(
+    waivers: Sequence[Waiver], clause_ids: Iterable[str], scenario_ids: Iterable[str], path: Path
+) -> None:
+    """A waiver naming a clause this catalogue lacks, or a scenario pattern no scenario matches, is a
+    usage error: a typo would otherwise waive nothing, silently."""
+    clauses = frozenset(clause_ids)
+    scenarios = tuple(scenario_ids)
+    for index, waiver in enumerate(waivers):
+        where = f"--waivers {path}: waivers[{index}]"
+        if waiver.clause is not None and waiver.clause not in clauses:
+            raise UsageError(f"{where}.clause {waiver.clause!r}: not a clause ID of conformance/clauses.yaml")
+        if waiver.scenario is not None and not any(fnmatchcase(s, waiver.scenario) for s in scenarios):
+            raise UsageError(f"{where}.scenario {waiver.scenario!r}: matches no scenario ID of the corpus")
+
+
+def expired_waivers(waivers: Sequence[Waiver], today: dt.date) -> tuple[Waiver, ...]:
+    return tuple(w for w in waivers if today > w.expires)
+
+
+def expiry_notes(waivers: Sequence[Waiver], today: dt.date) -> tuple[str, ...]:
+    """One line per expired waiver: it is reported, and not applied."""
+    return tuple(
+        f"waiver for {'scenario ' + w.scenario if w.scenario else 'clause ' + str(w.clause)} on {w.device} "
+        f"expired on {w.expires.isoformat()} and is not applied ({w.reason})"
+        for w in expired_waivers(waivers, today)
+    )

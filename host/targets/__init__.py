@@ -12,6 +12,8 @@ from .adb import attached_devices as attached_devices
 from .adb import discover_targets as discover_targets
 from .base import Device as Device
 from .base import Target as Target
+from .impl_check import API_FUNCTIONS as API_FUNCTIONS
+from .impl_check import check_impl as check_impl
 from .local import PROBE_STDERR_LOG as PROBE_STDERR_LOG
 from .local import LocalTarget as LocalTarget
 from .virtual_device import Fleet as Fleet

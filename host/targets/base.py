@@ -19,6 +19,7 @@ class Device:
     info: dict[str, Any]
     caps: DeviceCaps
     notes: tuple[str, ...] = field(default=())
+    discovery_failed: str | None = None  # why pair discovery failed: every scenario is then ERROR
 
 
 class Target(Protocol):

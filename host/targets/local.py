@@ -16,6 +16,7 @@ from reports.safe_io import append_bytes, output_dir, write_text
 
 from ..errors import UsageError
 from ..probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch
+from .impl_check import check_impl
 from .vnpu_profile import VnpuProfile, declared_capacity
 
 # Everything the probe and the implementation print on stderr, kept beside results.jsonl
@@ -36,7 +37,9 @@ class LocalTarget:
 
     def __post_init__(self) -> None:
         if self.impl is not None:
-            if not self.impl.is_file():
+            if not self.exec_prefix:  # a cross build's library cannot be loaded on this host: the probe checks it
+                check_impl(self.impl)
+            elif not self.impl.is_file():
                 raise UsageError(
                     f"--impl {self.impl}: no such file; expected a shared library exporting the 18 functions"
                 )
@@ -66,7 +69,10 @@ class LocalTarget:
     def prepare(self) -> dict[str, Any]:
         if not self.build.exists():
             if self.exec_prefix:
-                raise UsageError(f"{self.build_dir}: no cross build there; run `npuconf probe build --cross ...` first")
+                arch = {"qemu-aarch64": "aarch64", "qemu-arm": "armhf"}.get(self.exec_prefix[0], "ARCH")
+                raise UsageError(
+                    f"{self.build_dir}: no cross build there; run `npuconf probe build --cross {arch}` first"
+                )
             build_probe(self.build_dir)
         check_op_table([*self.exec_prefix, str(self.build.probe)])
         output_dir(self.work_dir)

@@ -80,10 +80,13 @@ def test_junit_in_the_bundle_names_versions_chapters_and_ids(bundle, tmp_path):
 def test_untouched_bundle_verifies(bundle):
     report = verify_bundle(bundle)
     assert report.problems == ()
-    assert (report.ok, report.exit_code, report.results, report.rejudged) == (True, 0, 3, 2)
+    # Intact, every verdict re-derived (the NOT_APPLICABLE from the scenario's requirement and the
+    # device's discovery trace); a run with a FAIL is no conformance claim: exit 2.
+    assert (report.ok, report.exit_code, report.results, report.rejudged) == (True, 2, 3, 3)
+    assert report.claim.level == "non-conformant"
     done = npuconf("verify", bundle, timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "bundle verifies" in done.stdout
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout.startswith("bundle verifies, but it is not a conformance claim: non-conformant: 1 FAIL")
 
 
 def test_edited_verdict_is_named(bundle, tmp_path):
@@ -101,11 +104,13 @@ def test_edited_verdict_is_named(bundle, tmp_path):
     # Manifest rewritten too: re-deriving the verdict from the trace still catches it.
     report = verify_bundle(repack(tmp_path / "b.tar.gz", edited))
     assert problems(report, "file") == []
-    assert problems(report, "verdict") == [f"{D2_SCENARIO} on phone-1: stored PASS, recomputed FAIL"]
+    assert problems(report, "verdict") == [
+        f"{D2_SCENARIO} on phone-1: stored PASS, re-derived FAIL (the model judged the trace)"
+    ]
     assert any(m.startswith("summary.json") for m in problems(report, "report"))
     done = npuconf("verify", tmp_path / "b.tar.gz", timeout=60)
     assert done.returncode == 1
-    assert f"verdict: {D2_SCENARIO} on phone-1: stored PASS, recomputed FAIL" in done.stdout
+    assert f"verdict: {D2_SCENARIO} on phone-1: stored PASS, re-derived FAIL" in done.stdout
 
 
 def test_missing_and_duplicated_scenarios_are_named(bundle, tmp_path):

@@ -64,6 +64,15 @@ class ResultsBuilder:
             "corpus_hash": "c0ffee00c0ffee00",
             "model_hash": "deadbeefdeadbeef",
             "options": {"jobs": 2},
+            # Every clause the plan cites is device-testable; the corpus is the released one.
+            "claim_basis": {
+                "kit_corpus_hash": "c0ffee00c0ffee00",
+                "device_testable": sorted(
+                    {c for s in scenarios if isinstance(s, dict) for c in s.get("clauses", [])}
+                    | {f"{s['id'].split('.', 1)[0]}-clause" for s in scenarios if isinstance(s, dict) and "id" in s}
+                ),
+                "without_buffers": [],
+            },
         }
         record.update(overrides)
         self.planned.update({s["id"]: s for s in scenarios if isinstance(s, dict) and "id" in s})

@@ -78,12 +78,15 @@ def test_summary_fields(mixed_run: ResultsBuilder, tmp_path: Path):
 
 
 def test_summary_of_a_conformant_run(builder: ResultsBuilder, tmp_path: Path):
-    builder.plan(["a"], [scenario("alloc.x"), scenario("map.y")])
+    # map.y cites a clause that is not device-testable (virtual-only): its NOT_APPLICABLE leaves no gap.
+    basis = {"kit_corpus_hash": "c0ffee00c0ffee00", "device_testable": ["alloc-clause"], "without_buffers": []}
+    builder.plan(["a"], [scenario("alloc.x"), scenario("map.y")], claim_basis=basis)
     builder.result("a", "alloc.x", "PASS").result("a", "map.y", "NOT_APPLICABLE").end(exit_code=0)
     path = tmp_path / "summary.json"
     write_summary(load_results(builder.write()), path)
     summary = json.loads(path.read_text(encoding="utf-8"))
     assert (summary["answer"], summary["exit_code"], summary["failures"]) == ("conformant", 0, [])
+    assert summary["claim"]["headline"] == "conformant"
     assert summary["finished"] == "2026-01-01T00:10:00Z"
 
 

@@ -10,13 +10,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from host.run import caps_from_info, judge_lines, not_run, result_record
-from host.suite import load_catalogue, load_corpus
+from host.run import GRID, caps_from_info, judge_lines, not_run, result_record
+from host.suite import claim_basis, load_catalogue, load_corpus
 from reference_model.verdicts import Verdict
 
 D2_SCENARIO = "requests.default_device_is_rejected_with_einval"
 PASS_SCENARIO = "requests.create_then_free"
-NA_SCENARIO = "allocation.single_supported_request_succeeds"
+NA_SCENARIO = "preemption.unmapped_buffer_gets_onpreempt"  # requires vnpu-control
 
 
 def _corpus():
@@ -25,6 +25,16 @@ def _corpus():
 
 
 CORPUS, CATALOGUE = _corpus()
+CLAIM_BASIS = claim_basis(load_catalogue(), CORPUS.values())
+
+
+def discovery_trace(pairs: list[list[int]], control: bool = False) -> list[str]:
+    """The discovery events `verify` derives a device's pairs and vnpu control from."""
+    results = [[d, t] in pairs for d, t in GRID]
+    return [
+        json.dumps({"ev": "ret", "step": 80, "op": "is_supported", "ret": 0, "errno": None, "results": results}),
+        json.dumps({"ev": "ret", "step": 81, "op": "vnpu", "ret": 0 if control else -1, "errno": None}),
+    ]
 
 
 def _line(event: dict[str, Any]) -> str:
@@ -109,8 +119,10 @@ def device_info(serial: str, fingerprint: str | None = None, **extra: Any) -> di
         "vnpu_control": False,
         "probe_version": "test",
         "kit_version": "0.1.0",
+        "discovery_failed": None,
     }
     info.update(extra)
+    info["discovery_trace"] = discovery_trace(info["supported_pairs"] or [], info["vnpu_control"])
     return info
 
 
@@ -152,6 +164,7 @@ def plan(
         "corpus_hash": "c0ffee00c0ffee00",
         "model_hash": "deadbeefdeadbeef",
         "options": {},
+        "claim_basis": CLAIM_BASIS,
     }
     record.update(extra)
     return record

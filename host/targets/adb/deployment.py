@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from reports.safe_io import UnsafeOutput, checked_name
 
-from ...errors import InfraError
+from ...errors import InfraError, UsageError
 from ...probe import PROBE_NAME, VNPU_NAME, check_listed_op_table
 from ..virtual_device import NPU_FEATURE, VIRTUAL_PROP
 from ..vnpu_profile import CAPACITY_PROP, VnpuProfile, declared_capacity
@@ -69,7 +69,14 @@ def deploy(
         "virtual": virtual,
     }
     if virtual:
-        info |= {"personality": profile.personality, "policy": profile.policy, "capacity": profile.capacity}
+        info |= {
+            "personality": profile.personality,
+            "policy": profile.policy,
+            "capacity": profile.capacity,
+            # One build of the virtual device behaves as its personality and policy say: both are part of
+            # what a fingerprint names (waivers and merged columns match on it).
+            "fingerprint": f"{info['fingerprint']}#vnpu:{profile.personality}/{profile.policy}/{profile.capacity}",
+        }
     else:
         declared = profile.declared_capacity
         prop = props.get(CAPACITY_PROP, "")
@@ -90,14 +97,14 @@ def _choose_build(
     if virtual:
         build = host_build or build_root / "probe"
         if not (build / PROBE_NAME).is_file() or not (build / VNPU_NAME).is_file():
-            raise InfraError(f"{build}: no host probe build for the virtual device; run `npuconf probe build`")
+            raise UsageError(f"{build}: no host probe build for the virtual device; run `npuconf probe build`")
         return build, abis[0] if abis else "host"
     for abi in abis:
         build = build_root / f"probe-android-{abi}"
         if (build / PROBE_NAME).is_file():
             return build, abi
     wanted = abis[0] if abis else "arm64-v8a"
-    raise InfraError(
+    raise UsageError(
         f"{serial}: no probe build for ABI {', '.join(abis) or '(none reported)'}; "
         f"run `npuconf probe build --ndk PATH --abi {wanted}`"
     )

@@ -84,10 +84,18 @@ def adb_client(server: AdbServerAddress) -> AdbClient:
         return _Client(host=server.host, port=server.port)
 
 
-def list_devices(server: AdbServerAddress) -> dict[str, str]:
-    """serial -> state on one server; raises UsageError when no server answers there."""
+def list_devices(server: AdbServerAddress, given: bool = True) -> dict[str, str]:
+    """serial -> state on one server; raises UsageError when no server answers there.
+
+    `given`: the user named this server with --adb-server (else it is the default one, and the
+    message must not blame an option the user never passed)."""
     if not server_answers(server.port, server.host, timeout=1.0):
-        raise UsageError(f"--adb-server {server}: no adb server answers there")
+        if given:
+            raise UsageError(f"--adb-server {server}: no adb server answers there")
+        raise UsageError(
+            f"no adb server answers on {server} (the default adb server): start one with `adb start-server`, "
+            "name another with --adb-server HOST:PORT, or use --target virtual"
+        )
     return device_states(server.port, server.host)
 
 
@@ -105,11 +113,12 @@ def discover_targets(
     servers: Sequence[AdbServerAddress],
     serials: Sequence[str],
     make: Callable[[AdbServerAddress, str, str], Made],
+    servers_given: bool = True,
 ) -> list[Made]:
     """Devices in state `device` on every server, filtered by --serial; names made unique across servers."""
     found: list[tuple[AdbServerAddress, str]] = []
     for server in servers:
-        states = list_devices(server)
+        states = list_devices(server, servers_given)
         found.extend((server, serial) for serial, state in sorted(states.items()) if state == "device")
     if serials:
         known = {serial for _, serial in found}

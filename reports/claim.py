@@ -1,0 +1,312 @@
+"""The claim of a run ("The answer of a run" in the design): one pure function over the recorded run.
+
+`claim_of(run)` reads only what results.jsonl holds: the plan (profile, options and filters, the
+corpus hash and the claim basis: this kit's released corpus hash and the catalogue's device-testable
+clause IDs), the device records and the result records. Every place that states a run's answer
+(`npuconf run`, `rejudge`, `report`, `verify`, the HTML header, summary.json, junit.xml properties,
+the bundle manifest) calls it; there is no second implementation.
+
+Levels and exit codes:
+- conformant (0): the whole released corpus under published-37, no filter, no FAIL, CRASH, TIMEOUT,
+  ERROR or NOT_EXECUTED, and every device-testable clause exercised (a PASS or WARN) on every device;
+- conformant without NPU buffers (0): as above, for a device that declares no `android.hardware.npu`
+  feature and supports no pair, judged on the device-testable clauses that apply without a buffer;
+- non-conformant (1): any FAIL or CRASH, also in a partial run;
+- incomplete (2): nothing failed, but something was not judged or a device-testable clause was not
+  exercised on some device (named, with why); also a run whose plan records no claim basis (older kit);
+- partial (0): a filtered run, another profile or another corpus: never a conformance claim.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, Protocol
+
+from reference_model.verdicts import RunExit, Verdict
+
+NORMATIVE_PROFILE: Final = "published-37"
+NPU_FEATURE: Final = "android.hardware.npu"
+PARTIAL_HEADLINE: Final = "partial run, not a conformance claim"
+_EXERCISING: Final = frozenset({"PASS", "WARN"})
+_UNJUDGED: Final = (Verdict.TIMEOUT, Verdict.ERROR, Verdict.NOT_EXECUTED)
+
+
+class PlanView(Protocol):
+    """What the claim reads of a plan (reports.results.Plan)."""
+
+    @property
+    def profile(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def corpus_hash(self) -> str: ...
+    @property
+    def options(self) -> Mapping[str, object]: ...
+    @property
+    def claim_basis(self) -> Mapping[str, object] | None: ...
+
+
+class ResultView(Protocol):
+    """What the claim reads of a result (reports.results.ResultRecord)."""
+
+    @property
+    def device(self) -> str: ...
+    @property
+    def clauses(self) -> tuple[str, ...]: ...
+    @property
+    def verdict(self) -> Verdict: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def allocations_refused(self) -> bool: ...
+    @property
+    def attempts(self) -> int: ...
+
+
+class RunView(Protocol):
+    """What the claim reads of a recorded run (reports.results.RunResults); results.py imports this
+    module, never the other way round."""
+
+    @property
+    def plan(self) -> PlanView | None: ...
+    @property
+    def devices(self) -> Mapping[str, Mapping[str, object]]: ...
+    @property
+    def results(self) -> Sequence[ResultView]: ...
+    @property
+    def device_serials(self) -> tuple[str, ...]: ...
+
+
+class ClaimLevel(StrEnum):
+    CONFORMANT = "conformant"
+    CONFORMANT_WITHOUT_BUFFERS = "conformant without NPU buffers"
+    NON_CONFORMANT = "non-conformant"
+    INCOMPLETE = "incomplete"
+    PARTIAL = "partial"
+
+
+_EXIT: Final = {
+    ClaimLevel.CONFORMANT: RunExit.CONFORMANT,
+    ClaimLevel.CONFORMANT_WITHOUT_BUFFERS: RunExit.CONFORMANT,
+    ClaimLevel.NON_CONFORMANT: RunExit.NON_CONFORMANT,
+    ClaimLevel.INCOMPLETE: RunExit.INCOMPLETE,
+    ClaimLevel.PARTIAL: RunExit.CONFORMANT,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Device-testable clauses a device did not exercise, and why."""
+
+    device: str
+    why: str
+    clauses: tuple[str, ...]
+
+    def line(self) -> str:
+        return f"{self.device}: {len(self.clauses)} not exercised ({self.why}): {', '.join(self.clauses)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    level: ClaimLevel
+    exit_code: RunExit
+    headline: str
+    partial: tuple[str, ...]  # why the run is partial (empty: the run could be a claim)
+    gaps: tuple[Gap, ...]  # device-testable clauses not exercised, per device and reason
+    without_buffers: tuple[str, ...]  # devices judged in the "without NPU buffers" scope
+    waivers: int
+    warnings: int
+    configuration: tuple[tuple[str, str], ...]  # (name, value) of every outcome-changing option
+
+    @property
+    def is_claim(self) -> bool:
+        return self.level in (ClaimLevel.CONFORMANT, ClaimLevel.CONFORMANT_WITHOUT_BUFFERS)
+
+    def configuration_text(self) -> str:
+        return ", ".join(f"{name} {value}" for name, value in self.configuration)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "level": self.level.value,
+            "exit_code": int(self.exit_code),
+            "headline": self.headline,
+            "partial": list(self.partial),
+            "not_exercised": [{"device": g.device, "why": g.why, "clauses": list(g.clauses)} for g in self.gaps],
+            "without_npu_buffers": list(self.without_buffers),
+            "waivers": self.waivers,
+            "warnings": self.warnings,
+            "configuration": dict(self.configuration),
+        }
+
+
+def _text(value: object, default: str = "-") -> str:
+    if value is None or value == "" or value == []:
+        return default
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def configuration(run: RunView) -> tuple[tuple[str, str], ...]:
+    """The run's outcome-changing options as recorded in its plan."""
+    plan = run.plan
+    if plan is None:
+        return ()
+    options = plan.options
+    filters = []
+    if options.get("keyword"):
+        filters.append(f"-k {options['keyword']}")
+    clauses = options.get("clauses")
+    if isinstance(clauses, list):
+        filters.extend(f"--clause {c}" for c in clauses)
+    if options.get("scenarios"):
+        filters.append(f"--scenarios {options['scenarios']}")
+    return (
+        ("target", _text(plan.target)),
+        ("impl", _text(options.get("impl"), "vnpu")),
+        ("personality", _text(options.get("personality"))),
+        ("policy", _text(options.get("policy"))),
+        ("capacity", _text(options.get("capacity"), "default")),
+        ("profile", _text(plan.profile)),
+        ("filters", "; ".join(filters) or "none"),
+        ("waivers", _text(options.get("waivers"), "none")),
+    )
+
+
+def partial_reasons(run: RunView) -> tuple[str, ...]:
+    """Why the recorded run cannot be a conformance claim whatever its verdicts."""
+    plan = run.plan
+    if plan is None:
+        return ()
+    reasons: list[str] = []
+    options = plan.options
+    if plan.profile != NORMATIVE_PROFILE:
+        reasons.append(f"profile {plan.profile or '?'} (only {NORMATIVE_PROFILE} is normative)")
+    if options.get("keyword"):
+        reasons.append(f"filtered with -k {options['keyword']}")
+    clauses = options.get("clauses")
+    if isinstance(clauses, list) and clauses:
+        reasons.append("filtered with " + " ".join(f"--clause {c}" for c in clauses))
+    if options.get("scenarios"):
+        reasons.append(f"scenarios from {options['scenarios']}")
+    basis = plan.claim_basis
+    released = basis.get("kit_corpus_hash") if basis else None
+    if isinstance(released, str) and released and plan.corpus_hash != released:
+        reasons.append("the corpus is not the one this kit released (corpus hash differs)")
+    return tuple(reasons)
+
+
+def _strings(value: object) -> frozenset[str] | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return frozenset(value)
+    return None
+
+
+def _device_without_buffers(info: Mapping[str, object]) -> bool:
+    """Declares no NPU feature and discovery found no supported pair (an empty list, not unknown)."""
+    return info.get("npu_feature") is False and info.get("supported_pairs") == []
+
+
+def _why(records: Sequence[ResultView]) -> str:
+    if not records:
+        return "no planned scenario cites it"
+    for verdict in (Verdict.FAIL, Verdict.CRASH, *_UNJUDGED, Verdict.WAIVED):
+        hit = next((r for r in records if r.verdict is verdict), None)
+        if hit is not None:
+            return f"{verdict.value}: {hit.reason}" if hit.reason else verdict.value
+    refused = next((r for r in records if r.allocations_refused), None)
+    if refused is not None:
+        return f"the device refused the allocations (ENOMEM) in {refused.attempts} attempts"
+    reasons = sorted({r.reason for r in records if r.verdict is Verdict.NOT_APPLICABLE and r.reason})
+    return reasons[0] if reasons else "no PASS"
+
+
+def exercises(record: ResultView) -> bool:
+    """Whether a result exercised its clauses: a PASS or WARN whose allocations the device did not refuse."""
+    return record.verdict.value in _EXERCISING and not record.allocations_refused
+
+
+def _gaps(run: RunView, serial: str, required: frozenset[str]) -> list[Gap]:
+    records = [r for r in run.results if r.device == serial]
+    exercised = {c for r in records if exercises(r) for c in r.clauses}
+    by_why: dict[str, list[str]] = {}
+    for clause in sorted(required - exercised):
+        citing = [r for r in records if clause in r.clauses]
+        by_why.setdefault(_why(citing), []).append(clause)
+    return [Gap(serial, why, tuple(clauses)) for why, clauses in sorted(by_why.items(), key=lambda i: -len(i[1]))]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def claim_of(run: RunView) -> Claim:
+    """The claim of a recorded run (see the module docstring)."""
+    config = configuration(run)
+    verdicts = [r.verdict for r in run.results]
+    waivers = sum(1 for v in verdicts if v is Verdict.WAIVED)
+    warnings = sum(1 for v in verdicts if v.value == "WARN")
+
+    def make(
+        level: ClaimLevel,
+        headline: str,
+        partial: Sequence[str] = (),
+        gaps: Sequence[Gap] = (),
+        scope: Sequence[str] = (),
+    ) -> Claim:
+        return Claim(
+            level, _EXIT[level], headline, tuple(partial), tuple(gaps), tuple(scope), waivers, warnings, config
+        )
+
+    plan = run.plan
+    if plan is None:
+        return make(ClaimLevel.INCOMPLETE, "incomplete: results.jsonl has no plan record")
+    if not run.results:
+        return make(ClaimLevel.INCOMPLETE, "incomplete: nothing ran")
+    partial = partial_reasons(run)
+    blocking = [v for v in (Verdict.FAIL, Verdict.CRASH) if v in verdicts]
+    suffix = f" ({PARTIAL_HEADLINE})" if partial else ""
+    if blocking:
+        counts = ", ".join(f"{sum(1 for v in verdicts if v is b)} {b.value}" for b in blocking)
+        return make(ClaimLevel.NON_CONFORMANT, f"non-conformant: {counts}{suffix}", partial)
+    unjudged = [(v, sum(1 for x in verdicts if x is v)) for v in _UNJUDGED if v in verdicts]
+    if unjudged:
+        counts = ", ".join(f"{n} {v.value}" for v, n in unjudged)
+        reasons = Counter(r.reason for r in run.results if r.verdict in _UNJUDGED and r.reason)
+        why = f" ({reasons.most_common(1)[0][0]})" if reasons else ""
+        return make(ClaimLevel.INCOMPLETE, f"incomplete: {counts} not judged{why}{suffix}", partial)
+    if partial:
+        return make(ClaimLevel.PARTIAL, f"{PARTIAL_HEADLINE}: {'; '.join(partial)}", partial)
+    basis = plan.claim_basis or {}
+    testable = _strings(basis.get("device_testable"))
+    if testable is None:
+        return make(
+            ClaimLevel.INCOMPLETE,
+            "incomplete: the plan records no claim basis (a run of an older kit); run it again to make a claim",
+        )
+    no_buffer_clauses = _strings(basis.get("without_buffers")) or frozenset()
+    gaps: list[Gap] = []
+    scope: list[str] = []
+    for serial in run.device_serials:
+        info = run.devices.get(serial, {})
+        if _device_without_buffers(info):
+            scope.append(serial)
+            gaps.extend(_gaps(run, serial, testable & no_buffer_clauses))
+        else:
+            gaps.extend(_gaps(run, serial, testable))
+    if gaps:
+        first = gaps[0]
+        total = sum(len(g.clauses) for g in gaps)
+        devices = sorted({g.device for g in gaps})
+        where = first.device if len(devices) == 1 else f"{len(devices)} devices"
+        headline = f"incomplete: {_plural(total, 'device-testable clause')} not exercised on {where} ({first.why})"
+        return make(ClaimLevel.INCOMPLETE, headline, gaps=gaps, scope=scope)
+    named = [_plural(n, word) for n, word in ((waivers, "waiver"), (warnings, "warning")) if n]
+    level = ClaimLevel.CONFORMANT_WITHOUT_BUFFERS if scope else ClaimLevel.CONFORMANT
+    headline = level.value + (f" with {', '.join(named)}" if named else "")
+    if scope and len(scope) < len(run.device_serials):
+        headline += f" ({', '.join(scope)} without NPU buffers)"
+    return make(level, headline, scope=scope)

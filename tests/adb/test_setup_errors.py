@@ -1,0 +1,22 @@
+"""A phone whose ABI has no probe build: a setup error (exit 3, one line naming the build command),
+before any scenario runs and before anything is written."""
+
+from host.targets.virtual_device import DeviceProfile
+from tests.conftest import npuconf
+
+
+def test_device_abi_without_a_probe_build_is_a_setup_error(fleet_factory, tmp_path):
+    # Not a virtual device (so the host build does not apply), reporting an ABI nothing was built for.
+    phone = DeviceProfile.default("phone-1").with_props(
+        **{"ro.npuconf.virtual": "0", "ro.product.cpu.abi": "armeabi-v7a", "ro.product.cpu.abilist": "armeabi-v7a"}
+    )
+    supervisor = fleet_factory(1, names=["phone-1"], profiles=[phone])
+    server = f"127.0.0.1:{supervisor.fleet.server.port}"
+    out = tmp_path / "run"
+    done = npuconf("run", "--target", "adb", "--adb-server", server, "-q", "--out", out, timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "no probe build for ABI armeabi-v7a" in lines[0]
+    assert "run `npuconf probe build --ndk PATH --abi armeabi-v7a`" in lines[0]
+    assert not (out / "results.jsonl").exists()
