@@ -1,4 +1,4 @@
-"""The kit's readings of silent text that can give WARN (docs/model.md §4, DESIGN §3 Verdicts).
+"""The kit's readings of silent text that can give WARN (docs/model.md §4).
 
 A transition that accepts a behaviour the words of the text allow, but that departs from one of these
 readings, tags the history with the reading's ID (the same tag set as AOSP discrepancy IDs: ``R<n>``

@@ -47,6 +47,8 @@ class PlanView(Protocol):
     def options(self) -> Mapping[str, object]: ...
     @property
     def claim_basis(self) -> Mapping[str, object] | None: ...
+    @property
+    def shard(self) -> bool: ...
 
 
 class ResultView(Protocol):
@@ -78,6 +80,8 @@ class RunView(Protocol):
     def results(self) -> Sequence[ResultView]: ...
     @property
     def device_serials(self) -> tuple[str, ...]: ...
+    @property
+    def groups(self) -> Mapping[str, str]: ...
 
 
 class ClaimLevel(StrEnum):
@@ -229,14 +233,39 @@ def exercises(record: ResultView) -> bool:
     return record.verdict.value in _EXERCISING and not record.allocations_refused
 
 
-def _gaps(run: RunView, serial: str, required: frozenset[str]) -> list[Gap]:
-    records = [r for r in run.results if r.device == serial]
+# The capabilities that decide NOT_APPLICABLE: devices of one shard group must agree on them for the
+# group's union of results to stand for each of them (docs/sharding.md).
+_CAPABILITIES: Final = ("supported_pairs", "vnpu_control", "npu_feature", "capacity", "policy")
+
+
+def _units(run: RunView) -> list[tuple[str, tuple[str, ...]]]:
+    """What the claim is earned on: each device, or in a sharded run each build (shard group) whose
+    devices report the same capabilities, over the union of its results. A group whose devices differ
+    falls back to its devices one by one: the union must not cover a clause one of them could not."""
+    plan = run.plan
+    if plan is None or not plan.shard:
+        return [(serial, (serial,)) for serial in run.device_serials]
+    members: dict[str, list[str]] = {}
+    for serial in run.device_serials:
+        members.setdefault(run.groups.get(serial, f"device:{serial}"), []).append(serial)
+    units: list[tuple[str, tuple[str, ...]]] = []
+    for group, serials in members.items():
+        caps = {tuple(repr(run.devices.get(s, {}).get(key)) for key in _CAPABILITIES) for s in serials}
+        if len(serials) == 1 or len(caps) > 1:
+            units.extend((serial, (serial,)) for serial in serials)
+        else:
+            units.append((f"build {group} ({', '.join(serials)})", tuple(serials)))
+    return units
+
+
+def _gaps(run: RunView, label: str, serials: tuple[str, ...], required: frozenset[str]) -> list[Gap]:
+    records = [r for r in run.results if r.device in serials]
     exercised = {c for r in records if exercises(r) for c in r.clauses}
     by_why: dict[str, list[str]] = {}
     for clause in sorted(required - exercised):
         citing = [r for r in records if clause in r.clauses]
         by_why.setdefault(_why(citing), []).append(clause)
-    return [Gap(serial, why, tuple(clauses)) for why, clauses in sorted(by_why.items(), key=lambda i: -len(i[1]))]
+    return [Gap(label, why, tuple(clauses)) for why, clauses in sorted(by_why.items(), key=lambda i: -len(i[1]))]
 
 
 def _plural(n: int, word: str) -> str:
@@ -290,13 +319,12 @@ def claim_of(run: RunView) -> Claim:
     no_buffer_clauses = _strings(basis.get("without_buffers")) or frozenset()
     gaps: list[Gap] = []
     scope: list[str] = []
-    for serial in run.device_serials:
-        info = run.devices.get(serial, {})
-        if _device_without_buffers(info):
-            scope.append(serial)
-            gaps.extend(_gaps(run, serial, testable & no_buffer_clauses))
+    for label, serials in _units(run):
+        if all(_device_without_buffers(run.devices.get(serial, {})) for serial in serials):
+            scope.append(label)
+            gaps.extend(_gaps(run, label, serials, testable & no_buffer_clauses))
         else:
-            gaps.extend(_gaps(run, serial, testable))
+            gaps.extend(_gaps(run, label, serials, testable))
     if gaps:
         first = gaps[0]
         total = sum(len(g.clauses) for g in gaps)
@@ -307,6 +335,6 @@ def claim_of(run: RunView) -> Claim:
     named = [_plural(n, word) for n, word in ((waivers, "waiver"), (warnings, "warning")) if n]
     level = ClaimLevel.CONFORMANT_WITHOUT_BUFFERS if scope else ClaimLevel.CONFORMANT
     headline = level.value + (f" with {', '.join(named)}" if named else "")
-    if scope and len(scope) < len(run.device_serials):
+    if scope and len(scope) < len(_units(run)):
         headline += f" ({', '.join(scope)} without NPU buffers)"
     return make(level, headline, scope=scope)

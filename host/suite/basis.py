@@ -2,8 +2,9 @@
 
 Reports and `verify` judge the claim from the recorded run only (reports/claim.py); the plan
 therefore carries the catalogue's device-testable clause IDs (testability `device` or
-`death-test`), those of them that apply to a device without NPU buffers (cited by a scenario that
-does not require a supported pair), and the hash of the corpus this kit ships.
+`death-test`), those of them that apply to a device without NPU buffers (cited by a scenario such a
+device can run: one that requires nothing beyond an unsupported pair or 64-bit pointers), and the
+hash of the corpus this kit ships.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from .checkout import SCENARIO_ROOT
 from .corpus import corpus_hash
 
 DEVICE_TESTABLE = frozenset({"device", "death-test"})
+# What a device without NPU buffers can still offer a scenario (no pair, no capacity, no vnpu control).
+WITHOUT_BUFFERS_CAN_MEET = frozenset({"unsupported-pair", "pointer-64"})
 
 
 def claim_basis(catalogue: Catalogue, released: Iterable[Scenario]) -> dict[str, object]:
     """The basis for this kit's catalogue and released corpus (`released`: conformance/scenarios)."""
     testable = sorted(c.id for c in catalogue.clauses if c.testability in DEVICE_TESTABLE)
-    without = {c for s in released if "supported-pair" not in s.requires for c in s.clauses}
+    without = {c for s in released if s.requires <= WITHOUT_BUFFERS_CAN_MEET for c in s.clauses}
     return {
         "kit_corpus_hash": corpus_hash(SCENARIO_ROOT),
         "device_testable": testable,

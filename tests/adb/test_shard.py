@@ -32,7 +32,11 @@ def test_sharded_run_on_four_devices_runs_each_scenario_exactly_once(tmp_path, p
     corpus = load_corpus(known_clauses=load_catalogue().ids())
     results = records(run_dir, "result")
     assert Counter(r["scenario"] for r in results) == Counter(s.id for s in corpus)  # once each, none missing
-    assert {r["verdict"] for r in results} == {"PASS"}
+    # Everything passes but the scenarios of allocation policies the virtual devices do not run.
+    by_id = {s.id: s for s in corpus}
+    assert {r["verdict"] for r in results} <= {"PASS", "NOT_APPLICABLE"}
+    not_applicable = [r["scenario"] for r in results if r["verdict"] == "NOT_APPLICABLE"]
+    assert all(any(need.startswith("policy-") for need in by_id[i].requires) for i in not_applicable), not_applicable
     per_device = Counter(r["device"] for r in results)
     assert sorted(per_device) == ["virtual-1", "virtual-2", "virtual-3", "virtual-4"], per_device
     assert min(per_device.values()) >= len(corpus) // 10, per_device  # every device took a real share
@@ -51,7 +55,8 @@ def test_sharded_run_on_four_devices_runs_each_scenario_exactly_once(tmp_path, p
 
     store = tmp_path / "runs" / "npuconf.sqlite"
     durations = scenario_durations(store, plan_fingerprint := records(run_dir, "device")[0]["group"])
-    assert len(durations) >= len(corpus) - 5 and all(v > 0 for v in durations.values()), plan_fingerprint
+    ran = len(corpus) - len(not_applicable)  # a scenario that never ran has no duration
+    assert len(durations) >= ran - 5 and all(v > 0 for v in durations.values()), plan_fingerprint
     assert_stopped(all_pids(run_dir / "virtual-devices" / "virtual-devices.json"))
 
 

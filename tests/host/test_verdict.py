@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -18,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from host.suite import load_catalogue, load_corpus
 from tests.conftest import ROOT, npuconf
 
 LIBZ = Path("/lib/x86_64-linux-gnu/libz.so.1")
+CORPUS_SIZE = len(load_corpus(known_clauses=load_catalogue().ids()))
 VNPU_DIR = ROOT / "build" / "probe"
 
 # isSupported answers the number of supported requests instead of 0 (or never returns, on request).
@@ -195,7 +198,7 @@ def test_discovery_failure_never_exits_0(tmp_path, probe_build, hang):
     )
     assert done.returncode == 2, done.stdout + done.stderr
     headline = first_line(done.stdout)
-    assert headline.startswith("incomplete: 311 ERROR not judged (pair discovery failed: "), headline
+    assert headline.startswith(f"incomplete: {CORPUS_SIZE} ERROR not judged (pair discovery failed: "), headline
     data = summary(out)
     assert data["answer"] == "incomplete" and data["exit_code"] == 2
     device = next(r for r in results(out) if r["kind"] == "device")
@@ -316,7 +319,7 @@ def _edited_bundle(source: Path, work: Path, edit: str) -> Path:
     [
         ("not-applicable", "stored NOT_APPLICABLE, re-derived "),
         ("waived", "stored WAIVED, re-derived FAIL"),
-        ("removed", "the plan names this kit's full corpus but lacks 73 of its 311 scenarios"),
+        ("removed", rf"the plan names this kit's full corpus but lacks \d+ of its {CORPUS_SIZE} scenarios"),
     ],
 )
 def test_verify_rejects_edited_bundles(aosp_run, tmp_path, edit, reason):
@@ -324,7 +327,7 @@ def test_verify_rejects_edited_bundles(aosp_run, tmp_path, edit, reason):
     done = npuconf("verify", bundle)
     assert done.returncode == 1, done.stdout
     line = first_line(done.stdout)
-    assert line.startswith("bundle rejected: ") and reason in line, line
+    assert line.startswith("bundle rejected: ") and re.search(reason, line), line
 
 
 def test_verify_of_a_run_rejudged_under_aosp_2026_is_no_claim(aosp_run, tmp_path):
@@ -438,7 +441,7 @@ def test_ctrl_c_during_a_run_keeps_results_and_names_the_resume_command(tmp_path
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "Exception in thread" not in done.stderr
     message = done.stderr.replace("\r", "\n").strip().splitlines()[-1]
-    assert message.startswith("npuconf: interrupted: ") and " of 311 results kept in " in message
+    assert message.startswith("npuconf: interrupted: ") and f" of {CORPUS_SIZE} results kept in " in message
     assert message.endswith(f"continue with: npuconf run --resume {out}")
     assert not any(r.get("kind") == "end" for r in results(out))
     resumed = npuconf("run", "--resume", out, "-q")

@@ -164,7 +164,7 @@ def _fill(mount, leave):
 @pytest.mark.slow
 def test_disk_full_during_a_run_is_exit_2_with_one_line_naming_the_path(tmp_path, state_env):
     with small_disk(tmp_path) as mount:
-        _fill(mount, 24_000)
+        _fill(mount, 64_000)
         run_dir = mount / "run"
         done = cli("run", "--target", "local", "-k", "requests or support", "--out", run_dir, "-q", env=state_env)
         assert done.returncode == 2, text(done)
@@ -177,7 +177,7 @@ def test_disk_full_during_a_run_is_exit_2_with_one_line_naming_the_path(tmp_path
 @pytest.mark.slow
 def test_resume_after_disk_full_repairs_the_torn_line_and_completes(tmp_path, state_env):
     with small_disk(tmp_path) as mount:
-        filler = _fill(mount, 24_000)
+        filler = _fill(mount, 64_000)
         run_dir = mount / "run"
         done = cli("run", "--target", "local", "-k", "requests or support", "--out", run_dir, "-q", env=state_env)
         assert done.returncode == 2, text(done)

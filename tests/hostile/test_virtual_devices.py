@@ -198,7 +198,8 @@ def test_fleet_of_a_killed_run_is_stopped_by_the_next_run(tmp_path, probe_build)
     assert done.returncode == 0, text(done)
     time.sleep(0.2)
     assert [pid for pid in pids if pid_runs(pid, str(ROOT)) or pid_runs(pid, "adb", str(fleet.server.port))] == []
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["answer"].startswith("conformant")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["answer"] == "partial" and summary["exit_code"] == 0  # -k requests: nothing failed
     assert not any(Path(tmp_path / "host-state" / "fleets").glob("*.json"))
 
 

@@ -122,7 +122,8 @@ def test_matrix_is_grouped_by_chapter_with_a_failing_filter(mixed_run: ResultsBu
 def test_coverage_lists_clauses_not_exercised_with_reasons(mixed_run: ResultsBuilder):
     html = _html(mixed_run)
     coverage = html[html.index('<section id="coverage">') : html.index('<section id="charts">')]
-    assert "Clauses not exercised (3)" in coverage
+    assert "Clauses not exercised (4)" in coverage
+    assert "no exit within 5000 m" in coverage  # map-prot-subset on emulator-5554: its only scenario timed out
     assert "requires vnpu-control" in coverage  # preempt-never-mapped on emulator-5554: NOT_APPLICABLE
     assert "free-twice-crashes" in coverage  # NOT_EXECUTED on vnpu-1
     assert "ret without its call" in coverage  # map-prot-subset on vnpu-1: its only scenario ended ERROR
@@ -134,8 +135,11 @@ def test_configuration_block_shows_what_the_plan_records(builder: ResultsBuilder
     builder.plan(["a"], [scenario("alloc.x")], target="local", options=options)
     html = _html(builder.result("a", "alloc.x", "PASS"))
     block = html[html.index('id="claim"') : html.index("</section>", html.index('id="claim"'))]
-    for key, value in [("profile", "published-37"), ("target", "local"), *options.items()]:
+    shown = [("profile", "published-37"), ("target", "local"), ("impl", "/opt/libx.so"),
+             ("personality", "aosp-2026"), ("policy", "budget"), ("filters", "-k alloc")]
+    for key, value in shown:
         assert f"<tr><td>{key}</td><td class=\"mono\">{value}</td></tr>" in block
+    assert "Partial run, not a conformance claim:</strong> filtered with -k alloc" in block
     assert html.index('id="answer"') < html.index('id="claim"') < html.index('id="failures"')
 
 

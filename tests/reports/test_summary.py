@@ -57,9 +57,10 @@ def test_summary_fields(mixed_run: ResultsBuilder, tmp_path: Path):
     assert (error["excerpt"]["focus"], error["excerpt"]["first"], len(error["excerpt"]["lines"])) == (3, 1, 21)
     assert summary["not_exercised"] == {
         "emulator-5554": {
+            "map-prot-subset": [{"scenario": "map.prot", "verdict": "TIMEOUT", "reason": "no exit within 5000 ms"}],
             "preempt-never-mapped": [
                 {"scenario": "preempt.mapped", "verdict": "NOT_APPLICABLE", "reason": "requires vnpu-control"}
-            ]
+            ],
         },
         "vnpu-1": {
             "free-twice-crashes": [
