@@ -46,29 +46,57 @@ class Legal:
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("a", "M_MAP_ENOENT", "every map fails with ENOENT; onPreempt never delivered", "preempt-map-enoent"),
-    Mutant("a", "M_PREEMPT_IN_FREE", "onPreempt(cookie) inside ANpuBuffer_free for every buffer freed",
-           "preempt-callback-on-forced-dealloc"),
-    Mutant("b", "M_LIVE_CALLBACKS", "onAlloc/onPreempt read from the request at callback time (no snapshot)",
-           "alloc-snapshot"),
-    Mutant("c", "M_FIRST_DELETER", "every cookie deleted with the first deleter ever received",
-           "cookie-deleter-called"),
+    Mutant(
+        "a",
+        "M_PREEMPT_IN_FREE",
+        "onPreempt(cookie) inside ANpuBuffer_free for every buffer freed",
+        "preempt-callback-on-forced-dealloc",
+    ),
+    Mutant(
+        "b",
+        "M_LIVE_CALLBACKS",
+        "onAlloc/onPreempt read from the request at callback time (no snapshot)",
+        "alloc-snapshot",
+    ),
+    Mutant(
+        "c", "M_FIRST_DELETER", "every cookie deleted with the first deleter ever received", "cookie-deleter-called"
+    ),
     Mutant("d", "M_SUPPORT_COUNT", "isSupported returns the number of supported requests", "support-returns"),
-    Mutant("d", "M_SUPPORT_BY_COOKIE", "a request carrying a non-NULL cookie is reported unsupported",
-           "support-ignored-fields"),
-    Mutant("d", "M_SUPPORT_CANARY", "isSupported writes the byte after outIsSupported[requestsLen - 1]",
-           "support-out-array-size"),
-    Mutant("e", "M_BLOCKING_ALLOC", "allocAsync returns only after its onAllocs ran on another thread (<= 50 ms)",
-           "alloc-async"),
-    Mutant("e", "M_BLOCKING_LOAD", "loadAsync returns only after its onLoad ran on another thread (<= 50 ms)",
-           "load-async"),
-    Mutant("f", "M_COOKIE_48", "cookies given to callbacks and deleters keep only their low 48 bits",
-           "cookie-raw-integer"),
+    Mutant(
+        "d",
+        "M_SUPPORT_BY_COOKIE",
+        "a request carrying a non-NULL cookie is reported unsupported",
+        "support-ignored-fields",
+    ),
+    Mutant(
+        "d",
+        "M_SUPPORT_CANARY",
+        "isSupported writes the byte after outIsSupported[requestsLen - 1]",
+        "support-out-array-size",
+    ),
+    Mutant(
+        "e",
+        "M_BLOCKING_ALLOC",
+        "allocAsync returns only after its onAllocs ran on another thread (<= 50 ms)",
+        "alloc-async",
+    ),
+    Mutant(
+        "e", "M_BLOCKING_LOAD", "loadAsync returns only after its onLoad ran on another thread (<= 50 ms)", "load-async"
+    ),
+    Mutant(
+        "f", "M_COOKIE_48", "cookies given to callbacks and deleters keep only their low 48 bits", "cookie-raw-integer"
+    ),
     Mutant("g", "M_CREATE_NULL", "ANpuManager_AllocRequest_create returns NULL", "req-create-returns-request"),
-    Mutant("h", "M_SETONALLOC_NULL_OK", "setOnAlloc(request, NULL) returns instead of crashing",
-           "crash-setonalloc-null"),
+    Mutant(
+        "h", "M_SETONALLOC_NULL_OK", "setOnAlloc(request, NULL) returns instead of crashing", "crash-setonalloc-null"
+    ),
     Mutant("h", "M_NULL_REQUEST_OK", "setOnAlloc(NULL, onAlloc) returns instead of crashing", "req-request-not-null"),
-    Mutant("i", "M_DELETE_AT_FREE", "cookie deleted inside ANpuBuffer_free although a late onPreempt may come",
-           "cookie-borrowed-in-callbacks"),
+    Mutant(
+        "i",
+        "M_DELETE_AT_FREE",
+        "cookie deleted inside ANpuBuffer_free although a late onPreempt may come",
+        "cookie-borrowed-in-callbacks",
+    ),
 )
 
 LEGAL: tuple[Legal, ...] = (
@@ -78,8 +106,12 @@ LEGAL: tuple[Legal, ...] = (
     Legal("l", "L_SUPPORTED_EIO", "every other valid supported request fails with EIO"),
     Legal("m", "L_SUPPORT_BY_SIZE", "requests above 16 MiB unsupported (isSupported false, allocation ENOSPC)"),
     Legal("n", "L_SILENT_PREEMPT_LOAD", "a buffer without onPreempt is preempted silently before each loadAsync"),
-    Legal("o", "L_FDS_AT_FREE", "owned fds closed at ANpuBuffer_free (loads) and when the last buffer of a "
-          "request's submissions is released (segments)"),
+    Legal(
+        "o",
+        "L_FDS_AT_FREE",
+        "owned fds closed at ANpuBuffer_free (loads) and when the last buffer of a "
+        "request's submissions is released (segments)",
+    ),
     Legal("p", "L_ENOMEM_PRESSURE", "at most 4 KiB of live buffers: ENOMEM beyond"),
     Legal("q", "L_CALLER_THREAD", "every onAlloc (also successes) inside allocAsync on the caller's thread"),
     Legal("q", "L_SUPPORT_INVALID_TRUE", "isSupported true for a request with an invalid device or type"),
@@ -185,8 +217,10 @@ def main(argv: list[str]) -> int:
                 continue
             o = run_kit(build(m.mutation, work / m.mutation, real_lib), work / m.mutation / "run")
             others = {k: v for k, v in o.clauses().items() if k != m.clause}
-            print(f"| {m.klass} | `{m.mutation}` | `{m.clause}` | {o.exit_code} | {len(o.failing(m.clause))} "
-                  f"| {', '.join(f'{k} x{v}' for k, v in sorted(others.items())) or '-'} |")
+            print(
+                f"| {m.klass} | `{m.mutation}` | `{m.clause}` | {o.exit_code} | {len(o.failing(m.clause))} "
+                f"| {', '.join(f'{k} x{v}' for k, v in sorted(others.items())) or '-'} |"
+            )
             sys.stdout.flush()
         print()
         print("| class | variation | exit | PASS | WARN | non-PASS |")
@@ -196,8 +230,10 @@ def main(argv: list[str]) -> int:
                 continue
             o = run_kit(build(v.mutation, work / v.mutation, real_lib), work / v.mutation / "run")
             bad = ", ".join(f"{k} x{n}" for k, n in sorted(o.clauses().items()))
-            print(f"| {v.klass} | `{v.mutation}` | {o.exit_code} | {o.counts['PASS']} | {o.counts['WARN']} "
-                  f"| {bad or '-'} |")
+            print(
+                f"| {v.klass} | `{v.mutation}` | {o.exit_code} | {o.counts['PASS']} | {o.counts['WARN']} "
+                f"| {bad or '-'} |"
+            )
             sys.stdout.flush()
     return 0
 
