@@ -42,7 +42,7 @@ from .probe import (
 )
 from .virtual_device.fleet import AdbServerError, device_states, host_request, server_answers
 from .virtual_device.profile import NPU_FEATURE, VIRTUAL_PROP
-from .vnpu_profile import VnpuProfile
+from .vnpu_profile import CAPACITY_PROP, VnpuProfile, declared_capacity
 
 DEVICE_DIR: Final = "/data/local/tmp/npuconf"
 RUN_DIR: Final = f"{DEVICE_DIR}/run"
@@ -398,6 +398,10 @@ class AdbTarget:
                 "policy": self.profile.policy,
                 "capacity": self.profile.capacity,
             }
+        else:
+            declared = self.profile.declared_capacity
+            prop = props.get(CAPACITY_PROP, "")
+            info |= declared_capacity(declared if declared is not None else int(prop) if prop.isdigit() else None)
         return info
 
     def _choose_build(self, abis: Sequence[str]) -> tuple[Path, str]:

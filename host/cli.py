@@ -41,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", choices=["published-37", "aosp-2026"], default="published-37")
     run.add_argument("--personality", choices=["published", "aosp-2026"], default="published", help="vnpu personality")
     run.add_argument("--policy", choices=["budget"], default="budget", help="vnpu allocation policy")
-    run.add_argument("--capacity", type=int, help="vnpu capacity in bytes")
+    run.add_argument(
+        "--capacity", type=int, help="capacity in bytes: the vnpu's, or declared for --impl and adb devices"
+    )
     run.add_argument("--waivers", type=Path, help="waiver file (YAML)")
     run.add_argument("-k", dest="keyword", help="only scenarios whose id matches this expression")
     run.add_argument("--clause", action="append", default=[], help="only scenarios citing this clause (repeatable)")

@@ -35,8 +35,9 @@ def caps_from_info(info: Mapping[str, object]) -> DeviceCaps:
                 found.add((int(pair[0]), int(pair[1])))
         pairs = frozenset(found)
     control = info.get("vnpu_control") is True
-    capacity = info.get("capacity") if control else None
-    policy = info.get("policy") if control else None
+    declared = info.get("capacity_declared") is True  # `--capacity` or the device's debug.npuconf.capacity
+    capacity = info.get("capacity") if control or declared else None
+    policy = info.get("policy") if control or declared else None
     personality = info.get("personality")
     return DeviceCaps(
         supported_pairs=pairs,

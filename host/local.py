@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import UsageError
 from .probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch
-from .vnpu_profile import VnpuProfile
+from .vnpu_profile import VnpuProfile, declared_capacity
 
 # Everything the probe and the implementation print on stderr, kept beside results.jsonl
 # (sanitizer builds report here; CI fails on any report).
@@ -88,6 +88,7 @@ class LocalTarget:
             }
         else:
             info |= {"model": self.impl.name, "fingerprint": f"local/{self.impl.name}:{_file_digest(self.impl)}"}
+            info |= declared_capacity(self.profile.declared_capacity)
         return info
 
     def _abi(self) -> str:

@@ -105,6 +105,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
         policy=request.policy,
         personality=request.personality,
+        declared_capacity=request.capacity,
     )
     target_name = resolve_target(request)
     plan = RunPlan(
@@ -266,6 +267,7 @@ def resume_run(directory: Path, progress: ProgressFn | None = None) -> RunOutcom
             capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
             policy=request.policy,
             personality=request.personality,
+            declared_capacity=request.capacity,
         )
         resume = Resume(
             todo=todo,

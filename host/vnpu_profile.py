@@ -18,6 +18,9 @@ class VnpuProfile:
     policy: str = "budget"
     personality: str = "published"
     callback_delay_us: int = 0
+    # `npuconf run --capacity`: the capacity the user declares for every device of the run (also for
+    # --impl libraries and adb devices, whose capacity clauses are then judged); None: not declared.
+    declared_capacity: int | None = None
 
     def render(self) -> str:
         pairs = ",".join(f"{d}:{t}" for d, t in self.pairs)
@@ -29,3 +32,14 @@ class VnpuProfile:
             f"personality={self.personality}\n"
             f"callback_delay_us={self.callback_delay_us}\n"
         )
+
+
+CAPACITY_PROP: Final = "debug.npuconf.capacity"  # a device's own declaration (adb target), in bytes
+
+
+def declared_capacity(capacity: int | None) -> dict[str, object]:
+    """Device-info fields for a capacity the user declares for a device that is not the vnpu: the judge
+    then predicts ENOMEM exactly (budget policy) and judges the capacity clauses (docs/model.md §3)."""
+    if capacity is None:
+        return {}
+    return {"capacity": capacity, "policy": "budget", "capacity_declared": True}

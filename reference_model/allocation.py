@@ -63,8 +63,10 @@ def invalid_request(ctx: Ctx, a: Attrs) -> Expect | None:
     PROT_WRITE, PROT_EXEC." (req-prot-values)
     Spec: "Sets the size of the buffer in bytes for an allocation request." (req-size-bytes)
 
-    Readings: an out-of-range priority and invalid protection bits are invalid fields answered like
-    the other invalid fields (EINVAL); a size <= 0 describes no buffer and fails with any errno.
+    Readings (R4): an out-of-range priority and invalid protection bits make the request invalid, so it
+    is refused — with any errno, since the text names EINVAL only for the device and the type; an errno
+    other than EINVAL departs from the kit's reading (WARN R4). A negative size describes no buffer and
+    fails with any errno. The text never calls size 0 invalid: either answer, success departs from R4.
     """
     p = ctx.profile
     if a.device < 0 or a.type not in TYPE_VALID:
@@ -75,13 +77,17 @@ def invalid_request(ctx: Ctx, a: Attrs) -> Expect | None:
         what = f"device {a.device}" if a.device < 0 else f"type {a.type}"
         return Expect(alts, cid, f"the request has an invalid {what}")
     if a.priority not in PRIORITY_RANGE:
-        e = Expect({"EINVAL": ""}, "priority-request-range", f"priority {a.priority} is outside [0, 1000]")
+        e = Expect({"EINVAL": "", ANY_ERRNO: "R4"}, "priority-request-range",
+                   f"priority {a.priority} is outside [0, 1000]")
         return _merge(e, valid_outcome(ctx, a, None, 0, 0), "D3") if p.priority_unchecked else e
     if a.prot & ~PROT_VALID:
-        e = Expect({"EINVAL": ""}, "req-prot-values", f"prot {a.prot:#x} has bits outside READ|WRITE|EXEC")
+        e = Expect({"EINVAL": "", ANY_ERRNO: "R4"}, "req-prot-values",
+                   f"prot {a.prot:#x} has bits outside READ|WRITE|EXEC")
         return _merge(e, valid_outcome(ctx, a, None, 0, 0), "D12") if p.prot_unchecked else e
-    if a.size <= 0:
+    if a.size < 0:
         return Expect({ANY_ERRNO: ""}, "req-size-bytes", f"size {a.size} describes no buffer")
+    if a.size == 0:
+        return Expect({ANY_ERRNO: "", SUCCESS: "R4"}, "req-size-bytes", "size 0: the text allows either answer")
     return None
 
 
@@ -126,16 +132,23 @@ def valid_outcome(ctx: Ctx, a: Attrs, sub: Submission | None, live_now: int, rel
     Spec: "If a request is not supported, ANpuManager_allocAsync() guarantees to respond onAlloc with a
     failure." (alloc-unsupported-fails)
 
-    For a valid request: a pair isSupported denied fails (any errno); a supported pair succeeds or fails
-    with ENOMEM — exactly predicted when the device declares its capacity (budget policy: live buffers,
+    For a valid request: a request isSupported denied fails (any errno); a supported pair succeeds or
+    fails with any errno ("other reasons, e.g., no memory") — exactly predicted when the device declares
+    its capacity (budget policy: live buffers,
     i.e. neither preempted nor freed-and-unmapped, never exceed it; free-memory-after-last-unmap).
     An unknown pair (no discovery) may do either.
     """
     if sub is not None and sub.forced is not None:
         return Expect({sub.forced: ""}, "alloc-supported-may-fail", f"the vnpu was told fail_next={sub.forced}")
     pairs = ctx.caps.supported_pairs
-    if (sub is not None and sub.unsupported) or (pairs is not None and (a.device, a.type) not in pairs):
-        return Expect({ANY_ERRNO: ""}, "alloc-unsupported-fails", f"pair ({a.device}, {a.type}) is not supported")
+    if sub is not None and sub.unsupported:
+        return Expect({ANY_ERRNO: ""}, "alloc-unsupported-fails",
+                      f"isSupported answered false for this request of pair ({a.device}, {a.type})")
+    if pairs is not None and (a.device, a.type) not in pairs:
+        # Discovery tested one request of the pair; support is per request, so another request of it may
+        # be supported: success departs from the kit's reading R5 only.
+        return Expect({ANY_ERRNO: "", SUCCESS: "R5"}, "alloc-unsupported-fails",
+                      f"pair ({a.device}, {a.type}) was not supported when the device was discovered")
     if pairs is None:
         return Expect({SUCCESS: "", ANY_ERRNO: ""}, "alloc-supported-may-fail", "the device's pairs are unknown")
     if ctx.capacity is not None and not relaxed and sub is not None:
@@ -149,7 +162,7 @@ def valid_outcome(ctx: Ctx, a: Attrs, sub: Submission | None, live_now: int, rel
         why = (f"{a.size} bytes {'fit' if fits_now else 'do not fit'} next to {live_now} live bytes "
                f"within the capacity of {ctx.capacity}")
         return Expect(alts, "alloc-supported-may-fail", why)
-    return Expect({SUCCESS: "", "ENOMEM": ""}, "alloc-supported-may-fail", "a valid request of a supported pair")
+    return Expect({SUCCESS: "", ANY_ERRNO: ""}, "alloc-supported-may-fail", "a valid request of a supported pair")
 
 
 def expected(ctx: Ctx, s: State, sub: Submission) -> Expect:
@@ -195,27 +208,39 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
                    inflight=Inflight(call.step, call.op, applied=True, subs=tuple(made)))]
 
 
+@clause("alloc-async", "load-async")
+def returned_first(ret: Ret) -> str:
+    """Spec: "Asynchronously allocates multiple buffers." (alloc-async)
+    Spec: "Loads a file into the buffer asynchronously." (load-async)
+
+    Reading R14: an asynchronous call returns before its outcome is delivered. The probe's wait_return
+    callbacks wait (bounded) for the call to return; a call that returned only after such a callback
+    gave up (``blocked``) had waited for its callback to finish. The words do not say when the call
+    returns, so this is WARN R14, never a FAIL. Returns the tag ("" when none).
+    """
+    return "R14" if ret.extra.get("blocked") is True else ""
+
+
 def ret_alloc(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
-    return [done(s)]
+    tag = returned_first(ret)
+    return [evolve_state(s, inflight=None, dids=s.dids | {tag})] if tag else [done(s)]
 
 
 @clause("alloc-callback-thread", "alloc-callback-any-thread")
-def callback_thread(s: State, sid: int, ev: Cb) -> Reject | None:
+def callback_thread(s: State, sid: int, ev: Cb) -> str:
     """Spec: "The callback may be invoked on any thread, including the current thread immediately inside
     ANpuManager_allocAsync() if an error is immediately detected." (alloc-callback-thread)
 
-    Reading: any thread, except that delivery on the calling thread inside an API call is allowed only
-    for an error, inside the allocAsync() that submitted the request.
+    "Any thread" includes the calling thread, so no delivery thread is a FAIL. Reading R1: delivery on
+    the calling thread inside an API call is expected only for an immediately detected error, inside
+    the allocAsync() that submitted the request; anything else there is WARN R1. Returns the tag.
     """
     if ev.thread != "caller":
-        return None
+        return ""
     inside = s.inflight is not None and s.inflight.op == "alloc" and sid in s.inflight.subs
     if ev.error is not None and inside:
-        return None
-    where = f"inside {s.inflight.op}" if s.inflight is not None else "on the calling thread"
-    return reject("alloc-callback-thread", f"onAlloc(error={show_errno(ev.error)}) {where} on the calling thread",
-                  ["another thread", "the calling thread inside its allocAsync(), for an immediately detected error"],
-                  "only an immediately detected error may be reported synchronously")
+        return ""
+    return "R1"
 
 
 @clause("alloc-errornum-iff-buf")
@@ -263,11 +288,14 @@ def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
 
 
 def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Reject:
-    bad = callback_cookie_alive(s, sub.cookie, ev) or callback_thread(s, sid, ev) or errornum_iff_buf(ev)
+    bad = callback_cookie_alive(s, sub.cookie, ev) or errornum_iff_buf(ev)
     if bad is not None:
         return bad
     exp = expected(ctx, s, sub)
     tag = exp.match(ev.error)
+    thread_tag = callback_thread(s, sid, ev)
+    if tag is not None and thread_tag:
+        tag = ",".join(x for x in (tag, thread_tag) if x)
     if tag is None and ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks and SUCCESS in exp.alts:
         tag = "D14"
     if tag is None:
@@ -297,6 +325,8 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
         if seg.offset + seg.length <= f.size and seg.buffer_offset + seg.length <= a.size:
             content = write(EMPTY, seg.buffer_offset, seg.buffer_offset + seg.length, f.seed,
                             seg.buffer_offset - seg.offset, "load-on-alloc-reported-by-onalloc")
+    if seg is not None and seg.file is not None and seg.file in files:
+        files[seg.file] = evolve(files[seg.file], bufs=files[seg.file].bufs | {ev.buf})
     bufs = dict(s.bufs)
     bufs[ev.buf] = Buffer(ev.buf, a.size, a.prot, sub.cookie, a.onpreempt, a.priority, content=content)
     return evolve_state(s, subs=subs, files=files, bufs=bufs, dids=dids)

@@ -17,6 +17,7 @@ from ._context import Ctx, Out, arg_bool, arg_cookie, arg_slot, reject
 from .rules import Reject, clause
 from .state import NO_COOKIE, CookieRef, Inflight, State, Token, done, evolve_state
 from .trace import Call, Cb, Deleter, Ret
+from .vocabulary import COOKIE_DELETERS
 
 
 def hold(s: State, ref: CookieRef, delta: int) -> dict[int, Token]:
@@ -108,6 +109,9 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
     breaks borrowing (cookie-borrowed-in-callbacks).
     """
     value = ev.cookie
+    bad = own_deleter(ev)
+    if bad is not None:
+        return bad
     held: Token | None = None
     held_id = -1
     for tid, t in s.tokens.items():
@@ -135,6 +139,34 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
                       "every hand-over of this cookie has already been deleted")
     return reject("cookie-null-deleter-nothing", f"deleter({shown})", ["no deleter call"],
                   "this cookie value was never handed over with a non-NULL deleter")
+
+
+def deleter_index(value: str | None) -> int:
+    """The probe's deleter function for a hand-over of ``value`` (vocabulary COOKIE_DELETERS): the cookie's
+    number (slot ``c<N>`` or ``raw:<N>``) modulo their count, 0 for NULL."""
+    if value is None:
+        return 0
+    digits = value[4:] if value.startswith("raw:") else value[1:]
+    try:
+        return int(digits) % COOKIE_DELETERS
+    except ValueError:
+        return 0
+
+
+@clause("cookie-ownership-donated", "cookie-deleter-called")
+def own_deleter(ev: Deleter) -> Reject | None:
+    """Spec: "This donates the ownership of the cookie to ANpuManager. In other words, ANpuManager will be
+    responsible for freeing the cookie with the provided deleter function." (cookie-ownership-donated)
+
+    Each cookie is deleted by the deleter handed over with it: the probe hands distinct deleter
+    functions and the trace names the one that ran.
+    """
+    want = deleter_index(ev.cookie)
+    if ev.fn is None or ev.fn == want:
+        return None
+    shown = "NULL" if ev.cookie is None else ev.cookie
+    return reject("cookie-ownership-donated", f"deleter #{ev.fn} called with {shown}", [f"deleter #{want}"],
+                  f"{shown} was handed over with deleter #{want}, not with #{ev.fn}")
 
 
 @clause("cookie-borrowed-in-callbacks")
@@ -174,20 +206,24 @@ def settle_deleters(ctx: Ctx, s: State) -> Out:
 
 
 @clause("cookie-snapshot-at-alloc", "cookie-later-changes-no-effect", "alloc-snapshot-cookie-example",
-        "cookie-callback-null-if-unset", "cookie-identify-request")
+        "cookie-callback-null-if-unset", "cookie-identify-request", "cookie-raw-integer")
 def unmatched_alloc_cookie(s: State, ev: Cb) -> Reject:
     """Spec: "The value of cookie is the one stored in the ANpuManager_AllocRequest at the time when
     ANpuManager_allocAsync() is called." (cookie-snapshot-at-alloc)
+    Spec: "This is useful if the user stores an arbitrary 64-bit integer value in the cookie (so it is not
+    a real pointer.)" (cookie-raw-integer)
 
     An onAlloc is attributed to a pending submission carrying the same cookie value; a value no pending
-    submission carries is a cookie the request did not hold when allocAsync() was called.
+    submission carries is a cookie the request did not hold when allocAsync() was called. When a raw
+    integer is involved (pending or delivered), the value did not survive as the 64-bit integer it was.
     """
     pending = sorted({"NULL" if sub.cookie.value is None else sub.cookie.value for sub in s.subs.values()})
     shown = "NULL" if ev.cookie is None else ev.cookie
     later = any(r.cookie.value == ev.cookie for r in s.reqs.values())
     why = ("the request holds this cookie now, but it was set after allocAsync()" if later
            else "no pending submission was made with this cookie")
-    cid = "cookie-later-changes-no-effect" if later else (
+    raw = (ev.cookie or "").startswith("raw:") or any((v or "").startswith("raw:") for v in pending)
+    cid = "cookie-later-changes-no-effect" if later else "cookie-raw-integer" if raw else (
         "cookie-callback-null-if-unset" if ev.cookie is None or None in {x.cookie.value for x in s.subs.values()}
         else "cookie-snapshot-at-alloc")
     return reject(cid, f"onAlloc(cookie={shown})", pending, why)

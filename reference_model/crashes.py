@@ -20,6 +20,13 @@ def setonalloc_null_crashes(ctx: Ctx, s: State, call: Call) -> Out:
     return [evolve_state(s, inflight=Inflight(call.step, call.op, crash=crash))]
 
 
+@clause("req-request-not-null")
+def null_request_crashes(ctx: Ctx, s: State, call: Call) -> Out:
+    """Spec: "request The allocation request. Must not be NULL; otherwise the process will crash."
+    (req-request-not-null: setOnAlloc's request)"""
+    return [evolve_state(s, inflight=Inflight(call.step, call.op, crash="req-request-not-null"))]
+
+
 @clause("crash-alloc-without-onalloc", "crash-alloc-onalloc-null")
 def alloc_without_onalloc_crashes(s: State, call: Call) -> str | None:
     """Spec: "setOnAlloc() must be called before calling ANpuManager_allocAsync(). Otherwise, the process

@@ -20,6 +20,7 @@ from ._context import Ctx, Out, arg_list, arg_slot
 from .caps import DeviceCaps
 from .errors import ModelCrash, Unjudgeable
 from .profiles import get_profile
+from .readings import READINGS
 from .rules import Reject
 from .scenario import Scenario
 from .state import INITIAL, Inflight, State, done, evolve_state, live_bytes
@@ -73,6 +74,7 @@ CALL_HANDLERS: Final[dict[str, CallHandler]] = {
     "req_free_null": requests.free_null,
     "req_set_cookie": cookies.call_set_cookie,
     "req_set_onalloc": crashes.setonalloc_null_crashes,
+    "req_set_onalloc_null_req": crashes.null_request_crashes,
     "alloc": allocation.call_alloc,
     "buf_free": free.call_free,
     "buf_unmap": mapping.call_unmap,
@@ -194,7 +196,7 @@ _STAY: Final = ""  # the lane of an event judged on the candidates' current lane
 
 # Call-time effects that may be placed anywhere between call and ret (threads.py). The crash
 # handlers only mark an expected death of the calling thread: they stay at the call.
-DEFERRABLE: Final = frozenset(CALL_HANDLERS) - {"req_set_onalloc", "req_free_null"}
+DEFERRABLE: Final = frozenset(CALL_HANDLERS) - {"req_set_onalloc", "req_free_null", "req_set_onalloc_null_req"}
 _OBSERVERS: Final = (Cb, Deleter, Settle, End)
 
 
@@ -647,7 +649,28 @@ def _ending(scenario: Scenario, last: Exit, complete: bool, candidates: list[Sta
         return _Result(Verdict.CRASH, f"the probe died {where}: {how}")
     if not complete:
         return _Result(Verdict.ERROR, f"trace line {last.line}: the probe exited normally without an end event")
-    return _Result(Verdict.PASS, "every event is allowed by the model", dids=candidates[0].dids)
+    return _passed(candidates)
+
+
+def _passed(candidates: list[State]) -> _Result:
+    """PASS, or WARN when every surviving history departs from a reading of silent text (tags ``R<n>``,
+    docs/model.md §4): the history with the fewest departures is the one reported."""
+    best = min(candidates, key=lambda c: len(readings_of(c.dids)))
+    warns = readings_of(best.dids)
+    if warns:
+        return _Result(Verdict.WARN, "allowed by the text, but departs from the kit's reading(s) "
+                                     + ", ".join(f"{w} ({READINGS.get(w, '?')})" for w in warns), dids=best.dids)
+    return _Result(Verdict.PASS, "every event is allowed by the model", dids=best.dids)
+
+
+def readings_of(tags: frozenset[str]) -> list[str]:
+    """The reading IDs (``R<n>``) among a history's tags, in order."""
+    return sorted((t for t in tags if t.startswith("R")), key=lambda t: (len(t), t))
+
+
+def discrepancies_of(tags: frozenset[str]) -> list[str]:
+    """The AOSP discrepancy IDs (``D<n>``) among a history's tags, in order."""
+    return sorted((t for t in tags if t.startswith("D")), key=_did_order)
 
 
 def _in_flight(s: State, ctx: Ctx | None, calls: Mapping[str, Call]) -> list[Inflight]:
@@ -694,10 +717,10 @@ def judge(
     discrepancy = None
     if profile == PUBLISHED and result.verdict in (Verdict.FAIL, Verdict.CRASH):
         other = _safe_replay(scenario, trace, caps, AOSP)
-        if other.verdict is Verdict.PASS and other.dids:
-            discrepancy = ",".join(sorted(other.dids, key=_did_order))
-    elif profile != PUBLISHED and result.verdict is Verdict.PASS and result.dids:
-        discrepancy = ",".join(sorted(result.dids, key=_did_order))
+        if other.verdict in (Verdict.PASS, Verdict.WARN) and discrepancies_of(other.dids):
+            discrepancy = ",".join(discrepancies_of(other.dids))
+    elif profile != PUBLISHED and result.verdict in (Verdict.PASS, Verdict.WARN) and discrepancies_of(result.dids):
+        discrepancy = ",".join(discrepancies_of(result.dids))
     divergence = None
     reason = result.reason
     if result.reject is not None:

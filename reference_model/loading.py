@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, reject, show_errno
+from .allocation import returned_first
 from .content import forget, write
 from .cookies import callback_cookie_alive, hold
 from .crashes import load_without_onload_crashes
@@ -24,6 +25,8 @@ def load_expectation(ctx: Ctx, s: State, b: Buffer, seg: FileSeg) -> tuple[str, 
 
     Returns (expectation, clause, discrepancy tag): "error" — the onLoad must carry an error (aosp-2026
     accepts success while mapped, D7); "success" — a valid in-bounds load of a live buffer; "any".
+    Where preemption can happen without a vnpu command, a "success" load may also be answered ENOENT:
+    the buffer was preempted unseen, as a map would show (its onPreempt, if set, is then owed).
     """
     if seg.length < 0:
         return "error", "load-length-nonnegative", ""
@@ -62,12 +65,15 @@ def call_load(ctx: Ctx, s: State, call: Call) -> Out:
     bufs[handle] = evolve_buffer(b, loads=b.loads + 1, content=content)
     files = dict(s.files)
     file_hold(files, seg, +1, "load-fd-ownership")
+    if seg.file is not None and seg.file in files:
+        files[seg.file] = evolve(files[seg.file], bufs=files[seg.file].bufs | {handle})
     return [evolve_state(s, loads=loads, bufs=bufs, files=files, tokens=hold(s, b.cookie, +1), next_id=lid + 1,
                    inflight=Inflight(call.step, call.op, applied=True))]
 
 
 def ret_load(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
-    return [done(s)]
+    tag = returned_first(ret)
+    return [evolve_state(s, inflight=None, dids=s.dids | {tag})] if tag else [done(s)]
 
 
 @clause("load-callback-on-done", "load-onload-invoked", "load-callback-same-buf", "load-callback-cookie",
@@ -115,7 +121,10 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
             return reject(ld.why, "onLoad(errorNum=0)", ["onLoad(errorNum=errno)"],
                           f"the loadAsync of step {ld.step} must be answered with an error")
         dids = dids | {ld.dids}
-    if ld.expect == "success" and ev.error is not None:
+    b = s.bufs.get(ld.buf)
+    unseen = (ld.expect == "success" and ev.error == "ENOENT" and b is not None
+              and (ctx.spontaneous or b.preemptable) and b.maps == 0)
+    if ld.expect == "success" and ev.error is not None and not unseen:
         if not (ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks):
             return reject("load-async", f"onLoad(errorNum={show_errno(ev.error)})", ["onLoad(errorNum=0)"],
                           f"the loadAsync of step {ld.step} is valid and in bounds")
@@ -125,8 +134,9 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
     files = dict(s.files)
     file_hold(files, ld.seg, -1)
     bufs = s.bufs
-    b = s.bufs.get(ld.buf)
     if b is not None:
+        if unseen:  # an unseen preemption, as for map (load-preempted-enoent): announced if onPreempt is set
+            b = evolve_buffer(b, preempted=True, announced=b.onpreempt and not b.preempt_cb)
         content = b.content
         seg = ld.seg
         f = s.files.get(seg.file) if seg.file is not None else None
@@ -176,18 +186,21 @@ def ret_file_seek(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
 
 
 @clause("req-file-fd-ownership", "load-fd-ownership", "load-position-unchanged")
-def fd_check(f: FileState, closed: object, position: object) -> Reject | None:
+def fd_check(f: FileState, in_use: bool, closed: object, position: object) -> Reject | None:
     """Spec: "Ownership: The ANpuManager_AllocRequest object takes ownership of the provided file descriptor.
     The caller must not close it manually." (req-file-fd-ownership)
     Spec: "The ownership of the fd is transferred to ANpuManager." (load-fd-ownership)
     Spec: "The position of the associated file description is not changed by this function."
     (load-position-unchanged)
 
-    Reading: the owner closes the descriptor once nothing needs it any more — the request freed (or its
-    segment replaced) and every submission and load using it answered. Before that, open or closed are
-    both fine. loadAsync leaves the file position where the application put it.
+    The text transfers ownership and says nothing about when the descriptor is closed; keeping it for
+    ever is a leak. So: once nothing needs it any more — the request freed (or its segment replaced),
+    every submission and load using it answered, and every buffer it was loaded into freed
+    (``in_use``) — it must be closed. Before that, open or closed are both fine (closing at the
+    buffer's free is as legal as closing at onLoad). loadAsync leaves the file position where the
+    application put it.
     """
-    if f.handed is not None and f.holders <= 0 and closed is not True:
+    if f.handed is not None and f.holders <= 0 and not in_use and closed is not True:
         return reject(f.handed, "the handed-over descriptor is still open", ["closed"],
                       "the implementation owns the descriptor and no longer needs it")
     if f.position is not None and isinstance(position, int) and position != f.position:
@@ -200,5 +213,6 @@ def ret_fd_check(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     f = s.files.get(arg_slot(call, "file"))
     if f is None or ret.skipped is not None:
         return [done(s)]
-    bad = fd_check(f, ret.extra.get("closed"), ret.extra.get("position"))
+    in_use = any(h in s.bufs and not s.bufs[h].freed for h in f.bufs)
+    bad = fd_check(f, in_use, ret.extra.get("closed"), ret.extra.get("position"))
     return bad if bad is not None else [done(s)]

@@ -69,7 +69,8 @@ def map_outcome(
     Returns (allowed answers -> tag, clause, why). A valid mapping of a live buffer (prot a subset, one
     of SHARED/PRIVATE, page-aligned offset, inside the buffer) succeeds — or, where preemption can
     happen without a vnpu command, fails with ENOENT because the buffer was just preempted. Invalid
-    mmap-style arguments leave both answers open.
+    mmap-style arguments leave both answers open. Reading R6: a valid mapping of a buffer that is already
+    mapped succeeds too; refusing it (a limit on the number of mappings) is WARN R6.
     """
     if prot & ~b.prot:
         alts = {ANY_ERRNO: ""}
@@ -84,6 +85,8 @@ def map_outcome(
     if not valid or b.loads:
         return {"success": "", ANY_ERRNO: ""}, "map-args-like-mmap", "mmap-style arguments outside a plain mapping"
     alts = {"success": ""}
+    if b.maps > 0:
+        alts[ANY_ERRNO] = "R6"  # the text sets no limit on mappings, and names none either: a reading
     if ctx.spontaneous or b.preemptable:
         alts["ENOENT"] = ""
         if ctx.profile.preempt_map_enomem:
@@ -119,8 +122,8 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         dids = dids | {tag}
     bufs = dict(s.bufs)
     if ret.ret == -1:
-        if key in ("ENOENT", "ENOMEM") and key in alts and cid == "map-maps-buffer":
-            bufs[handle] = evolve_buffer(b, preempted=True)
+        if key in ("ENOENT", "ENOMEM") and key in alts and cid == "map-maps-buffer" and tag != "R6":
+            bufs[handle] = evolve_buffer(b, preempted=True, announced=b.onpreempt)
         return [evolve_state(s, bufs=bufs, inflight=None, dids=dids)]
     maps = dict(s.maps)
     slot = arg_slot(call, "map")

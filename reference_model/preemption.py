@@ -8,7 +8,7 @@ preempted at any time an implementation chooses (``Ctx.spontaneous``: capacity n
 from __future__ import annotations
 
 from ._context import Ctx, Out, reject
-from .cookies import callback_cookie_alive
+from .cookies import callback_cookie_alive, hold
 from .rules import Reject, clause
 from .state import Buffer, Inflight, State, evolve_buffer, evolve_state
 from .trace import Call, Cb, End, Ret
@@ -50,7 +50,24 @@ def preempt_allowed(ctx: Ctx, s: State, b: Buffer, ev: Cb) -> Reject | str | Non
         return reject("preempt-callback-on-forced-dealloc", f"onPreempt for {b.handle}",
                       ["no onPreempt: nothing preempted this buffer"],
                       "the device declares its capacity and no vnpu command preempted the buffer")
+    if not b.preempted and ev.thread == "caller" and s.inflight is not None and s.inflight.op == "buf_free":
+        return "R13"
     return tag
+
+
+@clause("preempt-callback-on-forced-dealloc", "preempt-onpreempt-purpose", "preempt-map-enoent")
+def announced_owed(b: Buffer) -> bool:
+    """Spec: "Callback function to be invoked when NpuManager needs to forcefully deallocate the buffer."
+    (preempt-onpreempt-purpose)
+    Spec: "When the buffer is preempted, any subsequent attempt to map the buffer will fail with errno set
+    to ENOENT." (preempt-map-enoent)
+
+    A preemption the device did without a vnpu command is allowed, but it is announced: once a map or a
+    load has shown the buffer preempted (ENOENT) and its request had onPreempt, the callback is owed —
+    also when the application has freed the buffer since (preempt-after-free-race: it may then come
+    late), so the cookie stays held for it.
+    """
+    return b.announced and not b.preempt_cb
 
 
 def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
@@ -65,7 +82,8 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
             continue
         bufs = dict(s.bufs)
         bufs[handle] = evolve_buffer(b, preempted=True, preempt_cb=True)
-        out.append(evolve_state(s, bufs=bufs, dids=s.dids | {res} if res else s.dids))
+        tokens = hold(s, b.cookie, -1) if b.announced and b.freed else s.tokens
+        out.append(evolve_state(s, bufs=bufs, tokens=tokens, dids=s.dids | {res} if res else s.dids))
     for i, g in enumerate(s.ghosts):
         if g.cookie.value != ev.cookie:
             continue
@@ -74,11 +92,16 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
             first = first or res
             continue
         ghosts = s.ghosts[:i] + s.ghosts[i + 1:]
-        out.append(evolve_state(s, ghosts=ghosts, dids=s.dids | {res} if res else s.dids))
+        tokens = hold(s, g.cookie, -1) if g.announced else s.tokens
+        out.append(evolve_state(s, ghosts=ghosts, tokens=tokens, dids=s.dids | {res} if res else s.dids))
     if out:
         return out
     if first is not None:
         return first
+    if ev.cookie_deleted or (ev.cookie in s.handed and not any(t.value == ev.cookie for t in s.tokens.values())):
+        return reject("cookie-borrowed-in-callbacks", f"onPreempt({ev.cookie or 'NULL'}) after its deleter ran",
+                      ["the cookie kept alive while an onPreempt may still come"],
+                      "the cookie was deleted (at free) although a late onPreempt could still carry it")
     return reject("preempt-callback-on-forced-dealloc", f"onPreempt(cookie={ev.cookie or 'NULL'})",
                   ["no onPreempt: no buffer with this cookie"], "no allocated buffer carries this cookie")
 
@@ -99,6 +122,9 @@ def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
     if key not in ("preempt", "pressure"):
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     target = _target(s, ctx, value) if key == "preempt" and value != "lowest" else None
+    if key == "preempt" and value != "lowest" and target is None:
+        # The slot names no buffer (its allocation failed, legally): the probe skips the command.
+        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     bufs = dict(s.bufs)
     for h, b in s.bufs.items():
         if not b.freed and b.maps == 0 and (target is None or h == target):
@@ -162,6 +188,10 @@ def owed_preempts(s: State) -> Reject | None:
         if b.vnpu_preempted and b.onpreempt and not b.preempt_cb and not b.freed:
             return reject("preempt-onpreempt-purpose", f"no onPreempt for {b.handle}", ["one onPreempt"],
                           "the vnpu preempted the buffer and its onPreempt is set")
+    for b in (*s.bufs.values(), *s.ghosts):
+        if announced_owed(b):
+            return reject("preempt-onpreempt-purpose", f"no onPreempt for {b.handle}", ["one onPreempt"],
+                          f"{b.handle} was shown preempted (ENOENT) and its request had onPreempt")
     return None
 
 

@@ -15,14 +15,16 @@ def set_priority_result(ctx: Ctx, b: Buffer, value: int, ret: Ret) -> Reject | s
     [ANPUBUFFER_PRIORITY_MIN, ANPUBUFFER_PRIORITY_MAX], inclusive." (priority-set-range)
     Spec: "... Returns 0 on success, or -1 on error with errno set." (priority-set-returns)
 
-    In range on a live buffer: 0 (a preempted buffer may also refuse). Out of range: -1 with errno;
-    aosp-2026 returns 0 (D3). Returns None, a discrepancy tag, or the rejection.
+    In range on a live buffer: 0 (a preempted buffer may also refuse; a mapped one refusing is WARN
+    R10). Out of range: -1 with errno; aosp-2026 returns 0 (D3). Returns None, a discrepancy tag, or the rejection.
     """
     if ret.ret == -1 and not errno_set(ret.errno):
         return reject("priority-set-returns", "-1 without errno", ["errno set"], "a failure sets errno")
     if value in PRIORITY_RANGE:
         if ret.ret == 0 or (ret.ret == -1 and b.preempted):
             return None
+        if ret.ret == -1 and b.maps > 0:
+            return "R10"  # the text is silent on a mapped buffer: refusing it departs from reading R10
         return reject("priority-set", f"ret={ret.ret} errno={ret.errno}", ["0"],
                       f"priority {value} is within [0, 1000] and {b.handle} is live")
     if ret.ret == -1:

@@ -6,9 +6,9 @@ Setters validate nothing observable: the values are recorded raw and judged when
 
 from __future__ import annotations
 
-from ._context import Ctx, Out, arg, arg_bool, arg_int, arg_slot
+from ._context import Ctx, Out, arg, arg_bool, arg_int, arg_slot, reject
 from .cookies import hold
-from .rules import clause
+from .rules import Reject, clause
 from .state import DEFAULT_ATTRS, NO_COOKIE, FileSeg, FileState, Inflight, Request, State, done, evolve, evolve_state
 from .trace import Call, Ret
 
@@ -28,7 +28,22 @@ def new_request() -> Request:
     return Request(DEFAULT_ATTRS, NO_COOKIE)
 
 
+@clause("req-create-returns-request")
+def created(ret: Ret) -> Reject | None:
+    """Spec: "Creates a new allocation request." (req-create-returns-request)
+
+    ANpuManager_AllocRequest_create() returns ``_Nonnull``: a NULL request is a FAIL, not a probe problem.
+    """
+    if ret.extra.get("null") is True:
+        return reject("req-create-returns-request", "NULL", ["a new request"],
+                      "ANpuManager_AllocRequest_create() returns a non-NULL request")
+    return None
+
+
 def ret_create(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    bad = created(ret)
+    if bad is not None:
+        return bad
     reqs = dict(s.reqs)
     reqs[arg_slot(call, "req")] = new_request()
     return [evolve_state(s, reqs=reqs, inflight=None)]
@@ -44,7 +59,7 @@ def file_hold(files: dict[str, FileState], seg: FileSeg | None, delta: int, hand
     position = f.position
     if handed == "req-file-fd-ownership":
         position = None  # loading at allocation does not promise to keep the position
-    files[seg.file] = FileState(f.size, f.seed, f.holders + delta, handed or f.handed, position)
+    files[seg.file] = FileState(f.size, f.seed, f.holders + delta, handed or f.handed, position, f.bufs)
 
 
 @clause("req-free-destroys", "alloc-free-request-after-call", "alloc-no-request-ownership")

@@ -40,7 +40,8 @@ THREADS_MAX: Final = 16
 # Ops the compiler writes around a parallel block; a scenario never names them itself.
 BLOCK_OPS: Final = frozenset({Op.PAR_BEGIN, Op.PAR_END})
 CB_KINDS: Final = ("alloc", "load", "preempt")
-CB_ACTION: Final = re.compile(r"(none|free_buf|map_unmap|set_priority_(-?[0-9]+)|alloc_([a-z][a-z0-9_]*))\Z")
+CB_ACTION: Final = re.compile(
+    r"(none|free_buf|map_unmap|wait_return|set_priority_(-?[0-9]+)|alloc_([a-z][a-z0-9_]*))\Z")
 
 # An argument value after validation: ints, handle names, None, lists of names, or small mappings.
 ArgValue = object
@@ -191,7 +192,8 @@ def _check_cb_actions(steps: tuple[Step, ...], body: tuple[Step | Parallel, ...]
             match = CB_ACTION.match(str(action))
             if match is None:
                 raise ScenarioInvalid(source, sid, f"{field}.action", action,
-                                      "none, free_buf, map_unmap, set_priority_<int32> or alloc_<request handle>")
+                                      "none, free_buf, map_unmap, wait_return, set_priority_<int32> or "
+                                      "alloc_<request handle>")
             if match.group(2) is not None and not -(2**31) <= int(match.group(2)) < 2**31:
                 raise ScenarioInvalid(source, sid, f"{field}.action", action, "set_priority_<int32>")
             if match.group(3) is not None and match.group(3) not in requests:
@@ -249,7 +251,7 @@ def _check_arg(arg: ArgSpec, value: object, source: str, sid: str, field: str, r
     if kind is ArgKind.COOKIE:
         if value is None or (isinstance(value, str) and HANDLE.match(value)):
             return value
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
             return value
         raise bad("a cookie handle name, null, or a non-negative int")
     if kind in (ArgKind.REQS, ArgKind.BUFS):

@@ -113,6 +113,7 @@ class Buffer:
     preempt_cb: bool = False
     preemptable: bool = False  # vnpu pressure may have preempted it
     vnpu_preempted: bool = False  # the vnpu confirmed preempting it: onPreempt is owed
+    announced: bool = False  # the application saw it preempted (ENOENT): onPreempt is owed, even after free
     loads: int = 0
     content: Content = EMPTY
 
@@ -139,6 +140,7 @@ class FileState:
     holders: int = 0  # requests / submissions / loads that own the handed descriptor
     handed: str | None = None  # clause of the last hand-over
     position: int | None = 0  # None: unconstrained
+    bufs: frozenset[str] = frozenset()  # buffers it was loaded into: the owner may keep it until they are freed
 
 
 @dataclass(frozen=True, slots=True)

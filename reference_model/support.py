@@ -9,41 +9,55 @@ from .trace import Call, Ret
 
 
 @clause("support-tests-requests", "support-returns", "support-error-returns", "support-ignored-fields",
-        "support-modify-after-return")
-def check_support(ctx: Ctx, reqs: list[Attrs], ret: Ret) -> Reject | None:
+        "support-modify-after-return", "support-out-array-size")
+def check_support(ctx: Ctx, reqs: list[Attrs], cookies: list[str | None], ret: Ret) -> Reject | str:
     """Spec: "Returns 0 on successfully testing whether the requests are supported or not (even if some or
     all of them are not supported); results are stored in outIsSupported." (support-returns)
     Spec: "Otherwise, if there is an error, returns -1 with with errno set, and results in outIsSupported
     should be ignored by the caller." (support-error-returns)
     Spec: "Tests if the provided requests are supported or not." (support-tests-requests)
+    Spec: "The following fields in the requests are ignored:" (support-ignored-fields)
+    Spec: "It must be valid for at least requestsLen elements for ANpuManager_isSupported() to write to."
+    (support-out-array-size)
 
-    Readings: a request with a negative device or an invalid type can never be allocated, so it is not
-    supported; with the device's pairs known (discovery), a pair outside them is not supported either.
-    cookie, onAlloc and onPreempt do not matter (support-ignored-fields): a request without onAlloc is
-    tested, not a crash.
+    Any return other than 0 or -1 is a FAIL. Nothing may be written past ``requestsLen`` elements (the
+    probe's canary after the array, ``canary``). Within one call, two requests that differ only in the
+    ignored fields (cookie, onAlloc, onPreempt) get the same answer, and so does a request listed twice.
+    Reading R5 (WARN, never FAIL): a request with a negative device or an invalid type is not supported;
+    with the device's pairs known (discovery), a pair outside them is not supported either. A request
+    without onAlloc is tested, not a crash. Returns the rejection, or the reading tag ("" when none).
     """
+    if ret.extra.get("canary") is False:
+        return reject("support-out-array-size", "a write past outIsSupported[requestsLen - 1]",
+                      [f"writes to outIsSupported[0..{len(reqs) - 1}] only"],
+                      "the output array is only valid for requestsLen elements")
     if ret.ret == -1:
         if not errno_set(ret.errno):
             return reject("support-error-returns", "-1 without errno", ["0 with results", "-1 with errno set"],
                           "a failed isSupported sets errno")
-        return None
+        return ""
     if ret.ret != 0:
         return reject("support-returns", f"ret={ret.ret}", ["0", "-1"], "isSupported returns 0 or -1")
     results = ret.extra.get("results")
     if not isinstance(results, list) or len(results) != len(reqs) or not all(isinstance(r, bool) for r in results):
         return reject("support-returns", f"results={results!r}", [f"{len(reqs)} booleans"],
                       "one result per request is stored in outIsSupported")
+    seen: dict[tuple[object, ...], int] = {}
+    for i, a in enumerate(reqs):
+        key = (*a.support_key(), a.file)
+        j = seen.setdefault(key, i)
+        if results[j] != results[i]:
+            same = reqs[j] == a and cookies[j] == cookies[i]
+            cid = "support-tests-requests" if same else "support-ignored-fields"
+            what = "the same request" if same else "requests that differ only in cookie, onAlloc or onPreempt"
+            return reject(cid, f"results[{j}]={results[j]}, results[{i}]={results[i]}",
+                          ["the same answer for both"], f"{what}, tested in one call")
     pairs = ctx.caps.supported_pairs
-    for i, (a, got) in enumerate(zip(reqs, results, strict=True)):
-        if not got:
-            continue
-        if a.device < 0 or a.type not in TYPE_VALID:
-            return reject("support-tests-requests", f"results[{i}]=true for device {a.device}, type {a.type}",
-                          ["false"], "a request with an invalid device or type is never supported")
-        if pairs is not None and (a.device, a.type) not in pairs:
-            return reject("support-tests-requests", f"results[{i}]=true for pair ({a.device}, {a.type})",
-                          ["false"], "the pair was not supported when the device was discovered")
-    return None
+    for a, got in zip(reqs, results, strict=True):
+        outside = pairs is not None and (a.device, a.type) not in pairs
+        if got and (a.device < 0 or a.type not in TYPE_VALID or outside):
+            return "R5"
+    return ""
 
 
 def ret_is_supported(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
@@ -53,11 +67,12 @@ def ret_is_supported(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if any(slot is None or slot not in s.reqs for slot in slots):
         return [done(s)]
     reqs = [s.reqs[slot].attrs for slot in slots if slot is not None]
-    bad = check_support(ctx, reqs, ret)
-    if bad is not None:
-        return bad
+    cookies = [s.reqs[slot].cookie.value for slot in slots if slot is not None]
+    res = check_support(ctx, reqs, cookies, ret)
+    if isinstance(res, Reject):
+        return res
     unsupported = unsupported_learned(s, reqs, ret)
-    return [evolve_state(s, inflight=None, unsupported=unsupported)]
+    return [evolve_state(s, inflight=None, unsupported=unsupported, dids=s.dids | {res} if res else s.dids)]
 
 
 @clause("alloc-unsupported-fails")

@@ -76,12 +76,15 @@ class Cb(NamedTuple):
 
 
 class Deleter(NamedTuple):
+    """A deleter call. ``fn``: which of the probe's deleter functions ran (None when not recorded)."""
+
     line: int
     cookie: str | None
     thread: str
     cookie_deleted: bool
     th: str = MAIN
     lane: str = MAIN
+    fn: int | None = None
 
 
 class Settle(NamedTuple):
@@ -278,7 +281,10 @@ def _deleter(obj: dict[str, object], line: int) -> Deleter:
         raise _Bad(f"field 'thread' must be caller or other, found {thread!r}")
     assert thread is not None
     th = _th(obj)
-    return Deleter(line, _str(obj, "cookie", nullable=True), thread, obj.get("cookie_deleted") is True, th, th)
+    fn = obj.get("fn")
+    if fn is not None and type(fn) is not int:
+        raise _Bad(f"field 'fn' must be an integer, found {fn!r}")
+    return Deleter(line, _str(obj, "cookie", nullable=True), thread, obj.get("cookie_deleted") is True, th, th, fn)
 
 
 def _settle(obj: dict[str, object], line: int) -> Settle:

@@ -8,6 +8,7 @@ from enum import IntEnum, StrEnum
 
 class Verdict(StrEnum):
     PASS = "PASS"
+    WARN = "WARN"
     FAIL = "FAIL"
     NOT_APPLICABLE = "NOT_APPLICABLE"
     WAIVED = "WAIVED"
@@ -24,7 +25,7 @@ class RunExit(IntEnum):
     USAGE = 3
 
 
-CONFORMANT_VERDICTS = frozenset({Verdict.PASS, Verdict.NOT_APPLICABLE, Verdict.WAIVED})
+CONFORMANT_VERDICTS = frozenset({Verdict.PASS, Verdict.WARN, Verdict.NOT_APPLICABLE, Verdict.WAIVED})
 BLOCKING_VERDICTS = frozenset({Verdict.FAIL, Verdict.CRASH})
 
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Final
 
-VOCABULARY_VERSION: Final = 2
-VOCABULARY_HASH: Final = "50d93c89d0d39722"
+VOCABULARY_VERSION: Final = 3
+VOCABULARY_HASH: Final = "9369a53a1f64a5ac"
 
 
 class ArgKind(StrEnum):
@@ -41,6 +41,7 @@ class Op(StrEnum):
     REQ_SET_PROT = "req_set_prot"
     REQ_SET_COOKIE = "req_set_cookie"
     REQ_SET_ONALLOC = "req_set_onalloc"
+    REQ_SET_ONALLOC_NULL_REQ = "req_set_onalloc_null_req"
     REQ_SET_ONPREEMPT = "req_set_onpreempt"
     REQ_SET_FILE = "req_set_file"
     IS_SUPPORTED = "is_supported"
@@ -91,6 +92,7 @@ OPS: Final[dict[Op, OpSpec]] = {
     Op.REQ_SET_PROT: OpSpec(Op.REQ_SET_PROT, "ANpuManager_AllocRequest_setProtectionFlags", (ArgSpec("req", ArgKind.REQ), ArgSpec("prot", ArgKind.PROT), )),
     Op.REQ_SET_COOKIE: OpSpec(Op.REQ_SET_COOKIE, "ANpuManager_AllocRequest_setCookie", (ArgSpec("req", ArgKind.REQ), ArgSpec("cookie", ArgKind.COOKIE), ArgSpec("deleter", ArgKind.BOOL), )),
     Op.REQ_SET_ONALLOC: OpSpec(Op.REQ_SET_ONALLOC, "ANpuManager_AllocRequest_setOnAlloc", (ArgSpec("req", ArgKind.REQ), ArgSpec("set", ArgKind.BOOL), )),
+    Op.REQ_SET_ONALLOC_NULL_REQ: OpSpec(Op.REQ_SET_ONALLOC_NULL_REQ, "ANpuManager_AllocRequest_setOnAlloc", ()),
     Op.REQ_SET_ONPREEMPT: OpSpec(Op.REQ_SET_ONPREEMPT, "ANpuManager_AllocRequest_setOnPreempt", (ArgSpec("req", ArgKind.REQ), ArgSpec("set", ArgKind.BOOL), )),
     Op.REQ_SET_FILE: OpSpec(Op.REQ_SET_FILE, "ANpuManager_AllocRequest_setFileSegmentToLoad", (ArgSpec("req", ArgKind.REQ), ArgSpec("fd", ArgKind.FDSEL), ArgSpec("file_offset", ArgKind.I64), ArgSpec("length", ArgKind.I64), ArgSpec("buffer_offset", ArgKind.I64), )),
     Op.IS_SUPPORTED: OpSpec(Op.IS_SUPPORTED, "ANpuManager_isSupported", (ArgSpec("reqs", ArgKind.REQS), )),
@@ -168,6 +170,10 @@ class Type(IntEnum):
     AUXILIARY = 4
 
 
+COOKIE_DELETERS: Final = 4
+ISSUPPORTED_CANARY: Final = 16
+
+
 class ProbeExit(IntEnum):
     OK = 0
     USAGE = 2
@@ -176,7 +182,7 @@ class ProbeExit(IntEnum):
 
 
 PROBE_LIST_LINES: Final[tuple[str, ...]] = (
-    "vocabulary 2 50d93c89d0d39722",
+    "vocabulary 3 9369a53a1f64a5ac",
     "op req_create ANpuManager_AllocRequest_create req:req",
     "op req_free ANpuManager_AllocRequest_free req:req",
     "op req_free_null ANpuManager_AllocRequest_free",
@@ -187,6 +193,7 @@ PROBE_LIST_LINES: Final[tuple[str, ...]] = (
     "op req_set_prot ANpuManager_AllocRequest_setProtectionFlags req:req prot:prot",
     "op req_set_cookie ANpuManager_AllocRequest_setCookie req:req cookie:cookie deleter:bool",
     "op req_set_onalloc ANpuManager_AllocRequest_setOnAlloc req:req set:bool",
+    "op req_set_onalloc_null_req ANpuManager_AllocRequest_setOnAlloc",
     "op req_set_onpreempt ANpuManager_AllocRequest_setOnPreempt req:req set:bool",
     "op req_set_file ANpuManager_AllocRequest_setFileSegmentToLoad req:req fd:fdsel file_offset:i64 length:i64 buffer_offset:i64",
     "op is_supported ANpuManager_isSupported reqs:reqs",

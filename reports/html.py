@@ -40,6 +40,7 @@ TRACE_EXCERPT_LINES: Final = 40
 
 VERDICT_SHORT: Final = {
     Verdict.PASS: "PASS",
+    Verdict.WARN: "WARN",
     Verdict.FAIL: "FAIL",
     Verdict.NOT_APPLICABLE: "N/A",
     Verdict.WAIVED: "WAIV",

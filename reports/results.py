@@ -23,6 +23,7 @@ RESULTS_NAME: Final = "results.jsonl"
 # Worst last: the order a matrix cell uses to pick "the worst verdict" among several scenarios.
 SEVERITY: Final[tuple[Verdict, ...]] = (
     Verdict.PASS,
+    Verdict.WARN,
     Verdict.NOT_APPLICABLE,
     Verdict.WAIVED,
     Verdict.NOT_EXECUTED,

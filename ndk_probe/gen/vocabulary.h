@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <stddef.h>
 
-#define NPUCONF_VOCAB_VERSION 2
-#define NPUCONF_VOCAB_HASH "50d93c89d0d39722"
+#define NPUCONF_VOCAB_VERSION 3
+#define NPUCONF_VOCAB_HASH "9369a53a1f64a5ac"
 #define NPUCONF_MAX_OP_ARGS 6
 
 enum npuconf_arg_kind {
@@ -40,6 +40,7 @@ enum npuconf_op {
     OP_REQ_SET_PROT,
     OP_REQ_SET_COOKIE,
     OP_REQ_SET_ONALLOC,
+    OP_REQ_SET_ONALLOC_NULL_REQ,
     OP_REQ_SET_ONPREEMPT,
     OP_REQ_SET_FILE,
     OP_IS_SUPPORTED,
@@ -86,6 +87,7 @@ static const struct npuconf_op_info NPUCONF_OPS[OP__COUNT] = {
     [OP_REQ_SET_PROT] = {"req_set_prot", "ANpuManager_AllocRequest_setProtectionFlags", 2, {{"req", ARG_REQ}, {"prot", ARG_PROT}}},
     [OP_REQ_SET_COOKIE] = {"req_set_cookie", "ANpuManager_AllocRequest_setCookie", 3, {{"req", ARG_REQ}, {"cookie", ARG_COOKIE}, {"deleter", ARG_BOOL}}},
     [OP_REQ_SET_ONALLOC] = {"req_set_onalloc", "ANpuManager_AllocRequest_setOnAlloc", 2, {{"req", ARG_REQ}, {"set", ARG_BOOL}}},
+    [OP_REQ_SET_ONALLOC_NULL_REQ] = {"req_set_onalloc_null_req", "ANpuManager_AllocRequest_setOnAlloc", 0, {{NULL, ARG_TEXT}}},
     [OP_REQ_SET_ONPREEMPT] = {"req_set_onpreempt", "ANpuManager_AllocRequest_setOnPreempt", 2, {{"req", ARG_REQ}, {"set", ARG_BOOL}}},
     [OP_REQ_SET_FILE] = {"req_set_file", "ANpuManager_AllocRequest_setFileSegmentToLoad", 5, {{"req", ARG_REQ}, {"fd", ARG_FDSEL}, {"file_offset", ARG_I64}, {"length", ARG_I64}, {"buffer_offset", ARG_I64}}},
     [OP_IS_SUPPORTED] = {"is_supported", "ANpuManager_isSupported", 1, {{"reqs", ARG_REQS}}},
@@ -176,6 +178,9 @@ static const struct npuconf_errno_name NPUCONF_ERRNOS[] = {
 #define NPUCONF_ANPUBUFFER_TYPE_MODEL_WEIGHTS 2
 #define NPUCONF_ANPUBUFFER_TYPE_CACHE 3
 #define NPUCONF_ANPUBUFFER_TYPE_AUXILIARY 4
+
+#define NPUCONF_COOKIE_DELETERS 4
+#define NPUCONF_ISSUPPORTED_CANARY 16
 
 #define PROBE_EXIT_OK 0
 #define PROBE_EXIT_USAGE 2

@@ -35,6 +35,7 @@ def vocabulary_hash(vocab: dict) -> str:
         "ops": [[op["name"], op["api"], [[a["name"], a["kind"]] for a in op["args"]]] for op in vocab["ops"]],
         "errnos": vocab["errnos"],
         "enums": vocab["enums"],
+        "probe_constants": vocab["probe_constants"],
     }
     digest = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
     return digest[:16]
@@ -96,6 +97,9 @@ def render_c(vocab: dict) -> str:
         out.append(f"/* {enum_name} */")
         out += [f"#define NPUCONF_{name} {value}" for name, value in members.items()]
     out.append("")
+    for name, value in vocab["probe_constants"].items():
+        out.append(f"#define NPUCONF_{name} {value}")
+    out.append("")
     for code, value in vocab["probe_exit_codes"].items():
         out.append(f"#define PROBE_EXIT_{code} {value}")
     out.append("")
@@ -151,6 +155,9 @@ def render_py(vocab: dict) -> str:
         prefix = "ANPUBUFFER_" + py_name.upper() + "_"
         out += [f"    {name.removeprefix(prefix)} = {value}" for name, value in members.items()]
         out.append("")
+    out.append("")
+    out += [f"{name}: Final = {value}" for name, value in vocab["probe_constants"].items()]
+    out.append("")
     out.append("")
     out.append("class ProbeExit(IntEnum):")
     out += [f"    {code} = {value}" for code, value in vocab["probe_exit_codes"].items()]

@@ -7,7 +7,7 @@ from reference_model.content import fnv1a64, pattern_bytes
 
 from .builder import PAIR, TB, allocated, request, teardown
 from .coverage import covers
-from .test_rules_requests_cookies import fails, passes
+from .test_rules_requests_cookies import fails, passes, warns
 
 VNPU = DeviceCaps(supported_pairs=frozenset({PAIR}), capacity_bytes=16384, policy="budget", vnpu_control=True)
 
@@ -26,10 +26,12 @@ def test_invalid_fields():
     passes(alloc_once("EINVAL", type_=0))
     fails(alloc_once("ENOSYS", type_=0), "req-type-unknown-einval")
     passes(alloc_once("EINVAL", prot=8))
+    warns(alloc_once("ENOTSUP", prot=8), "R4")  # refused, with an errno the text does not name
     fails(alloc_once(0, "B1", prot=8), "req-prot-values")
     passes(alloc_once("EINVAL", size=0))
     passes(alloc_once("EIO", size=0))
-    fails(alloc_once(0, "B1", size=0), "req-size-bytes")
+    warns(alloc_once(0, "B1", size=0), "R4")  # the text never calls size 0 invalid
+    fails(alloc_once(0, "B1", size=-1), "req-size-bytes")
 
 
 def test_priority_out_of_range_in_request():
@@ -41,6 +43,7 @@ def test_priority_out_of_range_in_request():
         return teardown(b, bufs=[buf] if buf else [], reqs=["r"])
 
     passes(build("EINVAL"))
+    warns(build("ERANGE"), "R4")
     j = fails(build(0, "B1"), "priority-request-range")
     assert j.discrepancy == "D3"
 
@@ -68,8 +71,9 @@ def test_file_segment_at_alloc():
 @covers("allocation.valid_outcome")
 def test_valid_request_outcomes():
     passes(alloc_once("ENOMEM"))
-    fails(alloc_once("EINVAL"), "alloc-supported-may-fail")
-    fails(alloc_once(0, "B1", device=7), "alloc-unsupported-fails")
+    passes(alloc_once("EIO"))  # "due to other reasons": any errno
+    passes(alloc_once("EINVAL", device=7))
+    warns(alloc_once(0, "B1", device=7), "R5")  # discovery tested one request of the pair, not this one
     unknown = DeviceCaps()
     assert alloc_once("EIO", device=7).judge(unknown).verdict.value == "PASS"
 
@@ -99,7 +103,8 @@ def test_capacity_budget_counts_mapped_freed_buffers():
 @covers("allocation.callback_thread")
 def test_callback_thread():
     passes(alloc_once("EINVAL", thread="caller", type_=0))
-    fails(alloc_once(0, "B1", thread="caller"), "alloc-callback-thread")
+    warns(alloc_once(0, "B1", thread="caller"), "R1")  # "any thread": a reading, never a FAIL
+    fails(alloc_once(0, None, thread="caller"), "alloc-errornum-iff-buf")
 
 
 @covers("allocation.errornum_iff_buf")
@@ -144,9 +149,28 @@ def test_is_supported_results():
 
     passes(build([True]))
     passes(build([], ret=-1, errno="ENOSYS"))
-    fails(build([True], type_=0), "support-tests-requests")
+    warns(build([True], type_=0), "R5")
     fails(build([True, False]), "support-returns")
     fails(build([], ret=-1), "support-error-returns")
+    fails(build([True], ret=1), "support-returns")  # e.g. the number of supported requests
+    fails(build([True], ret=2), "support-returns")
+
+
+@covers("support.check_support")
+def test_is_supported_answers_per_request_in_one_call():
+    def build(results, second_cookie=None, canary=None):
+        b = TB()
+        request(b, "r1", onalloc=False)
+        request(b, "r2", cookie=second_cookie, onpreempt=second_cookie is not None)
+        extra = {"results": results} | ({"canary": canary} if canary is not None else {})
+        b.extra(**extra).call("is_supported", reqs=["r1", "r2", "r1"])
+        return teardown(b, reqs=["r1", "r2"], deleted=[second_cookie] if second_cookie else [])
+
+    passes(build([True, True, True], "c"))
+    passes(build([False, False, False], "c", canary=True))
+    fails(build([True, False, True], "c"), "support-ignored-fields")
+    fails(build([True, True, False], "c"), "support-tests-requests")  # one request listed twice
+    fails(build([True, True, True], "c", canary=False), "support-out-array-size")
 
 
 @covers("support.unsupported_learned")

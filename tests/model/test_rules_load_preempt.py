@@ -70,7 +70,18 @@ def test_every_load_answered():
 
 @covers("loading.fd_check")
 def test_fd_ownership_and_position():
-    fails(loaded(closed=False), "load-fd-ownership")
+    passes(loaded(closed=False))  # kept open until the buffer is freed: legal
+    for closed, verdict in ((True, "PASS"), (False, "FAIL")):
+        b = TB()
+        allocated(b)
+        b.call("file_new", file="f", size=4096, seed=7)
+        b.call("buf_load", buf="b", fd="f", file_offset=0, length=100, buffer_offset=0, onload=True)
+        b.emit(b.cb("load", None, 0, "B1"))
+        b.call("buf_free", bufs=["b"])
+        b.extra(closed=closed, position=0).call("fd_check", file="f")  # everything freed and settled
+        j = teardown(b, reqs=["r"]).judge()
+        assert j.verdict.value == verdict, j.reason
+        assert closed or (j.divergence is not None and j.divergence.clause == "load-fd-ownership")
     fails(loaded(position=12), "load-position-unchanged")
     b = TB()
     b.call("file_new", file="f", size=4096, seed=1)

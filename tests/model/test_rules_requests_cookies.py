@@ -14,6 +14,13 @@ def passes(b: TB, **kw):
     return j
 
 
+def warns(b: TB, reading: str, **kw):
+    j = b.judge(**kw)
+    assert j.verdict is Verdict.WARN, (j.reason, b.lines)
+    assert f"{reading} (" in j.reason, j.reason
+    return j
+
+
 def fails(b: TB, clause: str, **kw):
     j = b.judge(**kw)
     assert j.verdict is Verdict.FAIL, (j.reason, b.lines)

@@ -312,7 +312,7 @@ def test_capacity_with_concurrent_submissions():
     fails(four_allocs(), "alloc-supported-may-fail", SMALL)
 
 
-def test_synchronous_success_inside_another_threads_alloc_fails():
+def test_synchronous_answer_inside_another_threads_alloc_warns():
     steps: list[dict[str, Any]] = []
     for k in range(2):
         steps += request(f"r{k}", f"c{k}", onpreempt=False)
@@ -329,11 +329,13 @@ def test_synchronous_success_inside_another_threads_alloc_fails():
         t.op(n + 6, "req_set_cookie", {"req": f"r{k}", "cookie": f"c{k}", "deleter": True})
     t.op(14, "par_begin", {"threads": 2}, ret=0).call(17, "par_end", {})
     t.call(15, "alloc", {"reqs": ["r0"]}, th="t0").call(16, "alloc", {"reqs": ["r1"]}, th="t1")
-    # r0's answer delivered synchronously on t1, inside t1's allocAsync of r1
-    t.cb("alloc", "c0", None, "EIO", thread="caller", th="t1")
+    # r0's answer delivered synchronously on t1, inside t1's allocAsync of r1: "any thread" allows it,
+    # the kit's reading R1 does not expect it (WARN)
+    t.cb("alloc", "c0", None, "ENOMEM", thread="caller", th="t1")
     t.ret(16, "alloc", th="t1").ret(15, "alloc", th="t0").cb("alloc", "c1", "B1")
     t.ret(17, "par_end", ret=0).finish(settle=False)
-    fails(t, "alloc-callback-thread")
+    j = t.judge(DeviceCaps(supported_pairs=frozenset({(0, 1)}), vnpu_control=True))
+    assert j.verdict is Verdict.WARN and "R1 (" in j.reason, j.reason
 
 
 def test_cookies_replaced_on_different_threads():

@@ -9,6 +9,7 @@
 #include "trace.h"
 
 #define CB_MAP_LENGTH 4096 /* map_unmap maps the first page */
+#define WAIT_RETURN_MS 400  /* how long a wait_return callback waits for the call to return */
 
 /* The call/ret envelope of one API call a cb_action makes (in_cb and th come from the thread). */
 static void nested_call(const struct trace_job *job, enum npuconf_op op, struct jbuf *args) {
@@ -134,6 +135,9 @@ static void run_job(const struct trace_job *job) {
     case CB_ACT_ALLOC:
         job_alloc(job);
         break;
+    case CB_ACT_WAIT_RETURN:
+        trace_wait_async_return(probe_scaled_ns(WAIT_RETURN_MS, 1.0));
+        break;
     case CB_ACT_NONE:
         break;
     }
@@ -162,7 +166,17 @@ static void on_load(void *cookie, int error_num, ANpuBuffer *buf) {
     trace_callback_done(TC_LOAD, &job);
 }
 
-/* Probe cookies are pool objects, never heap memory: "deleting" one is counting the call. */
-static void cookie_deleter(void *cookie) { trace_record_deleter(cookie); }
+/* Probe cookies are pool objects, never heap memory: "deleting" one is counting the call. Four
+ * distinct functions, so an implementation that deletes a cookie with another hand-over's deleter
+ * is seen (the trace names the function that ran). */
+static void cookie_deleter0(void *cookie) { trace_record_deleter(cookie, 0); }
+static void cookie_deleter1(void *cookie) { trace_record_deleter(cookie, 1); }
+static void cookie_deleter2(void *cookie) { trace_record_deleter(cookie, 2); }
+static void cookie_deleter3(void *cookie) { trace_record_deleter(cookie, 3); }
 
-const struct probe_callbacks PROBE_CALLBACKS = {on_alloc, on_preempt, on_load, cookie_deleter};
+_Static_assert(NPUCONF_COOKIE_DELETERS == 4, "one function per deleter index");
+
+const struct probe_callbacks PROBE_CALLBACKS = {
+    on_alloc, on_preempt, on_load, cookie_deleter0,
+    {cookie_deleter0, cookie_deleter1, cookie_deleter2, cookie_deleter3},
+};

@@ -7,11 +7,15 @@
 
 #include <android/npumanager/buffer.h>
 
+#include "vocabulary.h"
+
 struct probe_callbacks {
     ANpuManager_AllocCallback on_alloc;
     ANpuManager_PreemptCallback on_preempt;
     ANpuManager_LoadCallback on_load;
-    ANpuManager_CookieDeleter deleter;
+    ANpuManager_CookieDeleter deleter; /* deleters[0] */
+    /* Distinct deleter functions: each records its index, so the trace tells which one ran. */
+    ANpuManager_CookieDeleter deleters[NPUCONF_COOKIE_DELETERS];
 };
 
 extern const struct probe_callbacks PROBE_CALLBACKS;

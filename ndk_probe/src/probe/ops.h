@@ -58,6 +58,7 @@ void op_int_result(struct op_result *res, int ret);
 void op_req_create(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_req_free(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_req_free_null(struct probe_ctx *, const struct probe_step *, struct op_result *);
+void op_req_set_onalloc_null_req(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_req_set_device(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_req_set_type(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_req_set_size(struct probe_ctx *, const struct probe_step *, struct op_result *);

@@ -13,6 +13,7 @@ static const op_handler OP_HANDLERS[OP__COUNT] = {
     [OP_REQ_CREATE] = op_req_create,
     [OP_REQ_FREE] = op_req_free,
     [OP_REQ_FREE_NULL] = op_req_free_null,
+    [OP_REQ_SET_ONALLOC_NULL_REQ] = op_req_set_onalloc_null_req,
     [OP_REQ_SET_DEVICE] = op_req_set_device,
     [OP_REQ_SET_TYPE] = op_req_set_type,
     [OP_REQ_SET_SIZE] = op_req_set_size,

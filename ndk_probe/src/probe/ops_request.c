@@ -1,6 +1,7 @@
 /* Ops on allocation requests: create/free, the setters, isSupported and allocAsync. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "callbacks.h"
 #include "clock.h"
@@ -39,6 +40,9 @@ void op_req_create(struct probe_ctx *ctx, const struct probe_step *st, struct op
     ANpuManager_AllocRequest *req;
     API_CALL(res, req = ctx->api->ANpuManager_AllocRequest_create());
     ctx->req[st->args[0].v.slot] = (struct probe_req_slot){req, req != NULL};
+    if (req == NULL) {
+        jb_bool(&res->extra, "null", true); /* _Nonnull: the model fails it (req-create-returns-request) */
+    }
 }
 
 void op_req_free(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
@@ -53,6 +57,11 @@ void op_req_free(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
 void op_req_free_null(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
     (void)st;
     API_CALL(res, ctx->api->ANpuManager_AllocRequest_free(NULL));
+}
+
+void op_req_set_onalloc_null_req(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    (void)st;
+    API_CALL(res, ctx->api->ANpuManager_AllocRequest_setOnAlloc(NULL, PROBE_CALLBACKS.on_alloc));
 }
 
 void op_req_set_device(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
@@ -118,7 +127,14 @@ void op_req_set_cookie(struct probe_ctx *ctx, const struct probe_step *st, struc
     }
     ANpuManager_CookieDeleter deleter = NULL;
     if (st->args[2].v.flag) {
-        deleter = PROBE_CALLBACKS.deleter;
+        /* Which deleter: the cookie's number mod NPUCONF_COOKIE_DELETERS (NULL: 0); the model computes the same. */
+        uint64_t n = 0;
+        if (c->v.cookie.sel == COOKIE_SLOT) {
+            n = (uint64_t)c->v.cookie.slot;
+        } else if (c->v.cookie.sel == COOKIE_RAW) {
+            n = c->v.cookie.raw_negative ? (uint64_t)c->v.cookie.raw_value : c->v.cookie.raw_unsigned;
+        }
+        deleter = PROBE_CALLBACKS.deleters[n % NPUCONF_COOKIE_DELETERS];
         /* Counted before the call: replacing a cookie may run a deleter inside it. */
         trace_cookie_handed(c);
     }
@@ -157,15 +173,24 @@ void op_is_supported(struct probe_ctx *ctx, const struct probe_step *st, struct 
     if (reqs == NULL) {
         return;
     }
-    bool *out = calloc(a->v.list.n ? a->v.list.n : 1, sizeof *out);
+    /* A canary after the requestsLen elements: the array is only valid that far (support-out-array-size). */
+    size_t n = a->v.list.n;
+    bool *out = calloc(n + NPUCONF_ISSUPPORTED_CANARY, sizeof *out);
     if (out == NULL) {
         free(reqs);
         op_skip(res, "out of memory");
         return;
     }
+    unsigned char *canary = (unsigned char *)(out + n);
+    memset(canary, 0xA5, NPUCONF_ISSUPPORTED_CANARY);
     int ret;
-    API_CALL(res, ret = ctx->api->ANpuManager_isSupported(reqs, a->v.list.n, out));
+    API_CALL(res, ret = ctx->api->ANpuManager_isSupported(reqs, n, out));
     op_int_result(res, ret);
+    bool intact = true;
+    for (size_t i = 0; i < NPUCONF_ISSUPPORTED_CANARY; i++) {
+        intact = intact && canary[i] == 0xA5;
+    }
+    jb_bool(&res->extra, "canary", intact);
     if (ret == 0) {
         jb_open(&res->extra, "results", '[');
         for (size_t i = 0; i < a->v.list.n; i++) {
@@ -186,6 +211,10 @@ void op_alloc(struct probe_ctx *ctx, const struct probe_step *st, struct op_resu
     }
     /* Owed before the call: onAlloc may come (and be awaited by another thread) before it returns. */
     trace_count_add(TC_SUB_ALLOC, a->v.list.n);
+    unsigned blocked = trace_async_enter();
     API_CALL(res, ctx->api->ANpuManager_allocAsync(reqs, a->v.list.n));
+    if (trace_async_leave(blocked)) {
+        jb_bool(&res->extra, "blocked", true); /* returned only after a callback gave up waiting for it */
+    }
     free(reqs);
 }

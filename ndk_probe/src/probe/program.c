@@ -594,6 +594,8 @@ bool program_cb_action(const char *kind, const char *action, struct probe_cb_act
         out->act = CB_ACT_FREE_BUF;
     } else if (strcmp(action, "map_unmap") == 0) {
         out->act = CB_ACT_MAP_UNMAP;
+    } else if (strcmp(action, "wait_return") == 0) {
+        out->act = CB_ACT_WAIT_RETURN;
     } else if (strncmp(action, prio, sizeof prio - 1) == 0) {
         int64_t v;
         if (!parse_i32(action + sizeof prio - 1, &v)) {

@@ -81,7 +81,15 @@ bool program_parse(char *text, size_t len, struct probe_program *prog, char *err
 void program_free(struct probe_program *prog);
 /* What a cb_action step asks callbacks to do (its `kind` and `action` text arguments). */
 enum probe_cb_kind { CB_KIND_ALLOC, CB_KIND_LOAD, CB_KIND_PREEMPT, CB_KIND__COUNT };
-enum probe_cb_act { CB_ACT_NONE, CB_ACT_FREE_BUF, CB_ACT_SET_PRIORITY, CB_ACT_MAP_UNMAP, CB_ACT_ALLOC };
+/* CB_ACT_WAIT_RETURN: the callback waits, bounded, until no allocAsync/loadAsync is in flight (issue 11 e). */
+enum probe_cb_act {
+    CB_ACT_NONE,
+    CB_ACT_FREE_BUF,
+    CB_ACT_SET_PRIORITY,
+    CB_ACT_MAP_UNMAP,
+    CB_ACT_ALLOC,
+    CB_ACT_WAIT_RETURN
+};
 
 struct probe_cb_action {
     enum probe_cb_kind kind;

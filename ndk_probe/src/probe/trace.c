@@ -61,6 +61,8 @@ static struct recorder {
     unsigned busy;        /* callbacks running a cb_action job */
     unsigned gen;         /* scenario generation: thread names are per scenario */
     unsigned next_worker; /* the N of the next "w<N>" */
+    unsigned async_inflight; /* allocAsync / loadAsync calls not returned yet */
+    unsigned async_blocked;  /* wait_return callbacks that timed out waiting for those calls */
 } rec;
 
 /* Per-thread facts, set and read only by their own thread. */
@@ -104,6 +106,8 @@ void trace_reset(const struct probe_api *api) {
     rec.api = api;
     memset(rec.armed, 0, sizeof rec.armed);
     rec.busy = 0;
+    rec.async_inflight = 0;
+    rec.async_blocked = 0;
     rec.gen++;
     rec.next_worker = 1;
     memset(rec.counts, 0, sizeof rec.counts);
@@ -252,6 +256,10 @@ static void cookie_json_locked(struct jbuf *ev, const void *cookie, bool *delete
     jb_str(ev, "cookie", text);
 }
 
+/* Registry index of the latest handle for `buf`, live or freed: onLoad names the buffer passed to
+ * loadAsync even when the application freed it while the load was in flight. */
+static size_t buf_index_any_locked(ANpuBuffer *buf);
+
 /* Registry index of a live handle for `buf`, assigning the next B<N> at first sight. */
 static size_t buf_index_locked(ANpuBuffer *buf) {
     for (size_t i = rec.nbufs; i-- > 0;) {
@@ -262,6 +270,15 @@ static size_t buf_index_locked(ANpuBuffer *buf) {
     rec.bufs = grow(rec.bufs, &rec.capbufs, rec.nbufs + 1, sizeof *rec.bufs);
     rec.bufs[rec.nbufs] = (struct trace_buf){buf, rec.next_id++, true};
     return rec.nbufs++;
+}
+
+static size_t buf_index_any_locked(ANpuBuffer *buf) {
+    for (size_t i = rec.nbufs; i-- > 0;) {
+        if (rec.bufs[i].ptr == buf) {
+            return i;
+        }
+    }
+    return buf_index_locked(buf);
 }
 
 static void buf_json_locked(struct jbuf *ev, size_t index) {
@@ -302,7 +319,10 @@ static void decide_locked(enum probe_cb_kind kind, const void *cookie, size_t in
     if (a->count == 0 || a->action.act == CB_ACT_NONE) {
         return;
     }
-    if (a->action.act != CB_ACT_ALLOC) {
+    if (a->action.act == CB_ACT_WAIT_RETURN && api_depth > 0) {
+        return; /* on the calling thread inside a call: waiting for its return would only time out */
+    }
+    if (a->action.act != CB_ACT_ALLOC && a->action.act != CB_ACT_WAIT_RETURN) {
         /* Buffer actions need a buffer: none for a failed onAlloc; onPreempt names it by cookie. */
         if (kind == CB_KIND_PREEMPT) {
             index = buffer_of_cookie_locked(cookie);
@@ -335,7 +355,9 @@ static void callback_event(enum probe_cb_kind kind, void *cookie, bool with_resu
     cookie_json_locked(&ev, cookie, &deleted);
     size_t index = TRACE_NO_BUF;
     if (with_result) {
-        index = buf != NULL ? buf_index_locked(buf) : TRACE_NO_BUF;
+        if (buf != NULL) {
+            index = kind == CB_KIND_LOAD ? buf_index_any_locked(buf) : buf_index_locked(buf);
+        }
         error_json(&ev, error);
         buf_json_locked(&ev, index);
         if (kind == CB_KIND_ALLOC && error == 0 && index != TRACE_NO_BUF) {
@@ -376,7 +398,7 @@ void trace_callback_done(enum trace_counter c, const struct trace_job *job) {
     pthread_mutex_unlock(&rec.mu);
 }
 
-void trace_record_deleter(void *cookie) {
+void trace_record_deleter(void *cookie, int fn) {
     struct jbuf ev;
     jb_init(&ev);
     pthread_mutex_lock(&rec.mu);
@@ -386,6 +408,7 @@ void trace_record_deleter(void *cookie) {
     cookie_json_locked(&ev, cookie, &deleted);
     jb_str(&ev, "thread", api_depth > 0 ? "caller" : "other");
     jb_str(&ev, "th", thread_name_locked());
+    jb_i64(&ev, "fn", fn);
     if (deleted) {
         jb_bool(&ev, "cookie_deleted", true);
     }
@@ -472,6 +495,37 @@ size_t *trace_unfreed_successes(size_t *n) {
     }
     pthread_mutex_unlock(&rec.mu);
     return out;
+}
+
+unsigned trace_async_enter(void) {
+    pthread_mutex_lock(&rec.mu);
+    rec.async_inflight++;
+    unsigned blocked = rec.async_blocked;
+    pthread_mutex_unlock(&rec.mu);
+    return blocked;
+}
+
+bool trace_async_leave(unsigned blocked_before) {
+    pthread_mutex_lock(&rec.mu);
+    rec.async_inflight--;
+    bool blocked = rec.async_blocked != blocked_before;
+    pthread_cond_broadcast(&rec.cv);
+    pthread_mutex_unlock(&rec.mu);
+    return blocked;
+}
+
+void trace_wait_async_return(uint64_t budget_ns) {
+    struct timespec deadline = probe_deadline_ts(budget_ns);
+    pthread_mutex_lock(&rec.mu);
+    while (rec.async_inflight > 0) {
+        if (pthread_cond_timedwait(&rec.cv, &rec.mu, &deadline) == ETIMEDOUT) {
+            if (rec.async_inflight > 0) {
+                rec.async_blocked++;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&rec.mu);
 }
 
 uint64_t trace_count(enum trace_counter c) {

@@ -61,6 +61,13 @@ struct trace_job {
     const struct probe_api *api;
 };
 
+/* Asynchrony made observable (cb_action wait_return): an allocAsync/loadAsync brackets its call with
+ * enter/leave; leave tells whether a wait_return callback timed out waiting for a call to return
+ * meanwhile (the call blocked until its callback had run). */
+unsigned trace_async_enter(void);
+bool trace_async_leave(unsigned blocked_before);
+void trace_wait_async_return(uint64_t budget_ns);
+
 /* Arms (or with CB_ACT_NONE disarms) the action for the next `count` callbacks of its kind. */
 void trace_arm(const struct probe_cb_action *action, ANpuManager_AllocRequest *req, uint64_t count, size_t step);
 /* Teardown: disarms every action and waits until no callback is still running one. */
@@ -79,7 +86,7 @@ void trace_record_load(void *cookie, int error, ANpuBuffer *buf, struct trace_jo
 void trace_record_preempt(void *cookie, struct trace_job *job);
 /* After the job (if any) ran: counts the callback for the await ops and the settle waits. */
 void trace_callback_done(enum trace_counter c, const struct trace_job *job);
-void trace_record_deleter(void *cookie);
+void trace_record_deleter(void *cookie, int fn);
 
 /* Buffer-handle registry, indexed by the position of the handle in this scenario. */
 ANpuBuffer *trace_buf_ptr(size_t index);

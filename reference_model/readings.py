@@ -1,0 +1,26 @@
+"""The kit's readings of silent text that can give WARN (docs/model.md §4, DESIGN §3 Verdicts).
+
+A transition that accepts a behaviour the words of the text allow, but that departs from one of these
+readings, tags the history with the reading's ID (the same tag set as AOSP discrepancy IDs: ``R<n>``
+for readings, ``D<n>`` for discrepancies). A trace whose every history carries such a tag is WARN,
+never FAIL. This table is the one list of reading IDs; docs/model.md quotes the sentence each reads.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+READINGS: Final[dict[str, str]] = {
+    "R1": "onAlloc delivered on the calling thread inside an API call (the text names only an immediately "
+          "detected error inside allocAsync)",
+    "R4": "an invalid priority or protection refused with an errno other than EINVAL, or a size 0 request "
+          "allocated (the kit reads both as invalid fields, answered like the ones the text names)",
+    "R5": "isSupported answered true for a request the kit reads as never supported (invalid device or type, "
+          "or a pair outside the ones discovered)",
+    "R6": "a valid mapping of a live, already mapped buffer refused (a limit on the number of mappings)",
+    "R10": "setPriority with a valid priority refused while the buffer is mapped",
+    "R13": "onPreempt delivered on the calling thread inside ANpuBuffer_free for a buffer nothing showed "
+           "preempted (not the race the text describes)",
+    "R14": "allocAsync or loadAsync returned only after its callback had run on another thread (the "
+           "\"Asynchronously\" of the summary read as: returns before the outcome is delivered)",
+}

@@ -1,0 +1,188 @@
+"""Rules of issue 11: announced preemption, attribution of a cookie dropped early, readings that WARN."""
+
+from __future__ import annotations
+
+from .builder import TB, allocated, request, teardown
+from .coverage import covers
+from .test_rules_requests_cookies import dies_in, fails, passes, warns
+
+
+def map_enoent(b: TB, name: str = "m") -> TB:
+    return b.call("buf_map", map=name, buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=-1,
+                  errno="ENOENT")
+
+
+def shown_preempted(*, onpreempt: bool = True, cb: str | None = "before free") -> TB:
+    """A buffer a map shows preempted (ENOENT) with no vnpu command, then freed; onPreempt before the free,
+    after it, or never."""
+    b = TB()
+    allocated(b, cookie="c", onpreempt=onpreempt)
+    map_enoent(b)
+    if cb == "before free":
+        b.emit(b.cb("preempt", "c"))
+    b.call("buf_free", bufs=["b"])
+    if cb == "after free":
+        b.emit(b.cb("preempt", "c"))
+    return teardown(b, reqs=["r"], deleted=["c"])
+
+
+@covers("preemption.announced_owed")
+def test_unseen_preemption_must_be_announced():
+    passes(shown_preempted())
+    passes(shown_preempted(cb="after free"))  # the race of the text: late, but it comes
+    passes(shown_preempted(onpreempt=False, cb=None))  # NULL onPreempt: silent preemption is allowed
+    fails(shown_preempted(cb=None), "preempt-onpreempt-purpose")
+
+
+def test_cookie_kept_for_an_owed_onpreempt():
+    b = TB()
+    allocated(b, cookie="c", onpreempt=True)
+    map_enoent(b)
+    b.call("req_free", req="r")
+    b.call("buf_free", bufs=["b"], during=[b.deleter("c")])  # the onPreempt it still owes borrows the cookie
+    b.emit(b.cb("preempt", "c"))
+    fails(teardown(b), "cookie-borrowed-in-callbacks")
+
+
+def test_late_onpreempt_after_the_cookie_was_dropped_names_borrowing():
+    b = TB()
+    allocated(b, cookie="c", onpreempt=True)
+    b.call("req_free", req="r")
+    b.call("buf_free", bufs=["b"], during=[b.deleter("c")])  # nothing owed yet: deleting is allowed
+    b.emit(b.cb("preempt", "c"))  # ... but then no late onPreempt may carry the cookie
+    fails(teardown(b), "cookie-borrowed-in-callbacks")
+
+
+def test_onpreempt_inside_every_free_warns():
+    b = TB()
+    allocated(b, cookie="c", onpreempt=True)
+    b.call("buf_free", bufs=["b"], during=[b.cb("preempt", "c", thread="caller")])
+    warns(teardown(b, reqs=["r"], deleted=["c"]), "R13")
+    b = TB()
+    allocated(b, cookie="c", onpreempt=True)
+    map_enoent(b)
+    b.call("buf_free", bufs=["b"], during=[b.cb("preempt", "c", thread="caller")])
+    passes(teardown(b, reqs=["r"], deleted=["c"]))  # shown preempted before: the race of the text
+
+
+def test_onpreempt_for_a_buffer_never_allocated_fails():
+    b = TB()
+    allocated(b, cookie="c", onpreempt=True)
+    b.call("cookie_new", cookie="x")
+    b.emit(b.cb("preempt", "x"))
+    fails(teardown(b, bufs=["b"], reqs=["r"], deleted=["c"]), "preempt-callback-on-forced-dealloc")
+
+
+def unseen_load(onpreempt: bool, cb: bool) -> TB:
+    b = TB()
+    allocated(b, cookie="c", onpreempt=onpreempt)
+    b.call("file_new", file="f", size=4096, seed=7)
+    b.call("buf_load", buf="b", fd="f", file_offset=0, length=100, buffer_offset=0, onload=True)
+    b.emit(b.cb("load", "c", "ENOENT", "B1"))
+    if cb:
+        b.emit(b.cb("preempt", "c"))
+    map_enoent(b)
+    return teardown(b, bufs=["b"], reqs=["r"], deleted=["c"])
+
+
+def test_unseen_preemption_shown_by_load():
+    passes(unseen_load(onpreempt=False, cb=False))
+    passes(unseen_load(onpreempt=True, cb=True))
+    fails(unseen_load(onpreempt=True, cb=False), "preempt-onpreempt-purpose")
+
+
+def test_second_mapping_refused_warns():
+    b = TB()
+    allocated(b)
+    b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+    b.call("buf_map", map="m2", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=-1,
+           errno="EMFILE")
+    warns(teardown(b, bufs=["b"], reqs=["r"], maps=["m"]), "R6")
+
+
+def test_set_priority_refused_while_mapped_warns():
+    b = TB()
+    allocated(b)
+    b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+    b.call("buf_set_priority", buf="b", priority=10, ret=-1, errno="EBUSY")
+    warns(teardown(b, bufs=["b"], reqs=["r"], maps=["m"]), "R10")
+    b = TB()
+    allocated(b)
+    b.call("buf_set_priority", buf="b", priority=10, ret=-1, errno="EBUSY")
+    fails(teardown(b, bufs=["b"], reqs=["r"]), "priority-set")
+
+
+def deleted_by(fn: int | None, cookie: str = "c") -> TB:
+    b = TB()
+    b.call("cookie_new", cookie="other")  # slot c0: the cookie under test is c1, deleter #1
+    request_with_cookie = allocated(b, cookie=cookie)
+    request_with_cookie.call("buf_free", bufs=["b"])
+    event = b.deleter(cookie)
+    if fn is not None:
+        event["fn"] = fn
+    b.call("req_free", req="r", during=[event])
+    return teardown(b)
+
+
+@covers("cookies.own_deleter")
+def test_each_cookie_deleted_by_its_own_deleter():
+    passes(deleted_by(1))
+    passes(deleted_by(None))  # a trace without the field (an older probe) is not judged on it
+    fails(deleted_by(0), "cookie-ownership-donated")
+
+
+@covers("requests.created")
+def test_create_returning_null_fails():
+    b = TB()
+    b.extra(null=True).call("req_create", req="r")
+    fails(teardown(b), "req-create-returns-request")
+    b = TB()
+    b.call("req_create", req="r")
+    passes(teardown(b, reqs=["r"]))
+
+
+@covers("crashes.null_request_crashes")
+def test_setonalloc_with_null_request_crashes():
+    passes(dies_in("req_set_onalloc_null_req", {}, lambda b: None))
+    b = TB()
+    b.call("req_set_onalloc_null_req")
+    fails(teardown(b), "req-request-not-null")
+
+
+def alloc_returning(blocked: bool) -> TB:
+    b = TB()
+    request(b)
+    if blocked:
+        b.extra(blocked=True)
+    b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, 0, "B1")])
+    b.bind("b", "B1")
+    return teardown(b, bufs=["b"], reqs=["r"])
+
+
+@covers("allocation.returned_first")
+def test_call_blocked_until_its_callback_ran_warns():
+    passes(alloc_returning(False))
+    warns(alloc_returning(True), "R14")
+
+
+def test_truncated_raw_cookie_names_cookie_raw_integer():
+    def build(delivered: int) -> TB:
+        b = TB()
+        request(b, cookie=(1 << 63) + 5, deleter=False)
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", delivered, 0, "B1")])
+        b.bind("b", "B1")
+        return teardown(b, bufs=["b"], reqs=["r"])
+
+    passes(build((1 << 63) + 5))
+    fails(build(5), "cookie-raw-integer")  # only the low 48 bits kept
+
+
+def test_control_command_naming_a_buffer_whose_allocation_failed_is_no_error():
+    b = TB()
+    request(b, cookie="c", onpreempt=True)
+    b.call("alloc", reqs=["r"], during=[b.cb("alloc", "c", "ENOMEM", None)])
+    b.bind("b", None)
+    b.call("vnpu", command="preempt=b", skipped="b0 unbound")
+    b.call("buf_map", map="m", buf="b", length=4096, prot=["READ"], flags=["SHARED"], offset=0,
+           skipped="b0 unbound")
+    passes(teardown(b, reqs=["r"], deleted=["c"]))
