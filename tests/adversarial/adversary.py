@@ -36,6 +36,16 @@ class Mutant:
 
 
 @dataclass(frozen=True)
+class Warned:
+    """Allowed by the text but departing from reading `reading`: exit 0 with a WARN naming it."""
+
+    klass: str
+    mutation: str
+    change: str
+    reading: str
+
+
+@dataclass(frozen=True)
 class Legal:
     """A behaviour the published text allows: the run must exit 0 (WARN allowed, no FAIL)."""
 
@@ -45,21 +55,27 @@ class Legal:
 
 
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant("a", "M_MAP_ENOENT", "every map fails with ENOENT; onPreempt never delivered", "preempt-map-enoent"),
+    Mutant("a", "M_MAP_ENOENT", "every map fails with ENOENT; onPreempt never delivered", "preempt-onpreempt-purpose"),
     Mutant(
         "a",
         "M_PREEMPT_IN_FREE",
-        "onPreempt(cookie) inside ANpuBuffer_free for every buffer freed",
+        "onPreempt(cookie) inside ANpuBuffer_free for every buffer freed, mapped or not",
+        "preempt-never-while-mapped",
+    ),
+    Mutant(
+        "a",
+        "M_PREEMPT_ON_FAILED",
+        "onPreempt(cookie) after every failed onAlloc (no buffer was ever allocated)",
         "preempt-callback-on-forced-dealloc",
     ),
     Mutant(
         "b",
         "M_LIVE_CALLBACKS",
         "onAlloc/onPreempt read from the request at callback time (no snapshot)",
-        "alloc-snapshot",
+        "preempt-onpreempt-purpose",
     ),
     Mutant(
-        "c", "M_FIRST_DELETER", "every cookie deleted with the first deleter ever received", "cookie-deleter-called"
+        "c", "M_FIRST_DELETER", "every cookie deleted with the first deleter ever received", "cookie-ownership-donated"
     ),
     Mutant("d", "M_SUPPORT_COUNT", "isSupported returns the number of supported requests", "support-returns"),
     Mutant(
@@ -70,18 +86,15 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "d",
+        "M_SUPPORT_TWICE_DIFFERS",
+        "a request listed again in one isSupported call gets the opposite answer",
+        "support-tests-requests",
+    ),
+    Mutant(
+        "d",
         "M_SUPPORT_CANARY",
-        "isSupported writes the byte after outIsSupported[requestsLen - 1]",
+        "isSupported flips the byte after outIsSupported[requestsLen - 1]",
         "support-out-array-size",
-    ),
-    Mutant(
-        "e",
-        "M_BLOCKING_ALLOC",
-        "allocAsync returns only after its onAllocs ran on another thread (<= 50 ms)",
-        "alloc-async",
-    ),
-    Mutant(
-        "e", "M_BLOCKING_LOAD", "loadAsync returns only after its onLoad ran on another thread (<= 50 ms)", "load-async"
     ),
     Mutant(
         "f", "M_COOKIE_48", "cookies given to callbacks and deleters keep only their low 48 bits", "cookie-raw-integer"
@@ -99,12 +112,29 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
 )
 
+# Allowed by the words of the text, departing from one of the kit's readings of silent text
+# (docs/model.md §4, docs/oracle.md): the run must exit 0 and a WARN must name the reading.
+WARNED: tuple[Warned, ...] = (
+    Warned(
+        "a",
+        "W_PREEMPT_IN_FREE_UNMAPPED",
+        "onPreempt(cookie) inside ANpuBuffer_free for every unmapped buffer freed",
+        "R13",
+    ),
+    Warned("e", "W_BLOCKING_ALLOC", "allocAsync returns only after its onAllocs ran on another thread (<= 1 s)", "R14"),
+    Warned("e", "W_BLOCKING_LOAD", "loadAsync returns only after its onLoad ran on another thread (<= 1 s)", "R14"),
+)
+
 LEGAL: tuple[Legal, ...] = (
     Legal("-", "M_NONE", "pass-through: every call, callback and deleter forwarded unchanged"),
     Legal("j", "L_ERRNO_RANGE", "out-of-range priority refused with ERANGE, invalid prot bits with ENOTSUP"),
     Legal("k", "L_SIZE0_OK", "a request of size 0 is granted a buffer"),
     Legal("l", "L_SUPPORTED_EIO", "every other valid supported request fails with EIO"),
-    Legal("m", "L_SUPPORT_BY_SIZE", "requests above 16 MiB unsupported (isSupported false, allocation ENOSPC)"),
+    Legal(
+        "m",
+        "L_SUPPORT_BY_SIZE",
+        "requests above 32 KiB unsupported (isSupported false, allocation ENOSPC); 4 and 8 KiB supported",
+    ),
     Legal("n", "L_SILENT_PREEMPT_LOAD", "a buffer without onPreempt is preempted silently before each loadAsync"),
     Legal(
         "o",
@@ -121,6 +151,22 @@ LEGAL: tuple[Legal, ...] = (
     Legal("timing", "L_RANDOM_DELAY", "every callback and deferrable deleter on a fresh thread after 0-3 ms"),
     Legal("timing", "L_REORDER", "the onAllocs of one allocAsync delivered in reverse order (fresh threads)"),
 )
+
+
+# Rows the kit does not judge as the issue asks yet, each with the reason found by running it (see the
+# README). The tests expect these rows to fail (strict xfail): when the kit is fixed they pass, the
+# xfail turns into a failure, and the entry must be removed.
+KNOWN_GAPS: dict[str, str] = {
+    "M_LIVE_CALLBACKS": "the snapshot scenarios (allocation.snapshot_onpreempt_cleared_after_alloc, "
+    "allocation.snapshot_every_setter_changed_after_alloc) free the preempted buffer in their steps, and a free "
+    "before the first teardown settle waives the owed onPreempt (R9): the dropped onPreempt is judged PASS",
+    "M_PREEMPT_ON_FAILED": "no scenario submits a request with onPreempt set that fails: an onPreempt for a failed "
+    "allocation is never observed",
+    "L_SUPPORTED_EIO": "concurrency.allocate_inside_onpreempt: after its one allocation legally fails, its two 3 s "
+    "awaits (and the settle) exceed its 5 s budget: TIMEOUT, exit 2",
+    "L_SILENT_PREEMPT_LOAD": "loading.free_while_load_in_flight: onLoad(ENOENT) for a buffer without onPreempt "
+    "(silently preempted) is judged FAIL load-async (allowed: class n)",
+}
 
 
 def real_library() -> Path:
@@ -162,6 +208,10 @@ class Outcome:
 
     def failing(self, clause: str) -> list[str]:
         return sorted(s for s, (verdict, c, _) in self.bad.items() if verdict == "FAIL" and c == clause)
+
+    def warning(self, reading: str) -> list[str]:
+        """Scenarios whose WARN names `reading` (the reason lists "R<n> (sentence)")."""
+        return sorted(s for s, reason in self.warned.items() if f"{reading} (" in reason)
 
     def clauses(self) -> Counter[str]:
         return Counter(c or verdict for verdict, c, _ in self.bad.values())
@@ -220,6 +270,19 @@ def main(argv: list[str]) -> int:
             print(
                 f"| {m.klass} | `{m.mutation}` | `{m.clause}` | {o.exit_code} | {len(o.failing(m.clause))} "
                 f"| {', '.join(f'{k} x{v}' for k, v in sorted(others.items())) or '-'} |"
+            )
+            sys.stdout.flush()
+        print()
+        print("| class | mutation | expected reading | exit | scenarios WARN naming it | non-PASS |")
+        print("|---|---|---|---|---|---|")
+        for w in WARNED:
+            if wanted and w.mutation not in wanted:
+                continue
+            o = run_kit(build(w.mutation, work / w.mutation, real_lib), work / w.mutation / "run")
+            bad = ", ".join(f"{k} x{n}" for k, n in sorted(o.clauses().items()))
+            print(
+                f"| {w.klass} | `{w.mutation}` | {w.reading} | {o.exit_code} | {len(o.warning(w.reading))} "
+                f"| {bad or '-'} |"
             )
             sys.stdout.flush()
         print()

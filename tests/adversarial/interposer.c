@@ -1,8 +1,9 @@
 /*
  * An implementation of android/npumanager/buffer.h that forwards every call to the real libvnpu and
  * changes exactly one behaviour, chosen at build time with -DMUTATION=<one of enum mutation>.
- * M_* are violations of the published text (the kit must FAIL them); L_* are legal variations (the
- * kit must not FAIL them). M_NONE forwards everything through the same wrappers.
+ * M_* are violations of the published text (the kit must FAIL them); W_* depart only from a reading
+ * of silent text (the kit must WARN); L_* are legal variations (the kit must not FAIL them). M_NONE
+ * forwards everything through the same wrappers.
  *
  * How it forwards. The application's request objects are shim requests that own a real request.
  * The application's cookie, deleter and callbacks stay in the shim; the real library only ever sees
@@ -41,13 +42,16 @@ enum mutation {
     /* violations */
     M_MAP_ENOENT,          /* a: every map fails with ENOENT, onPreempt never delivered */
     M_PREEMPT_IN_FREE,     /* a: onPreempt(cookie) inside ANpuBuffer_free for every buffer freed */
+    W_PREEMPT_IN_FREE_UNMAPPED, /* a: the same, only for buffers with no mapping left (the kit: WARN R13) */
+    M_PREEMPT_ON_FAILED,   /* a: onPreempt(cookie) after every failed onAlloc (no buffer to preempt) */
     M_LIVE_CALLBACKS,      /* b: onAlloc/onPreempt read from the request at callback time, not snapshotted */
     M_FIRST_DELETER,       /* c: every cookie deleted with the first deleter ever received */
     M_SUPPORT_COUNT,       /* d: isSupported returns the number of supported requests */
     M_SUPPORT_BY_COOKIE,   /* d: a request carrying a non-NULL cookie is reported unsupported */
     M_SUPPORT_CANARY,      /* d/h: isSupported writes one byte past outIsSupported[requestsLen - 1] */
-    M_BLOCKING_ALLOC,      /* e: allocAsync waits (up to 50 ms) until its onAllocs have run */
-    M_BLOCKING_LOAD,       /* e: loadAsync waits (up to 50 ms) until its onLoad has run */
+    M_SUPPORT_TWICE_DIFFERS, /* d: a request listed again in one call gets the opposite answer */
+    W_BLOCKING_ALLOC,      /* e: allocAsync waits (up to 1 s) until its onAllocs have run (the kit: WARN R14) */
+    W_BLOCKING_LOAD,       /* e: loadAsync waits (up to 1 s) until its onLoad has run (the kit: WARN R14) */
     M_COOKIE_48,           /* f: cookies handed to callbacks and deleters keep only their low 48 bits */
     M_CREATE_NULL,         /* g: ANpuManager_AllocRequest_create returns NULL */
     M_SETONALLOC_NULL_OK,  /* h: setOnAlloc(request, NULL) returns instead of crashing */
@@ -57,7 +61,7 @@ enum mutation {
     L_ERRNO_RANGE,         /* j: bad priority -> ERANGE, bad prot bits -> ENOTSUP (allocAsync and setPriority) */
     L_SIZE0_OK,            /* k: a request of size 0 is granted a buffer */
     L_SUPPORTED_EIO,       /* l: every other valid supported request fails with EIO */
-    L_SUPPORT_BY_SIZE,     /* m: requests above 16 MiB unsupported (and they fail with ENOSPC) */
+    L_SUPPORT_BY_SIZE,     /* m: requests above 32 KiB unsupported (and they fail with ENOSPC) */
     L_SILENT_PREEMPT_LOAD, /* n: a buffer without onPreempt is preempted silently before each loadAsync */
     L_FDS_AT_FREE,         /* o: owned fds are closed at ANpuBuffer_free (loads) / last buffer freed (requests) */
     L_ENOMEM_PRESSURE,     /* p: at most 4 KiB of live buffers, ENOMEM beyond */
@@ -81,8 +85,11 @@ static const enum mutation MUT = MUTATION;
 
 #define RETIMED (MUT == L_FRESH_THREAD || MUT == L_RANDOM_DELAY || MUT == L_REORDER)
 #define PAGE_SZ 4096u
-#define BLOCK_NS (50L * 1000 * 1000)
-#define SIZE_LIMIT ((int64_t)16 << 20)
+/* W_BLOCKING_*: the wait for the callback is bounded so that a callback that calls allocAsync (on the
+ * worker) cannot deadlock; 1 s is beyond the probe's 400 ms wait_return (a 50 ms bound returns while
+ * such a callback still waits, which no trace can tell from a slow call). */
+#define BLOCK_NS (1000L * 1000 * 1000)
+#define SIZE_LIMIT ((int64_t)32 << 10)
 #define PRESSURE_LIMIT ((int64_t)4096)
 #define MAX_MAPS 2
 #define MAX_FDS 8
@@ -165,7 +172,7 @@ static _Atomic(ANpuManager_CookieDeleter) first_deleter;
 static unsigned supported_seen;    /* L_SUPPORTED_EIO, under mu */
 static int64_t pressure_used;      /* L_ENOMEM_PRESSURE, under mu */
 static bool fail_next_pending;     /* a vnpu fail_next is waiting for the next real request, under mu */
-static unsigned long loads_done;   /* onLoads the application has received (M_BLOCKING_LOAD), under mu */
+static unsigned long loads_done;   /* onLoads the application has received (W_BLOCKING_LOAD), under mu */
 
 static void *cookie_out(void *cookie) {
     if (MUT == M_COOKIE_48) return (void *)((uintptr_t)cookie & (uintptr_t)0xFFFFFFFFFFFFull);
@@ -201,7 +208,7 @@ struct shim_req {
     int64_t size;
     bool has_fd;
     struct fdref *fd;
-    bool dead; /* M_LIVE_CALLBACKS keeps freed requests */
+    bool dead; /* M_LIVE_CALLBACKS keeps freed requests (with their last values) */
 };
 
 struct batch {
@@ -220,6 +227,8 @@ struct sub {
     struct batch *batch;
     int64_t accounted;
     atomic_bool cookie_dropped; /* M_DELETE_AT_FREE */
+    atomic_bool preempted;      /* an onPreempt came from the real library */
+    atomic_bool announced;      /* *_PREEMPT_IN_FREE* delivered its onPreempt: the real one is dropped */
     pthread_mutex_t order_mu;
     pthread_cond_t order_cv;
     unsigned next_ticket, serving;
@@ -377,8 +386,7 @@ static void deliver(struct job *j) {
     switch (j->kind) {
     case J_ALLOC: {
         ANpuManager_AllocCallback fn = s->on_alloc;
-        if (MUT == M_LIVE_CALLBACKS && s->req != NULL && !s->req->dead && s->req->on_alloc != NULL)
-            fn = s->req->on_alloc;
+        if (MUT == M_LIVE_CALLBACKS && s->req != NULL && s->req->on_alloc != NULL) fn = s->req->on_alloc;
         if (j->error == 0 && j->buf != NULL) {
             struct bufent *e = calloc(1, sizeof *e);
             if (e == NULL) abort();
@@ -392,6 +400,7 @@ static void deliver(struct job *j) {
             pthread_mutex_unlock(&mu);
         }
         fn(sub_cookie(s), j->error, j->buf);
+        if (MUT == M_PREEMPT_ON_FAILED && j->error != 0 && s->on_preempt != NULL) s->on_preempt(sub_cookie(s));
         note_alloc_done(s);
         if (j->error != 0 && s->fd != NULL && MUT == L_FDS_AT_FREE) {
             /* nothing to free later: the failed submission no longer needs the fd */
@@ -403,8 +412,9 @@ static void deliver(struct job *j) {
     }
     case J_PREEMPT: {
         ANpuManager_PreemptCallback fn = s->on_preempt;
-        if (MUT == M_LIVE_CALLBACKS && s->req != NULL && !s->req->dead) fn = s->req->on_preempt;
-        if (MUT == M_MAP_ENOENT) fn = NULL;
+        if (MUT == M_LIVE_CALLBACKS && s->req != NULL) fn = s->req->on_preempt; /* also once freed */
+        if (MUT == M_MAP_ENOENT || atomic_load(&s->announced)) fn = NULL;
+        atomic_store(&s->preempted, true);
         if (fn != NULL) fn(sub_cookie(s));
         break;
     }
@@ -692,6 +702,12 @@ EXPORT int ANpuManager_isSupported(ANpuManager_AllocRequest *const *requests, si
         if (MUT == M_SUPPORT_BY_COOKIE && r->holder != NULL && r->holder->cookie != NULL) out[i] = false;
         if (MUT == L_SUPPORT_BY_SIZE && r->size > SIZE_LIMIT) out[i] = false;
         if (MUT == L_SUPPORT_INVALID_TRUE && (r->device < 0 || r->type < 1 || r->type > 4)) out[i] = true;
+        if (MUT == M_SUPPORT_TWICE_DIFFERS)
+            for (size_t k = 0; k < i; k++)
+                if (requests[k] == requests[i]) {
+                    out[i] = !out[k];
+                    break;
+                }
         count += out[i];
     }
     if (MUT == M_SUPPORT_CANARY) ((volatile unsigned char *)out)[len] ^= 0xFF;
@@ -826,7 +842,7 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
         if (sized[i]) R.set_size(r->real, 0);
         R.set_cookie(r->real, NULL, NULL); /* the request keeps no submission */
     }
-    if (MUT == M_BLOCKING_ALLOC) {
+    if (MUT == W_BLOCKING_ALLOC) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += BLOCK_NS;
@@ -869,9 +885,20 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     }
     for (struct bufent *e = gone; e != NULL; e = e->next) {
         struct sub *s = e->sub;
-        if (MUT == M_PREEMPT_IN_FREE && s->on_preempt != NULL) s->on_preempt(sub_cookie(s));
-        if (MUT == M_DELETE_AT_FREE && s->on_preempt != NULL && !atomic_exchange(&s->cookie_dropped, true))
-            holder_release(s->holder, false);
+        if (atomic_load(&s->preempted)) continue; /* its one onPreempt came already */
+        bool announce = MUT == M_PREEMPT_IN_FREE;
+        if (MUT == W_PREEMPT_IN_FREE_UNMAPPED) {
+            pthread_mutex_lock(&mu);
+            announce = live_maps(e) == 0;
+            pthread_mutex_unlock(&mu);
+        }
+        if (announce && s->on_preempt != NULL && !atomic_exchange(&s->announced, true)) s->on_preempt(sub_cookie(s));
+        if (MUT == M_DELETE_AT_FREE && s->on_preempt != NULL && s->holder != NULL &&
+            !atomic_exchange(&s->cookie_dropped, true) && atomic_fetch_sub(&s->holder->refs, 1) == 1) {
+            /* deleted now; the holder itself is kept, a late onPreempt still reads the value */
+            ANpuManager_CookieDeleter d = s->holder->deleter;
+            if (d != NULL) d(s->holder->cookie);
+        }
     }
     int ret = R.buf_free(buffers_in, len);
     int saved = errno;
@@ -1000,7 +1027,7 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
         errno = saved;
     }
     R.load_async(buf, give, file_offset, length, buffer_offset, shim_on_load);
-    if (MUT == M_BLOCKING_LOAD) {
+    if (MUT == W_BLOCKING_LOAD) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += BLOCK_NS;
