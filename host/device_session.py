@@ -20,6 +20,9 @@ from .target import Device, Target
 DISCOVERY_LIMIT_S = 30.0
 
 
+ABIS_32 = frozenset({"armeabi-v7a", "armeabi", "x86", "arm", "armhf", "armv7l", "i386", "i686"})
+
+
 def caps_from_info(info: Mapping[str, object]) -> DeviceCaps:
     """The judge's view of a device, rebuilt from its stored info (the one rule for run and rejudge)."""
     pairs_value = info.get("supported_pairs")
@@ -39,7 +42,10 @@ def caps_from_info(info: Mapping[str, object]) -> DeviceCaps:
     capacity = info.get("capacity") if control or declared else None
     policy = info.get("policy") if control or declared else None
     personality = info.get("personality")
+    abis = info.get("abis")
+    abi = info.get("abi") or (abis[0] if isinstance(abis, list) and abis else None)
     return DeviceCaps(
+        pointer_bits=(32 if abi in ABIS_32 else 64) if isinstance(abi, str) and abi else None,
         supported_pairs=pairs,
         capacity_bytes=capacity if isinstance(capacity, int) and not isinstance(capacity, bool) else None,
         policy=policy if isinstance(policy, str) else None,
@@ -84,6 +90,8 @@ def missing_capability(scenario: Scenario, caps: DeviceCaps, pairs: Pairs) -> st
             return "the implementation has no vnpu control entry point (real devices cannot be preempted on demand)"
         if need == "capacity" and caps.capacity_bytes is None:
             return "the device declares no capacity"
+        if need == "pointer-64" and caps.pointer_bits == 32:
+            return "the device's pointers are 32 bits wide: a 64-bit raw cookie does not fit in one"
     return None
 
 

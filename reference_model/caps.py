@@ -14,6 +14,7 @@ class DeviceCaps:
     capacity_bytes / policy: declared by a vnpu device profile; None on real devices, where an
     allocation of a supported pair may also fail with ENOMEM.
     vnpu_control: the implementation exports the vnpu control entry point.
+    pointer_bits: 32 or 64 from the device's ABI (None: unknown); a 64-bit raw cookie needs 64.
     """
 
     supported_pairs: frozenset[tuple[int, int]] | None = None
@@ -21,3 +22,4 @@ class DeviceCaps:
     policy: str | None = None
     personality: str | None = None
     vnpu_control: bool = False
+    pointer_bits: int | None = None

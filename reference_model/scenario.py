@@ -12,7 +12,8 @@ from .vocabulary import ERRNO_NAMES, OPS, ArgKind, ArgSpec, Op
 
 SCENARIO_ID = re.compile(r"[a-z0-9][a-z0-9_.-]*\Z")
 HANDLE = re.compile(r"[a-z][a-z0-9_]*\Z")
-CAPABILITIES: Final = frozenset({"supported-pair", "unsupported-pair", "vnpu-control", "load", "capacity"})
+CAPABILITIES: Final = frozenset({"supported-pair", "unsupported-pair", "vnpu-control", "load", "capacity",
+                                 "pointer-64"})
 SYMBOLIC_INTS: Final[dict[str, int]] = {
     "INT32_MIN": -(2**31),
     "INT32_MAX": 2**31 - 1,

@@ -186,3 +186,13 @@ def test_control_command_naming_a_buffer_whose_allocation_failed_is_no_error():
     b.call("buf_map", map="m", buf="b", length=4096, prot=["READ"], flags=["SHARED"], offset=0,
            skipped="b0 unbound")
     passes(teardown(b, reqs=["r"], deleted=["c"]))
+
+
+def test_every_reading_that_warns_is_documented():
+    from pathlib import Path
+
+    from reference_model.readings import READINGS
+
+    model_md = (Path(__file__).resolve().parents[2] / "docs" / "model.md").read_text()
+    for rid in READINGS:
+        assert f"| {rid} |" in model_md, f"{rid} has no row in docs/model.md §4"

@@ -25,6 +25,7 @@ def test_summary_fields(mixed_run: ResultsBuilder, tmp_path: Path):
     assert summary["devices"]["vnpu-1"]["NOT_EXECUTED"] == 1
     assert summary["chapters"]["alloc"] == {
         "PASS": 2,
+        "WARN": 0,
         "FAIL": 1,
         "NOT_APPLICABLE": 0,
         "WAIVED": 1,
