@@ -900,8 +900,19 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
             if (d != NULL) d(s->holder->cookie);
         }
     }
+    struct fdref *segment_fds[64];
+    size_t nsegment = 0;
+    pthread_mutex_lock(&mu);
+    for (struct bufent *e = gone; e != NULL && nsegment < 64; e = e->next) {
+        if (MUT == L_FDS_AT_FREE && e->sub->fd != NULL) { /* the real library may keep the submission longer */
+            segment_fds[nsegment++] = e->sub->fd;
+            e->sub->fd = NULL;
+        }
+    }
+    pthread_mutex_unlock(&mu);
     int ret = R.buf_free(buffers_in, len);
     int saved = errno;
+    for (size_t k = 0; k < nsegment; k++) fdref_release(segment_fds[k]);
     while (gone != NULL) {
         struct bufent *e = gone;
         gone = e->next;
