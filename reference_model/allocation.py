@@ -333,7 +333,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
 
 
 def settle_alloc(ctx: Ctx, s: State) -> Out:
-    bad = all_answered(s) or owed_preempts(s)
+    bad = all_answered(s) or owed_preempts(s, announced=False)
     return bad if bad is not None else [s]
 
 

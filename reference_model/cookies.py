@@ -95,7 +95,8 @@ def ret_set_cookie(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
 
 
 @clause("cookie-deleter-called", "cookie-deleter-null-cookie", "cookie-null-deleter-nothing",
-        "cookie-deleter-any-thread", "cookie-borrowed-in-callbacks", "cookie-ownership-donated")
+        "cookie-deleter-any-thread", "cookie-borrowed-in-callbacks", "cookie-ownership-donated",
+        "preempt-onpreempt-purpose")
 def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
     """Spec: "If cookieDeleter is not NULL, it will be called with the cookie value." (cookie-deleter-called)
     Spec: "This will happen even if the cookie is NULL." (cookie-deleter-null-cookie)
@@ -106,7 +107,9 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
     A deleter call is attributed to a hand-over of that value whose holders have all let go; hand-overs
     of one value with no holder are interchangeable, so the first one is taken (no branching). Deleting a
     cookie a request still holds breaks the ownership rule; deleting one a pending callback will receive
-    breaks borrowing (cookie-borrowed-in-callbacks).
+    breaks borrowing (cookie-borrowed-in-callbacks) — unless the only callbacks still owed with it are
+    the onPreempt of freed buffers that a map or load showed preempted: the cookie was dropped as if
+    that onPreempt were not coming, which is what fails (preempt-onpreempt-purpose).
     """
     value = ev.cookie
     bad = own_deleter(ev)
@@ -130,6 +133,13 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
             return reject("cookie-ownership-donated", f"deleter({shown}) while request {by_request[0]} still holds it",
                           ["no deleter call while a request holds the cookie"],
                           f"the cookie handed over at step {held.step} is still set on a live request")
+        owed = [b.handle for b in (*s.bufs.values(), *s.ghosts)
+                if b.cookie.token == held_id and b.freed and b.announced and not b.preempt_cb]
+        if owed and len(owed) == held.holders:
+            return reject("preempt-onpreempt-purpose", f"deleter({shown}) before the onPreempt owed for {owed[0]}",
+                          ["onPreempt, then the deleter"],
+                          f"{owed[0]} was shown preempted (ENOENT) and its request had onPreempt: the callback is "
+                          "owed, and the cookie must outlive it")
         return reject("cookie-borrowed-in-callbacks", f"deleter({shown}) while a callback is still owed with it",
                       ["deleter after the last callback carrying the cookie"],
                       f"the cookie handed over at step {held.step} is still held by a submission, buffer or load")

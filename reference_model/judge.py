@@ -127,7 +127,7 @@ CB_HANDLERS: Final[dict[str, Callable[[Ctx, State, Cb], Out]]] = {
 SETTLE_HANDLERS: Final[dict[str, Callable[[Ctx, State], Out]]] = {
     "alloc": allocation.settle_alloc,
     "load": loading.settle_load,
-    "deleters": cookies.settle_deleters,
+    "deleters": preemption.settle_deleters,
 }
 
 

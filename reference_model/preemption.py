@@ -8,7 +8,7 @@ preempted at any time an implementation chooses (``Ctx.spontaneous``: capacity n
 from __future__ import annotations
 
 from ._context import Ctx, Out, reject
-from .cookies import callback_cookie_alive, hold
+from .cookies import all_deleted, callback_cookie_alive, hold
 from .rules import Reject, clause
 from .state import Buffer, Inflight, State, evolve_buffer, evolve_state
 from .trace import Call, Cb, End, Ret
@@ -176,23 +176,33 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
 
 
 @clause("preempt-callback-on-forced-dealloc", "preempt-onpreempt-purpose")
-def owed_preempts(s: State) -> Reject | None:
+def owed_preempts(s: State, announced: bool = True) -> Reject | None:
     """Spec: "Callback function to be invoked when NpuManager needs to forcefully deallocate the buffer."
     (preempt-onpreempt-purpose)
 
     When the scenario's steps are over (the first settle of teardown, and the end), every buffer the vnpu
     confirmed preempting has had its onPreempt (if set) — unless the application freed the buffer first,
-    which makes a late callback optional (preempt-after-free-race).
+    which makes a late callback optional (preempt-after-free-race). A preemption the application saw
+    (ENOENT, no command) owes its onPreempt too, but the device gets until the deleters' settle (the
+    last wait of teardown) for it: the text allows "a small time window" before the callback
+    (``announced`` False at the first settle).
     """
     for b in s.bufs.values():
         if b.vnpu_preempted and b.onpreempt and not b.preempt_cb and not b.freed:
             return reject("preempt-onpreempt-purpose", f"no onPreempt for {b.handle}", ["one onPreempt"],
                           "the vnpu preempted the buffer and its onPreempt is set")
-    for b in (*s.bufs.values(), *s.ghosts):
+    for b in (*s.bufs.values(), *s.ghosts) if announced else ():
         if announced_owed(b):
             return reject("preempt-onpreempt-purpose", f"no onPreempt for {b.handle}", ["one onPreempt"],
                           f"{b.handle} was shown preempted (ENOENT) and its request had onPreempt")
     return None
+
+
+def settle_deleters(ctx: Ctx, s: State) -> Out:
+    """The last settle of teardown: every onPreempt a seen preemption owes has arrived, then every
+    cookie without holders has been deleted."""
+    bad = owed_preempts(s) or all_deleted(s)
+    return bad if bad is not None else [s]
 
 
 def on_end(ctx: Ctx, s: State, ev: End) -> Out:

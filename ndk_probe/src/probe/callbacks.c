@@ -9,7 +9,6 @@
 #include "trace.h"
 
 #define CB_MAP_LENGTH 4096 /* map_unmap maps the first page */
-#define WAIT_RETURN_MS 400  /* how long a wait_return callback waits for the call to return */
 
 /* The call/ret envelope of one API call a cb_action makes (in_cb and th come from the thread). */
 static void nested_call(const struct trace_job *job, enum npuconf_op op, struct jbuf *args) {
@@ -136,7 +135,7 @@ static void run_job(const struct trace_job *job) {
         job_alloc(job);
         break;
     case CB_ACT_WAIT_RETURN:
-        trace_wait_async_return(probe_scaled_ns(WAIT_RETURN_MS, 1.0));
+        trace_wait_async_return(job->wait_ns);
         break;
     case CB_ACT_NONE:
         break;

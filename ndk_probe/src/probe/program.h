@@ -96,7 +96,10 @@ struct probe_cb_action {
     enum probe_cb_act act;
     int32_t priority;  /* set_priority_<n> */
     unsigned req_slot; /* alloc_r<N> */
+    uint64_t wait_ns;  /* wait_return: how long the callback waits (set when armed, timeout multiplier applied) */
 };
+
+#define WAIT_RETURN_MS 400 /* wait_return's wait before the multiplier */
 
 /* Parses cb_action's kind and action; false when either is not one the probe knows. */
 bool program_cb_action(const char *kind, const char *action, struct probe_cb_action *out);

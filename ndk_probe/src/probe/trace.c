@@ -338,6 +338,7 @@ static void decide_locked(enum probe_cb_kind kind, const void *cookie, size_t in
     job->step = a->step;
     job->priority = a->action.priority;
     job->req_slot = a->action.req_slot;
+    job->wait_ns = a->action.wait_ns;
     job->req = a->req;
     job->api = rec.api;
     a->count--;

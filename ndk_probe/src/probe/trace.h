@@ -55,6 +55,7 @@ struct trace_job {
     size_t step; /* the cb_action step that armed it */
     int32_t priority;
     unsigned req_slot;
+    uint64_t wait_ns; /* wait_return */
     ANpuManager_AllocRequest *req;
     size_t buf; /* registry index, or TRACE_NO_BUF */
     ANpuBuffer *ptr;
