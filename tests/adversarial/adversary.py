@@ -52,6 +52,11 @@ class Legal:
     klass: str
     mutation: str
     change: str
+    args: tuple[str, ...] = ()  # extra `npuconf run` options
+
+    @property
+    def name(self) -> str:
+        return self.mutation + ("+" + "".join(self.args).lstrip("-") if self.args else "")
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -127,6 +132,12 @@ WARNED: tuple[Warned, ...] = (
 
 LEGAL: tuple[Legal, ...] = (
     Legal("-", "M_NONE", "pass-through: every call, callback and deleter forwarded unchanged"),
+    Legal(
+        "-",
+        "M_NONE",
+        "pass-through with the vnpu's capacity declared: the capacity clauses judged through the interposer",
+        ("--capacity", "268435456"),
+    ),
     Legal("j", "L_ERRNO_RANGE", "out-of-range priority refused with ERANGE, invalid prot bits with ENOTSUP"),
     Legal("k", "L_SIZE0_OK", "a request of size 0 is granted a buffer"),
     Legal("l", "L_SUPPORTED_EIO", "every other valid supported request fails with EIO"),
@@ -292,10 +303,11 @@ def main(argv: list[str]) -> int:
         for v in LEGAL:
             if wanted and v.mutation not in wanted:
                 continue
-            o = run_kit(build(v.mutation, work / v.mutation, real_lib), work / v.mutation / "run")
+            o = run_kit(build(v.mutation, work / v.name, real_lib), work / v.name / "run", *v.args)
             bad = ", ".join(f"{k} x{n}" for k, n in sorted(o.clauses().items()))
+            options = " " + " ".join(v.args) if v.args else ""
             print(
-                f"| {v.klass} | `{v.mutation}` | {o.exit_code} | {o.counts['PASS']} | {o.counts['WARN']} "
+                f"| {v.klass} | `{v.mutation}`{options} | {o.exit_code} | {o.counts['PASS']} | {o.counts['WARN']} "
                 f"| {bad or '-'} |"
             )
             sys.stdout.flush()

@@ -31,7 +31,7 @@ def rows(table: tuple[Mutant, ...] | tuple[Warned, ...] | tuple[Legal, ...]) -> 
     return [
         pytest.param(
             row,
-            id=f"{row.klass}-{row.mutation}",
+            id=f"{row.klass}-{row.name if isinstance(row, Legal) else row.mutation}",
             marks=[pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[row.mutation])]
             if row.mutation in KNOWN_GAPS
             else [],
@@ -64,7 +64,7 @@ def test_departure_from_a_reading_warns(mutant: Warned, real_lib: Path, tmp_path
 
 @pytest.mark.parametrize("variation", rows(LEGAL))
 def test_legal_variation_is_conformant(variation: Legal, real_lib: Path, tmp_path: Path) -> None:
-    outcome = run_kit(build(variation.mutation, tmp_path, real_lib), tmp_path / "run")
+    outcome = run_kit(build(variation.mutation, tmp_path, real_lib), tmp_path / "run", *variation.args)
     assert outcome.exit_code == 0, outcome.describe()
     assert outcome.summary_exit == 0, outcome.describe()
     assert not any(outcome.counts[v] for v in BAD_VERDICTS), outcome.describe()
