@@ -77,7 +77,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "b",
         "M_LIVE_CALLBACKS",
         "onAlloc/onPreempt read from the request at callback time (no snapshot)",
-        "preempt-onpreempt-purpose",
+        "req-onpreempt-default-null",
     ),
     Mutant(
         "c", "M_FIRST_DELETER", "every cookie deleted with the first deleter ever received", "cookie-ownership-donated"
@@ -168,9 +168,6 @@ LEGAL: tuple[Legal, ...] = (
 # README). The tests expect these rows to fail (strict xfail): when the kit is fixed they pass, the
 # xfail turns into a failure, and the entry must be removed.
 KNOWN_GAPS: dict[str, str] = {
-    "M_LIVE_CALLBACKS": "the snapshot scenarios (allocation.snapshot_onpreempt_cleared_after_alloc, "
-    "allocation.snapshot_every_setter_changed_after_alloc) free the preempted buffer in their steps, and a free "
-    "before the first teardown settle waives the owed onPreempt (R9): the dropped onPreempt is judged PASS",
     "M_PREEMPT_ON_FAILED": "no scenario submits a request with onPreempt set that fails: an onPreempt for a failed "
     "allocation is never observed",
     "L_SUPPORTED_EIO": "concurrency.allocate_inside_onpreempt: after its one allocation legally fails, its two 3 s "

@@ -555,6 +555,7 @@ EXPORT ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void) {
     struct shim_req *r = calloc(1, sizeof *r);
     if (r == NULL) abort();
     r->real = R.create();
+    if (MUT == M_LIVE_CALLBACKS) R.set_onpreempt(r->real, shim_on_preempt); /* see setOnPreempt */
     r->device = -1;
     r->priority = ANPUBUFFER_PRIORITY_DEFAULT;
     r->prot = PROT_READ;
@@ -670,7 +671,8 @@ EXPORT void ANpuManager_AllocRequest_setOnPreempt(ANpuManager_AllocRequest *requ
                                                   ANpuManager_PreemptCallback on_preempt) {
     real();
     struct shim_req *r = (struct shim_req *)request;
-    R.set_onpreempt(REAL_REQ(r), on_preempt != NULL ? shim_on_preempt : NULL);
+    /* M_LIVE_CALLBACKS: the real library always calls back, the shim asks the request at that time */
+    R.set_onpreempt(REAL_REQ(r), on_preempt != NULL || MUT == M_LIVE_CALLBACKS ? shim_on_preempt : NULL);
     if (r != NULL) r->on_preempt = on_preempt;
 }
 
