@@ -1036,7 +1036,9 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
         char command[64];
         snprintf(command, sizeof command, "preempt=%p", (void *)buf);
         int saved = errno;
-        R.control(command); /* may refuse (mapped, loading): then nothing happened */
+        /* May refuse (mapped, loading: then nothing happened). ENOENT also comes while the real
+         * library has not yet marked the buffer delivered (its onAlloc job still finishing): retry. */
+        for (int tries = 0; R.control(command) != 0 && errno == ENOENT && tries < 200; tries++) sleep_ns(1000000L);
         errno = saved;
     }
     R.load_async(buf, give, file_offset, length, buffer_offset, shim_on_load);
