@@ -1,0 +1,1077 @@
+/*
+ * An implementation of android/npumanager/buffer.h that forwards every call to the real libvnpu and
+ * changes exactly one behaviour, chosen at build time with -DMUTATION=<one of enum mutation>.
+ * M_* are violations of the published text (the kit must FAIL them); W_* depart only from a reading
+ * of silent text (the kit must WARN); L_* are legal variations (the kit must not FAIL them). M_NONE
+ * forwards everything through the same wrappers.
+ *
+ * How it forwards. The application's request objects are shim requests that own a real request.
+ * The application's cookie, deleter and callbacks stay in the shim; the real library only ever sees
+ * one "submission" object per request per allocAsync as its cookie (with the shim's deleter) and the
+ * shim's callbacks. So every callback and deleter passes through here, where it can be re-timed,
+ * re-threaded or changed. Buffers are the real library's pointers (vnpu control commands name them).
+ *
+ * Lifetimes. A holder is one hand-over of the application's cookie (setCookie): the request holds
+ * it until replaced or freed, each submission holds it until the real library deletes the
+ * submission. The application's deleter runs when the last holder lets go. A submission is held by
+ * the real library (one reference, dropped by the real deleter) and by every callback the shim has
+ * deferred to another thread, so the cookie is never deleted while a callback may still run.
+ *
+ * Build: gcc -std=c11 -Wall -Wextra -Werror -shared -fPIC -I ndk_probe/include
+ *        -DMUTATION=M_NONE -DREAL_LIB='"/abs/path/libvnpu.so"' -o libmutant.so interposer.c -ldl -lpthread
+ * $NPUCONF_REAL_IMPL, when set, overrides REAL_LIB.
+ */
+#define _GNU_SOURCE
+#include <android/npumanager/buffer.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum mutation {
+    M_NONE,
+    /* violations */
+    M_MAP_ENOENT,          /* a: every map fails with ENOENT, onPreempt never delivered */
+    M_PREEMPT_IN_FREE,     /* a: onPreempt(cookie) inside ANpuBuffer_free for every buffer freed */
+    W_PREEMPT_IN_FREE_UNMAPPED, /* a: the same, only for buffers with no mapping left (the kit: WARN R13) */
+    M_PREEMPT_ON_FAILED,   /* a: onPreempt(cookie) after every failed onAlloc (no buffer to preempt) */
+    M_LIVE_CALLBACKS,      /* b: onAlloc/onPreempt read from the request at callback time, not snapshotted */
+    M_FIRST_DELETER,       /* c: every cookie deleted with the first deleter ever received */
+    M_SUPPORT_COUNT,       /* d: isSupported returns the number of supported requests */
+    M_SUPPORT_BY_COOKIE,   /* d: a request carrying a non-NULL cookie is reported unsupported */
+    M_SUPPORT_CANARY,      /* d/h: isSupported writes one byte past outIsSupported[requestsLen - 1] */
+    M_SUPPORT_TWICE_DIFFERS, /* d: a request listed again in one call gets the opposite answer */
+    W_BLOCKING_ALLOC,      /* e: allocAsync waits (up to 1 s) until its onAllocs have run (the kit: WARN R14) */
+    W_BLOCKING_LOAD,       /* e: loadAsync waits (up to 1 s) until its onLoad has run (the kit: WARN R14) */
+    M_COOKIE_48,           /* f: cookies handed to callbacks and deleters keep only their low 48 bits */
+    M_CREATE_NULL,         /* g: ANpuManager_AllocRequest_create returns NULL */
+    M_SETONALLOC_NULL_OK,  /* h: setOnAlloc(request, NULL) returns instead of crashing */
+    M_NULL_REQUEST_OK,     /* h: setOnAlloc(NULL, f) returns instead of crashing */
+    M_DELETE_AT_FREE,      /* i: the cookie is deleted inside ANpuBuffer_free though a late onPreempt may come */
+    /* legal variations */
+    L_ERRNO_RANGE,         /* j: bad priority -> ERANGE, bad prot bits -> ENOTSUP (allocAsync and setPriority) */
+    L_SIZE0_OK,            /* k: a request of size 0 is granted a buffer */
+    L_SUPPORTED_EIO,       /* l: every other valid supported request fails with EIO */
+    L_SUPPORT_BY_SIZE,     /* m: requests above 32 KiB unsupported (and they fail with ENOSPC) */
+    L_SILENT_PREEMPT_LOAD, /* n: a buffer without onPreempt is preempted silently before each loadAsync */
+    L_FDS_AT_FREE,         /* o: owned fds are closed at ANpuBuffer_free (loads) / last buffer freed (requests) */
+    L_ENOMEM_PRESSURE,     /* p: at most 4 KiB of live buffers, ENOMEM beyond */
+    L_CALLER_THREAD,       /* q: every onAlloc inside allocAsync on the caller's thread */
+    L_SUPPORT_INVALID_TRUE,/* q: isSupported says true for an invalid device or type */
+    L_PRIORITY_MAPPED_BUSY,/* q: setPriority refused (EBUSY) while the buffer is mapped */
+    L_MAP_LIMIT,           /* q: at most 2 live mappings per buffer, ENOMEM beyond */
+    L_FRESH_THREAD,        /* every callback and deferrable deleter on a fresh thread */
+    L_RANDOM_DELAY,        /* the same, after a random delay of 0..3 ms */
+    L_REORDER,             /* the onAllocs of one allocAsync delivered in reverse order, fresh threads */
+};
+
+#ifndef MUTATION
+#define MUTATION M_NONE
+#endif
+#ifndef REAL_LIB
+#define REAL_LIB "libvnpu.so"
+#endif
+
+static const enum mutation MUT = MUTATION;
+
+#define RETIMED (MUT == L_FRESH_THREAD || MUT == L_RANDOM_DELAY || MUT == L_REORDER)
+#define PAGE_SZ 4096u
+/* W_BLOCKING_*: the wait for the callback is bounded so that a callback that calls allocAsync (on the
+ * worker) cannot deadlock; 1 s is beyond the probe's 400 ms wait_return (a 50 ms bound returns while
+ * such a callback still waits, which no trace can tell from a slow call). */
+#define BLOCK_NS (1000L * 1000 * 1000)
+#define SIZE_LIMIT ((int64_t)32 << 10)
+#define PRESSURE_LIMIT ((int64_t)4096)
+#define MAX_MAPS 2
+#define MAX_FDS 8
+#define MAX_MAPPINGS 16
+
+/* ------------------------------------------------------------------------------------------ */
+/* The real library                                                                            */
+
+static struct {
+    ANpuManager_AllocRequest *(*create)(void);
+    void (*req_free)(ANpuManager_AllocRequest *);
+    void (*set_cookie)(ANpuManager_AllocRequest *, void *, ANpuManager_CookieDeleter);
+    void (*set_device)(ANpuManager_AllocRequest *, int32_t);
+    void (*set_type)(ANpuManager_AllocRequest *, ANpuBuffer_Type);
+    void (*set_size)(ANpuManager_AllocRequest *, int64_t);
+    void (*set_priority)(ANpuManager_AllocRequest *, int32_t);
+    void (*set_segment)(ANpuManager_AllocRequest *, int, int64_t, int64_t, int64_t);
+    void (*set_prot)(ANpuManager_AllocRequest *, int32_t);
+    void (*set_onalloc)(ANpuManager_AllocRequest *, ANpuManager_AllocCallback);
+    void (*set_onpreempt)(ANpuManager_AllocRequest *, ANpuManager_PreemptCallback);
+    int (*is_supported)(ANpuManager_AllocRequest *const *, size_t, bool *);
+    void (*alloc_async)(ANpuManager_AllocRequest *const *, size_t);
+    int (*buf_free)(ANpuBuffer *const *, size_t);
+    void *(*map)(ANpuBuffer *, void *, size_t, int, int, off_t);
+    int (*unmap)(ANpuBuffer *, void *, size_t);
+    int (*buf_set_priority)(ANpuBuffer *, int32_t);
+    void (*load_async)(ANpuBuffer *, int, int64_t, int64_t, int64_t, ANpuManager_LoadCallback);
+    int (*control)(const char *);
+} R;
+
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+
+static void *need(void *lib, const char *name) {
+    void *sym = dlsym(lib, name);
+    if (sym == NULL) {
+        fprintf(stderr, "interposer: %s missing in the real library\n", name);
+        abort();
+    }
+    return sym;
+}
+
+static void load_real(void) {
+    const char *path = getenv("NPUCONF_REAL_IMPL");
+    if (path == NULL || path[0] == '\0') path = REAL_LIB;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        fprintf(stderr, "interposer: cannot load %s: %s\n", path, dlerror());
+        abort();
+    }
+    *(void **)&R.create = need(lib, "ANpuManager_AllocRequest_create");
+    *(void **)&R.req_free = need(lib, "ANpuManager_AllocRequest_free");
+    *(void **)&R.set_cookie = need(lib, "ANpuManager_AllocRequest_setCookie");
+    *(void **)&R.set_device = need(lib, "ANpuManager_AllocRequest_setDeviceNumber");
+    *(void **)&R.set_type = need(lib, "ANpuManager_AllocRequest_setBufferType");
+    *(void **)&R.set_size = need(lib, "ANpuManager_AllocRequest_setSize");
+    *(void **)&R.set_priority = need(lib, "ANpuManager_AllocRequest_setBufferPriority");
+    *(void **)&R.set_segment = need(lib, "ANpuManager_AllocRequest_setFileSegmentToLoad");
+    *(void **)&R.set_prot = need(lib, "ANpuManager_AllocRequest_setProtectionFlags");
+    *(void **)&R.set_onalloc = need(lib, "ANpuManager_AllocRequest_setOnAlloc");
+    *(void **)&R.set_onpreempt = need(lib, "ANpuManager_AllocRequest_setOnPreempt");
+    *(void **)&R.is_supported = need(lib, "ANpuManager_isSupported");
+    *(void **)&R.alloc_async = need(lib, "ANpuManager_allocAsync");
+    *(void **)&R.buf_free = need(lib, "ANpuBuffer_free");
+    *(void **)&R.map = need(lib, "ANpuBuffer_map");
+    *(void **)&R.unmap = need(lib, "ANpuBuffer_unmap");
+    *(void **)&R.buf_set_priority = need(lib, "ANpuBuffer_setPriority");
+    *(void **)&R.load_async = need(lib, "ANpuBuffer_loadAsync");
+    *(void **)&R.control = dlsym(lib, "vnpu_control");
+    if (MUT == L_CALLER_THREAD && R.control != NULL) R.control("callback_thread=caller");
+}
+
+static void real(void) { pthread_once(&real_once, load_real); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Shared state (one process = one scenario)                                                   */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static _Atomic(ANpuManager_CookieDeleter) first_deleter;
+static unsigned supported_seen;    /* L_SUPPORTED_EIO, under mu */
+static int64_t pressure_used;      /* L_ENOMEM_PRESSURE, under mu */
+static bool fail_next_pending;     /* a vnpu fail_next is waiting for the next real request, under mu */
+static unsigned long loads_done;   /* onLoads the application has received (W_BLOCKING_LOAD), under mu */
+
+static void *cookie_out(void *cookie) {
+    if (MUT == M_COOKIE_48) return (void *)((uintptr_t)cookie & (uintptr_t)0xFFFFFFFFFFFFull);
+    return cookie;
+}
+
+/* Shared ownership of a request's file descriptor (L_FDS_AT_FREE). */
+struct fdref {
+    atomic_int refs;
+    int fd;
+};
+
+static void fdref_release(struct fdref *f) {
+    if (f != NULL && atomic_fetch_sub(&f->refs, 1) == 1) {
+        close(f->fd);
+        free(f);
+    }
+}
+
+struct holder {
+    atomic_int refs;
+    void *cookie;
+    ANpuManager_CookieDeleter deleter;
+};
+
+struct shim_req {
+    ANpuManager_AllocRequest *real;
+    struct holder *holder;
+    ANpuManager_AllocCallback on_alloc;
+    ANpuManager_PreemptCallback on_preempt;
+    int32_t device, priority, prot;
+    int type;
+    int64_t size;
+    bool has_fd;
+    struct fdref *fd;
+    bool dead; /* M_LIVE_CALLBACKS keeps freed requests (with their last values) */
+};
+
+struct batch {
+    atomic_int refs;
+    size_t expected, arrived, done;
+    struct job *jobs; /* L_REORDER */
+};
+
+struct sub {
+    atomic_int refs;
+    struct holder *holder;
+    ANpuManager_AllocCallback on_alloc;
+    ANpuManager_PreemptCallback on_preempt;
+    struct shim_req *req; /* M_LIVE_CALLBACKS */
+    struct fdref *fd;
+    struct batch *batch;
+    int64_t accounted;
+    atomic_bool cookie_dropped; /* M_DELETE_AT_FREE */
+    atomic_bool preempted;      /* an onPreempt came from the real library */
+    atomic_bool announced;      /* *_PREEMPT_IN_FREE* delivered its onPreempt: the real one is dropped */
+    pthread_mutex_t order_mu;
+    pthread_cond_t order_cv;
+    unsigned next_ticket, serving;
+};
+
+enum job_kind { J_ALLOC, J_PREEMPT, J_LOAD, J_DELETER };
+
+struct job {
+    enum job_kind kind;
+    struct sub *sub;
+    int error;
+    ANpuBuffer *buf;
+    ANpuManager_LoadCallback on_load;
+    struct holder *holder; /* J_DELETER */
+    unsigned ticket;
+};
+
+/* Per-buffer bookkeeping, for the buffers the application received. */
+struct mapping {
+    uintptr_t start, end;
+    size_t pages_left;
+};
+
+struct bufent {
+    struct bufent *next;
+    ANpuBuffer *buf;
+    struct sub *sub;
+    int fds[MAX_FDS];
+    size_t nfds;
+    struct mapping maps[MAX_MAPPINGS];
+    int64_t accounted;
+};
+
+static struct bufent *buffers; /* under mu */
+
+static struct bufent *find_buf(ANpuBuffer *buf) {
+    for (struct bufent *e = buffers; e != NULL; e = e->next)
+        if (e->buf == buf) return e;
+    return NULL;
+}
+
+static size_t live_maps(const struct bufent *e) {
+    size_t n = 0;
+    for (size_t i = 0; i < MAX_MAPPINGS; i++) n += e->maps[i].pages_left > 0;
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Threads                                                                                     */
+
+static void sleep_ns(long ns) {
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static long random_delay_ns(void) {
+    static _Atomic unsigned seed;
+    unsigned s = atomic_fetch_add(&seed, 2654435761u) ^ (unsigned)getpid();
+    return (long)(rand_r(&s) % 3000) * 1000L;
+}
+
+/* Runs fn(arg) on a new detached thread; on failure runs it here. */
+static void spawn(void *(*fn)(void *), void *arg) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, fn, arg) != 0) fn(arg);
+    pthread_attr_destroy(&attr);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Holders, submissions                                                                        */
+
+static struct holder *holder_new(void *cookie, ANpuManager_CookieDeleter deleter) {
+    struct holder *h = calloc(1, sizeof *h);
+    if (h == NULL) abort();
+    atomic_init(&h->refs, 1);
+    h->cookie = cookie;
+    h->deleter = deleter;
+    if (deleter != NULL) {
+        ANpuManager_CookieDeleter none = NULL;
+        atomic_compare_exchange_strong(&first_deleter, &none, deleter);
+    }
+    return h;
+}
+
+static void run_deleter(struct holder *h) {
+    ANpuManager_CookieDeleter d = h->deleter;
+    if (MUT == M_FIRST_DELETER && d != NULL) d = atomic_load(&first_deleter);
+    if (d != NULL) d(cookie_out(h->cookie));
+    free(h);
+}
+
+static void *deleter_thread(void *arg) {
+    if (MUT == L_RANDOM_DELAY) sleep_ns(random_delay_ns());
+    run_deleter(arg);
+    return NULL;
+}
+
+/* may_defer: false where the text wants the deletion inside the call (setCookie replacing). */
+static void holder_release(struct holder *h, bool may_defer) {
+    if (h == NULL || atomic_fetch_sub(&h->refs, 1) != 1) return;
+    if (RETIMED && may_defer)
+        spawn(deleter_thread, h);
+    else
+        run_deleter(h);
+}
+
+static void holder_ref(struct holder *h) {
+    if (h != NULL) atomic_fetch_add(&h->refs, 1);
+}
+
+static void batch_release(struct batch *b) {
+    if (b != NULL && atomic_fetch_sub(&b->refs, 1) == 1) {
+        free(b->jobs);
+        free(b);
+    }
+}
+
+static void sub_release(struct sub *s) {
+    if (atomic_fetch_sub(&s->refs, 1) != 1) return;
+    if (!atomic_load(&s->cookie_dropped)) holder_release(s->holder, true);
+    fdref_release(s->fd);
+    if (s->accounted > 0) {
+        pthread_mutex_lock(&mu);
+        pressure_used -= s->accounted;
+        pthread_mutex_unlock(&mu);
+    }
+    batch_release(s->batch);
+    pthread_mutex_destroy(&s->order_mu);
+    pthread_cond_destroy(&s->order_cv);
+    free(s);
+}
+
+static void sub_deleter(void *cookie) { sub_release(cookie); }
+
+static void *sub_cookie(const struct sub *s) { return cookie_out(s->holder != NULL ? s->holder->cookie : NULL); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Delivering callbacks                                                                        */
+
+static void note_alloc_done(struct sub *s) {
+    struct batch *b = s->batch;
+    if (b == NULL) return;
+    pthread_mutex_lock(&mu);
+    b->done++;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+}
+
+static void deliver(struct job *j) {
+    struct sub *s = j->sub;
+    switch (j->kind) {
+    case J_ALLOC: {
+        ANpuManager_AllocCallback fn = s->on_alloc;
+        if (MUT == M_LIVE_CALLBACKS && s->req != NULL && s->req->on_alloc != NULL) fn = s->req->on_alloc;
+        if (j->error == 0 && j->buf != NULL) {
+            struct bufent *e = calloc(1, sizeof *e);
+            if (e == NULL) abort();
+            e->buf = j->buf;
+            e->sub = s;
+            e->accounted = s->accounted;
+            s->accounted = 0;
+            pthread_mutex_lock(&mu);
+            e->next = buffers;
+            buffers = e;
+            pthread_mutex_unlock(&mu);
+        }
+        fn(sub_cookie(s), j->error, j->buf);
+        if (MUT == M_PREEMPT_ON_FAILED && j->error != 0 && s->on_preempt != NULL) s->on_preempt(sub_cookie(s));
+        note_alloc_done(s);
+        if (j->error != 0 && s->fd != NULL && MUT == L_FDS_AT_FREE) {
+            /* nothing to free later: the failed submission no longer needs the fd */
+            struct fdref *f = s->fd;
+            s->fd = NULL;
+            fdref_release(f);
+        }
+        break;
+    }
+    case J_PREEMPT: {
+        ANpuManager_PreemptCallback fn = s->on_preempt;
+        if (MUT == M_LIVE_CALLBACKS && s->req != NULL) fn = s->req->on_preempt; /* also once freed */
+        if (MUT == M_MAP_ENOENT || atomic_load(&s->announced)) fn = NULL;
+        atomic_store(&s->preempted, true);
+        if (fn != NULL) fn(sub_cookie(s));
+        break;
+    }
+    case J_LOAD:
+        j->on_load(sub_cookie(s), j->error, j->buf);
+        pthread_mutex_lock(&mu);
+        loads_done++;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+        break;
+    case J_DELETER:
+        break;
+    }
+}
+
+/* Callbacks of one submission run in the order the real library produced them (a buffer's
+ * onPreempt never overtakes its onAlloc); callbacks of different submissions are unordered. */
+static void run_in_order(struct job *j) {
+    struct sub *s = j->sub;
+    pthread_mutex_lock(&s->order_mu);
+    while (s->serving != j->ticket) pthread_cond_wait(&s->order_cv, &s->order_mu);
+    pthread_mutex_unlock(&s->order_mu);
+    deliver(j);
+    pthread_mutex_lock(&s->order_mu);
+    s->serving++;
+    pthread_cond_broadcast(&s->order_cv);
+    pthread_mutex_unlock(&s->order_mu);
+}
+
+static void *job_thread(void *arg) {
+    struct job *j = arg;
+    if (MUT == L_RANDOM_DELAY) sleep_ns(random_delay_ns());
+    run_in_order(j);
+    sub_release(j->sub);
+    free(j);
+    return NULL;
+}
+
+static bool ready(struct job *j) {
+    pthread_mutex_lock(&j->sub->order_mu);
+    bool turn = j->sub->serving == j->ticket;
+    pthread_mutex_unlock(&j->sub->order_mu);
+    return turn;
+}
+
+/* Last listed first; a request listed twice keeps its own answers in order. */
+static void *reverse_thread(void *arg) {
+    struct batch *b = arg;
+    size_t left = b->expected;
+    bool *done = calloc(b->expected, sizeof *done);
+    if (done == NULL) abort();
+    while (left > 0) {
+        for (size_t i = b->expected; i-- > 0;) {
+            struct job *j = &b->jobs[i];
+            if (done[i] || !ready(j)) continue;
+            struct sub *s = j->sub;
+            run_in_order(j);
+            sub_release(s);
+            done[i] = true;
+            left--;
+        }
+    }
+    free(done);
+    batch_release(b);
+    return NULL;
+}
+
+static void dispatch(struct job proto) {
+    struct sub *s = proto.sub;
+    if (!RETIMED) {
+        deliver(&proto);
+        return;
+    }
+    atomic_fetch_add(&s->refs, 1);
+    pthread_mutex_lock(&s->order_mu);
+    proto.ticket = s->next_ticket++;
+    pthread_mutex_unlock(&s->order_mu);
+    if (MUT == L_REORDER && proto.kind == J_ALLOC && s->batch != NULL && s->batch->jobs != NULL) {
+        struct batch *b = s->batch;
+        bool last;
+        pthread_mutex_lock(&mu);
+        size_t slot = b->arrived++;
+        b->jobs[slot] = proto;
+        last = b->arrived == b->expected;
+        pthread_mutex_unlock(&mu);
+        if (last) {
+            atomic_fetch_add(&b->refs, 1);
+            spawn(reverse_thread, b);
+        }
+        return;
+    }
+    struct job *j = malloc(sizeof *j);
+    if (j == NULL) abort();
+    *j = proto;
+    spawn(job_thread, j);
+}
+
+static void shim_on_alloc(void *cookie, int error, ANpuBuffer *buf) {
+    dispatch((struct job){.kind = J_ALLOC, .sub = cookie, .error = error, .buf = buf});
+}
+
+static void shim_on_preempt(void *cookie) { dispatch((struct job){.kind = J_PREEMPT, .sub = cookie}); }
+
+/* The real library reports a load with the buffer's cookie (a submission); the application's onLoad
+ * of that load is remembered per buffer, in call order. */
+struct pending_load {
+    struct pending_load *next;
+    ANpuBuffer *buf;
+    ANpuManager_LoadCallback on_load;
+};
+static struct pending_load *loads; /* under mu, oldest first */
+
+static void shim_on_load(void *cookie, int error, ANpuBuffer *buf) {
+    ANpuManager_LoadCallback fn = NULL;
+    pthread_mutex_lock(&mu);
+    for (struct pending_load **p = &loads; *p != NULL; p = &(*p)->next) {
+        if ((*p)->buf == buf) {
+            struct pending_load *found = *p;
+            fn = found->on_load;
+            *p = found->next;
+            free(found);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    if (fn == NULL) abort(); /* a load the shim never forwarded */
+    dispatch((struct job){.kind = J_LOAD, .sub = cookie, .error = error, .buf = buf, .on_load = fn});
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Requests                                                                                    */
+
+#define REAL_REQ(r) ((r) != NULL ? (r)->real : NULL)
+
+EXPORT ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void) {
+    real();
+    if (MUT == M_CREATE_NULL) return NULL;
+    struct shim_req *r = calloc(1, sizeof *r);
+    if (r == NULL) abort();
+    r->real = R.create();
+    if (MUT == M_LIVE_CALLBACKS) R.set_onpreempt(r->real, shim_on_preempt); /* see setOnPreempt */
+    r->device = -1;
+    r->priority = ANPUBUFFER_PRIORITY_DEFAULT;
+    r->prot = PROT_READ;
+    return (ANpuManager_AllocRequest *)r;
+}
+
+EXPORT void ANpuManager_AllocRequest_free(ANpuManager_AllocRequest *request) {
+    real();
+    struct shim_req *r = (struct shim_req *)request;
+    R.req_free(REAL_REQ(r));
+    if (r == NULL) return;
+    struct holder *h = r->holder;
+    r->holder = NULL;
+    holder_release(h, true);
+    fdref_release(r->fd);
+    r->fd = NULL;
+    if (MUT == M_LIVE_CALLBACKS) {
+        r->dead = true; /* kept: callbacks look at it */
+        return;
+    }
+    free(r);
+}
+
+EXPORT void ANpuManager_AllocRequest_setCookie(ANpuManager_AllocRequest *request, void *cookie,
+                                               ANpuManager_CookieDeleter deleter) {
+    real();
+    struct shim_req *r = (struct shim_req *)request;
+    if (r == NULL) {
+        R.set_cookie(NULL, cookie, deleter);
+        return;
+    }
+    struct holder *old = r->holder;
+    r->holder = NULL;
+    holder_release(old, false); /* "deleted ... before the new cookie ... are set" */
+    if (cookie != NULL || deleter != NULL) r->holder = holder_new(cookie, deleter);
+}
+
+EXPORT void ANpuManager_AllocRequest_setDeviceNumber(ANpuManager_AllocRequest *request, int32_t device) {
+    real();
+    struct shim_req *r = (struct shim_req *)request;
+    R.set_device(REAL_REQ(r), device);
+    if (r != NULL) r->device = device;
+}
+
+EXPORT void ANpuManager_AllocRequest_setBufferType(ANpuManager_AllocRequest *request, ANpuBuffer_Type type) {
+    real();
+    struct shim_req *r = (struct shim_req *)request;
+    R.set_type(REAL_REQ(r), type);
+    if (r != NULL) r->type = type;
+}
+
+EXPORT void ANpuManager_AllocRequest_setSize(ANpuManager_AllocRequest *request, int64_t size) {
+    real();
+    struct shim_req *r = (struct shim_req *)request;
+    R.set_size(REAL_REQ(r), size);
+    if (r != NULL) r->size = size;
+}
+
+EXPORT void ANpuManager_AllocRequest_setBufferPriority(ANpuManager_AllocRequest *request, int32_t priority) {
+    real();
+    struct shim_req *r = (struct shim_req *)request;
+    R.set_priority(REAL_REQ(r), priority);
+    if (r != NULL) r->priority = priority;
+}
+
+EXPORT void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocRequest *request, int fd,
+                                                          int64_t file_offset, int64_t length,
+                                                          int64_t buffer_offset) {
+    real();
+    struct shim_req *r = (struct shim_req *)request;
+    int give = fd;
+    struct fdref *keep = NULL;
+    if (MUT == L_FDS_AT_FREE && r != NULL && fd >= 0) {
+        int copy = dup(fd);
+        if (copy >= 0) {
+            keep = malloc(sizeof *keep);
+            if (keep == NULL) abort();
+            atomic_init(&keep->refs, 1);
+            keep->fd = fd;
+            give = copy;
+        }
+    }
+    R.set_segment(REAL_REQ(r), give, file_offset, length, buffer_offset);
+    if (r == NULL) return;
+    fdref_release(r->fd);
+    r->fd = keep;
+    r->has_fd = fd != -1;
+}
+
+EXPORT void ANpuManager_AllocRequest_setProtectionFlags(ANpuManager_AllocRequest *request, int32_t prot) {
+    real();
+    struct shim_req *r = (struct shim_req *)request;
+    R.set_prot(REAL_REQ(r), prot);
+    if (r != NULL) r->prot = prot;
+}
+
+EXPORT void ANpuManager_AllocRequest_setOnAlloc(ANpuManager_AllocRequest *request,
+                                                ANpuManager_AllocCallback on_alloc) {
+    real();
+    struct shim_req *r = (struct shim_req *)request;
+    if (MUT == M_NULL_REQUEST_OK && r == NULL) return;
+    if (on_alloc == NULL) {
+        if (MUT == M_SETONALLOC_NULL_OK) return;
+        R.set_onalloc(REAL_REQ(r), NULL); /* the real library crashes, as documented */
+        if (r != NULL) r->on_alloc = NULL;
+        return;
+    }
+    R.set_onalloc(REAL_REQ(r), shim_on_alloc);
+    r->on_alloc = on_alloc;
+}
+
+EXPORT void ANpuManager_AllocRequest_setOnPreempt(ANpuManager_AllocRequest *request,
+                                                  ANpuManager_PreemptCallback on_preempt) {
+    real();
+    struct shim_req *r = (struct shim_req *)request;
+    /* M_LIVE_CALLBACKS: the real library always calls back, the shim asks the request at that time */
+    R.set_onpreempt(REAL_REQ(r), on_preempt != NULL || MUT == M_LIVE_CALLBACKS ? shim_on_preempt : NULL);
+    if (r != NULL) r->on_preempt = on_preempt;
+}
+
+static bool valid_fields(const struct shim_req *r) {
+    return r->device >= 0 && r->type >= 1 && r->type <= 4 && r->priority >= ANPUBUFFER_PRIORITY_MIN &&
+           r->priority <= ANPUBUFFER_PRIORITY_MAX && (r->prot & ~(PROT_READ | PROT_WRITE | PROT_EXEC)) == 0 &&
+           r->size > 0;
+}
+
+static bool real_supported(struct shim_req *r) {
+    bool out = false;
+    ANpuManager_AllocRequest *one = r->real;
+    return R.is_supported(&one, 1, &out) == 0 && out;
+}
+
+EXPORT int ANpuManager_isSupported(ANpuManager_AllocRequest *const *requests, size_t len, bool *out) {
+    real();
+    if (requests == NULL || len == 0) return R.is_supported(NULL, len, out);
+    ANpuManager_AllocRequest **list = calloc(len, sizeof *list);
+    if (list == NULL) abort();
+    for (size_t i = 0; i < len; i++) list[i] = REAL_REQ((struct shim_req *)requests[i]);
+    int ret = R.is_supported(list, len, out);
+    free(list);
+    if (ret != 0 || out == NULL) return ret;
+    int count = 0;
+    for (size_t i = 0; i < len; i++) {
+        const struct shim_req *r = (const struct shim_req *)requests[i];
+        if (r == NULL) continue;
+        if (MUT == M_SUPPORT_BY_COOKIE && r->holder != NULL && r->holder->cookie != NULL) out[i] = false;
+        if (MUT == L_SUPPORT_BY_SIZE && r->size > SIZE_LIMIT) out[i] = false;
+        if (MUT == L_SUPPORT_INVALID_TRUE && (r->device < 0 || r->type < 1 || r->type > 4)) out[i] = true;
+        if (MUT == M_SUPPORT_TWICE_DIFFERS)
+            for (size_t k = 0; k < i; k++)
+                if (requests[k] == requests[i]) {
+                    out[i] = !out[k];
+                    break;
+                }
+        count += out[i];
+    }
+    if (MUT == M_SUPPORT_CANARY) ((volatile unsigned char *)out)[len] ^= 0xFF;
+    if (MUT == M_SUPPORT_COUNT) return count;
+    return 0;
+}
+
+/* The error the shim itself answers a request with, or 0 to forward it. Called under mu. */
+static int shim_decision(struct shim_req *r, struct sub *s) {
+    if (fail_next_pending) {
+        fail_next_pending = false; /* that request belongs to the real library's fail_next */
+        return 0;
+    }
+    bool pair_ok = r->device >= 0 && r->type >= 1 && r->type <= 4;
+    switch (MUT) {
+    case L_ERRNO_RANGE:
+        if (!pair_ok) return 0;
+        if (r->priority < ANPUBUFFER_PRIORITY_MIN || r->priority > ANPUBUFFER_PRIORITY_MAX) return ERANGE;
+        if ((r->prot & ~(PROT_READ | PROT_WRITE | PROT_EXEC)) != 0) return ENOTSUP;
+        return 0;
+    case L_SUPPORTED_EIO:
+        if (valid_fields(r) && !r->has_fd && real_supported(r) && supported_seen++ % 2 == 0) return EIO;
+        return 0;
+    case L_SUPPORT_BY_SIZE:
+        return pair_ok && r->size > SIZE_LIMIT ? ENOSPC : 0;
+    case L_ENOMEM_PRESSURE:
+        if (!valid_fields(r) || !real_supported(r)) return 0;
+        if (pressure_used + r->size > PRESSURE_LIMIT) return ENOMEM;
+        pressure_used += r->size;
+        s->accounted = r->size;
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static void *fail_thread(void *arg) {
+    struct job *j = arg;
+    deliver(j);
+    sub_release(j->sub);
+    free(j);
+    return NULL;
+}
+
+EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, size_t len) {
+    real();
+    if (requests == NULL || len == 0) {
+        R.alloc_async(NULL, len);
+        return;
+    }
+    for (size_t i = 0; i < len; i++) {
+        struct shim_req *r = (struct shim_req *)requests[i];
+        if (r == NULL || r->on_alloc == NULL) {
+            /* the real request has no onAlloc (or is NULL): the real library crashes, as documented */
+            ANpuManager_AllocRequest **all = calloc(len, sizeof *all);
+            if (all == NULL) abort();
+            for (size_t k = 0; k < len; k++) all[k] = REAL_REQ((struct shim_req *)requests[k]);
+            R.alloc_async(all, len);
+            abort();
+        }
+    }
+    struct batch *b = calloc(1, sizeof *b);
+    if (b == NULL) abort();
+    atomic_init(&b->refs, 1);
+    ANpuManager_AllocRequest **list = calloc(len, sizeof *list);
+    struct sub **subs = calloc(len, sizeof *subs);
+    int *fail = calloc(len, sizeof *fail);
+    bool *sized = calloc(len, sizeof *sized);
+    if (list == NULL || subs == NULL || fail == NULL || sized == NULL) abort();
+    size_t forwarded = 0;
+    for (size_t i = 0; i < len; i++) {
+        struct shim_req *r = (struct shim_req *)requests[i];
+        size_t same = i;
+        for (size_t k = 0; k < i; k++)
+            if (requests[k] == requests[i] && fail[k] == 0) same = k;
+        struct sub *s;
+        if (same != i) {
+            s = subs[same]; /* listed twice: the real library snapshots the same cookie twice */
+        } else {
+            s = calloc(1, sizeof *s);
+            if (s == NULL) abort();
+            atomic_init(&s->refs, 1);
+            s->holder = r->holder;
+            holder_ref(s->holder);
+            s->on_alloc = r->on_alloc;
+            s->on_preempt = r->on_preempt;
+            s->req = r;
+            if (r->fd != NULL) {
+                atomic_fetch_add(&r->fd->refs, 1);
+                s->fd = r->fd;
+            }
+            pthread_mutex_init(&s->order_mu, NULL);
+            pthread_cond_init(&s->order_cv, NULL);
+            atomic_fetch_add(&b->refs, 1);
+            s->batch = b;
+            pthread_mutex_lock(&mu);
+            fail[i] = shim_decision(r, s);
+            pthread_mutex_unlock(&mu);
+        }
+        subs[i] = s;
+        if (fail[i] != 0) continue;
+        if (same == i) {
+            R.set_cookie(r->real, s, sub_deleter);
+            if (MUT == L_SIZE0_OK && r->size == 0) {
+                R.set_size(r->real, 1);
+                sized[i] = true;
+            }
+        }
+        list[forwarded++] = r->real;
+    }
+    b->expected = len;
+    if (MUT == L_REORDER) {
+        b->jobs = calloc(len, sizeof *b->jobs);
+        if (b->jobs == NULL) abort();
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (fail[i] == 0) continue;
+        if (RETIMED) {
+            dispatch((struct job){.kind = J_ALLOC, .sub = subs[i], .error = fail[i]});
+            sub_release(subs[i]);
+        } else {
+            struct job *j = malloc(sizeof *j);
+            if (j == NULL) abort();
+            *j = (struct job){.kind = J_ALLOC, .sub = subs[i], .error = fail[i]};
+            spawn(fail_thread, j);
+        }
+    }
+    if (forwarded > 0) R.alloc_async(list, forwarded);
+    for (size_t i = 0; i < len; i++) {
+        struct shim_req *r = (struct shim_req *)requests[i];
+        if (fail[i] != 0) continue;
+        if (sized[i]) R.set_size(r->real, 0);
+        R.set_cookie(r->real, NULL, NULL); /* the request keeps no submission */
+    }
+    if (MUT == W_BLOCKING_ALLOC) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += BLOCK_NS;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&mu);
+        while (b->done < len && pthread_cond_timedwait(&cv, &mu, &until) == 0) {
+        }
+        pthread_mutex_unlock(&mu);
+    }
+    batch_release(b);
+    free(list);
+    free(subs);
+    free(fail);
+    free(sized);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Buffers                                                                                     */
+
+EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
+    real();
+    struct bufent *gone = NULL;
+    if (buffers_in != NULL) {
+        pthread_mutex_lock(&mu);
+        for (size_t i = 0; i < len; i++) {
+            for (struct bufent **p = &buffers; *p != NULL; p = &(*p)->next) {
+                if ((*p)->buf == buffers_in[i]) {
+                    struct bufent *e = *p;
+                    *p = e->next;
+                    e->next = gone;
+                    gone = e;
+                    break;
+                }
+            }
+        }
+        pthread_mutex_unlock(&mu);
+    }
+    for (struct bufent *e = gone; e != NULL; e = e->next) {
+        struct sub *s = e->sub;
+        if (atomic_load(&s->preempted)) continue; /* its one onPreempt came already */
+        bool announce = MUT == M_PREEMPT_IN_FREE;
+        if (MUT == W_PREEMPT_IN_FREE_UNMAPPED) {
+            pthread_mutex_lock(&mu);
+            announce = live_maps(e) == 0;
+            pthread_mutex_unlock(&mu);
+        }
+        if (announce && s->on_preempt != NULL && !atomic_exchange(&s->announced, true)) s->on_preempt(sub_cookie(s));
+        if (MUT == M_DELETE_AT_FREE && s->on_preempt != NULL && s->holder != NULL &&
+            !atomic_exchange(&s->cookie_dropped, true) && atomic_fetch_sub(&s->holder->refs, 1) == 1) {
+            /* deleted now; the holder itself is kept, a late onPreempt still reads the value */
+            ANpuManager_CookieDeleter d = s->holder->deleter;
+            if (d != NULL) d(s->holder->cookie);
+        }
+    }
+    struct fdref *segment_fds[64];
+    size_t nsegment = 0;
+    pthread_mutex_lock(&mu);
+    for (struct bufent *e = gone; e != NULL && nsegment < 64; e = e->next) {
+        if (MUT == L_FDS_AT_FREE && e->sub->fd != NULL) { /* the real library may keep the submission longer */
+            segment_fds[nsegment++] = e->sub->fd;
+            e->sub->fd = NULL;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    int ret = R.buf_free(buffers_in, len);
+    int saved = errno;
+    for (size_t k = 0; k < nsegment; k++) fdref_release(segment_fds[k]);
+    while (gone != NULL) {
+        struct bufent *e = gone;
+        gone = e->next;
+        for (size_t k = 0; k < e->nfds; k++) close(e->fds[k]);
+        if (e->accounted > 0) {
+            pthread_mutex_lock(&mu);
+            pressure_used -= e->accounted;
+            pthread_mutex_unlock(&mu);
+        }
+        free(e);
+    }
+    errno = saved;
+    return ret;
+}
+
+EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot, int flags, off_t offset) {
+    real();
+    if (MUT == M_MAP_ENOENT) {
+        errno = ENOENT;
+        return MAP_FAILED;
+    }
+    if (MUT == L_MAP_LIMIT) {
+        pthread_mutex_lock(&mu);
+        struct bufent *e = find_buf(buf);
+        bool full = e != NULL && live_maps(e) >= MAX_MAPS;
+        pthread_mutex_unlock(&mu);
+        if (full) {
+            errno = ENOMEM;
+            return MAP_FAILED;
+        }
+    }
+    void *p = R.map(buf, addr, length, prot, flags, offset);
+    int saved = errno;
+    if (p != MAP_FAILED && length > 0) {
+        pthread_mutex_lock(&mu);
+        struct bufent *e = find_buf(buf);
+        for (size_t i = 0; e != NULL && i < MAX_MAPPINGS; i++) {
+            if (e->maps[i].pages_left == 0) {
+                size_t pages = (length + PAGE_SZ - 1) / PAGE_SZ;
+                e->maps[i] = (struct mapping){(uintptr_t)p, (uintptr_t)p + pages * PAGE_SZ, pages};
+                break;
+            }
+        }
+        pthread_mutex_unlock(&mu);
+    }
+    errno = saved;
+    return p;
+}
+
+EXPORT int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length) {
+    real();
+    int ret = R.unmap(buf, addr, length);
+    int saved = errno;
+    if (ret == 0) {
+        uintptr_t lo = (uintptr_t)addr, hi = lo + ((length + PAGE_SZ - 1) / PAGE_SZ) * PAGE_SZ;
+        pthread_mutex_lock(&mu);
+        struct bufent *e = find_buf(buf);
+        for (size_t i = 0; e != NULL && i < MAX_MAPPINGS; i++) {
+            struct mapping *m = &e->maps[i];
+            if (m->pages_left == 0) continue;
+            uintptr_t a = lo > m->start ? lo : m->start, z = hi < m->end ? hi : m->end;
+            if (a < z) {
+                size_t pages = (z - a) / PAGE_SZ;
+                m->pages_left = pages >= m->pages_left ? 0 : m->pages_left - pages;
+            }
+        }
+        pthread_mutex_unlock(&mu);
+    }
+    errno = saved;
+    return ret;
+}
+
+EXPORT int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t priority) {
+    real();
+    if (MUT == L_ERRNO_RANGE && (priority < ANPUBUFFER_PRIORITY_MIN || priority > ANPUBUFFER_PRIORITY_MAX)) {
+        errno = ERANGE;
+        return -1;
+    }
+    if (MUT == L_PRIORITY_MAPPED_BUSY) {
+        pthread_mutex_lock(&mu);
+        struct bufent *e = find_buf(buf);
+        bool mapped = e != NULL && live_maps(e) > 0;
+        pthread_mutex_unlock(&mu);
+        if (mapped) {
+            errno = EBUSY;
+            return -1;
+        }
+    }
+    return R.buf_set_priority(buf, priority);
+}
+
+EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, int64_t length,
+                                 int64_t buffer_offset, ANpuManager_LoadCallback on_load) {
+    real();
+    if (on_load == NULL) {
+        R.load_async(buf, fd, file_offset, length, buffer_offset, NULL); /* crashes, as documented */
+        abort();
+    }
+    pthread_mutex_lock(&mu);
+    struct bufent *e = find_buf(buf);
+    int give = fd;
+    if (MUT == L_FDS_AT_FREE && e != NULL && fd >= 0 && e->nfds < MAX_FDS) {
+        int copy = dup(fd);
+        if (copy >= 0) {
+            e->fds[e->nfds++] = fd;
+            give = copy;
+        }
+    }
+    bool silent_preempt = MUT == L_SILENT_PREEMPT_LOAD && e != NULL && e->sub->on_preempt == NULL;
+    struct pending_load *pl = malloc(sizeof *pl);
+    if (pl == NULL) abort();
+    *pl = (struct pending_load){NULL, buf, on_load};
+    struct pending_load **tail = &loads;
+    while (*tail != NULL) tail = &(*tail)->next;
+    *tail = pl;
+    unsigned long done_before = loads_done;
+    pthread_mutex_unlock(&mu);
+    if (silent_preempt && R.control != NULL) {
+        char command[64];
+        snprintf(command, sizeof command, "preempt=%p", (void *)buf);
+        int saved = errno;
+        /* May refuse (mapped, loading: then nothing happened). ENOENT also comes while the real
+         * library has not yet marked the buffer delivered (its onAlloc job still finishing): retry. */
+        for (int tries = 0; R.control(command) != 0 && errno == ENOENT && tries < 200; tries++) sleep_ns(1000000L);
+        errno = saved;
+    }
+    R.load_async(buf, give, file_offset, length, buffer_offset, shim_on_load);
+    if (MUT == W_BLOCKING_LOAD) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += BLOCK_NS;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&mu);
+        while (loads_done == done_before && pthread_cond_timedwait(&cv, &mu, &until) == 0) {
+        }
+        pthread_mutex_unlock(&mu);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The vnpu control entry point, forwarded so that scenarios needing it stay applicable        */
+
+EXPORT int vnpu_control(const char *command) {
+    real();
+    if (R.control == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (MUT == L_CALLER_THREAD && strncmp(command, "callback_thread=", 16) == 0) return 0;
+    int ret = R.control(command);
+    if (ret == 0 && strncmp(command, "fail_next=", 10) == 0) {
+        pthread_mutex_lock(&mu);
+        fail_next_pending = strcmp(command, "fail_next=none") != 0;
+        pthread_mutex_unlock(&mu);
+    }
+    return ret;
+}

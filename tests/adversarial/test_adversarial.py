@@ -1,0 +1,71 @@
+"""The kit judged by implementations that change one behaviour of libvnpu (issue 11).
+
+Each row of `adversary.MUTANTS` is a violation of the published text: `npuconf run` must exit 1 and a
+FAIL must name the row's clause. Each row of `adversary.LEGAL` is allowed by the text: the run must
+exit 0 with no FAIL, CRASH, TIMEOUT or ERROR. Both run the whole corpus through the real CLI.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from .adversary import (
+    BAD_VERDICTS,
+    KNOWN_GAPS,
+    LEGAL,
+    MUTANTS,
+    WARNED,
+    Legal,
+    Mutant,
+    Warned,
+    build,
+    real_library,
+    run_kit,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def rows(table: tuple[Mutant, ...] | tuple[Warned, ...] | tuple[Legal, ...]) -> list[object]:
+    """The table's rows as parameters; a row of KNOWN_GAPS is expected to fail (strict)."""
+    return [
+        pytest.param(
+            row,
+            id=f"{row.klass}-{row.name if isinstance(row, Legal) else row.mutation}",
+            marks=[pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[row.mutation])]
+            if row.mutation in KNOWN_GAPS
+            else [],
+        )
+        for row in table
+    ]
+
+
+@pytest.fixture(scope="module")
+def real_lib() -> Path:
+    return real_library()
+
+
+@pytest.mark.parametrize("mutant", rows(MUTANTS))
+def test_mutant_fails_naming_its_clause(mutant: Mutant, real_lib: Path, tmp_path: Path) -> None:
+    outcome = run_kit(build(mutant.mutation, tmp_path, real_lib), tmp_path / "run")
+    assert outcome.exit_code == 1, outcome.describe()
+    assert outcome.summary_exit == 1, outcome.describe()
+    assert outcome.failing(mutant.clause), f"no FAIL names {mutant.clause}\n{outcome.describe()}"
+
+
+@pytest.mark.parametrize("mutant", rows(WARNED))
+def test_departure_from_a_reading_warns(mutant: Warned, real_lib: Path, tmp_path: Path) -> None:
+    outcome = run_kit(build(mutant.mutation, tmp_path, real_lib), tmp_path / "run")
+    assert outcome.exit_code == 0, outcome.describe()
+    assert outcome.summary_exit == 0, outcome.describe()
+    assert not any(outcome.counts[v] for v in BAD_VERDICTS), outcome.describe()
+    assert outcome.warning(mutant.reading), f"no WARN names {mutant.reading}\n{outcome.describe()}"
+
+
+@pytest.mark.parametrize("variation", rows(LEGAL))
+def test_legal_variation_is_conformant(variation: Legal, real_lib: Path, tmp_path: Path) -> None:
+    outcome = run_kit(build(variation.mutation, tmp_path, real_lib), tmp_path / "run", *variation.args)
+    assert outcome.exit_code == 0, outcome.describe()
+    assert outcome.summary_exit == 0, outcome.describe()
+    assert not any(outcome.counts[v] for v in BAD_VERDICTS), outcome.describe()
+    assert outcome.counts["PASS"] > 0, outcome.describe()
