@@ -32,6 +32,7 @@ from ..run import (
     caps_from_info,
     judge_lines,
     missing_capability,
+    needs_discovery,
     parse_discovery,
     probed_pairs,
 )
@@ -305,8 +306,8 @@ def expected_verdicts(
     fingerprint: str,
 ) -> tuple[frozenset[Verdict], str]:
     """The verdicts this kit allows for a recorded result, and on what evidence (for the message)."""
-    if device.discovery_failed is not None:
-        return frozenset({Verdict.ERROR}), "pair discovery failed on this device"
+    if device.discovery_failed is not None and needs_discovery(scenario):
+        return frozenset({Verdict.ERROR}), "pair discovery failed on this device and the scenario needs its pairs"
     missing = missing_capability(scenario, device.caps, device.pairs)
     if missing is None:
         try:

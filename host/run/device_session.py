@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from reference_model.caps import DeviceCaps
 from reference_model.scenario import Scenario
@@ -83,6 +83,16 @@ def prepare_device(target: Target) -> Device:
     return Device(target.serial, info, caps_from_info(info), notes, failed)
 
 
+# Requirements a scenario may have and still run when pair discovery failed: it then needs nothing that
+# discovery finds (pairs, the vnpu control). Such scenarios keep judging what the device does get
+# right or wrong (isSupported's own answers, requests, cookies); the rest are ERROR.
+WITHOUT_DISCOVERY: Final = frozenset({"pointer-64"})
+
+
+def needs_discovery(scenario: Scenario) -> bool:
+    return not scenario.requires <= WITHOUT_DISCOVERY
+
+
 def missing_capability(scenario: Scenario, caps: DeviceCaps, pairs: Pairs) -> str | None:
     """Why the device cannot exercise the scenario, or None when it can."""
     for need in sorted(scenario.requires):
@@ -119,7 +129,7 @@ class DeviceSession:
 
     def run(self, scenario: Scenario, timeout_multiplier: float = 1.0) -> Outcome:
         """Run one scenario in its own batch and judge it (the pytest path)."""
-        if self.device.discovery_failed is not None:
+        if self.device.discovery_failed is not None and needs_discovery(scenario):
             return not_run(Verdict.ERROR, self.device.discovery_failed)
         missing = missing_capability(scenario, self.device.caps, self.pairs)
         if missing is not None:

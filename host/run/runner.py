@@ -18,7 +18,7 @@ from reports.safe_io import DISK_ERRNOS, OutputFailed, output_dir
 from ..errors import UsageError
 from ..probe import CompiledScenario, CompileError, Pairs, ScenarioTrace, compile_program, compile_scenario
 from ..targets import Device, Target
-from .device_session import missing_capability, prepare_device
+from .device_session import missing_capability, needs_discovery, prepare_device
 from .discovery import probed_pairs
 from .judging import MAX_ATTEMPTS, Outcome, allocation_refused, judge_lines, not_run
 from .plan import Resume, RunPlan
@@ -120,16 +120,19 @@ class DeviceRun:
             return None
         if self.describe:
             self.writer.write({"kind": "device", "device": device.serial, "info": device.info})
+        scenarios = self.scenarios
         if device.discovery_failed is not None:
-            # Without the pairs nothing can be judged (discovery failure is ERROR, not a note).
-            for scenario in self.scenarios:
-                self._record(scenario, not_run(Verdict.ERROR, device.discovery_failed))
-            return device
-        self._run_scenarios(device)
+            # What needs the pairs cannot be judged (discovery failure is ERROR, never a note); what does
+            # not still runs, so a device whose isSupported is broken gets its FAILs.
+            for scenario in scenarios:
+                if needs_discovery(scenario):
+                    self._record(scenario, not_run(Verdict.ERROR, device.discovery_failed))
+            scenarios = tuple(s for s in scenarios if not needs_discovery(s))
+        self._run_scenarios(device, scenarios)
         return device
 
-    def _run_scenarios(self, device: Device) -> None:
-        runnable = self.compile_for(device, self.scenarios)
+    def _run_scenarios(self, device: Device, scenarios: Sequence[Scenario]) -> None:
+        runnable = self.compile_for(device, scenarios)
         lanes = [runnable[i :: self.plan.jobs] for i in range(self.plan.jobs)]
         threads = [threading.Thread(target=self._run_lane, args=(device, lane)) for lane in lanes if lane]
         for thread in threads:
