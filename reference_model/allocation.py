@@ -348,7 +348,9 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
     dids = s.dids | set(tag.split(",")) if tag else s.dids
     if ev.error is not None:
         ghosts = s.ghosts
-        if tag == "D14" and sub.attrs.onpreempt:
+        # D14: an allocation preempted while pending is answered ECANCELED, then onPreempt — also where
+        # ECANCELED is an allowed answer anyway (no declared capacity): the ghost takes that onPreempt.
+        if ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks and sub.attrs.onpreempt:
             ghost = Buffer("", max(sub.attrs.size, 0), sub.attrs.prot, sub.cookie, True, sub.attrs.priority,
                            freed=True, preempted=True)
             ghosts = (*s.ghosts, ghost)

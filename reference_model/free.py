@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from ._context import Ctx, Out, arg_list, errno_set, reject
 from .cookies import hold_tokens
 from .errors import Unjudgeable
+from .requests import file_hold
 from .rules import Reject, clause
 from .state import GHOST_LIMIT, Buffer, Inflight, State, Token, done, evolve_buffer, evolve_state
 from .trace import Call, Ret
@@ -51,8 +52,31 @@ def call_free(ctx: Ctx, s: State, call: Call) -> Out:
         assert h is not None
         if bufs[h].maps == 0:
             ghosts = retire(tokens, ghosts, bufs, h)
-    return [evolve_state(s, bufs=bufs, tokens=tokens, ghosts=ghosts,
-                   inflight=Inflight(call.step, call.op, applied=True, buffers=preempted if handles else ("-",)))]
+    out = evolve_state(s, bufs=bufs, tokens=tokens, ghosts=ghosts,
+                       inflight=Inflight(call.step, call.op, applied=True, buffers=preempted if handles else ("-",)))
+    if ctx.profile.free_drops_load_reply and any(ld.buf in handles for ld in out.loads.values()):
+        return [out, drop_load_replies(out, frozenset(h for h in handles if h is not None))]
+    return [out]
+
+
+def drop_load_replies(s: State, handles: frozenset[str]) -> State:
+    """aosp-2026 (D22): ANpuBuffer_free removes the buffers from the client's map, so the reply of a load
+    still in flight finds no buffer and is dropped: no onLoad comes, and the load holds the cookie no
+    longer (the deleter may run at the free). The other branch of the free keeps the published answer."""
+    loads = dict(s.loads)
+    files = dict(s.files)
+    tokens = s.tokens
+    bufs = dict(s.bufs)
+    for lid, ld in s.loads.items():
+        if ld.buf not in handles:
+            continue
+        del loads[lid]
+        file_hold(files, ld.seg, -1)
+        tokens = hold_tokens(tokens, ld.cookie, -1)
+        b = bufs.get(ld.buf)
+        if b is not None:
+            bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1)
+    return evolve_state(s, loads=loads, files=files, tokens=tokens, bufs=bufs, dids=s.dids | {"D22"})
 
 
 @clause("free-returns", "free-indicates-not-needed", "free-each-allocated-buffer", "free-success-buffer-must-be-freed",

@@ -54,6 +54,20 @@ def call_load(ctx: Ctx, s: State, call: Call) -> Out:
     if handle is None or seg is None or (seg.file is not None and seg.file not in s.files):
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     b = live_buffer(s, call, handle, "loads into")
+    out = _start_load(ctx, s, call, handle, b, seg)
+    if ctx.profile.load_fd_minus_one_aborts and seg.file is None and seg.fd == -1:
+        dies = Inflight(call.step, call.op, crash="load-fd-ownership", crash_did="D23")
+        return [*out, evolve_state(s, inflight=dies)]
+    return out
+
+
+def _start_load(ctx: Ctx, s: State, call: Call, handle: str, b: Buffer, seg: FileSeg) -> list[State]:
+    """The load becomes pending (load_expectation says what its onLoad may carry).
+
+    Under aosp-2026, call_load adds a second history for fd -1: the process dies inside the call (D23:
+    the AOSP client wraps the fd in an owned-fd type whose constructor aborts on -1). The crash clause
+    named if the call returns in that history is load-fd-ownership ("Must be a valid file descriptor").
+    """
     expect, cid, did = load_expectation(ctx, s, b, seg)
     lid = s.next_id
     loads = dict(s.loads)

@@ -94,6 +94,8 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
         if isinstance(res, Reject):
             first = first or res
             continue
+        if not g.handle:  # the ghost of an allocation answered ECANCELED (aosp-2026 only)
+            res = res or "D14"
         ghosts = s.ghosts[:i] + s.ghosts[i + 1:]
         tokens = hold(s, g.cookie, -1) if g.announced else s.tokens
         out.append(evolve_state(s, ghosts=ghosts, tokens=tokens, dids=s.dids | {res} if res else s.dids))

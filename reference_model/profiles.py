@@ -35,6 +35,10 @@ class Profile:
     map_prot_unchecked: bool = False
     # D14: preemption while allocating / loading reports ECANCELED, and "not while mapped" is not enforced.
     preempt_extra_callbacks: bool = False
+    # D22: ANpuBuffer_free while a load is in flight drops the load's late reply: no onLoad comes.
+    free_drops_load_reply: bool = False
+    # D23: loadAsync with fd -1 aborts the process (the owned-fd wrapper asserts fd != -1).
+    load_fd_minus_one_aborts: bool = False
 
 
 PUBLISHED: Final = Profile("published-37")
@@ -50,6 +54,8 @@ AOSP_2026: Final = Profile(
     prot_unchecked=True,
     map_prot_unchecked=True,
     preempt_extra_callbacks=True,
+    free_drops_load_reply=True,
+    load_fd_minus_one_aborts=True,
 )
 
 PROFILES: Final[dict[str, Profile]] = {p.name: p for p in (PUBLISHED, AOSP_2026)}

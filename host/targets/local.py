@@ -94,7 +94,7 @@ class LocalTarget:
                 ),
                 "personality": self.profile.personality,
                 "policy": self.profile.policy,
-                "capacity": self.profile.capacity,
+                "capacity": self.profile.enforced_capacity(),
             }
         else:
             info |= {"model": self.impl.name, "fingerprint": f"local/{self.impl.name}:{_file_digest(self.impl)}"}

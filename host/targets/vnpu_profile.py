@@ -22,6 +22,13 @@ class VnpuProfile:
     # --impl libraries and adb devices, whose capacity clauses are then judged); None: not declared.
     declared_capacity: int | None = None
 
+    def enforced_capacity(self) -> int | None:
+        """The capacity the vnpu holds its buffers to, as the device declares it: none for the aosp-2026
+        personality under the budget policy, since the AOSP service has no buffer budget (docs/vnpu.md §5)."""
+        if self.personality == "aosp-2026" and self.policy == "budget":
+            return None
+        return self.capacity
+
     def render(self) -> str:
         pairs = ",".join(f"{d}:{t}" for d, t in self.pairs)
         return (

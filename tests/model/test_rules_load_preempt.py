@@ -174,3 +174,34 @@ def test_onload_may_answer_any_pending_load_of_the_buffer():
 
     passes(two_loads(0, "EBUSY"))
     fails(two_loads("EIO", "EBUSY"), "load-async")
+
+
+def test_free_during_load_drops_the_reply_only_under_aosp_d22():
+    def build(dropped: bool) -> TB:
+        b = TB()
+        allocated(b, cookie="c")
+        b.call("req_free", req="r")
+        b.call("file_new", file="f", size=4096, seed=7)
+        b.call("buf_load", buf="b", fd="f", file_offset=0, length=100, buffer_offset=0, onload=True)
+        b.call("buf_free", bufs=["b"], during=[b.deleter("c")] if dropped else [])
+        if not dropped:
+            b.emit(b.cb("load", "c", 0, "B1"), b.deleter("c"))
+        return teardown(b)
+
+    passes(build(False))
+    passes(build(False), profile="aosp-2026")
+    j = build(True).judge()
+    assert j.verdict.name == "FAIL" and j.discrepancy == "D22", j.reason
+    j = passes(build(True), profile="aosp-2026")
+    assert j.discrepancy is not None and "D22" in j.discrepancy, j
+
+
+def test_load_fd_minus_one_may_abort_only_under_aosp_d23():
+    from .test_rules_requests_cookies import dies_in
+
+    b = dies_in("buf_load", {"buf": "b", "fd": {"fd": -1}, "file_offset": 0, "length": 0, "buffer_offset": 0,
+                             "onload": True}, lambda t: allocated(t))
+    j = b.judge()
+    assert j.verdict.name == "CRASH" and j.discrepancy == "D23", j.reason
+    j = passes(b, profile="aosp-2026")
+    assert j.discrepancy is not None and "D23" in j.discrepancy, j

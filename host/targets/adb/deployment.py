@@ -72,7 +72,7 @@ def deploy(
         info |= {
             "personality": profile.personality,
             "policy": profile.policy,
-            "capacity": profile.capacity,
+            "capacity": profile.enforced_capacity(),
             # One build of the virtual device behaves as its personality and policy say: both are part of
             # what a fingerprint names (waivers and merged columns match on it).
             "fingerprint": f"{info['fingerprint']}#vnpu:{profile.personality}/{profile.policy}/{profile.capacity}",

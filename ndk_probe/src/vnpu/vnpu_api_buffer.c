@@ -1,9 +1,49 @@
 /* ANpuBuffer_free, _map, _unmap and _setPriority. Buffer pointers are looked up in the registry
  * (compared, never dereferenced) before use, so a stale pointer gets EINVAL, not a crash. */
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
 #include "vnpu_internal.h"
+
+/* aosp-2026 (facts FREE-1, FREE-5, COOKIE-4): the client reads every item before anything is
+ * freed, so a NULL item or a buffer already freed crashes the process; each freed buffer leaves the
+ * client map at once, which drops its cookie (the deleter runs here, mapped or not, unless a callback
+ * using it still runs; an onLoad still to come is dropped, see vnpu_jobs.c). */
+static int free_aosp(ANpuBuffer *const *buffers, size_t buffersLen)
+{
+    struct vnpu_cookie **cookies = calloc(buffersLen, sizeof *cookies);
+    if (cookies == NULL)
+        abort();
+    ANpuBuffer *reap = NULL;
+    vnpu_lock();
+    for (size_t i = 0; i < buffersLen; i++) {
+        ANpuBuffer *buf = buffers[i];
+        if (buf == NULL || !vnpu_buffer_is_registered_locked(buf) || !buf->user_ref) {
+            vnpu_unlock();
+            vnpu_null_deref("ANpuBuffer_free");
+        }
+    }
+    int rc = 0;
+    for (size_t i = 0; i < buffersLen; i++) {
+        ANpuBuffer *buf = buffers[i];
+        if (!buf->user_ref) {
+            rc = -1; /* listed twice: the service finds the second ID unknown (facts FREE-2) */
+            continue;
+        }
+        buf->user_ref = false;
+        cookies[i] = vnpu_buffer_take_cookie_locked(buf);
+        vnpu_buffer_settle_locked(buf, &reap);
+    }
+    vnpu_unlock();
+    vnpu_buffer_reap(reap);
+    for (size_t i = 0; i < buffersLen; i++)
+        vnpu_cookie_unref(cookies[i]); /* the deleter runs on this thread */
+    free(cookies);
+    if (rc != 0)
+        errno = EINVAL;
+    return rc;
+}
 
 VNPU_API int ANpuBuffer_free(ANpuBuffer *const *buffers, size_t buffersLen)
 {
@@ -11,9 +51,13 @@ VNPU_API int ANpuBuffer_free(ANpuBuffer *const *buffers, size_t buffersLen)
     if (buffersLen == 0)
         return 0;
     if (buffers == NULL) {
+        if (vnpu_aosp())
+            vnpu_null_deref("ANpuBuffer_free");
         errno = EINVAL;
         return -1;
     }
+    if (vnpu_aosp())
+        return free_aosp(buffers, buffersLen);
     int rc = 0;
     ANpuBuffer *reap = NULL;
     vnpu_lock();

@@ -48,6 +48,12 @@ VNPU_API void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fdToOwn, int64_t fileOff
                                    int64_t bufferOffset, ANpuManager_LoadCallback onLoad)
 {
     vnpu_dev();
+    if (fdToOwn == -1 && vnpu_aosp()) {
+        /* aosp-2026: the fd is wrapped in an owned-fd type before any check (facts LOAD-1), and
+         * that type's constructor asserts fd != -1: the process aborts. */
+        fprintf(stderr, "vnpu: ANpuBuffer_loadAsync: cannot own fd -1 (aosp-2026)\n");
+        abort();
+    }
     int src = fdToOwn >= 0 ? fcntl(fdToOwn, F_DUPFD_CLOEXEC, 0) : -1;
     int dup_err = src < 0 ? (fdToOwn < 0 ? EBADF : errno) : 0;
     if (fdToOwn >= 0)
@@ -78,6 +84,8 @@ VNPU_API void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fdToOwn, int64_t fileOff
         src = -1;
     }
     buf->jobs++;
+    if (!job->immediate && vnpu_aosp())
+        buf->quiet_jobs++; /* until it decides to call onLoad (vnpu_jobs.c) */
     bool immediate = job->immediate;
     int err = job->error;
     if (!immediate)

@@ -41,8 +41,8 @@ VNPU_API ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void)
 VNPU_API void ANpuManager_AllocRequest_free(ANpuManager_AllocRequest *req)
 {
     if (req == NULL) {
-        if (vnpu_aosp())
-            abort(); /* aosp-2026 rebuilds an owning pointer from NULL (D4) */
+        if (vnpu_aosp()) /* aosp-2026 rebuilds an owning pointer from NULL (D4, facts REQ-FREE-2) */
+            vnpu_null_deref("ANpuManager_AllocRequest_free");
         return;
     }
     vnpu_dev();

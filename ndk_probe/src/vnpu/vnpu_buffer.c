@@ -78,6 +78,15 @@ void vnpu_buffer_reap(ANpuBuffer *reap)
     }
 }
 
+struct vnpu_cookie *vnpu_buffer_take_cookie_locked(ANpuBuffer *buf)
+{
+    if (!vnpu_aosp() || buf->user_ref || buf->jobs != buf->quiet_jobs)
+        return NULL;
+    struct vnpu_cookie *cookie = buf->cookie;
+    buf->cookie = NULL;
+    return cookie;
+}
+
 bool vnpu_buffer_is_registered_locked(const ANpuBuffer *buf)
 {
     for (const ANpuBuffer *b = vnpu_dev()->buffers; b != NULL; b = b->next)

@@ -76,6 +76,13 @@ struct vnpu_device *vnpu_dev(void)
     return &g_dev;
 }
 
+_Noreturn void vnpu_null_deref(const char *what)
+{
+    fprintf(stderr, "vnpu: %s: invalid pointer dereferenced (aosp-2026)\n", what);
+    raise(SIGSEGV); /* as the fault would: an app's SIGSEGV handler runs first */
+    abort();        /* a handler that returns: end the process all the same */
+}
+
 bool vnpu_aosp(void)
 {
     return vnpu_dev()->profile.personality == VNPU_AOSP_2026;

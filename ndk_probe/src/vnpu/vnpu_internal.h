@@ -121,6 +121,9 @@ struct ANpuBuffer {
     int pol_region;
     bool dead;
     unsigned jobs; /* queued or running callback jobs that use this buffer */
+    /* aosp-2026: loadAsync jobs that have not yet decided to call onLoad. A freed buffer's late
+     * load reply is dropped (facts LOAD-7), so these do not keep its cookie alive. */
+    unsigned quiet_jobs;
     struct vnpu_range *ranges;
     size_t nranges, cap_ranges;
 };
@@ -134,6 +137,11 @@ void vnpu_buffer_release_memory_locked(ANpuBuffer *buf);
 /* Destroys the unlinked buffers of a reap list; cookie deleters run here. Call unlocked. */
 void vnpu_buffer_reap(ANpuBuffer *reap);
 bool vnpu_buffer_is_registered_locked(const ANpuBuffer *buf);
+/* aosp-2026: once the user freed buf and no callback that uses its cookie can still run, the
+ * buffer lets go of its cookie at once (the client map drops the buffer object in ANpuBuffer_free,
+ * facts COOKIE-4), even while it is still mapped. Returns the cookie reference to drop unlocked
+ * (the deleter may run), or NULL. */
+struct vnpu_cookie *vnpu_buffer_take_cookie_locked(ANpuBuffer *buf);
 
 /* Mapping bookkeeping. */
 int vnpu_maps_add_locked(ANpuBuffer *buf, uintptr_t start, uintptr_t end);
@@ -245,6 +253,9 @@ struct vnpu_device {
  * process there (exit status 70). */
 struct vnpu_device *vnpu_dev(void);
 bool vnpu_aosp(void);
+/* aosp-2026: what the AOSP client does when it dereferences a NULL or dangling pointer: the
+ * process dies with SIGSEGV. `what` goes to stderr first. */
+_Noreturn void vnpu_null_deref(const char *what);
 void vnpu_lock(void);
 void vnpu_unlock(void);
 /* Queues an asynchronous job (delay applied) and makes sure the worker runs. */

@@ -69,9 +69,11 @@ static void job_done(ANpuBuffer *buf)
     ANpuBuffer *reap = NULL;
     vnpu_lock();
     buf->jobs--;
+    struct vnpu_cookie *cookie = vnpu_buffer_take_cookie_locked(buf); /* aosp-2026: freed meanwhile */
     vnpu_buffer_settle_locked(buf, &reap);
     vnpu_unlock();
     vnpu_buffer_reap(reap);
+    vnpu_cookie_unref(cookie);
 }
 
 static void run_alloc(struct vnpu_job *job)
@@ -132,11 +134,20 @@ static void run_load(struct vnpu_job *job)
     }
     if (err != 0 && !job->immediate && vnpu_aosp())
         buf->load_poisoned = true; /* the service's entry stays LOADING (facts LOAD-6) */
-    vnpu_unlock();
+    /* aosp-2026: the reply of a buffer freed meanwhile finds no entry in the client map and is
+     * dropped (facts ALLOC-ASYNC-4, LOAD-7): no onLoad; the cookie was let go at the free. */
+    bool dropped = false;
+    if (!job->immediate && vnpu_aosp()) {
+        buf->quiet_jobs--;
+        dropped = !buf->user_ref;
+    }
     void *cookie = vnpu_cookie_value(buf->cookie);
-    job->on_load(cookie, err, buf);
-    if (cancelled && buf->on_preempt != NULL)
-        buf->on_preempt(cookie);
+    vnpu_unlock();
+    if (!dropped) {
+        job->on_load(cookie, err, buf);
+        if (cancelled && buf->on_preempt != NULL)
+            buf->on_preempt(cookie);
+    }
     job_done(buf);
 }
 

@@ -28,6 +28,8 @@ int vnpu_policy_admit_locked(const ANpuManager_AllocRequest *r)
     case VNPU_POLICY_ARENA:
         return vnpu_arena_place_locked(r->size, r->type, NULL);
     case VNPU_POLICY_BUDGET:
+        if (vnpu_aosp())
+            return 0; /* aosp-2026: the service has no budget (facts §5, ALLOC-SVC-3) */
         break;
     }
     uint64_t taken = dev->used + dev->reserved;
