@@ -319,12 +319,17 @@ def claim_of(run: RunView) -> Claim:
     no_buffer_clauses = _strings(basis.get("without_buffers")) or frozenset()
     gaps: list[Gap] = []
     scope: list[str] = []
+    pointer_64_only = _strings(basis.get("pointer_64_only")) or frozenset()
     for label, serials in _units(run):
-        if all(_device_without_buffers(run.devices.get(serial, {})) for serial in serials):
+        infos = [run.devices.get(serial, {}) for serial in serials]
+        required = testable
+        if any(info.get("pointer_bits") == 32 for info in infos):
+            required = required - pointer_64_only  # a 32-bit pointer cannot carry a 64-bit cookie
+        if all(_device_without_buffers(info) for info in infos):
             scope.append(label)
-            gaps.extend(_gaps(run, label, serials, testable & no_buffer_clauses))
+            gaps.extend(_gaps(run, label, serials, required & no_buffer_clauses))
         else:
-            gaps.extend(_gaps(run, label, serials, testable))
+            gaps.extend(_gaps(run, label, serials, required))
     if gaps:
         first = gaps[0]
         total = sum(len(g.clauses) for g in gaps)

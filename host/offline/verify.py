@@ -34,6 +34,7 @@ from ..run import (
     missing_capability,
     needs_discovery,
     parse_discovery,
+    pointer_bits,
     probed_pairs,
 )
 from ..suite import (
@@ -277,6 +278,9 @@ def _device_evidence(run: RunResults) -> tuple[dict[str, DeviceEvidence], list[P
             problems.append(Problem("device", f"{serial}: recorded vnpu control differs from its discovery trace"))
         if (failed is None) != (failed_recorded is None):
             problems.append(Problem("device", f"{serial}: recorded discovery outcome differs from its discovery trace"))
+        if "pointer_bits" in info and info.get("pointer_bits") != pointer_bits(info):
+            # The claim drops 64-bit-cookie clauses on a 32-bit device: the width must follow its ABI.
+            problems.append(Problem("device", f"{serial}: recorded pointer width differs from its ABI"))
         caps = caps_from_info(info)
         evidence[serial] = DeviceEvidence(caps, Pairs.from_caps(caps, probed_pairs()), failed)
     return evidence, problems

@@ -8,6 +8,7 @@ from .device_session import DeviceSession as DeviceSession
 from .device_session import caps_from_info as caps_from_info
 from .device_session import missing_capability as missing_capability
 from .device_session import needs_discovery as needs_discovery
+from .device_session import pointer_bits as pointer_bits
 from .device_session import prepare_device as prepare_device
 from .discovery import DISCOVERY_ID as DISCOVERY_ID
 from .discovery import GRID as GRID

@@ -22,6 +22,13 @@ DISCOVERY_LIMIT_S = 30.0
 ABIS_32 = frozenset({"armeabi-v7a", "armeabi", "x86", "arm", "armhf", "armv7l", "i386", "i686"})
 
 
+def pointer_bits(info: Mapping[str, object]) -> int | None:
+    """32 or 64 from the device's ABI (None: unknown): a 64-bit raw cookie needs 64."""
+    abis = info.get("abis")
+    abi = info.get("abi") or (abis[0] if isinstance(abis, list) and abis else None)
+    return (32 if abi in ABIS_32 else 64) if isinstance(abi, str) and abi else None
+
+
 def caps_from_info(info: Mapping[str, object]) -> DeviceCaps:
     """The judge's view of a device, rebuilt from its stored info (the one rule for run and rejudge)."""
     pairs_value = info.get("supported_pairs")
@@ -41,10 +48,8 @@ def caps_from_info(info: Mapping[str, object]) -> DeviceCaps:
     capacity = info.get("capacity") if control or declared else None
     policy = info.get("policy") if control or declared else None
     personality = info.get("personality")
-    abis = info.get("abis")
-    abi = info.get("abi") or (abis[0] if isinstance(abis, list) and abis else None)
     return DeviceCaps(
-        pointer_bits=(32 if abi in ABIS_32 else 64) if isinstance(abi, str) and abi else None,
+        pointer_bits=pointer_bits(info),
         supported_pairs=pairs,
         capacity_bytes=capacity if isinstance(capacity, int) and not isinstance(capacity, bool) else None,
         policy=policy if isinstance(policy, str) else None,
@@ -79,6 +84,9 @@ def prepare_device(target: Target) -> Device:
         # The raw discovery trace: `verify` derives the pairs and the failure from it again.
         "discovery_trace": list(traces[0].lines) if traces else [],
         "discovery_failed": failed,
+        # The claim (reports/claim.py) reads it: clauses only a 64-bit pointer can exercise are not
+        # asked of a 32-bit device.
+        "pointer_bits": pointer_bits(info),
     }
     return Device(target.serial, info, caps_from_info(info), notes, failed)
 

@@ -25,9 +25,13 @@ WITHOUT_BUFFERS_CAN_MEET = frozenset({"unsupported-pair", "pointer-64"})
 def claim_basis(catalogue: Catalogue, released: Iterable[Scenario]) -> dict[str, object]:
     """The basis for this kit's catalogue and released corpus (`released`: conformance/scenarios)."""
     testable = sorted(c.id for c in catalogue.clauses if c.testability in DEVICE_TESTABLE)
+    released = list(released)
     without = {c for s in released if s.requires <= WITHOUT_BUFFERS_CAN_MEET for c in s.clauses}
+    wide = {c for s in released if "pointer-64" not in s.requires for c in s.clauses}
     return {
         "kit_corpus_hash": corpus_hash(SCENARIO_ROOT),
         "device_testable": testable,
         "without_buffers": [c for c in testable if c in without],
+        # Clauses only scenarios needing 64-bit pointers exercise: not asked of a 32-bit device.
+        "pointer_64_only": [c for c in testable if c not in wide],
     }

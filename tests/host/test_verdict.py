@@ -294,6 +294,17 @@ def test_claim_names_clauses_not_exercised_and_old_runs_never_claim(tmp_path):
         "conformant without NPU buffers",
     )
 
+    # A clause only 64-bit pointers can exercise is not asked of a 32-bit device, and only of it.
+    wide = dict(basis, device_testable=[*sorted(CORPUS[scenario].clauses), "cookie-raw-integer"],
+                pointer_64_only=["cookie-raw-integer"])
+    for bits, level in ((32, "conformant"), (64, "incomplete")):
+        narrow = device_info("phone-3") | {"pointer_bits": bits}
+        record3 = judged_record("phone-3", narrow, scenario, create_then_free_trace(), "published-37", "2026-01-01")
+        plan3 = plan("r3", "2026-01-01T00:00:00Z", ["phone-3"], [scenario], claim_basis=wide, corpus_hash=hash_)
+        write_results(tmp_path / f"p{bits}", [plan3, {"kind": "device", "device": "phone-3", "info": narrow}, record3])
+        claim = load_results(tmp_path / f"p{bits}").claim
+        assert claim.level == level, (bits, claim.headline)
+
 
 # ---------------------------------------------------------------------------------------------
 # verify rejects edited bundles with a one-line reason
