@@ -122,8 +122,7 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
                           f"the loadAsync of step {ld.step} must be answered with an error")
         dids = dids | {ld.dids}
     b = s.bufs.get(ld.buf)
-    unseen = (ld.expect == "success" and ev.error == "ENOENT" and b is not None
-              and (ctx.spontaneous or b.preemptable) and b.maps == 0)
+    unseen = ld.expect == "success" and ev.error == "ENOENT" and may_be_preempted_unseen(ctx, s, ld.buf)
     if ld.expect == "success" and ev.error is not None and not unseen:
         if not (ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks):
             return reject("load-async", f"onLoad(errorNum={show_errno(ev.error)})", ["onLoad(errorNum=0)"],
@@ -146,6 +145,23 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
         bufs = dict(s.bufs)
         bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1, content=content)
     return [evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1), dids=dids)]
+
+
+@clause("load-callback-errornum", "preempt-after-free-race")
+def may_be_preempted_unseen(ctx: Ctx, s: State, handle: str) -> bool:
+    """Spec: "errorNum 0 if successful, or an errno on error. buf The buffer." (load-callback-errornum)
+    Spec: "Note: On race conditions, the preemption callback may be invoked after the caller has already freed
+    the buffer." (preempt-after-free-race)
+
+    Whether an onLoad(ENOENT) may report a preemption the trace did not show: the buffer is unmapped and
+    preemption can happen without a vnpu command (or vnpu pressure may have reached it). A buffer the
+    application freed while its load was in flight (and that has left the state, being unmapped) may
+    have been preempted before the free as every other buffer may: the allowance holds for it too.
+    """
+    b = s.bufs.get(handle)
+    if b is not None:
+        return (ctx.spontaneous or b.preemptable) and b.maps == 0
+    return ctx.spontaneous or any(g.handle == handle and g.preemptable for g in s.ghosts)
 
 
 @clause("load-callback-on-done", "load-onload-invoked")
