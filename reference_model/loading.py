@@ -201,8 +201,15 @@ def ret_file_seek(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     return [evolve_state(s, files=files, inflight=None)]
 
 
+def unneeded(s: State, f: FileState) -> bool:
+    """The handed-over descriptor of ``f`` is needed by nothing any more: the request freed (or its segment
+    replaced), every submission and load using it answered, every buffer it was loaded into freed."""
+    return (f.handed is not None and f.holders <= 0
+            and not any(h in s.bufs and not s.bufs[h].freed for h in f.bufs))
+
+
 @clause("req-file-fd-ownership", "load-fd-ownership", "load-position-unchanged")
-def fd_check(f: FileState, in_use: bool, closed: object, position: object) -> Reject | None:
+def fd_check(f: FileState, unneeded_since_wait: bool, closed: object, position: object) -> Reject | None:
     """Spec: "Ownership: The ANpuManager_AllocRequest object takes ownership of the provided file descriptor.
     The caller must not close it manually." (req-file-fd-ownership)
     Spec: "The ownership of the fd is transferred to ANpuManager." (load-fd-ownership)
@@ -211,14 +218,15 @@ def fd_check(f: FileState, in_use: bool, closed: object, position: object) -> Re
 
     The text transfers ownership and says nothing about when the descriptor is closed; keeping it for
     ever is a leak. So: once nothing needs it any more — the request freed (or its segment replaced),
-    every submission and load using it answered, and every buffer it was loaded into freed
-    (``in_use``) — it must be closed. Before that, open or closed are both fine (closing at the
-    buffer's free is as legal as closing at onLoad). loadAsync leaves the file position where the
+    every submission and load using it answered, and every buffer it was loaded into freed — and a quiet
+    wait (a ``sleep_ms`` step) has passed since, it must be closed (``unneeded_since_wait``). Before that,
+    open or closed are both fine: closing at the buffer's free is as legal as closing at onLoad, and so is
+    closing on a worker thread just after the free returned. loadAsync leaves the file position where the
     application put it.
     """
-    if f.handed is not None and f.holders <= 0 and not in_use and closed is not True:
-        return reject(f.handed, "the handed-over descriptor is still open", ["closed"],
-                      "the implementation owns the descriptor and no longer needs it")
+    if unneeded_since_wait and closed is not True:
+        return reject(f.handed or "req-file-fd-ownership", "the handed-over descriptor is still open", ["closed"],
+                      "the implementation owns the descriptor and has not needed it since before the last wait")
     if f.position is not None and isinstance(position, int) and position != f.position:
         return reject("load-position-unchanged", f"position {position}", [str(f.position)],
                       "loadAsync does not move the file position")
@@ -229,6 +237,16 @@ def ret_fd_check(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     f = s.files.get(arg_slot(call, "file"))
     if f is None or ret.skipped is not None:
         return [done(s)]
-    in_use = any(h in s.bufs and not s.bufs[h].freed for h in f.bufs)
-    bad = fd_check(f, in_use, ret.extra.get("closed"), ret.extra.get("position"))
+    bad = fd_check(f, f.due and unneeded(s, f), ret.extra.get("closed"), ret.extra.get("position"))
     return bad if bad is not None else [done(s)]
+
+
+def ret_sleep(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    """A quiet wait: every handed-over descriptor nothing needs now must be closed by the next fd_check."""
+    due = {slot: f for slot, f in s.files.items() if not f.due and unneeded(s, f)}
+    if not due:
+        return [done(s)]
+    files = dict(s.files)
+    for slot, f in due.items():
+        files[slot] = evolve(f, due=True)
+    return [evolve_state(s, files=files, inflight=None)]

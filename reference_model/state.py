@@ -144,6 +144,7 @@ class FileState:
     handed: str | None = None  # clause of the last hand-over
     position: int | None = 0  # None: unconstrained
     bufs: frozenset[str] = frozenset()  # buffers it was loaded into: the owner may keep it until they are freed
+    due: bool = False  # nothing needed the handed descriptor at the last quiet wait (sleep_ms): it must be closed
 
 
 @dataclass(frozen=True, slots=True)
