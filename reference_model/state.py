@@ -82,6 +82,9 @@ class Token:
     value: str | None
     holders: int
     step: int
+    # A holder let go with a callback that carries the cookie (a failed onAlloc, an onLoad): the trace shows
+    # the callback's start only, and the implementation may keep the cookie until it returns.
+    lingering: bool = False
 
 
 @dataclass(frozen=True, slots=True)
