@@ -156,6 +156,11 @@ LEGAL: tuple[Legal, ...] = (
         "owned fds closed at ANpuBuffer_free (loads) and when the last buffer of a "
         "request's submissions is released (segments)",
     ),
+    Legal(
+        "o",
+        "L_FDS_AFTER_FREE",
+        "the same descriptors closed on another thread 5 ms after ANpuBuffer_free returned",
+    ),
     Legal("p", "L_ENOMEM_PRESSURE", "at most 4 KiB of live buffers: ENOMEM beyond", exit_code=2),
     Legal("q", "L_CALLER_THREAD", "every onAlloc (also successes) inside allocAsync on the caller's thread"),
     Legal("q", "L_SUPPORT_INVALID_TRUE", "isSupported true for a request with an invalid device or type"),
