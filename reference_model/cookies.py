@@ -25,14 +25,22 @@ def hold(s: State, ref: CookieRef, delta: int) -> dict[int, Token]:
     return hold_tokens(s.tokens, ref, delta)
 
 
-def hold_tokens(current: Mapping[int, Token], ref: CookieRef, delta: int) -> dict[int, Token]:
-    """``hold`` on a token map."""
+def hold_tokens(current: Mapping[int, Token], ref: CookieRef, delta: int, *, in_callback: bool = False
+                ) -> dict[int, Token]:
+    """``hold`` on a token map; ``in_callback``: the release comes with a callback carrying the cookie."""
     tokens = dict(current)
     if ref.token is not None:
         t = tokens.get(ref.token)
         if t is not None:
-            tokens[ref.token] = Token(t.value, t.holders + delta, t.step)
+            tokens[ref.token] = Token(t.value, t.holders + delta, t.step, t.lingering or in_callback)
     return tokens
+
+
+def release_in_callback(s: State, ref: CookieRef) -> dict[int, Token]:
+    """One holder fewer of ``ref``'s token, let go by a callback that carries the cookie (a failed onAlloc,
+    an onLoad): the callback may still be running when the application next acts, so the implementation
+    may keep the cookie until the callback returns."""
+    return hold_tokens(s.tokens, ref, -1, in_callback=True)
 
 
 @clause("cookie-ownership-donated", "cookie-shared-refcounted", "cookie-not-dereferenced", "cookie-clear",
@@ -62,7 +70,8 @@ def call_set_cookie(ctx: Ctx, s: State, call: Call) -> Out:
     ref, s2 = hand_over(s, arg_cookie(call, "cookie"), arg_bool(call, "deleter"), call.step)
     old = req.cookie
     tokens = hold(s2, old, -1)
-    owed = old.token if old.token is not None and old.token in tokens and tokens[old.token].holders == 0 else None
+    owed = (old.token if old.token is not None and old.token in tokens and tokens[old.token].holders == 0
+            and not tokens[old.token].lingering else None)
     reqs = dict(s2.reqs)
     reqs[slot] = type(req)(req.attrs, ref)
     return [evolve_state(s2, reqs=reqs, tokens=tokens,
@@ -76,7 +85,9 @@ def replaced_cookie_deleted(s: State, ret: Ret) -> Reject | None:
     (cookie-replace-deletes-previous)
 
     When the request was the previous cookie's only holder, its deleter must have run before
-    setCookie() returned.
+    setCookie() returned. Where another holder let go only with a callback carrying the cookie (a failed
+    onAlloc, an onLoad), that callback may still be running on its thread (the trace shows its start):
+    the deleter may then come once it returns, and is owed by the deleters' settle as every deleter is.
     """
     owed = s.inflight.owed_deletion if s.inflight is not None else None
     if owed is not None and owed in s.tokens:

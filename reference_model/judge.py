@@ -115,6 +115,7 @@ RET_HANDLERS: Final[dict[str, RetHandler]] = {
     "file_new": loading.ret_file_new,
     "file_seek": loading.ret_file_seek,
     "fd_check": loading.ret_fd_check,
+    "sleep_ms": loading.ret_sleep,
     "bind": _ret_bind,
     "vnpu": preemption.ret_vnpu,
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, reject, show_errno
 from .allocation import returned_first
 from .content import forget, write
-from .cookies import callback_cookie_alive, hold
+from .cookies import callback_cookie_alive, hold, release_in_callback
 from .crashes import load_without_onload_crashes
 from .requests import file_hold, file_segment
 from .rules import Reject, clause
@@ -136,8 +136,7 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
                           f"the loadAsync of step {ld.step} must be answered with an error")
         dids = dids | {ld.dids}
     b = s.bufs.get(ld.buf)
-    unseen = (ld.expect == "success" and ev.error == "ENOENT" and b is not None
-              and (ctx.spontaneous or b.preemptable) and b.maps == 0)
+    unseen = ld.expect == "success" and ev.error == "ENOENT" and may_be_preempted_unseen(ctx, s, ld.buf)
     if ld.expect == "success" and ev.error is not None and not unseen:
         if not (ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks):
             return reject("load-async", f"onLoad(errorNum={show_errno(ev.error)})", ["onLoad(errorNum=0)"],
@@ -159,7 +158,25 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
                             seg.buffer_offset - seg.offset, "load-async")
         bufs = dict(s.bufs)
         bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1, content=content)
-    return [evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1), dids=dids)]
+    return [evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=release_in_callback(s, ld.cookie),
+                         dids=dids)]
+
+
+@clause("load-callback-errornum", "preempt-after-free-race")
+def may_be_preempted_unseen(ctx: Ctx, s: State, handle: str) -> bool:
+    """Spec: "errorNum 0 if successful, or an errno on error. buf The buffer." (load-callback-errornum)
+    Spec: "Note: On race conditions, the preemption callback may be invoked after the caller has already freed
+    the buffer." (preempt-after-free-race)
+
+    Whether an onLoad(ENOENT) may report a preemption the trace did not show: the buffer is unmapped and
+    preemption can happen without a vnpu command (or vnpu pressure may have reached it). A buffer the
+    application freed while its load was in flight (and that has left the state, being unmapped) may
+    have been preempted before the free as every other buffer may: the allowance holds for it too.
+    """
+    b = s.bufs.get(handle)
+    if b is not None:
+        return (ctx.spontaneous or b.preemptable) and b.maps == 0
+    return ctx.spontaneous or any(g.handle == handle and g.preemptable for g in s.ghosts)
 
 
 @clause("load-callback-on-done", "load-onload-invoked")
@@ -199,8 +216,15 @@ def ret_file_seek(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     return [evolve_state(s, files=files, inflight=None)]
 
 
+def unneeded(s: State, f: FileState) -> bool:
+    """The handed-over descriptor of ``f`` is needed by nothing any more: the request freed (or its segment
+    replaced), every submission and load using it answered, every buffer it was loaded into freed."""
+    return (f.handed is not None and f.holders <= 0
+            and not any(h in s.bufs and not s.bufs[h].freed for h in f.bufs))
+
+
 @clause("req-file-fd-ownership", "load-fd-ownership", "load-position-unchanged")
-def fd_check(f: FileState, in_use: bool, closed: object, position: object) -> Reject | None:
+def fd_check(f: FileState, unneeded_since_wait: bool, closed: object, position: object) -> Reject | None:
     """Spec: "Ownership: The ANpuManager_AllocRequest object takes ownership of the provided file descriptor.
     The caller must not close it manually." (req-file-fd-ownership)
     Spec: "The ownership of the fd is transferred to ANpuManager." (load-fd-ownership)
@@ -209,14 +233,15 @@ def fd_check(f: FileState, in_use: bool, closed: object, position: object) -> Re
 
     The text transfers ownership and says nothing about when the descriptor is closed; keeping it for
     ever is a leak. So: once nothing needs it any more — the request freed (or its segment replaced),
-    every submission and load using it answered, and every buffer it was loaded into freed
-    (``in_use``) — it must be closed. Before that, open or closed are both fine (closing at the
-    buffer's free is as legal as closing at onLoad). loadAsync leaves the file position where the
+    every submission and load using it answered, and every buffer it was loaded into freed — and a quiet
+    wait (a ``sleep_ms`` step) has passed since, it must be closed (``unneeded_since_wait``). Before that,
+    open or closed are both fine: closing at the buffer's free is as legal as closing at onLoad, and so is
+    closing on a worker thread just after the free returned. loadAsync leaves the file position where the
     application put it.
     """
-    if f.handed is not None and f.holders <= 0 and not in_use and closed is not True:
-        return reject(f.handed, "the handed-over descriptor is still open", ["closed"],
-                      "the implementation owns the descriptor and no longer needs it")
+    if unneeded_since_wait and closed is not True:
+        return reject(f.handed or "req-file-fd-ownership", "the handed-over descriptor is still open", ["closed"],
+                      "the implementation owns the descriptor and has not needed it since before the last wait")
     if f.position is not None and isinstance(position, int) and position != f.position:
         return reject("load-position-unchanged", f"position {position}", [str(f.position)],
                       "loadAsync does not move the file position")
@@ -227,6 +252,16 @@ def ret_fd_check(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     f = s.files.get(arg_slot(call, "file"))
     if f is None or ret.skipped is not None:
         return [done(s)]
-    in_use = any(h in s.bufs and not s.bufs[h].freed for h in f.bufs)
-    bad = fd_check(f, in_use, ret.extra.get("closed"), ret.extra.get("position"))
+    bad = fd_check(f, f.due and unneeded(s, f), ret.extra.get("closed"), ret.extra.get("position"))
     return bad if bad is not None else [done(s)]
+
+
+def ret_sleep(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    """A quiet wait: every handed-over descriptor nothing needs now must be closed by the next fd_check."""
+    due = {slot: f for slot, f in s.files.items() if not f.due and unneeded(s, f)}
+    if not due:
+        return [done(s)]
+    files = dict(s.files)
+    for slot, f in due.items():
+        files[slot] = evolve(f, due=True)
+    return [evolve_state(s, files=files, inflight=None)]

@@ -82,6 +82,9 @@ class Token:
     value: str | None
     holders: int
     step: int
+    # A holder let go with a callback that carries the cookie (a failed onAlloc, an onLoad): the trace shows
+    # the callback's start only, and the implementation may keep the cookie until it returns.
+    lingering: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,7 @@ class FileState:
     handed: str | None = None  # clause of the last hand-over
     position: int | None = 0  # None: unconstrained
     bufs: frozenset[str] = frozenset()  # buffers it was loaded into: the owner may keep it until they are freed
+    due: bool = False  # nothing needed the handed descriptor at the last quiet wait (sleep_ms): it must be closed
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,6 +156,11 @@ LEGAL: tuple[Legal, ...] = (
         "owned fds closed at ANpuBuffer_free (loads) and when the last buffer of a "
         "request's submissions is released (segments)",
     ),
+    Legal(
+        "o",
+        "L_FDS_AFTER_FREE",
+        "the same descriptors closed on another thread 5 ms after ANpuBuffer_free returned",
+    ),
     Legal("p", "L_ENOMEM_PRESSURE", "at most 4 KiB of live buffers: ENOMEM beyond", exit_code=2),
     Legal("q", "L_CALLER_THREAD", "every onAlloc (also successes) inside allocAsync on the caller's thread"),
     Legal("q", "L_SUPPORT_INVALID_TRUE", "isSupported true for a request with an invalid device or type"),
@@ -170,14 +175,7 @@ LEGAL: tuple[Legal, ...] = (
 # Rows the kit does not judge as the issue asks yet, each with the reason found by running it (see the
 # README). The tests expect these rows to fail (strict xfail): when the kit is fixed they pass, the
 # xfail turns into a failure, and the entry must be removed.
-KNOWN_GAPS: dict[str, str] = {
-    "M_PREEMPT_ON_FAILED": "no scenario submits a request with onPreempt set that fails: an onPreempt for a failed "
-    "allocation is never observed",
-    "L_SUPPORTED_EIO": "concurrency.allocate_inside_onpreempt: after its one allocation legally fails, its two 3 s "
-    "awaits (and the settle) exceed its 5 s budget: TIMEOUT, exit 2",
-    "L_SILENT_PREEMPT_LOAD": "loading.free_while_load_in_flight: onLoad(ENOENT) for a buffer without onPreempt "
-    "(silently preempted) is judged FAIL load-async (allowed: class n)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def real_library() -> Path:

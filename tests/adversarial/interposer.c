@@ -64,6 +64,7 @@ enum mutation {
     L_SUPPORT_BY_SIZE,     /* m: requests above 32 KiB unsupported (and they fail with ENOSPC) */
     L_SILENT_PREEMPT_LOAD, /* n: a buffer without onPreempt is preempted silently before each loadAsync */
     L_FDS_AT_FREE,         /* o: owned fds are closed at ANpuBuffer_free (loads) / last buffer freed (requests) */
+    L_FDS_AFTER_FREE,      /* o: the same descriptors closed on another thread 5 ms after ANpuBuffer_free returned */
     L_ENOMEM_PRESSURE,     /* p: at most 4 KiB of live buffers, ENOMEM beyond */
     L_CALLER_THREAD,       /* q: every onAlloc inside allocAsync on the caller's thread */
     L_SUPPORT_INVALID_TRUE,/* q: isSupported says true for an invalid device or type */
@@ -84,6 +85,8 @@ enum mutation {
 static const enum mutation MUT = MUTATION;
 
 #define RETIMED (MUT == L_FRESH_THREAD || MUT == L_RANDOM_DELAY || MUT == L_REORDER)
+/* The owned descriptors are kept by the interposer and closed at (or just after) the buffer's free. */
+#define FDS_KEPT (MUT == L_FDS_AT_FREE || MUT == L_FDS_AFTER_FREE)
 #define PAGE_SZ 4096u
 /* W_BLOCKING_*: the wait for the callback is bounded so that a callback that calls allocAsync (on the
  * worker) cannot deadlock; 1 s is beyond the probe's 400 ms wait_return (a 50 ms bound returns while
@@ -301,6 +304,23 @@ static void spawn(void *(*fn)(void *), void *arg) {
     pthread_attr_destroy(&attr);
 }
 
+/* L_FDS_AFTER_FREE: descriptors a free let go of, closed a little later on another thread. */
+struct late_close {
+    struct fdref *refs[64];
+    size_t nrefs;
+    int fds[64];
+    size_t nfds;
+};
+
+static void *close_late(void *arg) {
+    struct late_close *l = arg;
+    sleep_ns(5L * 1000000L);
+    for (size_t k = 0; k < l->nrefs; k++) fdref_release(l->refs[k]);
+    for (size_t k = 0; k < l->nfds; k++) close(l->fds[k]);
+    free(l);
+    return NULL;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Holders, submissions                                                                        */
 
@@ -402,7 +422,7 @@ static void deliver(struct job *j) {
         fn(sub_cookie(s), j->error, j->buf);
         if (MUT == M_PREEMPT_ON_FAILED && j->error != 0 && s->on_preempt != NULL) s->on_preempt(sub_cookie(s));
         note_alloc_done(s);
-        if (j->error != 0 && s->fd != NULL && MUT == L_FDS_AT_FREE) {
+        if (j->error != 0 && s->fd != NULL && FDS_KEPT) {
             /* nothing to free later: the failed submission no longer needs the fd */
             struct fdref *f = s->fd;
             s->fd = NULL;
@@ -628,7 +648,7 @@ EXPORT void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocReque
     struct shim_req *r = (struct shim_req *)request;
     int give = fd;
     struct fdref *keep = NULL;
-    if (MUT == L_FDS_AT_FREE && r != NULL && fd >= 0) {
+    if (FDS_KEPT && r != NULL && fd >= 0) {
         int copy = dup(fd);
         if (copy >= 0) {
             keep = malloc(sizeof *keep);
@@ -906,7 +926,7 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     size_t nsegment = 0;
     pthread_mutex_lock(&mu);
     for (struct bufent *e = gone; e != NULL && nsegment < 64; e = e->next) {
-        if (MUT == L_FDS_AT_FREE && e->sub->fd != NULL) { /* the real library may keep the submission longer */
+        if (FDS_KEPT && e->sub->fd != NULL) { /* the real library may keep the submission longer */
             segment_fds[nsegment++] = e->sub->fd;
             e->sub->fd = NULL;
         }
@@ -914,11 +934,22 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     pthread_mutex_unlock(&mu);
     int ret = R.buf_free(buffers_in, len);
     int saved = errno;
-    for (size_t k = 0; k < nsegment; k++) fdref_release(segment_fds[k]);
+    struct late_close *late = NULL;
+    if (MUT == L_FDS_AFTER_FREE) {
+        late = calloc(1, sizeof *late);
+        if (late == NULL) abort();
+    }
+    for (size_t k = 0; k < nsegment; k++) {
+        if (late != NULL && late->nrefs < 64) late->refs[late->nrefs++] = segment_fds[k];
+        else fdref_release(segment_fds[k]);
+    }
     while (gone != NULL) {
         struct bufent *e = gone;
         gone = e->next;
-        for (size_t k = 0; k < e->nfds; k++) close(e->fds[k]);
+        for (size_t k = 0; k < e->nfds; k++) {
+            if (late != NULL && late->nfds < 64) late->fds[late->nfds++] = e->fds[k];
+            else close(e->fds[k]);
+        }
         if (e->accounted > 0) {
             pthread_mutex_lock(&mu);
             pressure_used -= e->accounted;
@@ -926,6 +957,7 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
         }
         free(e);
     }
+    if (late != NULL) spawn(close_late, late); /* after the free has returned */
     errno = saved;
     return ret;
 }
@@ -1016,7 +1048,7 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
     pthread_mutex_lock(&mu);
     struct bufent *e = find_buf(buf);
     int give = fd;
-    if (MUT == L_FDS_AT_FREE && e != NULL && fd >= 0 && e->nfds < MAX_FDS) {
+    if (FDS_KEPT && e != NULL && fd >= 0 && e->nfds < MAX_FDS) {
         int copy = dup(fd);
         if (copy >= 0) {
             e->fds[e->nfds++] = fd;

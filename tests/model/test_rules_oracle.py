@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from .builder import TB, allocated, request, teardown
+from reference_model.caps import DeviceCaps
+
+from .builder import PAIR, TB, allocated, request, teardown
 from .coverage import covers
 from .test_rules_requests_cookies import dies_in, fails, passes, warns
+
+VNPU = DeviceCaps(supported_pairs=frozenset({PAIR}), capacity_bytes=1 << 20, policy="budget", vnpu_control=True)
 
 
 def map_enoent(b: TB, name: str = "m") -> TB:
@@ -92,6 +96,28 @@ def test_unseen_preemption_shown_by_load():
     passes(unseen_load(onpreempt=False, cb=False))
     passes(unseen_load(onpreempt=True, cb=True))
     fails(unseen_load(onpreempt=True, cb=False), "preempt-onpreempt-purpose")
+
+
+def freed_while_loading(answer: str | int) -> TB:
+    """A buffer without onPreempt whose load is in flight when the application frees it; onLoad answers
+    after the free."""
+    b = TB()
+    allocated(b, cookie=7, deleter=False)
+    b.call("file_new", file="f", size=8192, seed=7)
+    b.call("buf_load", buf="b", fd="f", file_offset=0, length=8192, buffer_offset=0, onload=True)
+    b.call("buf_free", bufs=["b"])
+    b.emit(b.cb("load", 7, answer, "B1"))
+    return teardown(b, reqs=["r"])
+
+
+@covers("loading.may_be_preempted_unseen")
+def test_unseen_preemption_shown_by_a_load_answered_after_the_free():
+    passes(freed_while_loading(0))
+    # preempted silently before the free (no onPreempt was set): ENOENT, as for any other load
+    passes(freed_while_loading("ENOENT"))
+    # with a declared capacity and no vnpu command nothing can have preempted it
+    fails(freed_while_loading("ENOENT"), "load-async", caps=VNPU)
+    fails(freed_while_loading("EIO"), "load-async")
 
 
 def test_second_mapping_refused_warns():

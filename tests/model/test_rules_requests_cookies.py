@@ -214,3 +214,24 @@ def test_snapshot_of_cookie_at_alloc():
 
     passes(build("old"))
     fails(build("new"), "cookie-later-changes-no-effect")
+
+
+def replaced_after_failed_onalloc(deleted_in_call: bool, deleted_later: bool) -> TB:
+    """The submission's onAlloc failed (its start is all the trace shows), then the request's cookie is
+    replaced: the implementation may still be inside that callback, holding the cookie."""
+    b = TB()
+    request(b, cookie="a")
+    b.call("alloc", reqs=["r"], during=[b.cb("alloc", "a", "EIO", None)])
+    b.call("cookie_new", cookie="z")
+    b.call("req_set_cookie", req="r", cookie="z", deleter=True,
+           during=[b.deleter("a", "caller")] if deleted_in_call else [])
+    if deleted_later:
+        b.emit(b.deleter("a"))
+    return teardown(b, reqs=["r"], deleted=["z"])
+
+
+def test_replacement_after_a_failed_onalloc_may_wait_for_the_callback():
+    passes(replaced_after_failed_onalloc(True, False))
+    passes(replaced_after_failed_onalloc(False, True))  # deleted once the callback returned
+    # never deleted at all: a leak, found at the deleters' settle
+    fails(replaced_after_failed_onalloc(False, False), "cookie-deleter-called")
