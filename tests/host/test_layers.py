@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "host.probe": 4,
     "host.targets": 5,
     "host.run": 6,
+    "host.fuzz": 7,
     "host.offline": 7,
     "conformance": 7,
     "host.cli": 8,
