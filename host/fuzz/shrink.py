@@ -142,7 +142,7 @@ def _first_match(candidates: list[Program], same: Callable[[Result], bool], run:
     for start in range(0, len(candidates), BATCH):
         chunk = [normalise(c) for c in candidates[start : start + BATCH]]
         for n, c in enumerate(chunk):
-            c["id"] = f"{c['id'].split('~')[0]}~{start + n}"
+            c["id"] = f"{c['id'].split('-c')[0]}-c{start + n}"
         for candidate, result in zip(chunk, run(chunk), strict=True):
             if result is not None and same(result):
                 return candidate
