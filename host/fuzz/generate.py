@@ -59,6 +59,12 @@ class _State:
     loads_known: bool = True  # False once a buffer was freed during its load (its onLoad is not counted on)
     preempts: int = 0  # onPreempt callbacks owed by preempt commands so far
     pressure: bool = False  # allocations may fail from now on: their buffers are never bound
+    # Requests submitted under pressure: their cookie may reach only a failed onAlloc, which borrows it
+    # until the callback returns (not in the trace), so it is neither replaced nor freed by the program.
+    pinned: set[str] = field(default_factory=set)
+    # How many submissions carried each cookie: an onPreempt names only its cookie, and the probe gives
+    # it to the first live buffer with that cookie, so only buffers of a cookie submitted once are preempted.
+    carried: dict[str, int] = field(default_factory=dict)
     used_load: bool = False
     used_control: bool = False
 
@@ -101,11 +107,16 @@ def _submit(s: _State) -> None:
     names = list(s.requests)
     chosen = s.rng.sample(names, k=min(len(names), s.rng.choice((1, 1, 1, 2, 3))))
     held = [s.requests[r] for r in chosen]
+    for cookie, _, _ in held:
+        s.carried[cookie] = s.carried.get(cookie, 0) + 1
     s.add("alloc", reqs=chosen)
     s.submitted += len(chosen)
     # Replacing a cookie while the submission holds the old one, or freeing the request at once:
     # the submission keeps what it took (alloc-no-request-ownership, the cookie rules).
     for r in chosen:
+        if s.pressure:
+            s.pinned.add(r)
+            continue
         roll = s.rng.random()
         if roll < 0.3:
             _replace_cookie(s, r)
@@ -138,6 +149,8 @@ def _map(s: _State) -> None:
     s.add("buf_map", map=m, buf=b.name, length=pages * PAGE, prot=["READ", "WRITE"] if writable else ["READ"],
           flags=[s.rng.choice(("SHARED", "SHARED", "PRIVATE"))], offset=0)
     s.maps[m] = _Map(m, b.name, set(range(pages)), writable)
+    if b.loading:
+        return
     if writable and s.rng.random() < 0.7:
         s.add("map_write", map=m, offset=0, length=pages * PAGE, seed=s.rng.randint(1, 1000))
     if s.rng.random() < 0.6:
@@ -145,9 +158,11 @@ def _map(s: _State) -> None:
 
 
 def _touch_map(s: _State) -> None:
-    if not s.maps:
+    # The bytes of a buffer under a load are the load's until its onLoad: no access meanwhile.
+    idle = [m for m in s.maps.values() if not s.buffers[m.buf].loading]
+    if not idle:
         return
-    m = s.maps[s.rng.choice(list(s.maps))]
+    m = s.rng.choice(idle)
     page = s.rng.choice(sorted(m.pages))
     if m.writable and s.rng.random() < 0.5:
         s.add("map_write", map=m.name, offset=page * PAGE, length=PAGE, seed=s.rng.randint(1, 1000))
@@ -165,9 +180,14 @@ def _unmap(s: _State) -> None:
         s.add("buf_unmap", map=m.name, offset=page * PAGE, length=PAGE)
         m.pages.discard(page)
         return
-    low, high = pages[0], pages[-1]
+    # The first contiguous run of the pages still mapped (never a range over a hole a partial unmap left).
+    low = high = pages[0]
+    while high + 1 in m.pages:
+        high += 1
     s.add("buf_unmap", map=m.name, offset=low * PAGE, length=(high - low + 1) * PAGE)
-    del s.maps[m.name]
+    m.pages -= set(range(low, high + 1))
+    if not m.pages:
+        del s.maps[m.name]
 
 
 def _load(s: _State) -> None:
@@ -222,8 +242,9 @@ def _priority(s: _State) -> None:
 
 
 def _free_request(s: _State) -> None:
-    if s.requests:
-        r = s.rng.choice(list(s.requests))
+    free = [r for r in s.requests if r not in s.pinned]
+    if free:
+        r = s.rng.choice(free)
         s.add("req_free", req=r)
         del s.requests[r]
 
@@ -232,7 +253,8 @@ def _preempt(s: _State) -> None:
     if s.pressure:
         return  # the onPreempts owed are not counted any more
     choices = [b for b in s.buffers.values()
-               if all(m.buf != b.name for m in s.maps.values()) and not b.maybe_preempted]
+               if all(m.buf != b.name for m in s.maps.values()) and not b.maybe_preempted
+               and s.carried.get(b.cookie) == 1]
     if not choices:
         return
     b = s.rng.choice(choices)
@@ -299,8 +321,9 @@ def _parallel(s: _State) -> None:
 
 
 def _replace(s: _State) -> None:
-    if s.requests:
-        _replace_cookie(s, s.rng.choice(list(s.requests)))
+    free = [r for r in s.requests if r not in s.pinned]
+    if free:
+        _replace_cookie(s, s.rng.choice(free))
 
 
 # action -> (weight, needs vnpu control)

@@ -2,12 +2,13 @@
 
 Candidates drop chunks of steps (halving the chunk size down to one step), turn a parallel block into
 its threads' steps one after the other or drop one of its threads, split a batch allocAsync into one
-request, merge a request into another one the program already uses, and shrink sizes, lengths and
-priorities. After each edit the wait counts are recomputed (await_alloc waits for the onAllocs the
-program still owes, await_load for its onLoads) and `requires` follows the ops left. Every candidate runs
-on the target, many in one probe batch; one is kept only when it gives the same verdict with the same
-clause. Candidates that the judge cannot judge (a step left using an unbound buffer) come back ERROR and
-are simply not kept."""
+request, merge a request into another one the program already uses, and move priorities to the
+default. Sizes and lengths stay: a smaller buffer under an unchanged mapping would be another, illegal
+program. After each edit the wait counts are recomputed (await_alloc waits for the onAllocs the program
+still owes, await_load for its onLoads) and `requires` follows the ops left. Every candidate runs on the
+target, many in one probe batch; one is kept only when it gives the same verdict with the same clause.
+Candidates the judge cannot judge (a step left using an unbound buffer) come back ERROR and are not
+kept."""
 
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from .execute import Result
-from .generate import PAGE
 
 Program = dict[str, Any]
 RunFn = Callable[[Sequence[Program]], list[Result | None]]
 BATCH: Final = 48
+SHRINK_AWAIT_MS: Final = 400
 
 
 def flat_steps(program: Program) -> list[dict[str, Any]]:
@@ -120,12 +121,6 @@ def _argument_edits(program: Program) -> Iterator[Program]:
         edits: list[dict[str, Any]] = []
         if op == "alloc" and len(args["reqs"]) > 1:
             edits += [{"reqs": [r]} for r in args["reqs"]]
-        if op == "req_set_size" and args["size"] != PAGE:
-            edits.append({"size": PAGE})
-        if "length" in args and args["length"] > PAGE:
-            edits.append({"length": PAGE})
-        if op == "file_new" and args["size"] > PAGE:
-            edits.append({"size": PAGE})
         if op in ("req_set_priority", "buf_set_priority") and args["priority"] != 500:
             edits.append({"priority": 500})
         for edit in edits:
@@ -138,12 +133,23 @@ def _argument_edits(program: Program) -> Iterator[Program]:
         yield dict(program, steps=_rename(kept, later, first))
 
 
+def _quick(program: Program) -> Program:
+    """The program as a candidate runs: waits cut to SHRINK_AWAIT_MS (a candidate that dropped the step a
+    wait needs, such as setOnAlloc, would otherwise spend the whole wait)."""
+    out = copy.deepcopy(program)
+    for item in out["steps"]:
+        ((op, args),) = item.items()
+        if op.startswith("await_"):
+            args["timeout_ms"] = min(args["timeout_ms"], SHRINK_AWAIT_MS)
+    return out
+
+
 def _first_match(candidates: list[Program], same: Callable[[Result], bool], run: RunFn) -> Program | None:
     for start in range(0, len(candidates), BATCH):
         chunk = [normalise(c) for c in candidates[start : start + BATCH]]
         for n, c in enumerate(chunk):
             c["id"] = f"{c['id'].split('-c')[0]}-c{start + n}"
-        for candidate, result in zip(chunk, run(chunk), strict=True):
+        for candidate, result in zip(chunk, run([_quick(c) for c in chunk]), strict=True):
             if result is not None and same(result):
                 return candidate
     return None
