@@ -139,7 +139,8 @@ def _usable(s: _State) -> list[_Buffer]:
 
 
 def _map(s: _State) -> None:
-    choices = _usable(s)
+    # Not while a load is in flight: the vnpu answers EBUSY then, a timing the trace cannot show.
+    choices = [b for b in _usable(s) if not b.loading]
     if not choices:
         return
     b = s.rng.choice(choices)
