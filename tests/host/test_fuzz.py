@@ -110,7 +110,7 @@ def results(run_dir: Path) -> list[dict]:
 def test_a_single_defect_is_found_shrunk_and_replayed(tmp_path, probe_build, define):
     library = build_defective_vnpu(tmp_path, define)
     out = tmp_path / "fuzz"
-    done = npuconf("fuzz", "--impl", library, "--seed", "1", "--budget", "60s", "--out", out, "-q", timeout=600)
+    done = npuconf("fuzz", "--impl", library, "--seed", "1", "--budget", "20s", "--out", out, "-q", timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr
     summary = json.loads((out / "fuzz.json").read_text())
     found = {d["signature"]: d for d in summary["divergences"]}
