@@ -139,3 +139,24 @@ def test_a_single_defect_is_found_shrunk_and_replayed(tmp_path, probe_build, def
     done = npuconf("run", "--target", "local", "--scenarios", alone.parent, "--out", control, "-q")
     assert done.returncode == 0, done.stdout + done.stderr
     assert [r["verdict"] for r in results(control)] == ["PASS"]
+
+
+def test_fuzz_report_groups_divergences_by_clause_and_escapes_text(tmp_path):
+    from reports.fuzz import FuzzDivergence, FuzzSummary, write_fuzz_reports
+
+    divergence = FuzzDivergence(
+        signature="map-must-unmap", verdict="FAIL", clause="map-must-unmap", quote="<quoted> sentence",
+        reason="observed <script>x</script>", program="fuzz.s1_10", found_after_s=1.0, found_after_programs=11,
+        steps_before=43, steps_after=12, shrink_s=20.0, candidates=148, scenario="out/scenarios/fuzz/a.yaml",
+        scenario_id="fuzz.map-must-unmap.s1_10", replays=True, shrunk_reason="trace line 30: map-must-unmap", count=3,
+    )
+    summary = FuzzSummary(seed=1, target="local", device="local", impl=None, budget="60s", programs=300,
+                          fuzzing_s=9.7, elapsed_s=30.0, programs_per_s=30.9, verdicts={"PASS": 289, "FAIL": 11},
+                          divergences=(divergence,), scenarios_dir="out/scenarios")
+    paths = write_fuzz_reports(summary, tmp_path)
+    data = json.loads(paths["json"].read_text())
+    assert data["divergences"][0]["signature"] == "map-must-unmap" and data["divergences"][0]["steps_after"] == 12
+    html = paths["html"].read_text()
+    assert "Content-Security-Policy" in html and "<script" not in html
+    assert "&lt;quoted&gt; sentence" in html and "43 → 12" in html
+    assert "npuconf run --scenarios out/scenarios" in html
