@@ -26,7 +26,7 @@ class FuzzDivergence:
     quote: str | None
     reason: str
     program: str  # the first program that showed it
-    found_after_s: float  # fuzzing time (generation and runs, not shrinking) until it showed
+    found_after_s: float  # fuzzing time (generation and runs, not shrinking) at the end of the batch that showed it
     found_after_programs: int
     steps_before: int
     steps_after: int
