@@ -81,6 +81,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="devices of one build share its scenarios (each runs once per build) instead of each running all",
     )
 
+    fuzz = commands.add_parser("fuzz", help="random API programs judged by the model; divergences shrunk to scenarios")
+    fuzz.add_argument("--target", choices=["local", "virtual", "adb"], help="where the probe runs (default: local)")
+    fuzz.add_argument("--impl", type=Path, help="local target: a Linux library exporting the 18 functions")
+    fuzz.add_argument("--serial", action="append", default=[], help="adb target: the device (the first one is used)")
+    fuzz.add_argument(
+        "--adb-server", action="append", default=[], metavar="HOST:PORT", help="adb target: an adb server (repeatable)"
+    )
+    fuzz.add_argument("--seed", type=int, default=0, help="the program stream (default 0)")
+    fuzz.add_argument("--budget", default="60s", help="a time (60s, 2m) or a number of programs (default 60s)")
+    fuzz.add_argument("--batch", type=int, default=50, help="programs per probe batch (default 50)")
+    fuzz.add_argument("--out", type=Path, help="output directory (default: out/fuzz-<run-id>/)")
+    fuzz.add_argument("--profile", choices=["published-37", "aosp-2026"], default="published-37")
+    fuzz.add_argument("--personality", choices=["published", "aosp-2026"], default="published", help="vnpu personality")
+    fuzz.add_argument("--policy", choices=["budget", "acl", "caching", "arena"], default="budget")
+    fuzz.add_argument("--capacity", type=int, help="capacity in bytes: the vnpu's, or declared for --impl and adb")
+    fuzz.add_argument("--timeout-multiplier", type=float, default=1.0, help="scale every timeout (slow devices)")
+    fuzz.add_argument("--build-dir", type=Path, help="where the host probe build lives (default: build/probe)")
+    fuzz.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+
     probe = commands.add_parser("probe", help="build the probe")
     probe_commands = probe.add_subparsers(dest="probe_command", required=True, parser_class=_Parser)
     build = probe_commands.add_parser("build", help="build the probe and libvnpu (host), or the probe for an NDK ABI")
@@ -150,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
 # command -> (module under host, function): imported only when the command runs, so `--help` stays fast.
 _COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "run": ("host.run", "run_command"),
+    "fuzz": ("host.fuzz", "fuzz_command"),
     "probe": ("host.probe", "probe_build_command"),
     "clauses": ("host.offline.commands", "clauses_command"),
     "report": ("host.offline.commands", "report_command"),

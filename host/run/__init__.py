@@ -21,9 +21,13 @@ from .judging import judge_lines as judge_lines
 from .judging import not_run as not_run
 from .plan import RunPlan as RunPlan
 from .plan import RunRequest as RunRequest
+from .plan import new_run_id as new_run_id
+from .results_writer import ResultsWriter as ResultsWriter
 from .results_writer import now_iso as now_iso
 from .results_writer import result_record as result_record
 from .resume import resume_run as resume_run
+from .runner import DeviceRun as DeviceRun
 from .session import RunOutcome as RunOutcome
+from .session import open_targets as open_targets
 from .session import resolve_target as resolve_target
 from .session import start_run as start_run

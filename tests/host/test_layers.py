@@ -4,7 +4,7 @@ Every import statement of every kit module is read with `ast` (also those inside
 to the kit module it names, and checked against the layer order
 
     reference_model <- reports <- host (errors) <- host.suite <- host.probe <- host.targets
-                    <- host.run <- host.offline, conformance <- host.cli
+                    <- host.run <- host.offline, host.fuzz, conformance <- host.cli
 
 A module may import its own room freely and lower rooms through their package (`host.targets`, not
 `host.targets.adb.target`): the rest of a room is private by convention.
@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "host.probe": 4,
     "host.targets": 5,
     "host.run": 6,
+    "host.fuzz": 7,
     "host.offline": 7,
     "conformance": 7,
     "host.cli": 8,

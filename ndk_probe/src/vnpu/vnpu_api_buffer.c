@@ -133,6 +133,12 @@ VNPU_API int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length)
     if (!vnpu_aosp() && (!vnpu_buffer_is_registered_locked(buf) || length == 0 || (start & (vnpu_page_size() - 1)) != 0 || end < start ||
                          !vnpu_maps_covers_locked(buf, start, end)))
         err = EINVAL;
+#ifdef VNPU_DEFECT_PARTIAL_UNMAP_REFUSED
+    /* deliberate defect for the kit's own tests: a range inside a longer mapping is refused */
+    else if (!vnpu_aosp() && (vnpu_maps_covers_locked(buf, start, end + vnpu_page_size()) ||
+                              (start >= vnpu_page_size() && vnpu_maps_covers_locked(buf, start - vnpu_page_size(), end))))
+        err = EINVAL;
+#endif
     else if (munmap(addr, length) != 0)
         err = errno;
     else
@@ -155,6 +161,10 @@ VNPU_API int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t newBufferPriority)
         err = EINVAL;
     else if (!vnpu_aosp() && (newBufferPriority < ANPUBUFFER_PRIORITY_MIN || newBufferPriority > ANPUBUFFER_PRIORITY_MAX))
         err = EINVAL; /* aosp-2026 accepts any value (D3) */
+#ifdef VNPU_DEFECT_PRIORITY_MAX_REFUSED
+    else if (newBufferPriority == ANPUBUFFER_PRIORITY_MAX)
+        err = EINVAL; /* deliberate defect for the kit's own tests: the highest valid priority refused */
+#endif
     else
         buf->priority = newBufferPriority; /* also on a preempted buffer: it is still live */
     vnpu_unlock();

@@ -1,0 +1,72 @@
+"""`npuconf fuzz`: the request from the command line, progress on stderr, the answer on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ..errors import RunInterrupted, UsageError
+from ..run import RunRequest, new_run_id
+from .session import Budget, FuzzRequest, fuzz
+
+
+class _Progress:
+    """`fuzz: 1200 programs, 61.3/s, 1 divergence` on stderr, at most every second (and at the end)."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def __call__(self, programs: int, elapsed: float, divergences: int) -> None:
+        now = time.monotonic()
+        if now - self.last < 1.0:
+            return
+        self.last = now
+        rate = programs / elapsed if elapsed > 0 else 0.0
+        print(f"fuzz: {programs} programs, {rate:.1f}/s, {divergences} divergences", file=sys.stderr, flush=True)
+
+
+def fuzz_command(args: argparse.Namespace) -> int:
+    if args.timeout_multiplier <= 0:
+        raise UsageError(f"--timeout-multiplier {args.timeout_multiplier}: expected a positive number")
+    if args.batch < 1:
+        raise UsageError(f"--batch {args.batch}: expected a number of programs >= 1")
+    target = args.target or "local"
+    if args.impl is not None and target != "local":
+        raise UsageError(f"--impl is for --target local, not --target {target}")
+    request = FuzzRequest(
+        run=RunRequest(
+            target=target,
+            impl=args.impl,
+            profile=args.profile,
+            personality=args.personality,
+            policy=args.policy,
+            capacity=args.capacity,
+            timeout_multiplier=args.timeout_multiplier,
+            build_dir=args.build_dir,
+            serials=tuple(args.serial),
+            adb_servers=tuple(args.adb_server),
+        ),
+        seed=args.seed,
+        budget=Budget.parse(args.budget),
+        batch=args.batch,
+    )
+    out_dir: Path = args.out or Path("out") / f"fuzz-{new_run_id()}"
+    try:
+        outcome = fuzz(request, out_dir, None if args.quiet else _Progress())
+    except KeyboardInterrupt:
+        raise RunInterrupted("interrupted: the fuzz run wrote no report", 0) from None
+    s = outcome.summary
+    print(f"fuzz: {s.programs} programs in {s.fuzzing_s:.1f} s ({s.programs_per_s}/s) on {s.device}, "
+          f"seed {s.seed}: {len(s.divergences)} divergences")
+    for d in s.divergences:
+        where = d.clause or d.verdict
+        replays = "replays" if d.replays else "DOES NOT REPLAY"
+        print(f"  {where}: {d.count} programs, first after {d.found_after_s:.1f} s; "
+              f"shrunk {d.steps_before} -> {d.steps_after} steps ({replays}): {d.scenario}")
+    if s.divergences:
+        print(f"replay: npuconf run --target {s.target} --scenarios {s.scenarios_dir}")
+    for name, path in outcome.paths.items():
+        print(f"{name}: {path}")
+    return outcome.exit_code

@@ -1,0 +1,122 @@
+"""Running generated programs on one prepared target through the run's own machinery: the same compiler,
+probe batches (a fork per program inside the probe), retries of legally refused allocations and judge
+as `npuconf run` (host.run.DeviceRun). Records stay in memory: a fuzz run writes no results.jsonl."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reference_model.errors import ScenarioInvalid
+from reference_model.scenario import Scenario, parse_scenario
+from reference_model.verdicts import Verdict
+
+from ..run import DeviceRun, ResultsWriter, RunPlan
+from ..targets import Device, Target
+
+DIVERGENT = frozenset({Verdict.FAIL, Verdict.CRASH})
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One program's verdict; ``signature`` groups divergences (the clause of a FAIL, CRASH alone)."""
+
+    program_id: str
+    verdict: Verdict
+    reason: str
+    clause: str | None
+    quote: str | None
+    record: Mapping[str, Any]
+
+    @property
+    def divergent(self) -> bool:
+        return self.verdict in DIVERGENT
+
+    @property
+    def signature(self) -> str:
+        return self.clause if self.verdict is Verdict.FAIL and self.clause else self.verdict.value
+
+
+class _Collector(ResultsWriter):
+    """A results writer that keeps the records it is given (the DeviceRun appends through it)."""
+
+    def __init__(self) -> None:  # no file: nothing of ResultsWriter's own state is used
+        self.path = Path("<memory>")
+        self.failed = None
+        self.records: dict[str, dict[str, Any]] = {}
+        self._guard = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> None:
+        if record.get("kind") == "result":
+            with self._guard:
+                self.records[str(record["scenario"])] = record
+
+    def close(self) -> None:
+        return None
+
+
+class ProgramRunner:
+    """A prepared target that runs lists of programs (scenario mappings) and answers one Result each."""
+
+    def __init__(self, target: Target, catalogue: Mapping[str, str], profile: str, out_dir: Path,
+                 timeout_multiplier: float = 1.0) -> None:
+        self.catalogue = dict(catalogue)
+        self.known = frozenset(self.catalogue)
+        self.plan = RunPlan(run_id="fuzz", out_dir=out_dir, scenarios=(), catalogue=self.catalogue, profile=profile,
+                            target_name="fuzz", timeout_multiplier=timeout_multiplier)
+        self._collector = _Collector()
+        self.run = DeviceRun(self.plan, target, writer=self._collector)
+        self.target = target
+
+    def prepare(self) -> Device:
+        """Prepare the device and discover its pairs, as `npuconf run` does; a setup error is raised."""
+        self.run.prepare()
+        if self.run.setup_error is not None:
+            raise self.run.setup_error
+        device = self.run.device
+        if device is None:
+            raise RuntimeError(self.run.prepare_error or "device preparation failed")
+        if device.discovery_failed is not None:
+            raise RuntimeError(device.discovery_failed)
+        return device
+
+    @property
+    def device(self) -> Device:
+        if self.run.device is None:  # pragma: no cover - prepare() comes first
+            raise RuntimeError("the target is not prepared")
+        return self.run.device
+
+    def parse(self, program: Mapping[str, Any]) -> Scenario:
+        return parse_scenario(program, "fuzz", "fuzz", self.known)
+
+    def run_programs(self, programs: Sequence[Mapping[str, Any]]) -> list[Result | None]:
+        """Each program's Result, in order; None for a program that does not validate (a shrinking step
+        that broke it)."""
+        scenarios: list[Scenario | None] = []
+        for program in programs:
+            try:
+                scenarios.append(self.parse(program))
+            except ScenarioInvalid:
+                scenarios.append(None)
+        valid = [s for s in scenarios if s is not None]
+        self._collector.records.clear()
+        compiled = self.run.compile_for(self.device, valid)
+        unrun = self.run.run_lane(self.device, compiled) if compiled else None
+        results: list[Result | None] = []
+        missing = {s.id for s in unrun[1]} if unrun is not None else set()
+        for scenario in scenarios:
+            if scenario is None:
+                results.append(None)
+                continue
+            record = self._collector.records.get(scenario.id)
+            if record is None or scenario.id in missing:
+                reason = unrun[0] if unrun is not None else "no result"
+                results.append(Result(scenario.id, Verdict.NOT_EXECUTED, reason, None, None, {}))
+                continue
+            divergence = record.get("divergence") or {}
+            results.append(Result(scenario.id, Verdict(record["verdict"]), str(record["reason"]),
+                                  divergence.get("clause"), divergence.get("quote"), record))
+        return results

@@ -1,0 +1,375 @@
+"""Random API programs built from the caller's state, so that every call is one the text lets a caller make.
+
+The generator keeps the state the probe's slot table will have: live requests (with their cookie),
+bound buffers (mapped pages, preempted or not), mappings, files and the callbacks owed. Each step is
+drawn among the actions legal in that state, so a program never uses a freed request, an unbound or
+freed buffer, an unmapped page or a failed mapping (the judge's Unjudgeable cases, docs/formats.md §2).
+Weights favour deep states: many requests and buffers alive, cookies replaced while submissions hold
+them, maps and partial unmaps, loads while mapped, frees during loads, priorities, and, where the
+device has vnpu control, preemption and pressure. Programs are plain scenario mappings (the YAML form)
+so that the shrinker edits and writes them as they are.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+PAGE: Final = 4096
+# Sizes stay far below the vnpu's default capacity (256 MiB) while nothing presses on it: every
+# allocation of a program without pressure succeeds on a conforming device, so its buffer can be bound.
+SIZES_PAGES: Final = (1, 1, 2, 3, 4, 8, 16)
+PRIORITIES: Final = (0, 1, 250, 499, 500, 501, 750, 999, 1000)
+AWAIT_MS: Final = 2000
+# The clause a generated program names: its steps may exercise any, the judge names the one it breaks.
+PROGRAM_CLAUSE: Final = "alloc-supported-may-fail"
+MAX_LIVE_BUFFERS: Final = 12
+
+
+@dataclass
+class _Buffer:
+    name: str
+    pages: int
+    cookie: str
+    onpreempt: bool
+    maybe_preempted: bool = False
+    loading: bool = False
+
+
+@dataclass
+class _Map:
+    name: str
+    buf: str
+    pages: set[int]
+    writable: bool
+
+
+@dataclass
+class _State:
+    rng: random.Random
+    control: bool
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    serial: int = 0
+    requests: dict[str, tuple[str, int, bool]] = field(default_factory=dict)  # name -> (cookie, pages, onPreempt)
+    buffers: dict[str, _Buffer] = field(default_factory=dict)
+    maps: dict[str, _Map] = field(default_factory=dict)
+    submitted: int = 0  # onAlloc callbacks owed so far
+    loads: int = 0  # onLoad callbacks owed so far
+    loads_known: bool = True  # False once a buffer was freed during its load (its onLoad is not counted on)
+    preempts: int = 0  # onPreempt callbacks owed by preempt commands so far
+    pressure: bool = False  # allocations may fail from now on: their buffers are never bound
+    # Requests submitted under pressure: their cookie may reach only a failed onAlloc, which borrows it
+    # until the callback returns (not in the trace), so it is neither replaced nor freed by the program.
+    pinned: set[str] = field(default_factory=set)
+    # How many submissions carried each cookie: an onPreempt names only its cookie, and the probe gives
+    # it to the first live buffer with that cookie, so only buffers of a cookie submitted once are preempted.
+    carried: dict[str, int] = field(default_factory=dict)
+    used_load: bool = False
+    used_control: bool = False
+
+    def name(self, prefix: str) -> str:
+        self.serial += 1
+        return f"{prefix}{self.serial}"
+
+    def add(self, op: str, **args: Any) -> None:
+        self.steps.append({op: args})
+
+
+def _new_request(s: _State) -> None:
+    r, c = s.name("r"), s.name("c")
+    pages = s.rng.choice(SIZES_PAGES)
+    s.add("req_create", req=r)
+    s.add("req_set_device", req=r, device="$pair.device")
+    s.add("req_set_type", req=r, type="$pair.type")
+    s.add("req_set_size", req=r, size=pages * PAGE)
+    s.add("req_set_prot", req=r, prot=["READ", "WRITE"])
+    if s.rng.random() < 0.5:
+        s.add("req_set_priority", req=r, priority=s.rng.choice(PRIORITIES))
+    s.add("req_set_onalloc", req=r, set=True)
+    onpreempt = s.rng.random() < 0.6
+    if onpreempt:
+        s.add("req_set_onpreempt", req=r, set=True)
+    s.add("cookie_new", cookie=c)
+    s.add("req_set_cookie", req=r, cookie=c, deleter=s.rng.random() < 0.85)
+    s.requests[r] = (c, pages, onpreempt)
+
+
+def _replace_cookie(s: _State, r: str) -> None:
+    c = s.name("c")
+    s.add("cookie_new", cookie=c)
+    s.add("req_set_cookie", req=r, cookie=c, deleter=s.rng.random() < 0.85)
+    s.requests[r] = (c, *s.requests[r][1:])
+
+
+def _submit(s: _State) -> None:
+    """allocAsync of one to three live requests, then (usually) the wait and the binds by cookie."""
+    names = list(s.requests)
+    chosen = s.rng.sample(names, k=min(len(names), s.rng.choice((1, 1, 1, 2, 3))))
+    held = [s.requests[r] for r in chosen]
+    for cookie, _, _ in held:
+        s.carried[cookie] = s.carried.get(cookie, 0) + 1
+    s.add("alloc", reqs=chosen)
+    s.submitted += len(chosen)
+    # Replacing a cookie while the submission holds the old one, or freeing the request at once:
+    # the submission keeps what it took (alloc-no-request-ownership, the cookie rules).
+    for r in chosen:
+        if s.pressure:
+            s.pinned.add(r)
+            continue
+        roll = s.rng.random()
+        if roll < 0.3:
+            _replace_cookie(s, r)
+        elif roll < 0.45:
+            s.add("req_free", req=r)
+            del s.requests[r]
+    s.add("await_alloc", count=s.submitted, timeout_ms=AWAIT_MS)
+    if s.pressure:
+        return  # an allocation may have been refused: nothing of this submission is bound
+    for cookie, pages, onpreempt in held:
+        if len(s.buffers) >= MAX_LIVE_BUFFERS:
+            break
+        b = s.name("b")
+        s.add("bind", buf=b, select={"cookie": cookie})
+        s.buffers[b] = _Buffer(b, pages, cookie, onpreempt)
+
+
+def _usable(s: _State) -> list[_Buffer]:
+    return [b for b in s.buffers.values() if not b.maybe_preempted]
+
+
+def _map(s: _State) -> None:
+    # Not while a load is in flight: the vnpu answers EBUSY then, a timing the trace cannot show.
+    choices = [b for b in _usable(s) if not b.loading]
+    if not choices:
+        return
+    b = s.rng.choice(choices)
+    m = s.name("m")
+    pages = s.rng.randint(1, b.pages)
+    writable = s.rng.random() < 0.7
+    s.add("buf_map", map=m, buf=b.name, length=pages * PAGE, prot=["READ", "WRITE"] if writable else ["READ"],
+          flags=[s.rng.choice(("SHARED", "SHARED", "PRIVATE"))], offset=0)
+    s.maps[m] = _Map(m, b.name, set(range(pages)), writable)
+    if b.loading:
+        return
+    if writable and s.rng.random() < 0.7:
+        s.add("map_write", map=m, offset=0, length=pages * PAGE, seed=s.rng.randint(1, 1000))
+    if s.rng.random() < 0.6:
+        s.add("map_read", map=m, offset=0, length=pages * PAGE)
+
+
+def _touch_map(s: _State) -> None:
+    # The bytes of a buffer under a load are the load's until its onLoad: no access meanwhile.
+    idle = [m for m in s.maps.values() if not s.buffers[m.buf].loading]
+    if not idle:
+        return
+    m = s.rng.choice(idle)
+    page = s.rng.choice(sorted(m.pages))
+    if m.writable and s.rng.random() < 0.5:
+        s.add("map_write", map=m.name, offset=page * PAGE, length=PAGE, seed=s.rng.randint(1, 1000))
+    else:
+        s.add("map_read", map=m.name, offset=page * PAGE, length=PAGE)
+
+
+def _unmap(s: _State) -> None:
+    if not s.maps:
+        return
+    m = s.maps[s.rng.choice(list(s.maps))]
+    pages = sorted(m.pages)
+    if len(pages) > 1 and s.rng.random() < 0.6:
+        page = s.rng.choice(pages)  # a partial unmap: one page of the mapping
+        s.add("buf_unmap", map=m.name, offset=page * PAGE, length=PAGE)
+        m.pages.discard(page)
+        return
+    # The first contiguous run of the pages still mapped (never a range over a hole a partial unmap left).
+    low = high = pages[0]
+    while high + 1 in m.pages:
+        high += 1
+    s.add("buf_unmap", map=m.name, offset=low * PAGE, length=(high - low + 1) * PAGE)
+    m.pages -= set(range(low, high + 1))
+    if not m.pages:
+        del s.maps[m.name]
+
+
+def _load(s: _State) -> None:
+    choices = _usable(s)
+    if not choices:
+        return
+    b = s.rng.choice(choices)
+    f = s.name("f")
+    pages = s.rng.randint(1, b.pages)
+    s.add("file_new", file=f, size=pages * PAGE, seed=s.rng.randint(1, 1000))
+    onload = s.rng.random() < 0.8
+    s.add("buf_load", buf=b.name, fd=f, file_offset=0, length=pages * PAGE, buffer_offset=0, onload=onload)
+    s.used_load = True
+    if not onload:
+        return
+    s.loads += 1
+    b.loading = True
+    if s.loads_known and s.rng.random() < 0.6:
+        s.add("await_load", count=s.loads, timeout_ms=AWAIT_MS)
+        for other in s.buffers.values():
+            other.loading = False
+
+
+def _freeable(s: _State) -> list[_Buffer]:
+    """Buffers without a live mapping whose cookie no live request still carries.
+
+    The second condition keeps programs clear of a race the trace cannot show: the onAlloc that delivered
+    a buffer borrows its cookie until the callback returns, which the trace does not record; freeing the
+    buffer and then replacing or freeing the request would leave the deleter's timing to that race.
+    """
+    current = {cookie for cookie, _, _ in s.requests.values()}
+    return [b for b in s.buffers.values() if all(m.buf != b.name for m in s.maps.values()) and b.cookie not in current]
+
+
+def _free(s: _State) -> None:
+    """ANpuBuffer_free of one or two buffers (possibly during their load)."""
+    free = _freeable(s)
+    if not free:
+        return
+    chosen = s.rng.sample(free, k=min(len(free), s.rng.choice((1, 1, 2))))
+    s.add("buf_free", bufs=[b.name for b in chosen])
+    for b in chosen:
+        if b.loading:
+            s.loads_known = False
+        del s.buffers[b.name]
+
+
+def _priority(s: _State) -> None:
+    if s.buffers:
+        b = s.rng.choice(list(s.buffers))
+        s.add("buf_set_priority", buf=b, priority=s.rng.choice(PRIORITIES))
+
+
+def _free_request(s: _State) -> None:
+    free = [r for r in s.requests if r not in s.pinned]
+    if free:
+        r = s.rng.choice(free)
+        s.add("req_free", req=r)
+        del s.requests[r]
+
+
+def _preempt(s: _State) -> None:
+    if s.pressure:
+        return  # the onPreempts owed are not counted any more
+    choices = [b for b in s.buffers.values()
+               if all(m.buf != b.name for m in s.maps.values()) and not b.maybe_preempted
+               and s.carried.get(b.cookie) == 1]
+    if not choices:
+        return
+    b = s.rng.choice(choices)
+    s.add("vnpu", command=f"preempt={b.name}")
+    b.maybe_preempted = True
+    s.used_control = True
+    if b.onpreempt:
+        # The commanded preemption's onPreempt comes on a device thread: the program waits for it, as
+        # the model owes it by the end of the steps.
+        s.preempts += 1
+        s.add("await_preempt", count=s.preempts, timeout_ms=AWAIT_MS)
+
+
+def _pressure(s: _State) -> None:
+    # The device may preempt any buffer to make room, mapped ones too: mappings go first.
+    for m in list(s.maps.values()):
+        for page in sorted(m.pages):
+            s.add("buf_unmap", map=m.name, offset=page * PAGE, length=PAGE)
+    s.maps.clear()
+    # With at most MAX_LIVE_BUFFERS of at most 16 pages alive, 255 MiB of the 256 MiB leaves room for them
+    # all (nothing is preempted, so no onPreempt is owed at an unknown time) and little for new ones; the
+    # whole capacity is reserved only while no buffer is alive.
+    mib = s.rng.choice((128, 255, 255) if s.buffers else (128, 255, 256))
+    s.add("vnpu", command=f"pressure={mib * 1024 * 1024}")
+    s.pressure = True
+    s.used_control = True
+    for b in s.buffers.values():
+        b.maybe_preempted = True
+
+
+def _parallel(s: _State) -> None:
+    """Two or three threads, each on its own slots: set a priority, or free a buffer, or create, set and
+    free a request of its own."""
+    lists: list[list[dict[str, Any]]] = []
+    taken: set[str] = set()
+    unmapped = [b.name for b in _freeable(s)]
+    for _ in range(s.rng.choice((2, 2, 3))):
+        roll = s.rng.random()
+        spare = [b for b in s.buffers if b not in taken]
+        if roll < 0.35 and spare:
+            b = s.rng.choice(spare)
+            taken.add(b)
+            lists.append([{"buf_set_priority": {"buf": b, "priority": s.rng.choice(PRIORITIES)}}])
+        elif roll < 0.6 and [b for b in unmapped if b not in taken]:
+            b = s.rng.choice([b for b in unmapped if b not in taken])
+            taken.add(b)
+            if s.buffers[b].loading:
+                s.loads_known = False
+            lists.append([{"buf_free": {"bufs": [b]}}])
+        else:
+            r, c = s.name("r"), s.name("c")
+            lists.append([
+                {"req_create": {"req": r}},
+                {"cookie_new": {"cookie": c}},
+                {"req_set_cookie": {"req": r, "cookie": c, "deleter": True}},
+                {"req_set_priority": {"req": r, "priority": s.rng.choice(PRIORITIES)}},
+                {"req_free": {"req": r}},
+            ])
+    s.steps.append({"parallel": lists})
+    for block in lists:
+        for step in block:
+            if "buf_free" in step:
+                del s.buffers[step["buf_free"]["bufs"][0]]
+
+
+def _replace(s: _State) -> None:
+    free = [r for r in s.requests if r not in s.pinned]
+    if free:
+        _replace_cookie(s, s.rng.choice(free))
+
+
+# action -> (weight, needs vnpu control)
+_ACTIONS: Final = (
+    (_new_request, 14, False),
+    (_submit, 16, False),
+    (_replace, 6, False),
+    (_map, 10, False),
+    (_touch_map, 6, False),
+    (_unmap, 7, False),
+    (_load, 7, False),
+    (_free, 8, False),
+    (_priority, 5, False),
+    (_free_request, 4, False),
+    (_parallel, 3, False),
+    (_preempt, 3, True),
+    (_pressure, 1, True),
+)
+
+
+def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True) -> dict[str, Any]:
+    """Program ``index`` of the stream ``seed``: a scenario mapping (docs/formats.md §2)."""
+    rng = random.Random(f"{seed}:{index}")
+    s = _State(rng, vnpu_control)
+    actions = [(fn, w) for fn, w, control in _ACTIONS if vnpu_control or not control]
+    actions = [(fn, w) for fn, w in actions if loads or fn is not _load]
+    length = rng.randint(8, 40)
+    _new_request(s)
+    while len(s.steps) < length:
+        fn = rng.choices([a for a, _ in actions], weights=[w for _, w in actions])[0]
+        if fn is _new_request and len(s.requests) >= 8:
+            fn = _submit
+        if fn is _submit and not s.requests:
+            fn = _new_request
+        fn(s)
+    requires = ["supported-pair"]
+    if s.used_load:
+        requires.append("load")
+    if s.used_control:
+        requires.append("vnpu-control")
+    return {
+        "id": f"fuzz.s{seed}_{index}",
+        "title": f"Random API program {index} of seed {seed}",
+        "clauses": [PROGRAM_CLAUSE],
+        "requires": requires,
+        "timeout_ms": 20000,
+        "steps": s.steps,
+    }

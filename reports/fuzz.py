@@ -1,0 +1,79 @@
+"""The fuzz run's reports: fuzz.json (the summary for scripts) and fuzz.html (one self-contained page in
+the family of report.html: same environment, inline CSS, a Content-Security-Policy, no network)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from .html import environment
+from .safe_io import write_text
+
+FUZZ_SCHEMA: Final = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FuzzDivergence:
+    """One group of divergent programs: the same verdict and clause (``signature``), shrunk once."""
+
+    signature: str
+    verdict: str
+    clause: str | None
+    quote: str | None
+    reason: str
+    program: str  # the first program that showed it
+    found_after_s: float  # fuzzing time (generation and runs, not shrinking) at the end of the batch that showed it
+    found_after_programs: int
+    steps_before: int
+    steps_after: int
+    shrink_s: float
+    candidates: int  # shrinking candidates run
+    scenario: str  # path of the shrunk scenario YAML
+    scenario_id: str
+    replays: bool  # the written scenario, run again, gave the same verdict and clause
+    shrunk_reason: str
+    count: int  # programs that showed it
+
+    def seen_again(self) -> FuzzDivergence:
+        return dataclasses.replace(self, count=self.count + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class FuzzSummary:
+    seed: int
+    target: str
+    device: str
+    impl: str | None
+    budget: str
+    programs: int
+    fuzzing_s: float
+    elapsed_s: float
+    programs_per_s: float
+    verdicts: dict[str, int]
+    divergences: tuple[FuzzDivergence, ...]
+    scenarios_dir: str
+
+    def as_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["divergences"] = [dataclasses.asdict(d) for d in self.divergences]
+        return {"schema": FUZZ_SCHEMA, **data}
+
+
+def render_fuzz_html(summary: FuzzSummary) -> str:
+    template = environment().get_template("fuzz.html.j2")
+    return template.render(
+        s=summary,
+        generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        replay=f"npuconf run --scenarios {summary.scenarios_dir}",
+    )
+
+
+def write_fuzz_reports(summary: FuzzSummary, out_dir: Path) -> dict[str, Path]:
+    paths = {"json": out_dir / "fuzz.json", "html": out_dir / "fuzz.html"}
+    write_text(paths["json"], json.dumps(summary.as_json(), indent=2, sort_keys=False) + "\n")
+    write_text(paths["html"], render_fuzz_html(summary))
+    return paths
