@@ -112,9 +112,11 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
 
 
 def _target(s: State, ctx: Ctx, text: str) -> str | None:
+    """The buffer a control command names. The trace carries the probe's slot (the compiler replaced
+    the scenario's name), so a slot wins over a scenario name spelled the same (`b3` may be both)."""
     if text.startswith("B"):
         return text
-    slot = ctx.names.get(text, text)
+    slot = text if text in ctx.names.values() else ctx.names.get(text, text)
     return s.slots.get(slot)
 
 
