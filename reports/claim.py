@@ -320,7 +320,8 @@ def claim_of(run: RunView) -> Claim:
     gaps: list[Gap] = []
     scope: list[str] = []
     pointer_64_only = _strings(basis.get("pointer_64_only")) or frozenset()
-    for label, serials in _units(run):
+    units = _units(run)
+    for label, serials in units:
         infos = [run.devices.get(serial, {}) for serial in serials]
         required = testable
         if any(info.get("pointer_bits") == 32 for info in infos):
@@ -340,6 +341,6 @@ def claim_of(run: RunView) -> Claim:
     named = [_plural(n, word) for n, word in ((waivers, "waiver"), (warnings, "warning")) if n]
     level = ClaimLevel.CONFORMANT_WITHOUT_BUFFERS if scope else ClaimLevel.CONFORMANT
     headline = level.value + (f" with {', '.join(named)}" if named else "")
-    if scope and len(scope) < len(_units(run)):
+    if scope and len(scope) < len(units):
         headline += f" ({', '.join(scope)} without NPU buffers)"
     return make(level, headline, scope=scope)
