@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import tarfile
 import tempfile
@@ -45,6 +46,7 @@ from ..suite import (
     claim_basis,
     load_catalogue,
     load_waiver_file,
+    waivers_as_of,
 )
 from . import signing
 from .bundle import BUNDLE_FILES, BUNDLE_SCHEMA, MANIFEST, BundleUnreadable, device_fingerprints, sha256_hex
@@ -308,6 +310,7 @@ def expected_verdicts(
     profile: str,
     waivers: Sequence[Waiver],
     fingerprint: str,
+    as_of: dt.date | None = None,
 ) -> tuple[frozenset[Verdict], str]:
     """The verdicts this kit allows for a recorded result, and on what evidence (for the message)."""
     if device.discovery_failed is not None and needs_discovery(scenario):
@@ -327,7 +330,7 @@ def expected_verdicts(
         return frozenset({Verdict.TIMEOUT}), "the host's timeout marker ends the trace"
     if end == "open":
         return frozenset({Verdict.ERROR, Verdict.NOT_EXECUTED}), "the trace never reaches the scenario's exit"
-    outcome = judge_lines(scenario, record.trace, device.caps, catalogue, profile, waivers, fingerprint)
+    outcome = judge_lines(scenario, record.trace, device.caps, catalogue, profile, waivers, fingerprint, as_of)
     return frozenset({outcome.verdict}), "the model judged the trace"
 
 
@@ -340,6 +343,10 @@ def _check_verdicts(
     if plan.profile not in PROFILES:
         return 0, [Problem("verdict", f"profile {plan.profile!r} is unknown to this kit; verdicts not re-derived")]
     evidence, problems = _device_evidence(run)
+    # Waivers are applied as of the day the run applied them, not the day of the check.
+    as_of = waivers_as_of(plan.options, plan.started)
+    if waivers and as_of is None:
+        problems.append(Problem("verdict", "the plan records no date its waivers were applied on; judged as of today"))
     derived = 0
     for record in run.results:
         if not record.recorded:
@@ -361,6 +368,7 @@ def _check_verdicts(
             plan.profile,
             waivers,
             fingerprint if isinstance(fingerprint, str) and fingerprint else record.device,
+            as_of,
         )
         derived += 1
         if (

@@ -26,6 +26,9 @@ class RunPlan:
     profile: str
     target_name: str
     waivers: tuple[Waiver, ...] = ()
+    # The day waivers are judged against for the whole run (recorded as options.waivers_as_of), so a run
+    # crossing midnight, a resume and `npuconf verify` all apply the same waivers.
+    waivers_as_of: dt.date | None = None
     jobs: int = 1
     timeout_multiplier: float = 1.0
     corpus_hash: str = ""

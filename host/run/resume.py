@@ -10,7 +10,7 @@ from reports import load_results, write_reports
 from reports.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 
 from ..errors import UsageError
-from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file
+from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file, waivers_as_of
 from ..targets import DEFAULT_CAPACITY, VnpuProfile
 from .ownership import created_here
 from .plan import Resume, RunPlan, RunRequest
@@ -72,6 +72,7 @@ def resume_run(
             profile=plan_record.profile,
             target_name=plan_record.target,
             waivers=load_waiver_file(Path(str(options["waivers"]))) if options.get("waivers") else (),
+            waivers_as_of=waivers_as_of(options, plan_record.started),
             jobs=request.jobs,
             timeout_multiplier=request.timeout_multiplier,
             corpus_hash=plan_record.corpus_hash,

@@ -209,6 +209,7 @@ class DeviceRun:
                     self.plan.profile,
                     self.plan.waivers,
                     fingerprint,
+                    self.plan.waivers_as_of,
                 )
                 refused = outcome.verdict is Verdict.PASS and allocation_refused(trace.lines, device.caps)
             attempt = attempts[trace.scenario_id]

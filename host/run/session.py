@@ -77,7 +77,8 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     waivers = load_waiver_file(request.waivers) if request.waivers else ()
     if request.waivers:
         check_waiver_ids(waivers, catalogue.ids(), (s.id for s in scenarios), request.waivers)
-    expired = expiry_notes(waivers, dt.date.today())
+    as_of = dt.date.today()
+    expired = expiry_notes(waivers, as_of)
     for note in expired:
         print(f"npuconf: {note}", file=sys.stderr)
     run_id = new_run_id()
@@ -101,6 +102,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         profile=request.profile,
         target_name=target_name,
         waivers=waivers,
+        waivers_as_of=as_of,
         jobs=request.jobs,
         timeout_multiplier=request.timeout_multiplier,
         corpus_hash=corpus_hash(scenario_root),
@@ -121,6 +123,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
             "scenarios": str(request.scenarios.resolve()) if request.scenarios else None,
             "waivers": str(request.waivers.resolve()) if request.waivers else None,
             "waivers_expired": list(expired),
+            "waivers_as_of": as_of.isoformat(),
             "devices": request.devices,
             "serials": list(request.serials),
             "adb_servers": list(request.adb_servers),

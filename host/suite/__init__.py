@@ -19,3 +19,4 @@ from .hashes import model_hash as model_hash
 from .waivers import check_waiver_ids as check_waiver_ids
 from .waivers import expiry_notes as expiry_notes
 from .waivers import load_waiver_file as load_waiver_file
+from .waivers import waivers_as_of as waivers_as_of

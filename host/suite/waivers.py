@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -39,6 +39,18 @@ def check_waiver_ids(
             raise UsageError(f"{where}.clause {waiver.clause!r}: not a clause ID of conformance/clauses.yaml")
         if waiver.scenario is not None and not any(fnmatchcase(s, waiver.scenario) for s in scenarios):
             raise UsageError(f"{where}.scenario {waiver.scenario!r}: matches no scenario ID of the corpus")
+
+
+def waivers_as_of(options: Mapping[str, object], started: str) -> dt.date | None:
+    """The day a recorded run applied its waivers on: its plan's `options.waivers_as_of`, or (runs recorded
+    before that field) the UTC date it started. None when neither is a date: the plan is not trusted text."""
+    for text in (options.get("waivers_as_of"), started[:10] if isinstance(started, str) else None):
+        if isinstance(text, str) and len(text) == 10:
+            try:
+                return dt.date.fromisoformat(text)
+            except ValueError:
+                continue
+    return None
 
 
 def expired_waivers(waivers: Sequence[Waiver], today: dt.date) -> tuple[Waiver, ...]:

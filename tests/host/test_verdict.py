@@ -397,6 +397,36 @@ def test_verify_applies_waivers_only_from_the_command_line(aosp_run, tmp_path):
     assert with_file.returncode == 2 and first_line(with_file.stdout).startswith("bundle verifies; partial run")
 
 
+def _plan_dated(run: Path, as_of: str) -> None:
+    """Rewrites the day the run recorded for its waivers (as a run made on that day would have)."""
+    lines = (run / "results.jsonl").read_text().splitlines()
+    plan = json.loads(lines[0])
+    assert plan["kind"] == "plan" and plan["options"]["waivers_as_of"]
+    plan["options"]["waivers_as_of"] = as_of
+    (run / "results.jsonl").write_text("\n".join([json.dumps(plan), *lines[1:]]) + "\n")
+
+
+def test_verify_applies_waivers_as_of_the_day_the_run_applied_them(aosp_run, tmp_path):
+    fail = next(r for r in results(aosp_run) if r.get("kind") == "result" and r["verdict"] == "FAIL")
+    waiver = f"waivers:\n  - scenario: {fail['scenario']}\n    device: '*'\n    reason: known\n    expires: {{}}\n"
+    long_lived, expired_now = tmp_path / "long.yaml", tmp_path / "expired.yaml"
+    long_lived.write_text(waiver.format("2999-12-31"))
+    expired_now.write_text(waiver.format("2021-01-01"))  # valid on 2020-06-01, expired today
+    run = tmp_path / "waived-run"
+    done = npuconf("run", "--target", "local", "--personality", "aosp-2026", "-k", fail["scenario"],
+                   "--waivers", long_lived, "-q", "--out", run)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for as_of, verifies in (("2020-06-01", True), ("2022-06-01", False)):
+        _plan_dated(run, as_of)
+        bundle = tmp_path / f"waived-{as_of}.tar.gz"
+        assert npuconf("bundle", run, "--out", bundle).returncode == 0
+        checked = npuconf("verify", bundle, "--waivers", expired_now)
+        if verifies:
+            assert first_line(checked.stdout).startswith("bundle verifies; partial run"), checked.stdout
+        else:
+            assert first_line(checked.stdout).startswith("bundle rejected: verdict: "), checked.stdout
+
+
 # ---------------------------------------------------------------------------------------------
 # replays reproduce
 
