@@ -191,6 +191,7 @@ def _check_hashes(manifest: Mapping[str, Any]) -> list[Problem]:
 
 
 def _check_coverage(run: RunResults, raw: Mapping[int, Mapping[str, object]]) -> list[Problem]:
+    """Every planned scenario recorded exactly once per device, or in a sharded run once per build (group)."""
     plan = run.plan
     if plan is None:
         return []
@@ -199,17 +200,43 @@ def _check_coverage(run: RunResults, raw: Mapping[int, Mapping[str, object]]) ->
         if obj.get("kind") == "result" and isinstance(obj.get("device"), str) and isinstance(obj.get("scenario"), str):
             counts[(str(obj["device"]), str(obj["scenario"]))] += 1
     problems: list[Problem] = []
-    planned = {(d, s.id) for d in plan.devices for s in plan.scenarios}
-    for device in plan.devices:
+    if plan.options.get("shard", False) is not plan.shard:
+        problems.append(
+            Problem("plan", f"the plan says shard {str(plan.shard).lower()} but its options say "
+                            f"{plan.options.get('shard')!r}: the run was not recorded so")
+        )
+    units = _sharded_units(run, problems) if plan.shard else {device: (device,) for device in plan.devices}
+    for unit, devices in units.items():
+        where = unit if len(devices) == 1 else f"build {unit} ({', '.join(devices)})"
         for scenario in plan.scenarios:
-            n = counts[(device, scenario.id)]
+            n = sum(counts[(device, scenario.id)] for device in devices)
             if n == 0:
-                problems.append(Problem("coverage", f"{scenario.id} on {device}: planned but missing"))
+                problems.append(Problem("coverage", f"{scenario.id} on {where}: planned but missing"))
             elif n > 1:
-                problems.append(Problem("coverage", f"{scenario.id} on {device}: recorded {n} times (duplicated)"))
+                problems.append(Problem("coverage", f"{scenario.id} on {where}: recorded {n} times (duplicated)"))
+    planned = {(d, s.id) for d in plan.devices for s in plan.scenarios}
     for device, scenario_id in sorted(set(counts) - planned):
         problems.append(Problem("coverage", f"{scenario_id} on {device}: recorded but not planned"))
     return problems
+
+
+def _sharded_units(run: RunResults, problems: list[Problem]) -> dict[str, tuple[str, ...]]:
+    """A sharded run's groups (group -> devices), each checked to be its devices' recorded build: a group
+    is what lets one device's result stand for another's, so it must not be a label anyone could choose."""
+    assert run.plan is not None
+    fingerprints = device_fingerprints(run)
+    members: dict[str, list[str]] = {}
+    for device in run.plan.devices:
+        group = run.groups.get(device, f"device:{device}")
+        fingerprint = fingerprints.get(device)
+        if group != (fingerprint or f"device:{device}"):
+            problems.append(
+                Problem("plan", f"device {device} is recorded in group {group!r} but its build fingerprint is "
+                                f"{fingerprint!r}: a shard group is the devices of one build")
+            )
+            group = f"device:{device}"
+        members.setdefault(group, []).append(device)
+    return {group: tuple(devices) for group, devices in members.items()}
 
 
 def _kit_problems(run: RunResults, corpus: Mapping[str, Scenario], basis: Mapping[str, object]) -> list[Problem]:

@@ -59,6 +59,45 @@ def test_sharded_run_on_four_devices_runs_each_scenario_exactly_once(tmp_path, p
     assert len(durations) >= ran - 5 and all(v > 0 for v in durations.values()), plan_fingerprint
     assert_stopped(all_pids(run_dir / "virtual-devices" / "virtual-devices.json"))
 
+    _verify_sharded_bundles(run_dir, tmp_path / "verify")
+
+
+def _edited_run(source, out, edit):
+    """A copy of the run's results.jsonl with every record passed through `edit` (None drops it)."""
+    out.mkdir(parents=True)
+    lines = [edit(json.loads(line)) for line in (source / "results.jsonl").read_text().splitlines()]
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines if r is not None))
+    return out
+
+
+def _verify(run_dir, bundle):
+    assert npuconf("bundle", run_dir, "--out", bundle).returncode == 0
+    return npuconf("verify", bundle)
+
+
+def _verify_sharded_bundles(run_dir, work):
+    """verify re-derives a sharded run per build; a bundle edited to change what counts as planned is refused."""
+    checked = _verify(run_dir, work / "as-run.tar.gz")
+    assert checked.returncode == 0 and checked.stdout.startswith("bundle verifies: conformant"), checked.stdout
+
+    def unsharded(r):
+        return {k: v for k, v in r.items() if k != "shard"} if r["kind"] == "plan" else r
+
+    def options_disagree(r):
+        return {**r, "options": {**r["options"], "shard": False}} if r["kind"] == "plan" else r
+
+    def regrouped(r):
+        return {**r, "group": "any/label"} if r["kind"] == "device" and r["device"] == "virtual-2" else r
+
+    for name, edit, expected in (
+        ("unsharded", unsharded, "planned but missing"),
+        ("options", options_disagree, "the plan says shard true but its options say False"),
+        ("regrouped", regrouped, "device virtual-2 is recorded in group 'any/label'"),
+    ):
+        edited = _edited_run(run_dir, work / name, edit)
+        checked = _verify(edited, work / f"{name}.tar.gz")
+        assert checked.stdout.startswith("bundle rejected:") and expected in checked.stdout, (name, checked.stdout)
+
 
 def test_killing_a_device_mid_run_still_finishes_every_scenario(tmp_path, probe_build):
     scenarios = slow_corpus(tmp_path / "scenarios", count=30, sleep_ms=150)
