@@ -123,6 +123,8 @@ def _suite(run: RunResults, serial: str, info: Mapping[str, object]) -> junitpar
         suite.add_property("exit_code", str(int(claim.exit_code)))
         for name, value in claim.configuration:
             suite.add_property(f"config.{name}", safe_text(value))
+        if plan.shard:  # the device's build: its results count with those of the build's other devices
+            suite.add_property("shard_group", safe_text(run.groups.get(serial, f"device:{serial}")))
     probe_version = info.get("probe_version")
     if probe_version is not None:  # the probe's version is per device; also under device.probe_version
         suite.add_property("probe_version", safe_text(render_value(probe_version)))

@@ -46,12 +46,21 @@ def build_summary(run: RunResults) -> dict[str, object]:
         "total": len(run.results),
         "counts": _counts(count_verdicts(run.results)),
         "devices": {serial: _counts(c) for serial, c in counts_by_device(run).items()},
+        **({"groups": _groups(run)} if plan is not None and plan.shard else {}),
         "chapters": {chapter: _counts(c) for chapter, c in counts_by_chapter(run).items()},
         "clauses": {clause: str(v) for clause, v in worst_by_clause(run).items()},
         "failures": failures,
         "not_exercised": gap_summary(coverage_gaps(run)),
         "problems": list(run.problems),
     }
+
+
+def _groups(run: RunResults) -> dict[str, list[str]]:
+    """A sharded run's builds: group (build fingerprint) -> its devices, as the claim counts them."""
+    members: dict[str, list[str]] = {}
+    for serial in run.device_serials:
+        members.setdefault(run.groups.get(serial, f"device:{serial}"), []).append(serial)
+    return members
 
 
 def _clean(value: object) -> object:

@@ -5,6 +5,7 @@ import os
 import signal
 from collections import Counter
 
+import junitparser
 import pytest
 
 from host.suite import load_catalogue, load_corpus
@@ -49,6 +50,12 @@ def test_sharded_run_on_four_devices_runs_each_scenario_exactly_once(tmp_path, p
     assert set(run.groups.values()) == {records(run_dir, "device")[0]["group"]}
     html = (run_dir / "report.html").read_text()
     assert "Shard groups" in html and "virtual-3" in html
+    group = records(run_dir, "device")[0]["group"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["groups"] == {group: ["virtual-1", "virtual-2", "virtual-3", "virtual-4"]}
+    suites = list(junitparser.JUnitXml.fromfile(str(run_dir / "junit.xml")))
+    assert {s.name: {p.name: p.value for p in s.properties()}["shard_group"] for s in suites} == dict.fromkeys(
+        ["virtual-1", "virtual-2", "virtual-3", "virtual-4"], group)
 
     # The run recorded itself with its durations; a second sharded run balances with them.
     from reports.store import scenario_durations
