@@ -21,13 +21,18 @@ __all__ = [
     "write_html",
     "write_junit",
     "write_reports",
+    "write_run_reports",
     "write_summary",
 ]
 
 
 def write_reports(results_path: Path, out_dir: Path) -> dict[str, Path]:
     """Read `results_path` (results.jsonl or its directory) and write the three reports into `out_dir`."""
-    run = load_results(results_path)
+    return write_run_reports(load_results(results_path), out_dir)
+
+
+def write_run_reports(run: RunResults, out_dir: Path) -> dict[str, Path]:
+    """Write the three reports of a run already read into `out_dir`."""
     output_dir(out_dir)
     paths = {
         "junit": out_dir / "junit.xml",

@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 from reference_model.verdicts import Verdict
-from reports import load_results, write_reports
+from reports import load_results, write_run_reports
 from reports.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 
 from ..errors import UsageError
@@ -102,8 +102,8 @@ def resume_run(
         except KeyboardInterrupt:
             raise interrupted(directory) from None
         record_run(directory, store)
-    reports = write_reports(results_path, directory)
     run = load_results(results_path)
+    reports = write_run_reports(run, directory)
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
     return RunOutcome(directory, int(run.claim.exit_code), counts, run.claim, {"results": results_path, **reports})
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reference_model.verdicts import Verdict
-from reports import load_results, write_reports
+from reports import load_results, write_run_reports
 from reports.claim import Claim
 from reports.safe_io import output_dir
 
@@ -136,11 +136,11 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     try:
         with open_targets(request, target_name, out_dir, profile) as targets:
             execute_run(plan, targets, progress, estimates=estimates)
-        reports = write_reports(out_dir / "results.jsonl", out_dir)
+        run = load_results(out_dir / "results.jsonl")
+        reports = write_run_reports(run, out_dir)
         record_run(out_dir, request.store)
     except KeyboardInterrupt:
         raise interrupted(out_dir) from None
-    run = load_results(out_dir / "results.jsonl")
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
     paths = {"results": out_dir / "results.jsonl", **reports}
     return RunOutcome(out_dir, int(run.claim.exit_code), counts, run.claim, paths)
