@@ -80,6 +80,7 @@ CALL_HANDLERS: Final[dict[str, CallHandler]] = {
     "buf_free": free.call_free,
     "buf_unmap": mapping.call_unmap,
     "buf_load": loading.call_load,
+    "await_closed": loading.call_await_closed,
     "vnpu": preemption.call_vnpu,
 }
 
@@ -115,6 +116,7 @@ RET_HANDLERS: Final[dict[str, RetHandler]] = {
     "file_new": loading.ret_file_new,
     "file_seek": loading.ret_file_seek,
     "fd_check": loading.ret_fd_check,
+    "await_closed": loading.ret_fd_check,
     "sleep_ms": loading.ret_sleep,
     "bind": _ret_bind,
     "vnpu": preemption.ret_vnpu,

@@ -256,6 +256,19 @@ def ret_fd_check(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     return bad if bad is not None else [done(s)]
 
 
+def call_await_closed(ctx: Ctx, s: State, call: Call) -> Out:
+    """Waiting for a descriptor to be closed is a quiet wait for it: if nothing needed it when the wait
+    began, it must be closed when the wait ends (the probe gives it the whole budget, polling)."""
+    slot = arg_slot(call, "file")
+    f = s.files.get(slot)
+    inflight = Inflight(call.step, call.op)
+    if f is None or f.due or not unneeded(s, f):
+        return [evolve_state(s, inflight=inflight)]
+    files = dict(s.files)
+    files[slot] = evolve(f, due=True)
+    return [evolve_state(s, files=files, inflight=inflight)]
+
+
 def ret_sleep(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     """A quiet wait: every handed-over descriptor nothing needs now must be closed by the next fd_check."""
     due = {slot: f for slot, f in s.files.items() if not f.due and unneeded(s, f)}

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Final
 
-VOCABULARY_VERSION: Final = 3
-VOCABULARY_HASH: Final = "9369a53a1f64a5ac"
+VOCABULARY_VERSION: Final = 4
+VOCABULARY_HASH: Final = "09fbcc7cb6f9580c"
 
 
 class ArgKind(StrEnum):
@@ -61,6 +61,7 @@ class Op(StrEnum):
     FILE_NEW = "file_new"
     FILE_SEEK = "file_seek"
     FD_CHECK = "fd_check"
+    AWAIT_CLOSED = "await_closed"
     VNPU = "vnpu"
     SLEEP_MS = "sleep_ms"
     PAR_BEGIN = "par_begin"
@@ -112,6 +113,7 @@ OPS: Final[dict[Op, OpSpec]] = {
     Op.FILE_NEW: OpSpec(Op.FILE_NEW, None, (ArgSpec("file", ArgKind.FILE), ArgSpec("size", ArgKind.U64), ArgSpec("seed", ArgKind.U64), )),
     Op.FILE_SEEK: OpSpec(Op.FILE_SEEK, None, (ArgSpec("file", ArgKind.FILE), ArgSpec("position", ArgKind.I64), )),
     Op.FD_CHECK: OpSpec(Op.FD_CHECK, None, (ArgSpec("file", ArgKind.FILE), )),
+    Op.AWAIT_CLOSED: OpSpec(Op.AWAIT_CLOSED, None, (ArgSpec("file", ArgKind.FILE), ArgSpec("timeout_ms", ArgKind.U64), )),
     Op.VNPU: OpSpec(Op.VNPU, "vnpu_control", (ArgSpec("command", ArgKind.TEXT), )),
     Op.SLEEP_MS: OpSpec(Op.SLEEP_MS, None, (ArgSpec("ms", ArgKind.U64), )),
     Op.PAR_BEGIN: OpSpec(Op.PAR_BEGIN, None, (ArgSpec("threads", ArgKind.U64), )),
@@ -182,7 +184,7 @@ class ProbeExit(IntEnum):
 
 
 PROBE_LIST_LINES: Final[tuple[str, ...]] = (
-    "vocabulary 3 9369a53a1f64a5ac",
+    "vocabulary 4 09fbcc7cb6f9580c",
     "op req_create ANpuManager_AllocRequest_create req:req",
     "op req_free ANpuManager_AllocRequest_free req:req",
     "op req_free_null ANpuManager_AllocRequest_free",
@@ -213,6 +215,7 @@ PROBE_LIST_LINES: Final[tuple[str, ...]] = (
     "op file_new - file:file size:u64 seed:u64",
     "op file_seek - file:file position:i64",
     "op fd_check - file:file",
+    "op await_closed - file:file timeout_ms:u64",
     "op vnpu vnpu_control command:text",
     "op sleep_ms - ms:u64",
     "op par_begin - threads:u64",

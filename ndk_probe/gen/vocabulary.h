@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <stddef.h>
 
-#define NPUCONF_VOCAB_VERSION 3
-#define NPUCONF_VOCAB_HASH "9369a53a1f64a5ac"
+#define NPUCONF_VOCAB_VERSION 4
+#define NPUCONF_VOCAB_HASH "09fbcc7cb6f9580c"
 #define NPUCONF_MAX_OP_ARGS 6
 
 enum npuconf_arg_kind {
@@ -60,6 +60,7 @@ enum npuconf_op {
     OP_FILE_NEW,
     OP_FILE_SEEK,
     OP_FD_CHECK,
+    OP_AWAIT_CLOSED,
     OP_VNPU,
     OP_SLEEP_MS,
     OP_PAR_BEGIN,
@@ -107,6 +108,7 @@ static const struct npuconf_op_info NPUCONF_OPS[OP__COUNT] = {
     [OP_FILE_NEW] = {"file_new", NULL, 3, {{"file", ARG_FILE}, {"size", ARG_U64}, {"seed", ARG_U64}}},
     [OP_FILE_SEEK] = {"file_seek", NULL, 2, {{"file", ARG_FILE}, {"position", ARG_I64}}},
     [OP_FD_CHECK] = {"fd_check", NULL, 1, {{"file", ARG_FILE}}},
+    [OP_AWAIT_CLOSED] = {"await_closed", NULL, 2, {{"file", ARG_FILE}, {"timeout_ms", ARG_U64}}},
     [OP_VNPU] = {"vnpu", "vnpu_control", 1, {{"command", ARG_TEXT}}},
     [OP_SLEEP_MS] = {"sleep_ms", NULL, 1, {{"ms", ARG_U64}}},
     [OP_PAR_BEGIN] = {"par_begin", NULL, 1, {{"threads", ARG_U64}}},

@@ -118,6 +118,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "cookie deleted inside ANpuBuffer_free although a late onPreempt may come",
         "cookie-borrowed-in-callbacks",
     ),
+    Mutant("o", "M_FD_LEAK", "owned file descriptors are never closed", "load-fd-ownership"),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text
@@ -161,6 +162,7 @@ LEGAL: tuple[Legal, ...] = (
         "L_FDS_AFTER_FREE",
         "the same descriptors closed on another thread 5 ms after ANpuBuffer_free returned",
     ),
+    Legal("o", "L_FDS_LATE", "the same, 300 ms after ANpuBuffer_free returned (a busy worker thread)"),
     Legal("p", "L_ENOMEM_PRESSURE", "at most 4 KiB of live buffers: ENOMEM beyond", exit_code=2),
     Legal("q", "L_CALLER_THREAD", "every onAlloc (also successes) inside allocAsync on the caller's thread"),
     Legal("q", "L_SUPPORT_INVALID_TRUE", "isSupported true for a request with an invalid device or type"),

@@ -57,6 +57,7 @@ enum mutation {
     M_SETONALLOC_NULL_OK,  /* h: setOnAlloc(request, NULL) returns instead of crashing */
     M_NULL_REQUEST_OK,     /* h: setOnAlloc(NULL, f) returns instead of crashing */
     M_DELETE_AT_FREE,      /* i: the cookie is deleted inside ANpuBuffer_free though a late onPreempt may come */
+    M_FD_LEAK,             /* o: owned descriptors are never closed */
     /* legal variations */
     L_ERRNO_RANGE,         /* j: bad priority -> ERANGE, bad prot bits -> ENOTSUP (allocAsync and setPriority) */
     L_SIZE0_OK,            /* k: a request of size 0 is granted a buffer */
@@ -65,6 +66,7 @@ enum mutation {
     L_SILENT_PREEMPT_LOAD, /* n: a buffer without onPreempt is preempted silently before each loadAsync */
     L_FDS_AT_FREE,         /* o: owned fds are closed at ANpuBuffer_free (loads) / last buffer freed (requests) */
     L_FDS_AFTER_FREE,      /* o: the same descriptors closed on another thread 5 ms after ANpuBuffer_free returned */
+    L_FDS_LATE,            /* o: the same, 300 ms after (a busy device's worker thread) */
     L_ENOMEM_PRESSURE,     /* p: at most 4 KiB of live buffers, ENOMEM beyond */
     L_CALLER_THREAD,       /* q: every onAlloc inside allocAsync on the caller's thread */
     L_SUPPORT_INVALID_TRUE,/* q: isSupported says true for an invalid device or type */
@@ -86,7 +88,9 @@ static const enum mutation MUT = MUTATION;
 
 #define RETIMED (MUT == L_FRESH_THREAD || MUT == L_RANDOM_DELAY || MUT == L_REORDER)
 /* The owned descriptors are kept by the interposer and closed at (or just after) the buffer's free. */
-#define FDS_KEPT (MUT == L_FDS_AT_FREE || MUT == L_FDS_AFTER_FREE)
+#define FDS_KEPT (MUT == L_FDS_AT_FREE || MUT == L_FDS_AFTER_FREE || MUT == L_FDS_LATE || MUT == M_FD_LEAK)
+#define CLOSE_LATE (MUT == L_FDS_AFTER_FREE || MUT == L_FDS_LATE)
+#define CLOSE_DELAY_NS (MUT == L_FDS_LATE ? 300L * 1000000L : 5L * 1000000L)
 #define PAGE_SZ 4096u
 /* W_BLOCKING_*: the wait for the callback is bounded so that a callback that calls allocAsync (on the
  * worker) cannot deadlock; 1 s is beyond the probe's 400 ms wait_return (a 50 ms bound returns while
@@ -190,7 +194,7 @@ struct fdref {
 
 static void fdref_release(struct fdref *f) {
     if (f != NULL && atomic_fetch_sub(&f->refs, 1) == 1) {
-        close(f->fd);
+        if (MUT != M_FD_LEAK) close(f->fd);
         free(f);
     }
 }
@@ -304,7 +308,7 @@ static void spawn(void *(*fn)(void *), void *arg) {
     pthread_attr_destroy(&attr);
 }
 
-/* L_FDS_AFTER_FREE: descriptors a free let go of, closed a little later on another thread. */
+/* L_FDS_AFTER_FREE, L_FDS_LATE: descriptors a free let go of, closed later on another thread. */
 struct late_close {
     struct fdref *refs[64];
     size_t nrefs;
@@ -314,7 +318,7 @@ struct late_close {
 
 static void *close_late(void *arg) {
     struct late_close *l = arg;
-    sleep_ns(5L * 1000000L);
+    sleep_ns(CLOSE_DELAY_NS);
     for (size_t k = 0; k < l->nrefs; k++) fdref_release(l->refs[k]);
     for (size_t k = 0; k < l->nfds; k++) close(l->fds[k]);
     free(l);
@@ -935,7 +939,7 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     int ret = R.buf_free(buffers_in, len);
     int saved = errno;
     struct late_close *late = NULL;
-    if (MUT == L_FDS_AFTER_FREE) {
+    if (CLOSE_LATE) {
         late = calloc(1, sizeof *late);
         if (late == NULL) abort();
     }
@@ -948,7 +952,7 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
         gone = e->next;
         for (size_t k = 0; k < e->nfds; k++) {
             if (late != NULL && late->nfds < 64) late->fds[late->nfds++] = e->fds[k];
-            else close(e->fds[k]);
+            else if (MUT != M_FD_LEAK) close(e->fds[k]);
         }
         if (e->accounted > 0) {
             pthread_mutex_lock(&mu);

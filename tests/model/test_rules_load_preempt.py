@@ -113,6 +113,37 @@ def test_fd_ownership_and_position():
     passes(teardown(b))
 
 
+@covers("loading.call_await_closed")
+def test_await_closed_is_a_quiet_wait_that_began_when_nothing_needed_the_descriptor():
+    def segment_freed(closed: bool, *, free_first: bool = True) -> TB:
+        b = TB()
+        b.call("file_new", file="f", size=4096, seed=1)
+        b.call("req_create", req="r")
+        b.call("req_set_file", req="r", fd="f", file_offset=0, length=10, buffer_offset=0)
+        if free_first:
+            b.call("req_free", req="r")
+        b.extra(closed=closed, position=0, waited_ms=1000 if not closed else 3).call(
+            "await_closed", file="f", timeout_ms=1000)
+        return b
+
+    passes(teardown(segment_freed(True)))
+    fails(teardown(segment_freed(False)), "req-file-fd-ownership")  # still open after the whole wait: a leak
+    # Waiting while the request still owns it proves nothing, nor does the free after it.
+    b = segment_freed(False, free_first=False)
+    b.call("req_free", req="r")
+    b.extra(closed=False, position=0).call("fd_check", file="f")
+    passes(teardown(b))
+    # A descriptor whose load is answered during the wait was still needed when the wait began.
+    b = TB()
+    allocated(b)
+    b.call("file_new", file="f", size=4096, seed=7)
+    b.call("buf_load", buf="b", fd="f", file_offset=0, length=100, buffer_offset=0, onload=True)
+    b.call("buf_free", bufs=["b"])
+    b.extra(closed=False, position=0).call("await_closed", file="f", timeout_ms=1000,
+                                           during=[b.cb("load", None, 0, "B1")])
+    passes(teardown(b, reqs=["r"]))
+
+
 def preempted(*, onpreempt=True, cb=True, mapped=False, map_after=None, vnpu_ret=0) -> TB:
     b = TB()
     allocated(b, cookie="c", onpreempt=onpreempt)

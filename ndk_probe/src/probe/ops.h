@@ -86,6 +86,7 @@ void map_unmap_range(struct probe_map_slot *m, const struct probe_api *api, size
 void op_file_new(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_file_seek(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_fd_check(struct probe_ctx *, const struct probe_step *, struct op_result *);
+void op_await_closed(struct probe_ctx *, const struct probe_step *, struct op_result *);
 /* The descriptor an fdsel argument hands over, or false (skipped) when f<N> is unbound. */
 bool file_fdsel(struct probe_ctx *ctx, const struct probe_arg *arg, struct op_result *res, int *fd);
 /* Closes the probe's own descriptors (used between scenarios in --no-fork mode). */

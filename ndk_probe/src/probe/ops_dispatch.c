@@ -40,6 +40,7 @@ static const op_handler OP_HANDLERS[OP__COUNT] = {
     [OP_FILE_NEW] = op_file_new,
     [OP_FILE_SEEK] = op_file_seek,
     [OP_FD_CHECK] = op_fd_check,
+    [OP_AWAIT_CLOSED] = op_await_closed,
     [OP_VNPU] = op_vnpu,
     [OP_SLEEP_MS] = op_sleep_ms,
     [OP_PAR_BEGIN] = op_par_begin,

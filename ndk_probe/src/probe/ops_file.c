@@ -122,16 +122,13 @@ void op_file_seek(struct probe_ctx *ctx, const struct probe_step *st, struct op_
     op_int_result(res, 0);
 }
 
-void op_fd_check(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
-    unsigned slot = st->args[0].v.slot;
-    const struct probe_file_slot *f = &ctx->file[slot];
-    if (!f->live) {
-        op_skip(res, "f%u unbound", slot);
-        return;
-    }
+/* Closed: the handed-over number is invalid, or it was reused for another file. */
+static bool fd_closed(const struct probe_file_slot *f) {
     struct stat sb;
-    /* Closed: the number is invalid, or it was reused for another file. */
-    bool closed = fstat(f->fd, &sb) != 0 || sb.st_dev != f->dev || sb.st_ino != f->ino;
+    return fstat(f->fd, &sb) != 0 || sb.st_dev != f->dev || sb.st_ino != f->ino;
+}
+
+static void fd_report(const struct probe_file_slot *f, bool closed, struct op_result *res) {
     off_t pos = lseek(f->watch, 0, SEEK_CUR);
     if (pos < 0) {
         fail_errno(res, errno);
@@ -140,6 +137,37 @@ void op_fd_check(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
     op_int_result(res, 0);
     jb_bool(&res->extra, "closed", closed);
     jb_i64(&res->extra, "position", (int64_t)pos);
+}
+
+void op_fd_check(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    unsigned slot = st->args[0].v.slot;
+    const struct probe_file_slot *f = &ctx->file[slot];
+    if (!f->live) {
+        op_skip(res, "f%u unbound", slot);
+        return;
+    }
+    fd_report(f, fd_closed(f), res);
+}
+
+void op_await_closed(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    unsigned slot = st->args[0].v.slot;
+    const struct probe_file_slot *f = &ctx->file[slot];
+    if (!f->live) {
+        op_skip(res, "f%u unbound", slot);
+        return;
+    }
+    /* An implementation may close an owned descriptor on any thread, any time after it stopped needing
+     * it: the probe gives it the whole budget, and a conforming device ends the wait at once. */
+    uint64_t start = probe_now_ns();
+    uint64_t budget = probe_scaled_ns(st->args[1].v.u64, ctx->opt->timeout_multiplier);
+    bool closed = fd_closed(f);
+    while (!closed && probe_now_ns() - start < budget) {
+        probe_sleep_ns(1000000);
+        closed = fd_closed(f);
+    }
+    fd_report(f, closed, res);
+    if (res->ret == 0)
+        jb_u64(&res->extra, "waited_ms", (probe_now_ns() - start) / 1000000);
 }
 
 bool file_fdsel(struct probe_ctx *ctx, const struct probe_arg *arg, struct op_result *res, int *fd) {
