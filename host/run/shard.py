@@ -36,6 +36,7 @@ from reference_model.verdicts import Verdict
 
 from ..probe import CompiledScenario
 from ..targets import Device, Target
+from .device_session import needs_discovery
 from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter
 
@@ -238,10 +239,24 @@ def execute_sharded(
     schedulers: list[tuple[ShardScheduler, dict[str, LaneRunner]]] = []
     for group, serials in groups.items():
         wanted = _group_todo(plan, serials, resume)
-        # A device whose pair discovery failed cannot judge anything: it takes no share of its build.
+        # A device whose pair discovery failed takes no share of its build while another device can
+        # judge everything.
         alive = [s for s in serials if s in prepared and prepared[s].discovery_failed is None]
         if not wanted:
             continue
+        undiscovered = [s for s in serials if s in prepared]
+        if not alive and undiscovered:
+            # As without --shard: what needs the pairs is ERROR (once for the build), what does not still
+            # runs, so a build whose isSupported is broken gets its FAILs.
+            first = prepared[undiscovered[0]]
+            reason = first.discovery_failed or "pair discovery failed"
+            for scenario in wanted:
+                if needs_discovery(scenario):
+                    by_serial[first.serial].record_not_run(scenario, Verdict.ERROR, reason)
+            wanted = [s for s in wanted if not needs_discovery(s)]
+            alive = undiscovered
+            if not wanted:
+                continue
         if not alive:  # a device that could not be prepared is a group of its own: ERROR, as without --shard
             for serial in serials:
                 for scenario in wanted:

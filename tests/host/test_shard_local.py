@@ -106,3 +106,35 @@ def test_devices_of_two_builds_each_run_everything_and_a_build_whose_devices_all
     left = load_results(alone.out_dir).results
     assert {r.verdict.value for r in left} == {"NOT_EXECUTED"} and len(left) == len(scenarios)
     assert all("every device of this build was lost" in r.reason and "went away" in r.reason for r in left)
+
+
+class Named(LocalTarget):
+    """A local target on an --impl library that keeps the serial it was given (two of one build)."""
+
+    def __post_init__(self):
+        serial = self.serial
+        super().__post_init__()
+        self.serial = serial
+
+
+def test_a_build_whose_discovery_fails_still_runs_what_needs_no_pairs(tmp_path, probe_build):
+    from host.run.device_session import needs_discovery
+    from tests.adversarial.adversary import build, real_library
+
+    library = build("M_SUPPORT_COUNT", tmp_path / "lib", real_library())
+    scenarios = _corpus("support or requests.create")
+    plan = _plan(tmp_path, scenarios)
+    targets = [_target(tmp_path, f"broken-{i}", Named, impl=library) for i in range(2)]
+    assert execute_run(plan, targets) == 1  # the broken isSupported gets its FAILs, as without --shard
+    run = load_results(plan.out_dir)
+    assert len(set(run.groups.values())) == 1
+    assert Counter(r.scenario for r in run.results) == Counter(s.id for s in scenarios)  # once for the build
+    by_id = {s.id: s for s in scenarios}
+    for record in run.results:
+        if needs_discovery(by_id[record.scenario]):
+            assert record.verdict.value == "ERROR" and "discovery" in record.reason, record
+        else:
+            assert record.verdict.value in ("PASS", "FAIL", "NOT_APPLICABLE"), record
+    assert any(r.verdict.value == "FAIL" and r.divergence and r.divergence.clause == "support-returns"
+               for r in run.results)
+    assert len({r.device for r in run.results if r.verdict.value != "ERROR"}) == 2  # both shared the rest
