@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, reject, show_errno
 from .allocation import returned_first
-from .content import forget, write
+from .content import Content, forget, write
 from .cookies import callback_cookie_alive, hold, release_in_callback
 from .crashes import load_without_onload_crashes
 from .requests import file_hold, file_segment
@@ -62,7 +64,8 @@ def call_load(ctx: Ctx, s: State, call: Call) -> Out:
 
 
 def _start_load(ctx: Ctx, s: State, call: Call, handle: str, b: Buffer, seg: FileSeg) -> list[State]:
-    """The load becomes pending (load_expectation says what its onLoad may carry).
+    """The load becomes pending (load_expectation says what its onLoad may carry). Reading R16: the bytes
+    of its range are indeterminate from the call until its onLoad, whatever the onLoad will say.
 
     Under aosp-2026, call_load adds a second history for fd -1: the process dies inside the call (D23:
     the AOSP client wraps the fd in an owned-fd type whose constructor aborts on -1). The crash clause
@@ -72,9 +75,8 @@ def _start_load(ctx: Ctx, s: State, call: Call, handle: str, b: Buffer, seg: Fil
     lid = s.next_id
     loads = dict(s.loads)
     loads[lid] = Load(handle, seg, b.cookie, call.step, expect, cid, did)
-    content = b.content
-    if expect != "error" and seg.length > 0 and seg.buffer_offset >= 0:
-        content = forget(content, seg.buffer_offset, seg.buffer_offset + seg.length)
+    span = loads[lid].span()
+    content = forget(b.content, *span) if span is not None else b.content  # indeterminate until onLoad (R16)
     bufs = dict(s.bufs)
     bufs[handle] = evolve_buffer(b, loads=b.loads + 1, content=content)
     files = dict(s.files)
@@ -150,16 +152,50 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
     if b is not None:
         if unseen:  # an unseen preemption, as for map (load-preempted-enoent): announced if onPreempt is set
             b = evolve_buffer(b, preempted=True, announced=b.onpreempt and not b.preempt_cb)
-        content = b.content
-        seg = ld.seg
-        f = s.files.get(seg.file) if seg.file is not None else None
-        if ev.error is None and f is not None and seg.length > 0:
-            content = write(content, seg.buffer_offset, seg.buffer_offset + seg.length, f.seed,
-                            seg.buffer_offset - seg.offset, "load-async")
         bufs = dict(s.bufs)
-        bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1, content=content)
+        bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1,
+                                     content=loaded_content(s, b, ld, ev.error is None, loads))
+    inflight, parked = overtake(s, ld)
     return [evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=release_in_callback(s, ld.cookie),
-                         dids=dids)]
+                         dids=dids, inflight=inflight, parked=parked)]
+
+
+@clause("load-async", "load-callback-errornum")
+def loaded_content(s: State, b: Buffer, ld: Load, success: bool, others: Mapping[int, Load]) -> Content:
+    """Spec: "Loads a file into the buffer asynchronously." (load-async)
+    Spec: "errorNum 0 if successful, or an errno on error." (load-callback-errornum)
+
+    The bytes of buffer ``b`` once the onLoad of ``ld`` is observed (reading R16). After success the load's
+    range holds the file's bytes, except the bytes the program wrote through a shared mapping while the
+    load was in flight (the write may have landed before or after the copy, or between its parts: they
+    are indeterminate) and the ranges of other loads of the buffer still in flight (``others``). After an
+    error the text says nothing of the bytes: the range stays indeterminate, as it has been since the call.
+    """
+    content = b.content
+    seg, span = ld.seg, ld.span()
+    f = s.files.get(seg.file) if seg.file is not None else None
+    if success and f is not None and span is not None:
+        content = write(content, *span, f.seed, seg.buffer_offset - seg.offset, "load-async")
+        for lo, hi in ld.dirty:
+            content = forget(content, lo, hi)
+    for other in others.values():
+        other_span = other.span() if other.buf == ld.buf else None
+        if other_span is not None:
+            content = forget(content, *other_span)
+    return content
+
+
+def overtake(s: State, ld: Load) -> tuple[Inflight | None, tuple[tuple[str, Inflight], ...]]:
+    """The in-flight calls with the load ``ld`` recorded as answered during them: a map_read or map_write
+    in flight may have met the copy (reading R16)."""
+    span = ld.span()
+
+    def mark(inf: Inflight) -> Inflight:
+        if span is None or inf.op not in ("map_read", "map_write"):
+            return inf
+        return evolve(inf, overtaken=(*inf.overtaken, (ld.buf, *span)))
+
+    return (mark(s.inflight) if s.inflight is not None else None), tuple((lane, mark(inf)) for lane, inf in s.parked)
 
 
 @clause("load-callback-errornum", "preempt-after-free-race")

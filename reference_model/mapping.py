@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._context import ANY_ERRNO, Ctx, Out, arg_handle, arg_int, arg_slot, errno_set, live_buffer, reject
-from .content import expected_digest, write
+from .content import Content, expected_digest, forget, write
 from .errors import Unjudgeable
 from .free import retire
 from .rules import Reject, clause
@@ -14,6 +14,7 @@ from .state import (
     PAGE,
     Buffer,
     Inflight,
+    Load,
     Mapping_,
     State,
     done,
@@ -70,7 +71,9 @@ def map_outcome(
     of SHARED/PRIVATE, page-aligned offset, inside the buffer) succeeds — or, where preemption can
     happen without a vnpu command, fails with ENOENT because the buffer was just preempted. Invalid
     mmap-style arguments leave both answers open. Reading R6: a valid mapping of a buffer that is already
-    mapped succeeds too; refusing it (a limit on the number of mappings) is WARN R6.
+    mapped succeeds too; refusing it (a limit on the number of mappings) is WARN R6. Reading R15: while a
+    loadAsync of the buffer is in flight (its onLoad not observed) a valid mapping may succeed or fail
+    with any errno (load_exclusive).
     """
     if prot & ~b.prot:
         alts = {ANY_ERRNO: ""}
@@ -82,8 +85,10 @@ def map_outcome(
     valid = (kind in (MAP_SHARED, MAP_PRIVATE) and not flags & ~(MAP_SHARED | MAP_PRIVATE | MAP_FIXED)
              and not flags & MAP_FIXED and length > 0 and offset >= 0 and offset % PAGE == 0
              and offset + length <= rounded)
-    if not valid or b.loads:
+    if not valid:
         return {"success": "", ANY_ERRNO: ""}, "map-args-like-mmap", "mmap-style arguments outside a plain mapping"
+    if b.loads:
+        return load_exclusive(b)
     alts = {"success": ""}
     if b.maps > 0:
         alts[ANY_ERRNO] = "R6"  # the text sets no limit on mappings, and names none either: a reading
@@ -92,6 +97,44 @@ def map_outcome(
         if ctx.profile.preempt_map_enomem:
             alts["ENOMEM"] = "D1"
     return alts, "map-maps-buffer", f"a valid mapping of live buffer {b.handle}"
+
+
+@clause("load-no-existing-mapping", "map-returns")
+def load_exclusive(b: Buffer) -> tuple[dict[str, str], str, str]:
+    """Spec: "There should not be any existing mapping (via ANpuBuffer_map()) to the buffer. Otherwise, the
+    callback is replied with an error." (load-no-existing-mapping)
+    Spec: "The mapped address on success, or MAP_FAILED on error and errno is set." (map-returns)
+
+    Reading R15 (no WARN): the text makes a mapping and a load of one buffer exclusive, and says which
+    gives way only when the mapping came first. A map while a load is in flight may therefore be refused
+    (with any errno: the text names only ENOENT, for preemption) or succeed; when it succeeds, the load
+    had a mapping while it ran, and its onLoad may carry an error or success (relax_loads).
+    """
+    return {"success": "", ANY_ERRNO: ""}, "map-maps-buffer", f"a valid mapping of {b.handle}, a load in flight"
+
+
+@clause("load-no-existing-mapping")
+def relax_loads(s: State, handle: str) -> dict[int, Load]:
+    """Spec: "There should not be any existing mapping (via ANpuBuffer_map()) to the buffer. Otherwise, the
+    callback is replied with an error." (load-no-existing-mapping)
+
+    The loads of ``handle`` in flight once a mapping of it succeeded: an existing mapping now meets each,
+    so one that had to succeed may carry an error as well (reading R15).
+    """
+    loads = dict(s.loads)
+    for lid, ld in s.loads.items():
+        if ld.buf == handle and ld.expect == "success":
+            loads[lid] = evolve(ld, expect="any", why="load-no-existing-mapping")
+    return loads
+
+
+def in_flight_spans(s: State, handle: str) -> list[tuple[int, int]]:
+    """The ranges of the loads of ``handle`` in flight, and of the loads answered while the current call
+    was in flight: their bytes are indeterminate to it (reading R16)."""
+    spans = [span for ld in s.loads.values() if ld.buf == handle and (span := ld.span()) is not None]
+    if s.inflight is not None:
+        spans += [(lo, hi) for buf, lo, hi in s.inflight.overtaken if buf == handle]
+    return spans
 
 
 def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
@@ -129,7 +172,8 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     slot = arg_slot(call, "map")
     maps[slot] = Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED))
     bufs[handle] = evolve_buffer(b, maps=b.maps + 1)
-    return [evolve_state(s, bufs=bufs, maps=maps, inflight=None, dids=dids)]
+    loads = relax_loads(s, handle) if b.loads else s.loads
+    return [evolve_state(s, bufs=bufs, maps=maps, loads=loads, inflight=None, dids=dids)]
 
 
 def unmapped_span(m: Mapping_, offset: int, length: int) -> tuple[int, int] | None:
@@ -213,6 +257,12 @@ def ret_unmap(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     return [evolve_state(s, maps=maps, inflight=None)]
 
 
+def call_access(ctx: Ctx, s: State, call: Call) -> Out:
+    """map_read / map_write: the access is in flight until its ret; an onLoad observed meanwhile is
+    recorded on it (loading.overtake), since the access may have met that load's copy (reading R16)."""
+    return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+
+
 def ret_map_write(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if ret.skipped is not None:
         return [done(s)]
@@ -229,25 +279,40 @@ def ret_map_write(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if b is None:
         return [done(s)]
     start = m.offset + off
+    content = write(b.content, start, start + length, seed, start, "map-maps-buffer")
+    # Reading R16: bytes of a load's range written while the load is in flight (or while its onLoad was
+    # observed) stay indeterminate: the copy may come before or after the write.
+    for lo, hi in in_flight_spans(s, m.buf):
+        content = forget(content, lo, hi)
+    loads = dict(s.loads)
+    for lid, ld in s.loads.items():
+        span = ld.span()
+        if ld.buf == m.buf and span is not None and start < span[1] and start + length > span[0]:
+            loads[lid] = evolve(ld, dirty=(*ld.dirty, (max(start, span[0]), min(start + length, span[1]))))
     bufs = dict(s.bufs)
-    bufs[m.buf] = evolve_buffer(b, content=write(b.content, start, start + length, seed, start, "map-maps-buffer"))
-    return [evolve_state(s, bufs=bufs, inflight=None)]
+    bufs[m.buf] = evolve_buffer(b, content=content)
+    return [evolve_state(s, bufs=bufs, loads=loads, inflight=None)]
 
 
 @clause("map-maps-buffer", "free-mapping-valid-after-free", "load-async", "req-file-segment")
-def read_digest(s: State, m: Mapping_, off: int, length: int, digest: object) -> Reject | None:
+def read_digest(s: State, m: Mapping_, off: int, length: int, digest: object,
+                hidden: list[tuple[int, int]] | None = None) -> Reject | None:
     """Spec: "If there are any existing mappings to the buffer via ANpuBuffer_map(), the mapping will
     continue to be valid until unmapped even after the buffer is freed." (free-mapping-valid-after-free)
     Spec: "Maps a buffer into the application's address space." (map-maps-buffer)
 
     Bytes read through a mapping are the bytes last written to the buffer (through a shared mapping or by
-    a completed load); bytes never written are unconstrained.
+    a completed load); bytes never written are unconstrained, and so are the ``hidden`` buffer ranges
+    (loads in flight during the read, reading R16).
     """
     b = s.bufs.get(m.buf)
     if m.shared:
         if b is None:
             return None
-        exp = expected_digest(b.content, m.offset + off, m.offset + off + length)
+        content: Content = b.content
+        for lo, hi in hidden or ():
+            content = forget(content, lo, hi)
+        exp = expected_digest(content, m.offset + off, m.offset + off + length)
     else:
         exp = expected_digest(m.overlay, off, off + length)
     if exp is None or digest == exp[0]:
@@ -264,5 +329,6 @@ def ret_map_read(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     m = s.maps.get(slot)
     if m is None:
         raise Unjudgeable(call.line, f"step {call.step} reads through {slot}, which is not a live mapping")
-    bad = read_digest(s, m, arg_int(call, "offset"), arg_int(call, "length"), ret.extra.get("digest"))
+    bad = read_digest(s, m, arg_int(call, "offset"), arg_int(call, "length"), ret.extra.get("digest"),
+                      in_flight_spans(s, m.buf))
     return bad if bad is not None else [done(s)]

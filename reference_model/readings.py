@@ -3,7 +3,9 @@
 A transition that accepts a behaviour the words of the text allow, but that departs from one of these
 readings, tags the history with the reading's ID (the same tag set as AOSP discrepancy IDs: ``R<n>``
 for readings, ``D<n>`` for discrepancies). A trace whose every history carries such a tag is WARN,
-never FAIL. This table is the one list of reading IDs; docs/model.md quotes the sentence each reads.
+never FAIL. This table is the one list of reading IDs that can give WARN; docs/model.md quotes the sentence
+each reads. Readings that produce no WARN (R2, R3, R7–R9, R11, R12; R15 a map during a load, R16 the bytes
+of a load's range, which accept every behaviour the text leaves open) are described there only.
 """
 
 from __future__ import annotations

@@ -159,6 +159,16 @@ class Load:
     expect: str  # "error", "success" or "any"
     why: str
     dids: str  # discrepancy IDs that make success acceptable ("" when none)
+    # Buffer bytes of the load's range written through a shared mapping while it was in flight: the
+    # write may land before or after the copy, so after the onLoad they are indeterminate (R16).
+    dirty: tuple[tuple[int, int], ...] = ()
+
+    def span(self) -> tuple[int, int] | None:
+        """The buffer bytes [start, end) the load may write, or None when it writes none."""
+        seg = self.seg
+        if seg.length <= 0 or seg.buffer_offset < 0:
+            return None
+        return (seg.buffer_offset, seg.buffer_offset + seg.length)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +184,9 @@ class Inflight:
     owed_deletion: int | None = None  # token the call must delete before returning
     buffers: tuple[str, ...] = ()
     pending: bool = False  # the call's call-time effects are not applied yet (threads.py)
+    # Loads answered (onLoad observed) while this map_read / map_write was in flight: (buffer, start, end)
+    # of each; the access may have met the copy, so those bytes are indeterminate to it (R16).
+    overtaken: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

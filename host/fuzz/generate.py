@@ -139,8 +139,7 @@ def _usable(s: _State) -> list[_Buffer]:
 
 
 def _map(s: _State) -> None:
-    # Not while a load is in flight: the vnpu answers EBUSY then, a timing the trace cannot show.
-    choices = [b for b in _usable(s) if not b.loading]
+    choices = _usable(s)
     if not choices:
         return
     b = s.rng.choice(choices)
@@ -150,8 +149,6 @@ def _map(s: _State) -> None:
     s.add("buf_map", map=m, buf=b.name, length=pages * PAGE, prot=["READ", "WRITE"] if writable else ["READ"],
           flags=[s.rng.choice(("SHARED", "SHARED", "PRIVATE"))], offset=0)
     s.maps[m] = _Map(m, b.name, set(range(pages)), writable)
-    if b.loading:
-        return
     if writable and s.rng.random() < 0.7:
         s.add("map_write", map=m, offset=0, length=pages * PAGE, seed=s.rng.randint(1, 1000))
     if s.rng.random() < 0.6:
@@ -159,11 +156,9 @@ def _map(s: _State) -> None:
 
 
 def _touch_map(s: _State) -> None:
-    # The bytes of a buffer under a load are the load's until its onLoad: no access meanwhile.
-    idle = [m for m in s.maps.values() if not s.buffers[m.buf].loading]
-    if not idle:
+    if not s.maps:
         return
-    m = s.rng.choice(idle)
+    m = s.rng.choice(list(s.maps.values()))
     page = s.rng.choice(sorted(m.pages))
     if m.writable and s.rng.random() < 0.5:
         s.add("map_write", map=m.name, offset=page * PAGE, length=PAGE, seed=s.rng.randint(1, 1000))
