@@ -254,8 +254,7 @@ def _preempt(s: _State) -> None:
     if s.pressure:
         return  # the onPreempts owed are not counted any more
     choices = [b for b in s.buffers.values()
-               if all(m.buf != b.name for m in s.maps.values()) and not b.maybe_preempted
-               and s.carried.get(b.cookie) == 1]
+               if all(m.buf != b.name for m in s.maps.values()) and not b.maybe_preempted]
     if not choices:
         return
     b = s.rng.choice(choices)
@@ -263,10 +262,11 @@ def _preempt(s: _State) -> None:
     b.maybe_preempted = True
     s.used_control = True
     if b.onpreempt:
-        # The commanded preemption's onPreempt comes on a device thread: the program waits for it, as
-        # the model owes it by the end of the steps.
+        # The commanded preemption's onPreempt comes on a device thread, by teardown's preempt settle at
+        # the latest: the program waits for it only sometimes.
         s.preempts += 1
-        s.add("await_preempt", count=s.preempts, timeout_ms=AWAIT_MS)
+        if s.rng.random() < 0.5:
+            s.add("await_preempt", count=s.preempts, timeout_ms=AWAIT_MS)
 
 
 def _pressure(s: _State) -> None:

@@ -83,8 +83,9 @@ void op_vnpu(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
     size_t eq = 0;
     int slot = named_buffer(command, &eq);
     char *owned = NULL;
+    size_t index = TRACE_NO_BUF;
     if (slot >= 0) {
-        size_t index = op_buf(ctx, (unsigned)slot);
+        index = op_buf(ctx, (unsigned)slot);
         if (index == TRACE_NO_BUF) {
             op_skip(res, "b%d unbound", slot);
             return;
@@ -101,6 +102,14 @@ void op_vnpu(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
     int ret;
     API_CALL(res, ret = ctx->api->vnpu_control(command));
     op_int_result(res, ret);
+    if (ret == 0 && strncmp(command, "preempt=", 8) == 0) {
+        /* The onPreempt is owed (if set): teardown's preempt settle waits for it. */
+        if (index != TRACE_NO_BUF) {
+            trace_preempt_commanded(index);
+        } else if (strcmp(command, "preempt=lowest") == 0) {
+            trace_preempt_lowest();
+        }
+    }
     free(owned);
 }
 
