@@ -99,16 +99,22 @@ void op_vnpu(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
         snprintf(owned, cap, "%.*s=0x%" PRIxPTR, (int)eq, command, (uintptr_t)trace_buf_ptr(index));
         command = owned;
     }
+    bool preempt = strncmp(command, "preempt=", 8) == 0;
+    if (preempt && index != TRACE_NO_BUF) {
+        trace_preempt_targeted(index, true);
+    }
     int ret;
     API_CALL(res, ret = ctx->api->vnpu_control(command));
     op_int_result(res, ret);
-    if (ret == 0 && strncmp(command, "preempt=", 8) == 0) {
+    if (preempt && index != TRACE_NO_BUF) {
         /* The onPreempt is owed (if set): teardown's preempt settle waits for it. */
-        if (index != TRACE_NO_BUF) {
+        if (ret == 0) {
             trace_preempt_commanded(index);
-        } else if (strcmp(command, "preempt=lowest") == 0) {
-            trace_preempt_lowest();
+        } else {
+            trace_preempt_targeted(index, false);
         }
+    } else if (ret == 0 && strcmp(command, "preempt=lowest") == 0) {
+        trace_preempt_lowest();
     }
     free(owned);
 }

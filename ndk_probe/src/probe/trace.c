@@ -28,6 +28,7 @@ struct trace_buf {
     bool live;
     const void *cookie; /* as received by its onAlloc */
     bool may_onpreempt; /* a submission that may have produced it had onPreempt set */
+    bool targeted;      /* named by a vnpu preempt=<buffer> (its onPreempt may come before the call returns) */
     bool commanded;     /* a vnpu preempt=<buffer> confirmed preempting it */
     bool credited;      /* an onPreempt was given to it (what onPreempt's actions act on) */
 };
@@ -295,7 +296,7 @@ static size_t buf_index_locked(ANpuBuffer *buf) {
         }
     }
     rec.bufs = grow(rec.bufs, &rec.capbufs, rec.nbufs + 1, sizeof *rec.bufs);
-    rec.bufs[rec.nbufs] = (struct trace_buf){buf, rec.next_id++, true, NULL, false, false, false};
+    rec.bufs[rec.nbufs] = (struct trace_buf){buf, rec.next_id++, true, NULL, false, false, false, false};
     return rec.nbufs++;
 }
 
@@ -406,10 +407,19 @@ static bool answered_locked(const void *cookie) {
     return may;
 }
 
+void trace_preempt_targeted(size_t index, bool on) {
+    pthread_mutex_lock(&rec.mu);
+    if (index < rec.nbufs && !rec.bufs[index].commanded) {
+        rec.bufs[index].targeted = on;
+    }
+    pthread_mutex_unlock(&rec.mu);
+}
+
 void trace_preempt_commanded(size_t index) {
     pthread_mutex_lock(&rec.mu);
     if (index < rec.nbufs && !rec.bufs[index].commanded) {
         rec.bufs[index].commanded = true;
+        rec.bufs[index].targeted = true;
         if (rec.bufs[index].may_onpreempt) {
             pcookie_locked(rec.bufs[index].cookie, true)->owed++;
         }
@@ -457,8 +467,8 @@ bool trace_wait_preempts(uint64_t budget_ns, uint64_t *expected, uint64_t *got) 
 }
 
 /* What onPreempt's actions act on: onPreempt names only its cookie. Among the live buffers received
- * with `cookie` (onAlloc order), the first one a vnpu command preempted that has not been given an
- * onPreempt yet, else the first one not given one, else the first one. */
+ * with `cookie` (onAlloc order), the first one a vnpu command named (in flight or confirmed) that has
+ * not been given an onPreempt yet, else the first one not given one, else the first one. */
 static size_t buffer_of_cookie_locked(const void *cookie) {
     size_t pick[3] = {TRACE_NO_BUF, TRACE_NO_BUF, TRACE_NO_BUF};
     for (size_t i = 0; i < rec.nsucc; i++) {
@@ -466,7 +476,7 @@ static size_t buffer_of_cookie_locked(const void *cookie) {
         if (rec.succ[i].cookie != cookie || !b->live) {
             continue;
         }
-        size_t rank = b->credited ? 2 : b->commanded ? 0 : 1;
+        size_t rank = b->credited ? 2 : b->targeted ? 0 : 1;
         if (pick[rank] == TRACE_NO_BUF) {
             pick[rank] = rec.succ[i].buf;
         }

@@ -108,6 +108,8 @@ void trace_submitted(ANpuManager_AllocRequest *const *reqs, size_t n);
 /* A vnpu preempt=<buffer> (registry index) or preempt=lowest returned 0: the onPreempt is owed when
  * the buffer's submission may have had one. */
 void trace_preempt_commanded(size_t index);
+/* Around the command: the buffer it names, so an onPreempt delivered inside the call acts on it. */
+void trace_preempt_targeted(size_t index, bool on);
 void trace_preempt_lowest(void);
 /* Teardown: waits until, per cookie, as many onPreempts were seen as commanded preemptions owe (and
  * preempt=lowest's from any cookie's surplus), or `budget_ns` passes. Returns whether reached. */
