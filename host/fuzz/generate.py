@@ -62,9 +62,6 @@ class _State:
     # Requests submitted under pressure: their cookie may reach only a failed onAlloc, which borrows it
     # until the callback returns (not in the trace), so it is neither replaced nor freed by the program.
     pinned: set[str] = field(default_factory=set)
-    # How many submissions carried each cookie: an onPreempt names only its cookie, and the probe gives
-    # it to the first live buffer with that cookie, so only buffers of a cookie submitted once are preempted.
-    carried: dict[str, int] = field(default_factory=dict)
     used_load: bool = False
     used_control: bool = False
 
@@ -107,8 +104,6 @@ def _submit(s: _State) -> None:
     names = list(s.requests)
     chosen = s.rng.sample(names, k=min(len(names), s.rng.choice((1, 1, 1, 2, 3))))
     held = [s.requests[r] for r in chosen]
-    for cookie, _, _ in held:
-        s.carried[cookie] = s.carried.get(cookie, 0) + 1
     s.add("alloc", reqs=chosen)
     s.submitted += len(chosen)
     # Replacing a cookie while the submission holds the old one, or freeing the request at once:
