@@ -345,3 +345,20 @@ def test_one_cookie_on_two_requests_only_the_one_with_onpreempt():
     passes(trace("b2", 1, together=True), caps=VNPU)
     passes(trace("b2", 0, together=True), caps=VNPU)
     fails(trace("b2", 2, together=True), "req-onpreempt-default-null", caps=VNPU)
+
+
+def test_late_onpreempt_of_a_shared_cookie_goes_to_the_freed_preempted_buffer():
+    """B2 (cookie shared with the live B1) is preempted and freed before its onPreempt arrives: the late
+    callback is B2's (preempt-after-free-race); a second one has no buffer left that may receive it."""
+    def trace(cbs: int) -> TB:
+        b = TB()
+        request(b, "r", cookie="c", onpreempt=True)
+        b.call("alloc", reqs=["r", "r"], during=[b.cb("alloc", "c", 0, "B1"), b.cb("alloc", "c", 0, "B2")])
+        b.bind("b1", "B1", 0).bind("b2", "B2", 1)
+        b.call("vnpu", command="preempt=b2")
+        b.call("buf_free", bufs=["b2"])
+        b.emit(*[b.cb("preempt", "c") for _ in range(cbs)])
+        return teardown(b, bufs=["b1"], reqs=["r"], deleted=["c"])
+    passes(trace(1), caps=VNPU)
+    passes(trace(0), caps=VNPU)  # freed first: the late callback is optional
+    fails(trace(2), "preempt-callback-on-forced-dealloc", caps=VNPU)
