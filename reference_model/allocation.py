@@ -15,7 +15,6 @@ from ._context import ANY_ERRNO, PRIORITY_RANGE, TYPE_VALID, Ctx, Out, arg_list,
 from .content import EMPTY, write
 from .cookies import callback_cookie_alive, release_in_callback, unmatched_alloc_cookie
 from .crashes import alloc_without_onalloc_crashes
-from .preemption import owed_preempts
 from .requests import file_hold
 from .rules import Reject, clause
 from .state import PROT_VALID, Attrs, Buffer, Inflight, State, Submission, done, evolve, evolve_state, live_bytes
@@ -376,7 +375,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
 
 
 def settle_alloc(ctx: Ctx, s: State) -> Out:
-    bad = all_answered(s) or owed_preempts(s, announced=False)
+    bad = all_answered(s)
     return bad if bad is not None else [s]
 
 

@@ -133,6 +133,7 @@ CB_HANDLERS: Final[dict[str, Callable[[Ctx, State, Cb], Out]]] = {
 SETTLE_HANDLERS: Final[dict[str, Callable[[Ctx, State], Out]]] = {
     "alloc": allocation.settle_alloc,
     "load": loading.settle_load,
+    "preempt": preemption.settle_preempt,
     "deleters": preemption.settle_deleters,
 }
 

@@ -131,7 +131,7 @@ class Trace:
 LONG_LINE: Final = 1024
 CB_KINDS: Final = frozenset({"alloc", "load", "preempt"})
 THREADS: Final = frozenset({"caller", "other"})
-SETTLE_WHATS: Final = frozenset({"alloc", "load", "deleters"})
+SETTLE_WHATS: Final = frozenset({"alloc", "load", "preempt", "deleters"})
 EXIT_STATUSES: Final = frozenset({"ok", "code", "signal", "timeout"})
 
 

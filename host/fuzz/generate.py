@@ -62,9 +62,6 @@ class _State:
     # Requests submitted under pressure: their cookie may reach only a failed onAlloc, which borrows it
     # until the callback returns (not in the trace), so it is neither replaced nor freed by the program.
     pinned: set[str] = field(default_factory=set)
-    # How many submissions carried each cookie: an onPreempt names only its cookie, and the probe gives
-    # it to the first live buffer with that cookie, so only buffers of a cookie submitted once are preempted.
-    carried: dict[str, int] = field(default_factory=dict)
     used_load: bool = False
     used_control: bool = False
 
@@ -107,8 +104,6 @@ def _submit(s: _State) -> None:
     names = list(s.requests)
     chosen = s.rng.sample(names, k=min(len(names), s.rng.choice((1, 1, 1, 2, 3))))
     held = [s.requests[r] for r in chosen]
-    for cookie, _, _ in held:
-        s.carried[cookie] = s.carried.get(cookie, 0) + 1
     s.add("alloc", reqs=chosen)
     s.submitted += len(chosen)
     # Replacing a cookie while the submission holds the old one, or freeing the request at once:
@@ -249,8 +244,7 @@ def _preempt(s: _State) -> None:
     if s.pressure:
         return  # the onPreempts owed are not counted any more
     choices = [b for b in s.buffers.values()
-               if all(m.buf != b.name for m in s.maps.values()) and not b.maybe_preempted
-               and s.carried.get(b.cookie) == 1]
+               if all(m.buf != b.name for m in s.maps.values()) and not b.maybe_preempted]
     if not choices:
         return
     b = s.rng.choice(choices)
@@ -258,10 +252,11 @@ def _preempt(s: _State) -> None:
     b.maybe_preempted = True
     s.used_control = True
     if b.onpreempt:
-        # The commanded preemption's onPreempt comes on a device thread: the program waits for it, as
-        # the model owes it by the end of the steps.
+        # The commanded preemption's onPreempt comes on a device thread, by teardown's preempt settle at
+        # the latest: the program waits for it only sometimes.
         s.preempts += 1
-        s.add("await_preempt", count=s.preempts, timeout_ms=AWAIT_MS)
+        if s.rng.random() < 0.5:
+            s.add("await_preempt", count=s.preempts, timeout_ms=AWAIT_MS)
 
 
 def _pressure(s: _State) -> None:

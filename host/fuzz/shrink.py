@@ -144,27 +144,8 @@ def _quick(program: Program) -> Program:
     return out
 
 
-def _preempt_counts(program: Program) -> tuple[int, int]:
-    """(preempt commands, onPreempt waits) of the program."""
-    commands = waits = 0
-    for step in flat_steps(program):
-        ((op, args),) = step.items()
-        commands += op == "vnpu" and str(args["command"]).startswith("preempt=")
-        waits += op == "await_preempt"
-    return commands, waits
-
-
-def _waits_kept(candidate: Program, current: Program) -> bool:
-    """A wait for an onPreempt goes only with a preempt command: without it the first settle of teardown
-    may come before the callback, a timing no generated program has."""
-    commands, waits = _preempt_counts(candidate)
-    before_commands, before_waits = _preempt_counts(current)
-    return waits >= before_waits or commands < before_commands
-
-
-def _first_match(candidates: list[Program], current: Program, same: Callable[[Result], bool],
+def _first_match(candidates: list[Program], same: Callable[[Result], bool],
                  run: RunFn) -> Program | None:
-    candidates = [c for c in candidates if _waits_kept(c, current)]
     for start in range(0, len(candidates), BATCH):
         chunk = [normalise(c) for c in candidates[start : start + BATCH]]
         for n, c in enumerate(chunk):
@@ -188,7 +169,7 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tupl
     while time.monotonic() < deadline:
         candidates = list(_chunk_removals(current, size))
         tried += len(candidates)
-        better = _first_match(candidates, current, same, run) if candidates else None
+        better = _first_match(candidates, same, run) if candidates else None
         if better is not None:
             current = better
             size = min(size, max(1, len(current["steps"]) // 2))
@@ -198,7 +179,7 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tupl
             continue
         candidates = list(_parallel_edits(current)) + list(_argument_edits(current))
         tried += len(candidates)
-        better = _first_match(candidates, current, same, run) if candidates else None
+        better = _first_match(candidates, same, run) if candidates else None
         if better is None:
             break
         current = better

@@ -204,7 +204,7 @@ def allocated(b: TB, req: str = "r", buf: str = "b", handle: str = "B1", **kw: A
 def teardown(b: TB, bufs: Iterable[str] = (), reqs: Iterable[str] = (), deleted: Iterable[Any] = (),
              maps: Iterable[str] = ()) -> TB:
     """Settle, free what is left (deleters emitted during the frees), settle deleters, end."""
-    b.settle("alloc").settle("load")
+    b.settle("alloc").settle("load").settle("preempt")
     for m in maps:
         b.call("buf_unmap", map=m, offset=0, length=8192, teardown=True)
     dels = [b.deleter(c) for c in deleted]

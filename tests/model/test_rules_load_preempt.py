@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from reference_model.caps import DeviceCaps
 
-from .builder import PAIR, TB, allocated, teardown
+from .builder import PAIR, TB, allocated, request, teardown
 from .coverage import covers
 from .test_rules_alloc_map import digest
 from .test_rules_requests_cookies import fails, passes
 
 VNPU = DeviceCaps(supported_pairs=frozenset({PAIR}), capacity_bytes=1 << 20, policy="budget", vnpu_control=True)
+CAPS_SPONTANEOUS = DeviceCaps(supported_pairs=frozenset({PAIR}), vnpu_control=True)  # no capacity declared
 
 
 def loaded(answer=0, *, mapped=False, length=1000, closed=True, position=0, read=True, cookie="absent") -> TB:
@@ -249,3 +250,146 @@ def test_load_fd_minus_one_may_abort_only_under_aosp_d23():
     assert j.verdict.name == "CRASH" and j.discrepancy == "D23", j.reason
     j = passes(b, profile="aosp-2026")
     assert j.discrepancy is not None and "D23" in j.discrepancy, j
+
+
+# -- an onPreempt after a commanded preemption comes on a device thread: teardown's preempt settle ------
+def commanded_late(where: str, *, reached: bool = True) -> TB:
+    """vnpu preempt=b confirmed (ret 0), no await_preempt: the onPreempt comes ``where``: "steps" (during
+    the steps), "settle" (while teardown's preempt settle waits), "after" (after that settle gave its
+    answer, before the frees) or "never"."""
+    b = TB()
+    allocated(b, cookie="c", onpreempt=True)
+    b.call("vnpu", command="preempt=b", during=[b.cb("preempt", "c")] if where == "steps" else [])
+    b.settle("alloc").settle("load")
+    if where == "settle":
+        b.emit(b.cb("preempt", "c"))
+    b.emit({"ev": "settle", "what": "preempt", "expected": 1, "got": int(where in ("steps", "settle")),
+            "reached": reached})
+    if where == "after":
+        b.emit(b.cb("preempt", "c"))
+    b.call("buf_free", bufs=["b"], teardown=True)
+    b.call("req_free", req="r", teardown=True)
+    b.emit(b.deleter("c"))
+    b.settle("deleters")
+    return b.end()
+
+
+@covers("preemption.settle_preempt")
+def test_commanded_onpreempt_owed_by_the_preempt_settle():
+    # A program without await_preempt: the onPreempt arrives while teardown waits for it. Before the
+    # preempt settle the model owed it at the alloc settle, a false FAIL on a late device thread.
+    passes(commanded_late("steps"), caps=VNPU)
+    passes(commanded_late("settle"), caps=VNPU)
+    passes(commanded_late("settle"), caps=VNPU.__class__(supported_pairs=VNPU.supported_pairs, vnpu_control=True))
+    # The settle waited its whole budget and gave up: the callback is missing well past the text's
+    # "small time window" (M_MAP_ENOENT never delivers it).
+    fails(commanded_late("never", reached=False), "preempt-onpreempt-purpose", caps=VNPU)
+    # The settle was answered, the callback came only after it: still owed at the settle.
+    fails(commanded_late("after", reached=False), "preempt-onpreempt-purpose", caps=VNPU)
+
+
+def test_commanded_preemption_without_onpreempt_owes_nothing_at_the_settle():
+    b = TB()
+    allocated(b, cookie="c", onpreempt=False)
+    b.call("vnpu", command="preempt=b")
+    passes(teardown(b, bufs=["b"], reqs=["r"], deleted=["c"]), caps=VNPU)
+
+
+# -- onPreempt names only its cookie: any assignment of the onPreempts to buffers of that cookie ------------
+def shared_cookie(*, preempt: tuple[str, ...] = ("b2",), cbs: int = 1, mapped: tuple[str, ...] = (),
+                  cb_at_end: bool = False, second_fails: bool = False) -> TB:
+    """One request (cookie c, onPreempt set) submitted twice: B1 and B2 carry the same cookie."""
+    b = TB()
+    request(b, "r", cookie="c", onpreempt=True)
+    second = b.cb("alloc", "c", "ENOMEM", None) if second_fails else b.cb("alloc", "c", 0, "B2")
+    b.call("alloc", reqs=["r"], during=[b.cb("alloc", "c", 0, "B1")])
+    b.call("alloc", reqs=["r"], during=[second])
+    b.bind("b1", "B1", 0)
+    if not second_fails:
+        b.bind("b2", "B2", 1)
+    for buf in mapped:
+        b.call("buf_map", map=f"m{buf}", buf=buf, length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+    for buf in preempt:
+        b.call("vnpu", command=f"preempt={buf}", ret=-1 if buf in mapped else 0,
+               errno="EBUSY" if buf in mapped else None)
+    if not cb_at_end:
+        b.emit(*[b.cb("preempt", "c") for _ in range(cbs)])
+    b.settle("alloc").settle("load")
+    if cb_at_end:
+        b.emit(*[b.cb("preempt", "c") for _ in range(cbs)])
+    b.settle("preempt")
+    for buf in mapped:
+        b.call("buf_unmap", map=f"m{buf}", offset=0, length=8192, teardown=True)
+    b.call("buf_free", bufs=["b1"] if second_fails else ["b1", "b2"], teardown=True)
+    b.call("req_free", req="r", teardown=True)
+    b.emit(b.deleter("c"))
+    b.settle("deleters")
+    return b.end()
+
+
+def test_onpreempt_of_a_shared_cookie_goes_to_any_buffer_that_may_receive_it():
+    # The preempted buffer is the second one with that cookie, the first one is live (and even mapped).
+    passes(shared_cookie(), caps=VNPU)
+    passes(shared_cookie(mapped=("b1",)), caps=VNPU)
+    passes(shared_cookie(cb_at_end=True), caps=VNPU)
+    passes(shared_cookie(preempt=("b1",)), caps=VNPU)
+    passes(shared_cookie(preempt=("b2", "b1"), cbs=2, cb_at_end=True), caps=VNPU)
+    passes(shared_cookie(preempt=("b2", "b1"), cbs=2, mapped=()), caps=CAPS_SPONTANEOUS)
+    # No assignment fits: more onPreempts than buffers that could get one; one while every candidate
+    # is mapped (no command preempted anything); one owed and missing.
+    fails(shared_cookie(cbs=2), "preempt-callback-on-forced-dealloc", caps=VNPU)
+    fails(shared_cookie(preempt=("b2", "b1"), cbs=3), "preempt-callback-on-forced-dealloc", caps=VNPU)
+    fails(shared_cookie(preempt=(), mapped=("b1", "b2")), "preempt-never-while-mapped", caps=CAPS_SPONTANEOUS)
+    fails(shared_cookie(preempt=("b2", "b1"), cbs=1, cb_at_end=True), "preempt-onpreempt-purpose", caps=VNPU)
+
+
+def test_onpreempt_for_a_failed_allocation_of_a_shared_cookie():
+    # The same request submitted twice, the second submission refused: its onPreempt cannot come; only
+    # the buffer of the first one may get one (M_PREEMPT_ON_FAILED sends one per failed onAlloc).
+    passes(shared_cookie(preempt=("b1",), second_fails=True), caps=CAPS_SPONTANEOUS)
+    fails(shared_cookie(preempt=("b1",), cbs=2, second_fails=True), "preempt-callback-on-forced-dealloc",
+          caps=CAPS_SPONTANEOUS)
+    fails(shared_cookie(preempt=(), mapped=("b1",), second_fails=True), "preempt-never-while-mapped",
+          caps=CAPS_SPONTANEOUS)
+
+
+def test_one_cookie_on_two_requests_only_the_one_with_onpreempt():
+    """The same cookie object on two requests (reference counted), onPreempt set on one only."""
+    def trace(preempt: str, cbs: int, together: bool = False) -> TB:
+        b = TB()
+        request(b, "r1", cookie="c", onpreempt=True)
+        request(b, "r2", cookie="c", onpreempt=False)
+        if together:  # one allocAsync: either onAlloc may answer either request
+            b.call("alloc", reqs=["r1", "r2"], during=[b.cb("alloc", "c", 0, "B1"), b.cb("alloc", "c", 0, "B2")])
+        else:
+            b.call("alloc", reqs=["r1"], during=[b.cb("alloc", "c", 0, "B1")])
+            b.call("alloc", reqs=["r2"], during=[b.cb("alloc", "c", 0, "B2")])
+        b.bind("b1", "B1", 0).bind("b2", "B2", 1)
+        b.call("vnpu", command=f"preempt={preempt}")
+        b.emit(*[b.cb("preempt", "c") for _ in range(cbs)])
+        return teardown(b, bufs=["b1", "b2"], reqs=["r1", "r2"], deleted=["c", "c"])
+    passes(trace("b1", 1), caps=VNPU)
+    passes(trace("b2", 0), caps=VNPU)
+    fails(trace("b2", 1), "preempt-callback-on-forced-dealloc", caps=VNPU)
+    fails(trace("b1", 0), "preempt-onpreempt-purpose", caps=VNPU)
+    # Submitted together, the two onAllocs (same cookie) may answer the requests either way round.
+    passes(trace("b2", 1, together=True), caps=VNPU)
+    passes(trace("b2", 0, together=True), caps=VNPU)
+    fails(trace("b2", 2, together=True), "req-onpreempt-default-null", caps=VNPU)
+
+
+def test_late_onpreempt_of_a_shared_cookie_goes_to_the_freed_preempted_buffer():
+    """B2 (cookie shared with the live B1) is preempted and freed before its onPreempt arrives: the late
+    callback is B2's (preempt-after-free-race); a second one has no buffer left that may receive it."""
+    def trace(cbs: int) -> TB:
+        b = TB()
+        request(b, "r", cookie="c", onpreempt=True)
+        b.call("alloc", reqs=["r", "r"], during=[b.cb("alloc", "c", 0, "B1"), b.cb("alloc", "c", 0, "B2")])
+        b.bind("b1", "B1", 0).bind("b2", "B2", 1)
+        b.call("vnpu", command="preempt=b2")
+        b.call("buf_free", bufs=["b2"])
+        b.emit(*[b.cb("preempt", "c") for _ in range(cbs)])
+        return teardown(b, bufs=["b1"], reqs=["r"], deleted=["c"])
+    passes(trace(1), caps=VNPU)
+    passes(trace(0), caps=VNPU)  # freed first: the late callback is optional
+    fails(trace(2), "preempt-callback-on-forced-dealloc", caps=VNPU)

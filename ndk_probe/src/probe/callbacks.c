@@ -111,6 +111,7 @@ static void job_alloc(const struct trace_job *job) {
     ANpuManager_AllocRequest *req = job->req;
     /* Owed before the call: its onAlloc may come before allocAsync returns. */
     trace_count_add(TC_SUB_ALLOC, 1);
+    trace_submitted(&req, 1);
     API_CALL(&res, job->api->ANpuManager_allocAsync(&req, 1));
     ops_ret_event(job->step, OP_ALLOC, &res);
 }

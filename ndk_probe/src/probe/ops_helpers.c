@@ -83,8 +83,9 @@ void op_vnpu(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
     size_t eq = 0;
     int slot = named_buffer(command, &eq);
     char *owned = NULL;
+    size_t index = TRACE_NO_BUF;
     if (slot >= 0) {
-        size_t index = op_buf(ctx, (unsigned)slot);
+        index = op_buf(ctx, (unsigned)slot);
         if (index == TRACE_NO_BUF) {
             op_skip(res, "b%d unbound", slot);
             return;
@@ -98,9 +99,23 @@ void op_vnpu(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
         snprintf(owned, cap, "%.*s=0x%" PRIxPTR, (int)eq, command, (uintptr_t)trace_buf_ptr(index));
         command = owned;
     }
+    bool preempt = strncmp(command, "preempt=", 8) == 0;
+    if (preempt && index != TRACE_NO_BUF) {
+        trace_preempt_targeted(index, true);
+    }
     int ret;
     API_CALL(res, ret = ctx->api->vnpu_control(command));
     op_int_result(res, ret);
+    if (preempt && index != TRACE_NO_BUF) {
+        /* The onPreempt is owed (if set): teardown's preempt settle waits for it. */
+        if (ret == 0) {
+            trace_preempt_commanded(index);
+        } else {
+            trace_preempt_targeted(index, false);
+        }
+    } else if (ret == 0 && strcmp(command, "preempt=lowest") == 0) {
+        trace_preempt_lowest();
+    }
     free(owned);
 }
 

@@ -40,6 +40,9 @@ void op_req_create(struct probe_ctx *ctx, const struct probe_step *st, struct op
     ANpuManager_AllocRequest *req;
     API_CALL(res, req = ctx->api->ANpuManager_AllocRequest_create());
     ctx->req[st->args[0].v.slot] = (struct probe_req_slot){req, req != NULL};
+    if (req != NULL) {
+        trace_req_created(req);
+    }
     if (req == NULL) {
         jb_bool(&res->extra, "null", true); /* _Nonnull: the model fails it (req-create-returns-request) */
     }
@@ -139,6 +142,7 @@ void op_req_set_cookie(struct probe_ctx *ctx, const struct probe_step *st, struc
         trace_cookie_handed(c);
     }
     API_CALL(res, ctx->api->ANpuManager_AllocRequest_setCookie(req, cookie, deleter));
+    trace_req_cookie(req, cookie);
 }
 
 void op_req_set_onalloc(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
@@ -154,6 +158,7 @@ void op_req_set_onpreempt(struct probe_ctx *ctx, const struct probe_step *st, st
     if (req != NULL) {
         ANpuManager_PreemptCallback cb = st->args[1].v.flag ? PROBE_CALLBACKS.on_preempt : NULL;
         API_CALL(res, ctx->api->ANpuManager_AllocRequest_setOnPreempt(req, cb));
+        trace_req_onpreempt(req, cb != NULL);
     }
 }
 
@@ -211,6 +216,7 @@ void op_alloc(struct probe_ctx *ctx, const struct probe_step *st, struct op_resu
     }
     /* Owed before the call: onAlloc may come (and be awaited by another thread) before it returns. */
     trace_count_add(TC_SUB_ALLOC, a->v.list.n);
+    trace_submitted(reqs, a->v.list.n);
     unsigned blocked = trace_async_enter();
     API_CALL(res, ctx->api->ANpuManager_allocAsync(reqs, a->v.list.n));
     if (trace_async_leave(blocked)) {

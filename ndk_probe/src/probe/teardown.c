@@ -27,6 +27,23 @@ static void settle(const char *what, enum trace_counter c, uint64_t expected, ui
     jb_free(&ev);
 }
 
+/* Waits for the onPreempts commanded preemptions owe (trace_wait_preempts); same event shape. */
+static void settle_preempts(uint64_t deadline_ns) {
+    uint64_t now = probe_now_ns();
+    uint64_t expected;
+    uint64_t got;
+    bool reached = trace_wait_preempts(deadline_ns > now ? deadline_ns - now : 0, &expected, &got);
+    struct jbuf ev;
+    jb_init(&ev);
+    jb_raw(&ev, "{\"ev\":\"settle\"");
+    jb_str(&ev, "what", "preempt");
+    jb_u64(&ev, "expected", expected);
+    jb_u64(&ev, "got", got);
+    jb_bool(&ev, "reached", reached);
+    trace_emit(&ev);
+    jb_free(&ev);
+}
+
 static void unmap_mapping(struct probe_ctx *ctx, unsigned slot, struct probe_map_slot *m) {
     /* A successful unmap removes ranges[i]; a failing one is stepped over. */
     size_t i = 0;
@@ -122,6 +139,7 @@ void scenario_teardown(struct probe_ctx *ctx) {
     uint64_t deadline = probe_now_ns() + budget;
     settle("alloc", TC_ALLOC, trace_count(TC_SUB_ALLOC), deadline);
     settle("load", TC_LOAD, trace_count(TC_SUB_LOAD), deadline);
+    settle_preempts(deadline);
 
     /* From here on callbacks only record: no cb_action may race the cleanup below. */
     trace_disarm_all();

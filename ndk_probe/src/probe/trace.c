@@ -26,6 +26,26 @@ struct trace_buf {
     ANpuBuffer *ptr;
     unsigned id;
     bool live;
+    const void *cookie; /* as received by its onAlloc */
+    bool may_onpreempt; /* a submission that may have produced it had onPreempt set */
+    bool targeted;      /* named by a vnpu preempt=<buffer> (its onPreempt may come before the call returns) */
+    bool commanded;     /* a vnpu preempt=<buffer> confirmed preempting it */
+    bool credited;      /* an onPreempt was given to it (what onPreempt's actions act on) */
+};
+
+/* What the probe set on a request it created (the implementation's own state is not readable). */
+struct trace_reqinfo {
+    const ANpuManager_AllocRequest *req;
+    const void *cookie;
+    bool onpreempt;
+};
+
+/* Per cookie value: submissions not answered yet (and how many of them had onPreempt), onPreempts
+ * owed by commanded preemptions, and onPreempts seen. onPreempt names only the cookie. */
+struct trace_pcookie {
+    const void *cookie;
+    uint64_t pending, pending_onpreempt;
+    uint64_t owed, seen;
 };
 
 struct trace_success {
@@ -63,6 +83,11 @@ static struct recorder {
     unsigned next_worker; /* the N of the next "w<N>" */
     unsigned async_inflight; /* allocAsync / loadAsync calls not returned yet */
     unsigned async_blocked;  /* wait_return callbacks that timed out waiting for those calls */
+    struct trace_reqinfo *reqs;
+    size_t nreqs, capreqs;
+    struct trace_pcookie *pcs;
+    size_t npcs, cappcs;
+    uint64_t owed_any; /* onPreempts owed by preempt=lowest: any cookie's */
 } rec;
 
 /* Per-thread facts, set and read only by their own thread. */
@@ -116,6 +141,9 @@ void trace_reset(const struct probe_api *api) {
     rec.nbufs = 0;
     rec.nsucc = 0;
     rec.next_id = 1;
+    rec.nreqs = 0;
+    rec.npcs = 0;
+    rec.owed_any = 0;
     pthread_mutex_unlock(&rec.mu);
 }
 
@@ -268,7 +296,7 @@ static size_t buf_index_locked(ANpuBuffer *buf) {
         }
     }
     rec.bufs = grow(rec.bufs, &rec.capbufs, rec.nbufs + 1, sizeof *rec.bufs);
-    rec.bufs[rec.nbufs] = (struct trace_buf){buf, rec.next_id++, true};
+    rec.bufs[rec.nbufs] = (struct trace_buf){buf, rec.next_id++, true, NULL, false, false, false, false};
     return rec.nbufs++;
 }
 
@@ -300,18 +328,168 @@ static void error_json(struct jbuf *ev, int error) {
     }
 }
 
-/* The live buffer first received (onAlloc order) with `cookie`: what onPreempt's actions act on. */
-static size_t buffer_of_cookie_locked(const void *cookie) {
-    for (size_t i = 0; i < rec.nsucc; i++) {
-        if (rec.succ[i].cookie == cookie && rec.bufs[rec.succ[i].buf].live) {
-            return rec.succ[i].buf;
+static struct trace_reqinfo *reqinfo_locked(const ANpuManager_AllocRequest *req, bool create) {
+    for (size_t i = 0; i < rec.nreqs; i++) {
+        if (rec.reqs[i].req == req) {
+            return &rec.reqs[i];
         }
     }
-    return TRACE_NO_BUF;
+    if (!create) {
+        return NULL;
+    }
+    rec.reqs = grow(rec.reqs, &rec.capreqs, rec.nreqs + 1, sizeof *rec.reqs);
+    rec.reqs[rec.nreqs] = (struct trace_reqinfo){req, NULL, false};
+    return &rec.reqs[rec.nreqs++];
+}
+
+static struct trace_pcookie *pcookie_locked(const void *cookie, bool create) {
+    for (size_t i = 0; i < rec.npcs; i++) {
+        if (rec.pcs[i].cookie == cookie) {
+            return &rec.pcs[i];
+        }
+    }
+    if (!create) {
+        return NULL;
+    }
+    rec.pcs = grow(rec.pcs, &rec.cappcs, rec.npcs + 1, sizeof *rec.pcs);
+    rec.pcs[rec.npcs] = (struct trace_pcookie){cookie, 0, 0, 0, 0};
+    return &rec.pcs[rec.npcs++];
+}
+
+void trace_req_created(const ANpuManager_AllocRequest *req) {
+    pthread_mutex_lock(&rec.mu);
+    struct trace_reqinfo *r = reqinfo_locked(req, true);
+    r->cookie = NULL; /* the defaults: no cookie, no onPreempt (a freed request's address may come back) */
+    r->onpreempt = false;
+    pthread_mutex_unlock(&rec.mu);
+}
+
+void trace_req_cookie(const ANpuManager_AllocRequest *req, const void *cookie) {
+    pthread_mutex_lock(&rec.mu);
+    reqinfo_locked(req, true)->cookie = cookie;
+    pthread_mutex_unlock(&rec.mu);
+}
+
+void trace_req_onpreempt(const ANpuManager_AllocRequest *req, bool set) {
+    pthread_mutex_lock(&rec.mu);
+    reqinfo_locked(req, true)->onpreempt = set;
+    pthread_mutex_unlock(&rec.mu);
+}
+
+void trace_submitted(ANpuManager_AllocRequest *const *reqs, size_t n) {
+    pthread_mutex_lock(&rec.mu);
+    for (size_t i = 0; i < n; i++) {
+        const struct trace_reqinfo *r = reqinfo_locked(reqs[i], false);
+        struct trace_pcookie *pc = pcookie_locked(r != NULL ? r->cookie : NULL, true);
+        pc->pending++;
+        /* A request the probe knows nothing of may have onPreempt: counted as if it had. */
+        pc->pending_onpreempt += r == NULL || r->onpreempt;
+    }
+    pthread_mutex_unlock(&rec.mu);
+}
+
+/* An onAlloc for `cookie`: whether the submission it answers may have had onPreempt. Exact when every
+ * submission of that cookie still unanswered agrees; otherwise "may" (the settle then waits longer
+ * than needed, never shorter). */
+static bool answered_locked(const void *cookie) {
+    struct trace_pcookie *pc = pcookie_locked(cookie, false);
+    if (pc == NULL || pc->pending == 0) {
+        return false; /* a cookie no submission carried: the model judges that callback */
+    }
+    bool may = pc->pending_onpreempt > 0;
+    if (pc->pending_onpreempt == pc->pending) {
+        pc->pending_onpreempt--;
+    }
+    pc->pending--;
+    if (pc->pending_onpreempt > pc->pending) {
+        pc->pending_onpreempt = pc->pending;
+    }
+    return may;
+}
+
+void trace_preempt_targeted(size_t index, bool on) {
+    pthread_mutex_lock(&rec.mu);
+    if (index < rec.nbufs && !rec.bufs[index].commanded) {
+        rec.bufs[index].targeted = on;
+    }
+    pthread_mutex_unlock(&rec.mu);
+}
+
+void trace_preempt_commanded(size_t index) {
+    pthread_mutex_lock(&rec.mu);
+    if (index < rec.nbufs && !rec.bufs[index].commanded) {
+        rec.bufs[index].commanded = true;
+        rec.bufs[index].targeted = true;
+        if (rec.bufs[index].may_onpreempt) {
+            pcookie_locked(rec.bufs[index].cookie, true)->owed++;
+        }
+    }
+    pthread_mutex_unlock(&rec.mu);
+}
+
+void trace_preempt_lowest(void) {
+    pthread_mutex_lock(&rec.mu);
+    for (size_t i = 0; i < rec.nbufs; i++) {
+        if (rec.bufs[i].live && rec.bufs[i].may_onpreempt && !rec.bufs[i].commanded) {
+            rec.owed_any++; /* the victim is not named: one onPreempt of any cookie */
+            break;
+        }
+    }
+    pthread_mutex_unlock(&rec.mu);
+}
+
+static void preempts_locked(uint64_t *expected, uint64_t *got) {
+    uint64_t exp = rec.owed_any, have = 0, spare = 0;
+    for (size_t i = 0; i < rec.npcs; i++) {
+        const struct trace_pcookie *pc = &rec.pcs[i];
+        exp += pc->owed;
+        have += pc->seen < pc->owed ? pc->seen : pc->owed;
+        spare += pc->seen > pc->owed ? pc->seen - pc->owed : 0;
+    }
+    have += spare < rec.owed_any ? spare : rec.owed_any;
+    *expected = exp;
+    *got = have;
+}
+
+bool trace_wait_preempts(uint64_t budget_ns, uint64_t *expected, uint64_t *got) {
+    struct timespec deadline = probe_deadline_ts(budget_ns);
+    pthread_mutex_lock(&rec.mu);
+    preempts_locked(expected, got);
+    while (*got < *expected) {
+        if (pthread_cond_timedwait(&rec.cv, &rec.mu, &deadline) == ETIMEDOUT) {
+            preempts_locked(expected, got);
+            break;
+        }
+        preempts_locked(expected, got);
+    }
+    pthread_mutex_unlock(&rec.mu);
+    return *got >= *expected;
+}
+
+/* What onPreempt's actions act on: onPreempt names only its cookie. Among the live buffers received
+ * with `cookie` (onAlloc order), the first one a vnpu command named (in flight or confirmed) that has
+ * not been given an onPreempt yet, else the first one not given one, else the first one. */
+static size_t buffer_of_cookie_locked(const void *cookie) {
+    size_t pick[3] = {TRACE_NO_BUF, TRACE_NO_BUF, TRACE_NO_BUF};
+    for (size_t i = 0; i < rec.nsucc; i++) {
+        const struct trace_buf *b = &rec.bufs[rec.succ[i].buf];
+        if (rec.succ[i].cookie != cookie || !b->live) {
+            continue;
+        }
+        size_t rank = b->credited ? 2 : b->targeted ? 0 : 1;
+        if (pick[rank] == TRACE_NO_BUF) {
+            pick[rank] = rec.succ[i].buf;
+        }
+    }
+    size_t found = pick[0] != TRACE_NO_BUF ? pick[0] : pick[1] != TRACE_NO_BUF ? pick[1] : pick[2];
+    if (found != TRACE_NO_BUF) {
+        rec.bufs[found].credited = true;
+    }
+    return found;
 }
 
 /* Whether an armed action applies to this callback; if so the job is filled and one use consumed. */
-static void decide_locked(enum probe_cb_kind kind, const void *cookie, size_t index, struct trace_job *job) {
+static void decide_locked(enum probe_cb_kind kind, size_t index, struct trace_job *job) {
     memset(job, 0, sizeof *job);
     job->act = CB_ACT_NONE;
     job->buf = TRACE_NO_BUF;
@@ -323,10 +501,7 @@ static void decide_locked(enum probe_cb_kind kind, const void *cookie, size_t in
         return; /* on the calling thread inside a call: waiting for its return would only time out */
     }
     if (a->action.act != CB_ACT_ALLOC && a->action.act != CB_ACT_WAIT_RETURN) {
-        /* Buffer actions need a buffer: none for a failed onAlloc; onPreempt names it by cookie. */
-        if (kind == CB_KIND_PREEMPT) {
-            index = buffer_of_cookie_locked(cookie);
-        }
+        /* Buffer actions need a buffer: none for a failed onAlloc; onPreempt's was chosen by cookie. */
         if (index == TRACE_NO_BUF || !rec.bufs[index].live) {
             return;
         }
@@ -361,17 +536,24 @@ static void callback_event(enum probe_cb_kind kind, void *cookie, bool with_resu
         }
         error_json(&ev, error);
         buf_json_locked(&ev, index);
+        bool may_onpreempt = kind == CB_KIND_ALLOC && answered_locked(cookie);
         if (kind == CB_KIND_ALLOC && error == 0 && index != TRACE_NO_BUF) {
             rec.succ = grow(rec.succ, &rec.capsucc, rec.nsucc + 1, sizeof *rec.succ);
             rec.succ[rec.nsucc++] = (struct trace_success){index, cookie, false};
+            rec.bufs[index].cookie = cookie;
+            rec.bufs[index].may_onpreempt = may_onpreempt;
         }
+    } else if (kind == CB_KIND_PREEMPT) {
+        pcookie_locked(cookie, true)->seen++;
+        index = buffer_of_cookie_locked(cookie);
     }
     jb_str(&ev, "thread", api_depth > 0 ? "caller" : "other");
     jb_str(&ev, "th", thread_name_locked());
     if (deleted) {
         jb_bool(&ev, "cookie_deleted", true);
     }
-    decide_locked(kind, cookie, with_result && (kind != CB_KIND_ALLOC || error == 0) ? index : TRACE_NO_BUF, job);
+    bool has_buf = kind == CB_KIND_PREEMPT || (with_result && (kind != CB_KIND_ALLOC || error == 0));
+    decide_locked(kind, has_buf ? index : TRACE_NO_BUF, job);
     emit_locked(&ev);
     pthread_mutex_unlock(&rec.mu);
     jb_free(&ev);

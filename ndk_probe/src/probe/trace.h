@@ -100,6 +100,21 @@ size_t trace_bind_nth(uint64_t nth);
 /* Registry indices of successful-onAlloc buffers not freed yet; malloc'd, caller frees. */
 size_t *trace_unfreed_successes(size_t *n);
 
+/* What the probe set on its requests, and its submissions: which onAlloc may carry onPreempt. */
+void trace_req_created(const ANpuManager_AllocRequest *req);
+void trace_req_cookie(const ANpuManager_AllocRequest *req, const void *cookie);
+void trace_req_onpreempt(const ANpuManager_AllocRequest *req, bool set);
+void trace_submitted(ANpuManager_AllocRequest *const *reqs, size_t n);
+/* A vnpu preempt=<buffer> (registry index) or preempt=lowest returned 0: the onPreempt is owed when
+ * the buffer's submission may have had one. */
+void trace_preempt_commanded(size_t index);
+/* Around the command: the buffer it names, so an onPreempt delivered inside the call acts on it. */
+void trace_preempt_targeted(size_t index, bool on);
+void trace_preempt_lowest(void);
+/* Teardown: waits until, per cookie, as many onPreempts were seen as commanded preemptions owe (and
+ * preempt=lowest's from any cookie's surplus), or `budget_ns` passes. Returns whether reached. */
+bool trace_wait_preempts(uint64_t budget_ns, uint64_t *expected, uint64_t *got);
+
 uint64_t trace_count(enum trace_counter c);
 /*
  * Waits until counter `c` reaches `target`
