@@ -61,7 +61,7 @@ def timed_run(jobs: int) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "host.cli", "run", "--out", f"{tmp}/run", "-q", "-j", str(jobs)],
+            [sys.executable, "-m", "host", "run", "--out", f"{tmp}/run", "-q", "-j", str(jobs)],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def npuconf(*args, cwd=None, timeout=300):
     """Run the real CLI in a subprocess, as a user would."""
     return subprocess.run(
-        [sys.executable, "-m", "host.cli", *map(str, args)],
+        [sys.executable, "-m", "host", *map(str, args)],
         cwd=cwd or ROOT,
         capture_output=True,
         text=True,

@@ -59,7 +59,7 @@ def wait_until(predicate, timeout, what):
 
 def npuconf_popen(*args, cwd=None, env=None):
     return subprocess.Popen(
-        [sys.executable, "-m", "host.cli", *map(str, args)],
+        [sys.executable, "-m", "host", *map(str, args)],
         cwd=cwd or ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

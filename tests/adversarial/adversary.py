@@ -239,7 +239,7 @@ def run_kit(lib: Path, out_dir: Path, *extra: str, timeout: float = 900) -> Outc
     """`npuconf run --target local --impl lib` on the whole corpus (or `extra` filters), with four probe
     processes: the scenarios a mutant leaves waiting for a callback that never comes overlap."""
     done = subprocess.run(
-        [sys.executable, "-m", "host.cli", "run", "--target", "local", "--impl", str(lib), "--out", str(out_dir),
+        [sys.executable, "-m", "host", "run", "--target", "local", "--impl", str(lib), "--out", str(out_dir),
          "--store", str(out_dir.parent / "store.sqlite"), "-j", "4", "-q", *extra],
         cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),

@@ -4,7 +4,7 @@ Every import statement of every kit module is read with `ast` (also those inside
 to the kit module it names, and checked against the layer order
 
     reference_model <- reports <- host (errors) <- host.suite <- host.probe <- host.targets
-                    <- host.run <- host.offline, host.fuzz, conformance <- host.cli <- host.entry
+                    <- host.run <- host.offline, host.fuzz, conformance <- host.cli <- host.entry <- host.__main__
 
 A module may import its own room freely and lower rooms through their package (`host.targets`, not
 `host.targets.adb.target`): the rest of a room is private by convention.
@@ -34,6 +34,7 @@ LAYERS: dict[str, int] = {
     "conformance": 7,
     "host.cli": 8,
     "host.entry": 9,  # the console script: imports the command line under a Ctrl-C guard
+    "host.__main__": 10,  # `python -m host`: runs the console script
 }
 
 

@@ -63,7 +63,7 @@ def test_format_duration():
 
 
 def test_quiet_run_prints_no_progress(tmp_path):
-    command = [sys.executable, "-m", "host.cli", "run", "--target", "local", "-k", "allocation.batch_of_one"]
+    command = [sys.executable, "-m", "host", "run", "--target", "local", "-k", "allocation.batch_of_one"]
     loud = subprocess.run([*command, "--out", str(tmp_path / "loud")], capture_output=True, text=True, timeout=120)
     quiet = subprocess.run([*command, "-q", "--out", str(tmp_path / "q")], capture_output=True, text=True, timeout=120)
     assert loud.returncode == quiet.returncode == 0, loud.stderr + quiet.stderr

@@ -150,7 +150,7 @@ def test_pytest_layer_bad_impl_is_one_usage_error():
 def test_default_adb_server_absent_does_not_blame_adb_server_option(tmp_path):
     env_port = "15999"  # nothing listens there
     done = subprocess.run(
-        [sys.executable, "-m", "host.cli", "run", "--target", "adb", "--serial", "X", "-q", "--out", str(tmp_path)],
+        [sys.executable, "-m", "host", "run", "--target", "adb", "--serial", "X", "-q", "--out", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -177,7 +177,7 @@ def test_discovery_failure_never_exits_0(tmp_path, probe_build, hang):
         [
             sys.executable,
             "-m",
-            "host.cli",
+            "host",
             "run",
             "--target",
             "local",
@@ -467,7 +467,7 @@ def test_replay_of_an_impl_fail_reproduces_it(tmp_path, probe_build):
 
 def _interrupted_run(out: Path, when) -> subprocess.CompletedProcess[str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "host.cli", "run", "--target", "local", "--out", str(out)],
+        [sys.executable, "-m", "host", "run", "--target", "local", "--out", str(out)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -641,7 +641,7 @@ def test_legally_refused_allocations_are_retried_a_bounded_recorded_number_of_ti
     library = build_library(tmp_path / "lib", "refuse", source)
     out = tmp_path / "run"
     scenario = "allocation.single_supported_request_succeeds"
-    command = [sys.executable, "-m", "host.cli", "run", "--target", "local", "--impl", str(library)]
+    command = [sys.executable, "-m", "host", "run", "--target", "local", "--impl", str(library)]
     done = subprocess.run(
         [*command, "-k", scenario, "-q", "--out", str(out)],
         cwd=ROOT,

@@ -48,7 +48,7 @@ class Outcome:
 def run_twin(out: Path) -> dict[str, Outcome]:
     """Run the whole corpus on the twin into `out`; each scenario's verdict and discrepancy IDs."""
     done = subprocess.run(
-        [sys.executable, "-m", "host.cli", *RUN_ARGS, "--out", str(out)],
+        [sys.executable, "-m", "host", *RUN_ARGS, "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )

@@ -81,7 +81,7 @@ sys.exit(child.wait())
 def cli(*args, env=None, timeout=300, cwd=None):
     """`npuconf ARGS` in a subprocess; the host state directory is the test's own."""
     return subprocess.run(
-        [sys.executable, "-m", "host.cli", *map(str, args)],
+        [sys.executable, "-m", "host", *map(str, args)],
         cwd=cwd or ROOT,
         capture_output=True,
         timeout=timeout,

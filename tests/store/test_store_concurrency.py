@@ -15,7 +15,7 @@ def _import_processes(store, run_dirs):
     """`npuconf store import` of each run directory, all started before any is waited for."""
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "host.cli", "store", "import", str(run_dir), "--store", str(store)],
+            [sys.executable, "-m", "host", "store", "import", str(run_dir), "--store", str(store)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
