@@ -154,6 +154,13 @@ class _Run:
         with self.lock:
             append_bytes(self.results, line.encode("utf-8", errors="replace"))
 
+    def first_written(self) -> bool:
+        """Sets `enough`; True for the first divergence written (the one that ends an --until-found run)."""
+        with self.lock:
+            first = not self.enough.is_set()
+            self.enough.set()
+            return first
+
     def put(self, device: str, divergence: FuzzDivergence) -> None:
         with self.lock:
             self.divergences[(device, divergence.signature)] = divergence
@@ -225,7 +232,7 @@ class _Worker:
                 self.status = "interrupted"
                 return
             if run.enough.is_set():
-                self.status = "stopped"
+                self.status = "found" if self.status == "found" else "stopped"
                 return
             if self.spent():
                 self.status = "complete"
@@ -245,18 +252,25 @@ class _Worker:
                 self.status = "interrupted"  # the batch's end may be the interrupt's, not the device's
                 return
             self.fuzzing_s += elapsed
+            divergent: list[tuple[Program, Result, int]] = []
             for program, result in zip(batch, results, strict=True):
                 if result is None:
                     raise RuntimeError(f"generated program {program['id']} does not validate (a generator bug)")
                 if result.verdict is Verdict.NOT_EXECUTED:
+                    # The batch stopped: the device (or its connection) is gone. Its part ends here.
                     self.status, self.detail = "lost", result.reason
-                    return
+                    break
                 self.programs += 1
                 self.verdicts[result.verdict.value] += 1
                 if result.divergent:
-                    self._divergent(program, result)
+                    divergent.append((program, result, self.programs))
+            for program, result, programs in divergent:
+                # --until-found: once a divergence is written, others are kept as generated, not shrunk.
+                self._divergent(program, result, programs, shrink_it=not run.enough.is_set())
+            if self.status == "lost":
+                return
 
-    def _divergent(self, program: Program, found: Result) -> None:
+    def _divergent(self, program: Program, found: Result, programs: int, shrink_it: bool) -> None:
         run = self.run
         known = run.get(self.name, found.signature)
         if known is not None:
@@ -270,19 +284,20 @@ class _Worker:
         divergence = FuzzDivergence(
             signature=found.signature, verdict=found.verdict.value, clause=found.clause, quote=found.quote,
             reason=found.reason, program=found.program_id, found_after_s=round(self.fuzzing_s, 3),
-            found_after_programs=self.programs, steps_before=steps, steps_after=steps, shrink_s=0.0, candidates=0,
+            found_after_programs=programs, steps_before=steps, steps_after=steps, shrink_s=0.0, candidates=0,
             scenario=str(path), scenario_id=str(generated["id"]), replays=False, shrunk_reason="", count=1,
             device=self.name, shrunk=False,
         )  # fmt: skip
         run.put(self.name, divergence)
         run.append("found", **dataclasses.asdict(divergence))
+        if not shrink_it:
+            return
         shrunk = self._shrink_and_write(program, found, divergence)
         current = run.get(self.name, found.signature)
         run.put(self.name, dataclasses.replace(shrunk, count=current.count if current is not None else 1))
         run.append("shrunk", **dataclasses.asdict(shrunk))
-        if run.request.until_found:
+        if run.request.until_found and run.first_written():
             self.status = "found"
-            run.enough.set()
 
     def _run_unless_stopped(self, programs: Sequence[Program]) -> list[Result | None]:
         if self.run.stop.is_set():
