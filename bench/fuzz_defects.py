@@ -80,6 +80,12 @@ def fuzz(defect: Defect, lib: Path, work: Path, seed: int, budget: str, budget_s
             "summary": json.loads(summary_path.read_text(encoding="utf-8")), "error": ""}
 
 
+def replay_text(divergence: dict[str, Any]) -> str:
+    runs = divergence.get("replay_runs") or 1
+    replayed = divergence.get("replayed", runs if divergence["replays"] else 0)
+    return f"{'yes' if divergence['replays'] else 'no'} ({replayed}/{runs})"
+
+
 def row(result: dict[str, Any]) -> str:
     defect: Defect = result["defect"]
     summary = result["summary"]
@@ -91,15 +97,18 @@ def row(result: dict[str, Any]) -> str:
     first = min(shrunk or divergences, key=lambda d: d["found_after_s"]) if divergences else None
     expected = next((d for d in divergences if d["signature"] == defect.clause), None)
     shown = expected if expected is not None and expected["shrunk"] else first
+    ended = [f"{d['device']} {d['status']}: {d['detail']}" for d in summary["devices"]
+             if d["status"] in ("lost", "unprepared", "failed")]
     if first is None or shown is None:
         found = "no"
-        cells = ["-", f"not in {summary['programs']} programs ({summary['fuzzing_s']:.0f} s)", "-", "-", "-"]
+        why = f"not in {summary['programs']} programs ({summary['fuzzing_s']:.0f} s)"
+        cells = ["-", "; ".join([why, *ended]), "-", "-", "-"]
     else:
         found = "yes" if expected is not None else "other clause"
         steps_after = str(shown["steps_after"]) if shown["shrunk"] else "not shrunk"
         cells = [f"`{shown['signature']}`",
                  f"{shown['found_after_s']:.1f} s (program {shown['found_after_programs']})",
-                 str(shown["steps_before"]), steps_after, "yes" if shown["replays"] else "no"]
+                 str(shown["steps_before"]), steps_after, replay_text(shown)]
     return f"| `{defect.name}` | `{defect.clause}` | {found} | " + " | ".join(cells) + f" | {result['wall_s']:.0f} s |"
 
 

@@ -36,11 +36,22 @@ class FuzzDivergence:
     candidates: int  # shrinking candidates run
     scenario: str  # path of the shrunk scenario YAML (or of the generated program, unshrunk)
     scenario_id: str
-    replays: bool  # the written scenario, run again, gave the same verdict and clause
+    replays: bool  # the written scenario, run again (replay_runs times), gave the same verdict and clause each time
     shrunk_reason: str
     count: int  # programs of the device that showed it
     device: str = ""
     shrunk: bool = True
+    replayed: int = 0  # runs of the written scenario that gave the same verdict and clause
+    replay_runs: int = 0  # of how many
+
+    def replay_text(self) -> str:
+        if not self.shrunk:
+            return "not checked"
+        if self.replay_runs == 0:
+            return "yes" if self.replays else "NO"
+        if self.replays:
+            return f"yes ({self.replayed} of {self.replay_runs})"
+        return f"{'NO' if self.replayed == 0 else 'SOMETIMES'} ({self.replayed} of {self.replay_runs})"
 
     def seen_again(self) -> FuzzDivergence:
         return dataclasses.replace(self, count=self.count + 1)

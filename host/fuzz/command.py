@@ -76,7 +76,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
     for v in s.divergences:
         where = v.clause or v.verdict
         if v.shrunk:
-            replays = "replays" if v.replays else "DOES NOT REPLAY"
+            replays = f"replays: {v.replay_text()}"
             shrunk = f"shrunk {v.steps_before} -> {v.steps_after} steps ({replays})"
         else:
             shrunk = f"NOT SHRUNK ({v.steps_before} steps as generated)"
