@@ -22,11 +22,17 @@ DEFECT = "VNPU_DEFECT_KEEP_REPLACED_COOKIE"
 CLAUSE = "cookie-replace-deletes-previous"
 
 
+def _default_sigint() -> None:
+    # A test session started in the background (nohup, `&` without job control) ignores SIGINT, and a
+    # Python started with SIGINT ignored never raises KeyboardInterrupt: give the child the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def popen(*args):
     return subprocess.Popen(
         [sys.executable, "-m", "host.cli", *map(str, args)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), preexec_fn=_default_sigint,
     )  # fmt: skip
 
 
