@@ -13,12 +13,14 @@ from typing import Any, Final
 from .html import environment
 from .safe_io import write_text
 
-FUZZ_SCHEMA: Final = 1
+FUZZ_SCHEMA: Final = 2
 
 
 @dataclass(frozen=True, slots=True)
 class FuzzDivergence:
-    """One group of divergent programs: the same verdict and clause (``signature``), shrunk once."""
+    """One group of divergent programs of one device: the same verdict and clause (``signature``), shrunk
+    once on that device. ``shrunk`` is False when the run ended before shrinking did: ``scenario`` is then
+    the program as generated, ``steps_after`` its own length, and ``replays`` was not checked."""
 
     signature: str
     verdict: str
@@ -26,40 +28,78 @@ class FuzzDivergence:
     quote: str | None
     reason: str
     program: str  # the first program that showed it
-    found_after_s: float  # fuzzing time (generation and runs, not shrinking) at the end of the batch that showed it
+    found_after_s: float  # the device's fuzzing time (generation and runs, not shrinking) at the end of that batch
     found_after_programs: int
     steps_before: int
     steps_after: int
     shrink_s: float
     candidates: int  # shrinking candidates run
-    scenario: str  # path of the shrunk scenario YAML
+    scenario: str  # path of the shrunk scenario YAML (or of the generated program, unshrunk)
     scenario_id: str
-    replays: bool  # the written scenario, run again, gave the same verdict and clause
+    replays: bool  # the written scenario, run again (replay_runs times), gave the same verdict and clause each time
     shrunk_reason: str
-    count: int  # programs that showed it
+    count: int  # programs of the device that showed it
+    device: str = ""
+    shrunk: bool = True
+    replayed: int = 0  # runs of the written scenario that gave the same verdict and clause
+    replay_runs: int = 0  # of how many
+
+    def replay_text(self) -> str:
+        if not self.shrunk:
+            return "not checked"
+        if self.replay_runs == 0:
+            return "yes" if self.replays else "NO"
+        if self.replays:
+            return f"yes ({self.replayed} of {self.replay_runs})"
+        return f"{'NO' if self.replayed == 0 else 'SOMETIMES'} ({self.replayed} of {self.replay_runs})"
 
     def seen_again(self) -> FuzzDivergence:
         return dataclasses.replace(self, count=self.count + 1)
 
 
 @dataclass(frozen=True, slots=True)
+class FuzzDevice:
+    """What one device ran: its share of the program stream and how its part ended."""
+
+    device: str
+    programs: int
+    fuzzing_s: float
+    programs_per_s: float
+    divergences: int
+    verdicts: dict[str, int]
+    # complete (budget spent), stopped (another device's divergence ended an --until-found run),
+    # found (this device's divergence ended it), interrupted, lost, unprepared
+    status: str
+    detail: str = ""  # why a lost or unprepared device's part ended
+    stream: str = ""  # which programs of the seed's stream it ran: "index k, k+n, ..."
+
+
+@dataclass(frozen=True, slots=True)
 class FuzzSummary:
     seed: int
     target: str
-    device: str
     impl: str | None
     budget: str
-    programs: int
-    fuzzing_s: float
+    programs: int  # every device's, summed
+    fuzzing_s: float  # the longest device's fuzzing time
     elapsed_s: float
-    programs_per_s: float
+    programs_per_s: float  # every device's programs per second of the longest device's fuzzing time
     verdicts: dict[str, int]
     divergences: tuple[FuzzDivergence, ...]
     scenarios_dir: str
+    devices: tuple[FuzzDevice, ...] = ()
+    status: str = "complete"  # complete, found (--until-found), interrupted
+    until_found: bool = False
+    exit_code: int = 0
+
+    @property
+    def unshrunk(self) -> tuple[FuzzDivergence, ...]:
+        return tuple(d for d in self.divergences if not d.shrunk)
 
     def as_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["divergences"] = [dataclasses.asdict(d) for d in self.divergences]
+        data["devices"] = [dataclasses.asdict(d) for d in self.devices]
         return {"schema": FUZZ_SCHEMA, **data}
 
 

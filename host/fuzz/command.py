@@ -32,9 +32,13 @@ def fuzz_command(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout-multiplier {args.timeout_multiplier}: expected a positive number")
     if args.batch < 1:
         raise UsageError(f"--batch {args.batch}: expected a number of programs >= 1")
+    if args.devices < 1:
+        raise UsageError(f"--devices {args.devices}: expected a number of virtual devices >= 1")
     target = args.target or "local"
     if args.impl is not None and target != "local":
         raise UsageError(f"--impl is for --target local, not --target {target}")
+    if args.devices != 1 and target != "virtual":
+        raise UsageError(f"--devices is for --target virtual, not --target {target}")
     request = FuzzRequest(
         run=RunRequest(
             target=target,
@@ -45,12 +49,14 @@ def fuzz_command(args: argparse.Namespace) -> int:
             capacity=args.capacity,
             timeout_multiplier=args.timeout_multiplier,
             build_dir=args.build_dir,
+            devices=args.devices,
             serials=tuple(args.serial),
             adb_servers=tuple(args.adb_server),
         ),
         seed=args.seed,
         budget=Budget.parse(args.budget),
         batch=args.batch,
+        until_found=args.until_found,
     )
     out_dir: Path = args.out or Path("out") / f"fuzz-{new_run_id()}"
     try:
@@ -58,14 +64,25 @@ def fuzz_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise RunInterrupted("interrupted: the fuzz run wrote no report", 0) from None
     s = outcome.summary
-    print(f"fuzz: {s.programs} programs in {s.fuzzing_s:.1f} s ({s.programs_per_s}/s) on {s.device}, "
-          f"seed {s.seed}: {len(s.divergences)} divergences")
-    for d in s.divergences:
-        where = d.clause or d.verdict
-        replays = "replays" if d.replays else "DOES NOT REPLAY"
-        print(f"  {where}: {d.count} programs, first after {d.found_after_s:.1f} s; "
-              f"shrunk {d.steps_before} -> {d.steps_after} steps ({replays}): {d.scenario}")
-    if s.divergences:
+    ended = {"found": ", stopped at the first divergence (--until-found)"}.get(s.status, "")
+    print(f"fuzz: {s.programs} programs on {len(s.devices)} device(s) ({s.programs_per_s}/s), seed {s.seed}: "
+          f"{len(s.divergences)} divergences{ended}")
+    for d in s.devices:
+        line = f"  {d.device}: {d.programs} programs in {d.fuzzing_s:.1f} s ({d.programs_per_s}/s), "
+        line += f"{d.divergences} divergences"
+        if d.status in ("lost", "unprepared", "failed"):
+            line += f"; {d.status.upper()}, its part ended: {d.detail}"
+        print(line)
+    for v in s.divergences:
+        where = v.clause or v.verdict
+        if v.shrunk:
+            replays = f"replays: {v.replay_text()}"
+            shrunk = f"shrunk {v.steps_before} -> {v.steps_after} steps ({replays})"
+        else:
+            shrunk = f"NOT SHRUNK ({v.steps_before} steps as generated)"
+        print(f"  {where} on {v.device}: {v.count} programs, first after {v.found_after_s:.1f} s; "
+              f"{shrunk}: {v.scenario}")
+    if any(v.shrunk for v in s.divergences):
         print(f"replay: npuconf run --target {s.target} --scenarios {s.scenarios_dir}")
     for name, path in outcome.paths.items():
         print(f"{name}: {path}")

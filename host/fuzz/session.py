@@ -1,31 +1,43 @@
-"""One fuzz run: open the target as `npuconf run` does, generate and run programs in batches until the
-budget is spent, shrink each new divergence, write the shrunk scenarios, fuzz.json and fuzz.html."""
+"""One fuzz run: open the targets as `npuconf run` does, and on every device in parallel (one worker each,
+its own share of the seed's program stream) generate and run programs in batches until the budget is
+spent, shrinking each new divergence on the device that found it. Everything found is appended to
+fuzz.jsonl as it is found; fuzz.json and fuzz.html are written at the end, also after Ctrl-C."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
+import signal
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import yaml
 
+from reference_model.errors import KitError
 from reference_model.verdicts import Verdict
-from reports.fuzz import FuzzDivergence, FuzzSummary, write_fuzz_reports
-from reports.safe_io import output_dir, write_text
+from reports.fuzz import FuzzDevice, FuzzDivergence, FuzzSummary, write_fuzz_reports
+from reports.safe_io import append_bytes, output_dir, write_text
 
-from ..errors import UsageError
-from ..run import RunRequest, open_targets
+from ..errors import InfraError, RunInterrupted, UsageError
+from ..run import RunRequest, now_iso, open_targets
 from ..suite import load_catalogue
-from ..targets import DEFAULT_CAPACITY, LocalTarget, VnpuProfile
+from ..targets import DEFAULT_CAPACITY, LocalTarget, Target, VnpuProfile
 from .execute import ProgramRunner, Result
 from .generate import generate
 from .shrink import Program, shrink, step_count
 
 SCENARIO_DIR: Final = "scenarios"
+# Divergent programs as generated, written the moment they are found (outside SCENARIO_DIR, so that
+# replaying the shrunk scenarios does not run them too).
+FOUND_DIR: Final = "found"
+RESULTS_FILE: Final = "fuzz.jsonl"
 CHAPTER: Final = "fuzz"
 DEFAULT_BATCH: Final = 50
 SHRINK_BUDGET_S: Final = 120.0
@@ -35,6 +47,13 @@ SHRINK_BUDGET_S: Final = 120.0
 SHRINK_SETTLE_MS: Final = 300
 # The first batches are small, so that a divergence in the first programs shows early.
 FIRST_BATCHES: Final = (5, 10, 25)
+# Ctrl-C reaches the probe's processes too: a batch that ends with a CRASH or unrun programs is believed
+# only if no interrupt arrives this long after it (the main thread sets the stop at once).
+INTERRUPT_SETTLE_S: Final = 0.25
+# After Ctrl-C: how long the workers get to finish their batch before the reports are written without them.
+STOP_GRACE_S: Final = 5.0
+# How many times the written scenario is run again to check that it replays.
+REPLAYS: Final = 3
 BUDGET = re.compile(r"([0-9]+(?:\.[0-9]+)?)(s|m)?\Z")
 
 ProgressFn = Callable[[int, float, int], None]  # programs run, elapsed seconds, divergences found
@@ -74,6 +93,8 @@ class FuzzRequest:
     budget: Budget = field(default_factory=lambda: Budget(seconds=60.0))
     batch: int = DEFAULT_BATCH
     shrink_budget_s: float = SHRINK_BUDGET_S
+    # Stop every device once the first divergence is shrunk and written (still bounded by the budget).
+    until_found: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +105,15 @@ class FuzzOutcome:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.summary.divergences else 0
+        return self.summary.exit_code
+
+
+def exit_code(divergences: int, devices: Sequence[FuzzDevice]) -> int:
+    """1 for any divergence (a FAIL or CRASH is one however the run ended), else 2 when a device's part
+    ended early (lost, not prepared), else 0."""
+    if divergences:
+        return 1
+    return 2 if any(d.status in ("lost", "unprepared", "failed") for d in devices) else 0
 
 
 def _scenario_id(signature: str, seed: int, program_id: str) -> str:
@@ -92,116 +121,364 @@ def _scenario_id(signature: str, seed: int, program_id: str) -> str:
     return f"fuzz.{signature.lower()}.s{seed}_{index}"
 
 
-def _shrunk_scenario(program: Program, found: Result, seed: int) -> Program:
+def _scenario(program: Program, found: Result, seed: int, shrunk: bool = True) -> Program:
     scenario_id = _scenario_id(found.signature, seed, found.program_id)
     out = dict(program)
     out["id"] = scenario_id
     what = f"fails {found.clause}" if found.verdict is Verdict.FAIL and found.clause else "crashes the process"
-    out["title"] = f"A random program of seed {seed}, shrunk: {what}"
+    out["title"] = f"A random program of seed {seed}, {'shrunk' if shrunk else 'as generated'}: {what}"
     if found.verdict is Verdict.FAIL and found.clause:
         out["clauses"] = [found.clause]
     return {key: out[key] for key in ("id", "title", "clauses", "requires", "timeout_ms", "steps")}
 
 
-def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None) -> FuzzOutcome:
-    catalogue = load_catalogue()
-    if (out_dir / "fuzz.json").exists():
-        raise UsageError(f"--out {out_dir}: already holds fuzz.json; choose a new directory")
-    output_dir(out_dir)
-    scenario_dir = output_dir(output_dir(out_dir / SCENARIO_DIR) / CHAPTER)
-    rr = request.run
-    profile = VnpuProfile(capacity=rr.capacity if rr.capacity is not None else DEFAULT_CAPACITY, policy=rr.policy,
-                          personality=rr.personality, declared_capacity=rr.capacity)
-    verdicts: Counter[str] = Counter()
-    divergences: dict[str, FuzzDivergence] = {}
-    with open_targets(rr, rr.target, out_dir, profile) as targets:
-        target = targets[0]
-        runner = ProgramRunner(target, catalogue.quotes(), rr.profile, out_dir, rr.timeout_multiplier)
-        device = runner.prepare()
-        control = device.caps.vnpu_control
-        started = time.monotonic()
-        fuzzing_s = 0.0  # time spent generating and running programs (not shrinking)
-        programs = 0
+class _Stopped(Exception):
+    """Raised into the shrinker when the run is interrupted: the divergence stays unshrunk."""
+
+
+class _Run:
+    """What the workers share: the stop signals, the divergences found so far and fuzz.jsonl."""
+
+    def __init__(self, request: FuzzRequest, out_dir: Path) -> None:
+        self.request = request
+        self.out_dir = out_dir
+        self.scenario_dir = out_dir / SCENARIO_DIR / CHAPTER
+        self.found_dir = out_dir / FOUND_DIR / CHAPTER
+        self.results = out_dir / RESULTS_FILE
+        self.stop = threading.Event()  # Ctrl-C: stop now, shrinking included
+        self.enough = threading.Event()  # --until-found: a divergence is written; stop at the next batch
+        self.lock = threading.Lock()
+        self.divergences: dict[tuple[str, str], FuzzDivergence] = {}
+        self.quotes = load_catalogue().quotes()
+
+    def append(self, kind: str, **record: Any) -> None:
+        line = json.dumps({"kind": kind, "at": now_iso(), **record}, sort_keys=False) + "\n"
+        with self.lock:
+            append_bytes(self.results, line.encode("utf-8", errors="replace"))
+
+    def first_written(self) -> bool:
+        """Sets `enough`; True for the first divergence written (the one that ends an --until-found run)."""
+        with self.lock:
+            first = not self.enough.is_set()
+            self.enough.set()
+            return first
+
+    def put(self, device: str, divergence: FuzzDivergence) -> None:
+        with self.lock:
+            self.divergences[(device, divergence.signature)] = divergence
+
+    def get(self, device: str, signature: str) -> FuzzDivergence | None:
+        with self.lock:
+            return self.divergences.get((device, signature))
+
+    def snapshot(self) -> list[FuzzDivergence]:
+        with self.lock:
+            return sorted(self.divergences.values(), key=lambda d: (d.found_after_s, d.device))
+
+
+class _Worker:
+    """One device's part: program indices position, position + stride, ... of the seed's stream."""
+
+    def __init__(self, run: _Run, target: Target, position: int, stride: int) -> None:
+        self.run = run
+        self.target = target
+        self.name = target.serial
+        self.position = position
+        self.stride = stride
+        request = run.request
+        rr = request.run
+        self.runner = ProgramRunner(target, run.quotes, rr.profile, run.out_dir, rr.timeout_multiplier)
+        self.programs = 0
+        self.fuzzing_s = 0.0
+        self.verdicts: Counter[str] = Counter()
+        self.status = "running"
+        self.detail = ""
+        self.setup_error: KitError | None = None
+        self.error: BaseException | None = None
+        self.control = False
+
+    # -- preparation ---------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        try:
+            self.control = self.runner.prepare().caps.vnpu_control
+        except UsageError as exc:
+            self.setup_error = exc
+        except Exception as exc:
+            self.status, self.detail = "unprepared", str(exc) or type(exc).__name__
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def index(self, j: int) -> int:
+        return self.position + j * self.stride
+
+    def spent(self) -> bool:
+        budget = self.run.request.budget
+        if budget.programs is not None:
+            return self.index(self.programs) >= budget.programs
+        return budget.spent(self.programs, self.fuzzing_s)
+
+    def main(self) -> None:
+        try:
+            self._loop()
+        except _Stopped:
+            self.status = "interrupted"
+        except Exception as exc:  # a generator or harness bug: reported once the reports are written
+            self.status, self.detail, self.error = "failed", f"{type(exc).__name__}: {exc}", exc
+        self.run.append("device", device=self.name, status=self.status, detail=self.detail, programs=self.programs,
+                        fuzzing_s=round(self.fuzzing_s, 3))
+
+    def _loop(self) -> None:
+        run, request = self.run, self.run.request
         batches = 0
-        while not request.budget.spent(programs, fuzzing_s):
+        while True:
+            if run.stop.is_set():
+                self.status = "interrupted"
+                return
+            if run.enough.is_set():
+                self.status = "found" if self.status == "found" else "stopped"
+                return
+            if self.spent():
+                self.status = "complete"
+                return
             count = min(request.batch, FIRST_BATCHES[batches]) if batches < len(FIRST_BATCHES) else request.batch
             batches += 1
             if request.budget.programs is not None:
-                count = min(count, request.budget.programs - programs)
-            batch_started = time.monotonic()
-            batch = [generate(request.seed, programs + i, vnpu_control=control) for i in range(count)]
-            results = runner.run_programs(batch)
-            fuzzing_s += time.monotonic() - batch_started
+                left = -(-(request.budget.programs - self.position) // self.stride) - self.programs
+                count = min(count, left)
+            started = time.monotonic()
+            batch = [generate(request.seed, self.index(self.programs + i), vnpu_control=self.control)
+                     for i in range(count)]
+            results = self.runner.run_programs(batch)
+            elapsed = time.monotonic() - started
+            suspicious = any(r is None or r.divergent or r.verdict is Verdict.NOT_EXECUTED for r in results)
+            if run.stop.is_set() or (suspicious and run.stop.wait(INTERRUPT_SETTLE_S)):
+                self.status = "interrupted"  # the batch's end may be the interrupt's, not the device's
+                return
+            self.fuzzing_s += elapsed
+            divergent: list[tuple[Program, Result, int]] = []
             for program, result in zip(batch, results, strict=True):
-                programs += 1
                 if result is None:
                     raise RuntimeError(f"generated program {program['id']} does not validate (a generator bug)")
-                verdicts[result.verdict.value] += 1
-                if not result.divergent:
-                    continue
-                known = divergences.get(result.signature)
-                if known is not None:
-                    divergences[result.signature] = known.seen_again()
-                    continue
-                divergences[result.signature] = _shrink_and_write(
-                    runner, request, program, result, scenario_dir, found_after_s=fuzzing_s, programs=programs
-                )
-            if progress:
-                progress(programs, fuzzing_s, len(divergences))
-        elapsed = time.monotonic() - started
-        summary = FuzzSummary(
-            seed=request.seed,
-            target=rr.target,
-            device=target.serial,
-            impl=str(rr.impl) if rr.impl else None,
-            budget=request.budget.text(),
-            programs=programs,
-            fuzzing_s=round(fuzzing_s, 3),
-            elapsed_s=round(elapsed, 3),
-            programs_per_s=round(programs / fuzzing_s, 2) if fuzzing_s > 0 else 0.0,
-            verdicts=dict(verdicts),
-            divergences=tuple(sorted(divergences.values(), key=lambda d: d.found_after_s)),
-            scenarios_dir=str(out_dir / SCENARIO_DIR),
+                if result.verdict is Verdict.NOT_EXECUTED:
+                    # The batch stopped: the device (or its connection) is gone. Its part ends here.
+                    self.status, self.detail = "lost", result.reason
+                    break
+                self.programs += 1
+                self.verdicts[result.verdict.value] += 1
+                if result.divergent:
+                    divergent.append((program, result, self.programs))
+            for program, result, programs in divergent:
+                # --until-found: once a divergence is written, others are kept as generated, not shrunk.
+                self._divergent(program, result, programs, shrink_it=not run.enough.is_set())
+            if self.status == "lost":
+                return
+
+    def _divergent(self, program: Program, found: Result, programs: int, shrink_it: bool) -> None:
+        run = self.run
+        known = run.get(self.name, found.signature)
+        if known is not None:
+            run.put(self.name, known.seen_again())
+            return
+        seed = run.request.seed
+        generated = _scenario(program, found, seed, shrunk=False)
+        path = run.found_dir / f"{generated['id']}.yaml"
+        write_text(path, yaml.safe_dump(generated, sort_keys=False, width=120))
+        steps = step_count(program)
+        divergence = FuzzDivergence(
+            signature=found.signature, verdict=found.verdict.value, clause=found.clause, quote=found.quote,
+            reason=found.reason, program=found.program_id, found_after_s=round(self.fuzzing_s, 3),
+            found_after_programs=programs, steps_before=steps, steps_after=steps, shrink_s=0.0, candidates=0,
+            scenario=str(path), scenario_id=str(generated["id"]), replays=False, shrunk_reason="", count=1,
+            device=self.name, shrunk=False,
+        )  # fmt: skip
+        run.put(self.name, divergence)
+        run.append("found", **dataclasses.asdict(divergence))
+        if not shrink_it:
+            return
+        shrunk = self._shrink_and_write(program, found, divergence)
+        current = run.get(self.name, found.signature)
+        run.put(self.name, dataclasses.replace(shrunk, count=current.count if current is not None else 1))
+        run.append("shrunk", **dataclasses.asdict(shrunk))
+        if run.request.until_found and run.first_written():
+            self.status = "found"
+
+    def _run_unless_stopped(self, programs: Sequence[Program]) -> list[Result | None]:
+        if self.run.stop.is_set():
+            raise _Stopped
+        results = self.runner.run_programs(programs)
+        if self.run.stop.is_set():
+            raise _Stopped
+        return results
+
+    def _shrink_and_write(self, program: Program, found: Result, first: FuzzDivergence) -> FuzzDivergence:
+        started = time.monotonic()
+        request = self.run.request
+        with _short_settle(self.target):
+            shrunk, tried = shrink(program, found, self._run_unless_stopped, started + request.shrink_budget_s)
+        scenario = _scenario(shrunk, found, request.seed)
+        path = self.run.scenario_dir / f"{scenario['id']}.yaml"
+        write_text(path, yaml.safe_dump(scenario, sort_keys=False, width=120))
+        # The written scenario, run again as written (REPLAYS times, in one batch): `replays` when every
+        # run gives the same verdict and clause; how many did is reported too (a timing-bound divergence).
+        copies = [dict(scenario, id=f"{scenario['id']}-r{k}") for k in range(REPLAYS)]
+        runs = [r for r in self._run_unless_stopped(copies) if r is not None]
+        same = [r for r in runs if r.verdict is found.verdict and r.signature == found.signature]
+        replay = same[0] if same else (runs[0] if runs else None)
+        return dataclasses.replace(
+            first,
+            steps_after=step_count(scenario),
+            shrink_s=round(time.monotonic() - started, 3),
+            candidates=tried,
+            scenario=str(path),
+            scenario_id=str(scenario["id"]),
+            replays=len(same) == REPLAYS,
+            replayed=len(same),
+            replay_runs=REPLAYS,
+            shrunk_reason=replay.reason if replay is not None else "",
+            shrunk=True,
         )
-    paths = write_fuzz_reports(summary, out_dir)
+
+    def summary(self) -> FuzzDevice:
+        stream = f"programs {self.position}, {self.position + self.stride}, ... of seed {self.run.request.seed}"
+        if self.stride == 1:
+            stream = f"programs 0, 1, ... of seed {self.run.request.seed}"
+        return FuzzDevice(
+            device=self.name,
+            programs=self.programs,
+            fuzzing_s=round(self.fuzzing_s, 3),
+            programs_per_s=round(self.programs / self.fuzzing_s, 2) if self.fuzzing_s > 0 else 0.0,
+            divergences=sum(1 for d in self.run.snapshot() if d.device == self.name),
+            verdicts=dict(self.verdicts),
+            status=self.status,
+            detail=self.detail,
+            stream=stream,
+        )
+
+
+@contextmanager
+def _short_settle(target: Target) -> Iterator[None]:
+    if not isinstance(target, LocalTarget):
+        yield
+        return
+    settle = target.settle_ms
+    target.settle_ms = min(settle, SHRINK_SETTLE_MS)
+    try:
+        yield
+    finally:
+        target.settle_ms = settle
+
+
+def _threads(workers: Sequence[_Worker], method: str) -> list[threading.Thread]:
+    threads = [threading.Thread(target=getattr(w, method), name=f"fuzz-{w.name}", daemon=True) for w in workers]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None) -> FuzzOutcome:
+    """Fuzz every device of the target; on Ctrl-C the reports are written with what was found, then
+    RunInterrupted is raised."""
+    if (out_dir / "fuzz.json").exists() or (out_dir / RESULTS_FILE).exists():
+        raise UsageError(f"--out {out_dir}: already holds a fuzz run; choose a new directory")
+    output_dir(out_dir)
+    rr = request.run
+    profile = VnpuProfile(capacity=rr.capacity if rr.capacity is not None else DEFAULT_CAPACITY, policy=rr.policy,
+                          personality=rr.personality, declared_capacity=rr.capacity)
+    run = _Run(request, out_dir)
+    started = time.monotonic()
+    with open_targets(rr, rr.target, out_dir, profile) as targets:
+        ordered = sorted(targets, key=lambda t: t.serial)
+        workers = [_Worker(run, target, k, len(ordered)) for k, target in enumerate(ordered)]
+        try:
+            for thread in _threads(workers, "prepare"):
+                thread.join()
+        except KeyboardInterrupt:
+            raise RunInterrupted("interrupted while preparing the devices: nothing was fuzzed; run again", 0) from None
+        for worker in workers:
+            if worker.setup_error is not None:
+                raise worker.setup_error  # before anything is fuzzed: exit 3, one line
+        output_dir(run.scenario_dir)
+        run.append("start", seed=request.seed, target=rr.target, impl=str(rr.impl) if rr.impl else None,
+                   budget=request.budget.text(), until_found=request.until_found,
+                   devices=[{"device": w.name, "position": w.position, "stride": w.stride, "status": w.status,
+                             "detail": w.detail} for w in workers])
+        active = [w for w in workers if w.status == "running"]
+        interrupted = False
+        threads: list[threading.Thread] = []
+        try:
+            threads = _threads(active, "main")
+            fuzzing = time.monotonic()
+            while any(t.is_alive() for t in threads):
+                for thread in threads:
+                    thread.join(timeout=0.5)
+                if progress:
+                    progress(sum(w.programs for w in workers), time.monotonic() - fuzzing, len(run.snapshot()))
+        except KeyboardInterrupt:
+            interrupted = True
+            run.stop.set()
+            deadline = time.monotonic() + STOP_GRACE_S
+            for thread in threads:
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            for worker in active:
+                if worker.status == "running":
+                    worker.status = "interrupted"
+        with _no_interrupt():
+            summary = _summary(run, workers, started, "interrupted" if interrupted else None)
+            paths = write_fuzz_reports(summary, out_dir)
+            run.append("end", status=summary.status, programs=summary.programs, divergences=len(summary.divergences),
+                       exit_code=summary.exit_code)
+    failed = next((w.error for w in workers if w.error is not None), None)
+    if failed is not None and not isinstance(failed, KitError):
+        raise failed  # a generator or harness bug: a traceback, after the reports
+    if interrupted:
+        unshrunk = len(summary.unshrunk)
+        raise RunInterrupted(
+            f"interrupted after {summary.programs} programs: {len(summary.divergences)} divergences "
+            f"({unshrunk} not shrunk) kept in {paths['json']} and {paths['html']}",
+            len(summary.divergences),
+        )
+    if all(w.status == "unprepared" for w in workers):
+        why = "; ".join(f"{w.name}: {w.detail}" for w in workers)
+        raise InfraError(f"no device could be prepared ({why}); reports in {paths['json']}")
     return FuzzOutcome(out_dir, summary, paths)
 
 
-def _shrink_and_write(runner: ProgramRunner, request: FuzzRequest, program: Program, found: Result,
-                      scenario_dir: Path, found_after_s: float, programs: int) -> FuzzDivergence:
-    started = time.monotonic()
-    target = runner.target
-    settle = target.settle_ms if isinstance(target, LocalTarget) else None
-    if isinstance(target, LocalTarget):
-        target.settle_ms = min(target.settle_ms, SHRINK_SETTLE_MS)
+@contextmanager
+def _no_interrupt() -> Iterator[None]:
+    """A second Ctrl-C while the reports are written would leave none: it waits until they are."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        shrunk, tried = shrink(program, found, runner.run_programs, started + request.shrink_budget_s)
+        yield
     finally:
-        if isinstance(target, LocalTarget) and settle is not None:
-            target.settle_ms = settle
-    scenario = _shrunk_scenario(shrunk, found, request.seed)
-    path = scenario_dir / f"{scenario['id']}.yaml"
-    write_text(path, yaml.safe_dump(scenario, sort_keys=False, width=120))
-    # The written scenario, run once more as written: it must give the same verdict and clause.
-    (replay,) = runner.run_programs([scenario])
-    replays = replay is not None and replay.verdict is found.verdict and replay.signature == found.signature
-    return FuzzDivergence(
-        signature=found.signature,
-        verdict=found.verdict.value,
-        clause=found.clause,
-        quote=found.quote,
-        reason=found.reason,
-        program=found.program_id,
-        found_after_s=round(found_after_s, 3),
-        found_after_programs=programs,
-        steps_before=step_count(program),
-        steps_after=step_count(scenario),
-        shrink_s=round(time.monotonic() - started, 3),
-        candidates=tried,
-        scenario=str(path),
-        scenario_id=str(scenario["id"]),
-        replays=replays,
-        shrunk_reason=replay.reason if replay is not None else "",
-        count=1,
-    )
+        signal.signal(signal.SIGINT, previous)
 
+
+def _summary(run: _Run, workers: Sequence[_Worker], started: float, status: str | None) -> FuzzSummary:
+    request = run.request
+    rr = request.run
+    devices = tuple(w.summary() for w in workers)
+    divergences = tuple(run.snapshot())
+    verdicts: Counter[str] = Counter()
+    for w in workers:
+        verdicts.update(w.verdicts)
+    if status is None:
+        status = "found" if run.enough.is_set() else "complete"
+    return FuzzSummary(
+        seed=request.seed,
+        target=rr.target,
+        impl=str(rr.impl) if rr.impl else None,
+        budget=request.budget.text(),
+        programs=sum(d.programs for d in devices),
+        fuzzing_s=round(max((w.fuzzing_s for w in workers), default=0.0), 3),
+        elapsed_s=round(time.monotonic() - started, 3),
+        programs_per_s=round(sum(d.programs_per_s for d in devices), 2),
+        verdicts=dict(verdicts),
+        divergences=divergences,
+        scenarios_dir=str(run.out_dir / SCENARIO_DIR),
+        devices=devices,
+        status=status,
+        until_found=request.until_found,
+        exit_code=2 if status == "interrupted" else exit_code(len(divergences), devices),
+    )

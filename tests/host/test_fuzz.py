@@ -150,7 +150,7 @@ def test_fuzz_report_groups_divergences_by_clause_and_escapes_text(tmp_path):
         steps_before=43, steps_after=12, shrink_s=20.0, candidates=148, scenario="out/scenarios/fuzz/a.yaml",
         scenario_id="fuzz.map-must-unmap.s1_10", replays=True, shrunk_reason="trace line 30: map-must-unmap", count=3,
     )
-    summary = FuzzSummary(seed=1, target="local", device="local", impl=None, budget="60s", programs=300,
+    summary = FuzzSummary(seed=1, target="local", impl=None, budget="60s", programs=300,
                           fuzzing_s=9.7, elapsed_s=30.0, programs_per_s=30.9, verdicts={"PASS": 289, "FAIL": 11},
                           divergences=(divergence,), scenarios_dir="out/scenarios")
     paths = write_fuzz_reports(summary, tmp_path)
