@@ -66,7 +66,7 @@ def build_library(defect: Defect, work: Path, real_lib: Path) -> Path:
 
 def fuzz(defect: Defect, lib: Path, work: Path, seed: int, budget: str, budget_s: float) -> dict[str, Any]:
     out = work / "fuzz"
-    command = [sys.executable, "-m", "host.cli", "fuzz", "--target", "local", "--impl", str(lib), "--seed", str(seed),
+    command = [sys.executable, "-m", "host", "fuzz", "--target", "local", "--impl", str(lib), "--seed", str(seed),
                "--budget", budget, "--until-found", "-q", "--out", str(out)]
     started = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False,

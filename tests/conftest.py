@@ -1,6 +1,7 @@
 """Shared fixtures for the kit's own tests."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,21 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def npuconf_interruptible(*args: object) -> subprocess.Popen[str]:
+    """The real CLI in a subprocess that a test will send SIGINT (Ctrl-C) to."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "host", *map(str, args)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), preexec_fn=_default_sigint,
+    )  # fmt: skip
+
+
+def _default_sigint() -> None:
+    # A test session started in the background (nohup, `&` without job control) ignores SIGINT, and a
+    # Python started with SIGINT ignored never raises KeyboardInterrupt: give the child the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def npuconf(*args, cwd=None, timeout=300):

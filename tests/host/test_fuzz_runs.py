@@ -9,31 +9,20 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, npuconf
+from tests.conftest import npuconf, npuconf_interruptible
 from tests.host.test_end_to_end import build_defective_vnpu
 
 DEFECT = "VNPU_DEFECT_KEEP_REPLACED_COOKIE"
 CLAUSE = "cookie-replace-deletes-previous"
 
 
-def _default_sigint() -> None:
-    # A test session started in the background (nohup, `&` without job control) ignores SIGINT, and a
-    # Python started with SIGINT ignored never raises KeyboardInterrupt: give the child the default.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def popen(*args):
-    return subprocess.Popen(
-        [sys.executable, "-m", "host.cli", *map(str, args)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)), preexec_fn=_default_sigint,
-    )  # fmt: skip
+    return npuconf_interruptible(*args)
 
 
 def wait_until(predicate, timeout, what):

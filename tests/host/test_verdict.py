@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from host.suite import load_catalogue, load_corpus
-from tests.conftest import ROOT, npuconf
+from tests.conftest import ROOT, npuconf, npuconf_interruptible
 
 LIBZ = Path("/lib/x86_64-linux-gnu/libz.so.1")
 CORPUS_SIZE = len(load_corpus(known_clauses=load_catalogue().ids()))
@@ -466,14 +466,7 @@ def test_replay_of_an_impl_fail_reproduces_it(tmp_path, probe_build):
 
 
 def _interrupted_run(out: Path, when) -> subprocess.CompletedProcess[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "host", "run", "--target", "local", "--out", str(out)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    process = npuconf_interruptible("run", "--target", "local", "--out", out)
     deadline = time.monotonic() + 120
     while not when() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
