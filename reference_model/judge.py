@@ -81,6 +81,7 @@ CALL_HANDLERS: Final[dict[str, CallHandler]] = {
     "buf_unmap": mapping.call_unmap,
     "map_read": mapping.call_access,
     "map_write": mapping.call_access,
+    "buf_map": mapping.call_access,
     "buf_load": loading.call_load,
     "await_closed": loading.call_await_closed,
     "vnpu": preemption.call_vnpu,
@@ -203,9 +204,10 @@ _STAY: Final = ""  # the lane of an event judged on the candidates' current lane
 
 # Call-time effects that may be placed anywhere between call and ret (threads.py). The crash
 # handlers only mark an expected death of the calling thread: they stay at the call.
-# map_read / map_write only mark the access in flight (an onLoad observed meanwhile is recorded on it).
+# map_read / map_write / buf_map only mark the access in flight (an onLoad observed meanwhile is recorded
+# on it).
 DEFERRABLE: Final = frozenset(CALL_HANDLERS) - {"req_set_onalloc", "req_free_null", "req_set_onalloc_null_req",
-                                                "map_read", "map_write"}
+                                                "map_read", "map_write", "buf_map"}
 _OBSERVERS: Final = (Cb, Deleter, Settle, End)
 
 

@@ -191,6 +191,8 @@ def overtake(s: State, ld: Load) -> tuple[Inflight | None, tuple[tuple[str, Infl
     span = ld.span()
 
     def mark(inf: Inflight) -> Inflight:
+        if inf.op == "buf_map":  # a map may have met the load before its onLoad (R15), whatever its span
+            return evolve(inf, overtaken=(*inf.overtaken, (ld.buf, *(span or (0, 0)))))
         if span is None or inf.op not in ("map_read", "map_write"):
             return inf
         return evolve(inf, overtaken=(*inf.overtaken, (ld.buf, *span)))

@@ -59,7 +59,7 @@ def map_preempted(ctx: Ctx, b: Buffer, ret: Ret) -> Reject | str | None:
 
 @clause("map-prot-subset", "map-prot-param-subset", "map-maps-buffer", "map-args-like-mmap")
 def map_outcome(
-    ctx: Ctx, b: Buffer, length: int, prot: int, flags: int, offset: int
+    ctx: Ctx, b: Buffer, length: int, prot: int, flags: int, offset: int, load_met: bool = False
 ) -> tuple[dict[str, str], str, str]:
     """Spec: "After the buffer is allocated, ANpuBuffer_map() may only be called with |prot| to be a subset
     of the value set by this function. If not, ANpuBuffer_map() fails and returns MAP_FAILED."
@@ -73,7 +73,8 @@ def map_outcome(
     mmap-style arguments leave both answers open. Reading R6: a valid mapping of a buffer that is already
     mapped succeeds too; refusing it (a limit on the number of mappings) is WARN R6. Reading R15: while a
     loadAsync of the buffer is in flight (its onLoad not observed) a valid mapping may succeed or fail
-    with any errno (load_exclusive).
+    with any errno (load_exclusive); so may a map whose call began before such a load's onLoad
+    (``load_met``): the map may have met the load before the callback came.
     """
     if prot & ~b.prot:
         alts = {ANY_ERRNO: ""}
@@ -87,7 +88,7 @@ def map_outcome(
              and offset + length <= rounded)
     if not valid:
         return {"success": "", ANY_ERRNO: ""}, "map-args-like-mmap", "mmap-style arguments outside a plain mapping"
-    if b.loads:
+    if b.loads or load_met:
         return load_exclusive(b)
     alts = {"success": ""}
     if b.maps > 0:
@@ -155,7 +156,8 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return [evolve_state(s, inflight=None, dids=dids)]
     length, prot, flags, offset = (arg_int(call, "length"), arg_int(call, "prot"), arg_int(call, "flags"),
                                    arg_int(call, "offset"))
-    alts, cid, why = map_outcome(ctx, b, length, prot, flags, offset)
+    load_met = s.inflight is not None and any(buf == handle for buf, _, _ in s.inflight.overtaken)
+    alts, cid, why = map_outcome(ctx, b, length, prot, flags, offset, load_met)
     key = "success" if ret.ret == 0 else (ret.errno or "")
     tag = alts.get(key, alts.get(ANY_ERRNO) if ret.ret == -1 else None)
     if tag is None:
@@ -258,8 +260,9 @@ def ret_unmap(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
 
 
 def call_access(ctx: Ctx, s: State, call: Call) -> Out:
-    """map_read / map_write: the access is in flight until its ret; an onLoad observed meanwhile is
-    recorded on it (loading.overtake), since the access may have met that load's copy (reading R16)."""
+    """map_read / map_write / buf_map: the access is in flight until its ret; an onLoad observed meanwhile
+    is recorded on it (loading.overtake), since the access may have met that load's copy (reading R16) or
+    the map may have met the load (reading R15)."""
     return [evolve_state(s, inflight=Inflight(call.step, call.op))]
 
 

@@ -184,8 +184,9 @@ class Inflight:
     owed_deletion: int | None = None  # token the call must delete before returning
     buffers: tuple[str, ...] = ()
     pending: bool = False  # the call's call-time effects are not applied yet (threads.py)
-    # Loads answered (onLoad observed) while this map_read / map_write was in flight: (buffer, start, end)
-    # of each; the access may have met the copy, so those bytes are indeterminate to it (R16).
+    # Loads answered (onLoad observed) while this map_read / map_write / buf_map was in flight: (buffer,
+    # start, end) of each; the access may have met the copy, so those bytes are indeterminate to it (R16),
+    # and the map may have met the load (R15).
     overtaken: tuple[tuple[str, int, int], ...] = ()
 
 

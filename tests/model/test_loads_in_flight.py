@@ -236,3 +236,22 @@ def test_an_access_the_onload_overtakes_is_not_judged_against_either_content():
     _read(b, JUNK, during=[b.cb("load", None, 0, "B1")])
     _read(b, JUNK)
     fails(_end(b), "load-async")
+
+
+@covers("mapping.call_access")
+def test_a_map_whose_call_began_before_the_onload_may_have_met_the_load():
+    """The onLoad arrives while the map is in flight, and the map is refused: it may have met the load."""
+
+    def refused(onload_during_map: bool) -> TB:
+        b = TB()
+        allocated(b)
+        _load(b)
+        onload = b.cb("load", None, 0, "B1")
+        if not onload_during_map:
+            b.emit(onload)
+        _map(b, ret=-1, errno="EBUSY", during=[onload] if onload_during_map else ())
+        return _end(b, mapped=False)
+
+    passes(refused(True))
+    passes(refused(True), caps=VNPU)
+    fails(refused(False), "map-maps-buffer")  # the onLoad came before the map's call: no load to meet
