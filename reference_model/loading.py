@@ -5,7 +5,7 @@ from __future__ import annotations
 from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, reject, show_errno
 from .allocation import returned_first
 from .content import forget, write
-from .cookies import callback_cookie_alive, hold, release_in_callback
+from .cookies import borrow, callback_cookie_alive, hold
 from .crashes import load_without_onload_crashes
 from .requests import file_hold, file_segment
 from .rules import Reject, clause
@@ -158,8 +158,8 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
                             seg.buffer_offset - seg.offset, "load-async")
         bufs = dict(s.bufs)
         bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1, content=content)
-    return [evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=release_in_callback(s, ld.cookie),
-                         dids=dids)]
+    return [borrow(ctx, evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1),
+                                     dids=dids), ld.cookie, ev)]
 
 
 @clause("load-callback-errornum", "preempt-after-free-race")

@@ -7,7 +7,7 @@ from enum import IntEnum, StrEnum
 from typing import Final
 
 VOCABULARY_VERSION: Final = 3
-VOCABULARY_HASH: Final = "9369a53a1f64a5ac"
+VOCABULARY_HASH: Final = "9092e2177a18138f"
 
 
 class ArgKind(StrEnum):
@@ -172,6 +172,7 @@ class Type(IntEnum):
 
 COOKIE_DELETERS: Final = 4
 ISSUPPORTED_CANARY: Final = 16
+TRACE_VERSION: Final = 2
 
 
 class ProbeExit(IntEnum):
@@ -182,7 +183,7 @@ class ProbeExit(IntEnum):
 
 
 PROBE_LIST_LINES: Final[tuple[str, ...]] = (
-    "vocabulary 3 9369a53a1f64a5ac",
+    "vocabulary 3 9092e2177a18138f",
     "op req_create ANpuManager_AllocRequest_create req:req",
     "op req_free ANpuManager_AllocRequest_free req:req",
     "op req_free_null ANpuManager_AllocRequest_free",

@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #define NPUCONF_VOCAB_VERSION 3
-#define NPUCONF_VOCAB_HASH "9369a53a1f64a5ac"
+#define NPUCONF_VOCAB_HASH "9092e2177a18138f"
 #define NPUCONF_MAX_OP_ARGS 6
 
 enum npuconf_arg_kind {
@@ -181,6 +181,7 @@ static const struct npuconf_errno_name NPUCONF_ERRNOS[] = {
 
 #define NPUCONF_COOKIE_DELETERS 4
 #define NPUCONF_ISSUPPORTED_CANARY 16
+#define NPUCONF_TRACE_VERSION 2
 
 #define PROBE_EXIT_OK 0
 #define PROBE_EXIT_USAGE 2

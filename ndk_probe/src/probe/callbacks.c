@@ -148,21 +148,21 @@ static void on_alloc(void *cookie, int error_num, ANpuBuffer *buf) {
     struct trace_job job;
     trace_record_alloc(cookie, error_num, buf, &job);
     run_job(&job);
-    trace_callback_done(TC_ALLOC, &job);
+    trace_callback_done(TC_ALLOC, CB_KIND_ALLOC, cookie, &job);
 }
 
 static void on_preempt(void *cookie) {
     struct trace_job job;
     trace_record_preempt(cookie, &job);
     run_job(&job);
-    trace_callback_done(TC_PREEMPT, &job);
+    trace_callback_done(TC_PREEMPT, CB_KIND_PREEMPT, cookie, &job);
 }
 
 static void on_load(void *cookie, int error_num, ANpuBuffer *buf) {
     struct trace_job job;
     trace_record_load(cookie, error_num, buf, &job);
     run_job(&job);
-    trace_callback_done(TC_LOAD, &job);
+    trace_callback_done(TC_LOAD, CB_KIND_LOAD, cookie, &job);
 }
 
 /* Probe cookies are pool objects, never heap memory: "deleting" one is counting the call. Four

@@ -130,4 +130,6 @@ void scenario_teardown(struct probe_ctx *ctx) {
     free_requests(ctx);
 
     settle("deleters", TC_DELETER, trace_count(TC_HANDED), probe_now_ns() + budget);
+    /* A callback that has started also writes its cb_return before `end` (same budget). */
+    trace_wait_callbacks(budget);
 }

@@ -59,6 +59,7 @@ static struct recorder {
     const struct probe_api *api;
     struct trace_armed armed[CB_KIND__COUNT];
     unsigned busy;        /* callbacks running a cb_action job */
+    unsigned inside;      /* callbacks between their `cb` and `cb_return` events */
     unsigned gen;         /* scenario generation: thread names are per scenario */
     unsigned next_worker; /* the N of the next "w<N>" */
     unsigned async_inflight; /* allocAsync / loadAsync calls not returned yet */
@@ -106,6 +107,7 @@ void trace_reset(const struct probe_api *api) {
     rec.api = api;
     memset(rec.armed, 0, sizeof rec.armed);
     rec.busy = 0;
+    rec.inside = 0;
     rec.async_inflight = 0;
     rec.async_blocked = 0;
     rec.gen++;
@@ -372,6 +374,7 @@ static void callback_event(enum probe_cb_kind kind, void *cookie, bool with_resu
         jb_bool(&ev, "cookie_deleted", true);
     }
     decide_locked(kind, cookie, with_result && (kind != CB_KIND_ALLOC || error == 0) ? index : TRACE_NO_BUF, job);
+    rec.inside++;
     emit_locked(&ev);
     pthread_mutex_unlock(&rec.mu);
     jb_free(&ev);
@@ -389,14 +392,38 @@ void trace_record_preempt(void *cookie, struct trace_job *job) {
     callback_event(CB_KIND_PREEMPT, cookie, false, 0, NULL, job);
 }
 
-void trace_callback_done(enum trace_counter c, const struct trace_job *job) {
+void trace_callback_done(enum trace_counter c, enum probe_cb_kind kind, void *cookie, const struct trace_job *job) {
+    struct jbuf ev;
+    jb_init(&ev);
     pthread_mutex_lock(&rec.mu);
+    /* The callback's last act: the borrow of its cookie ends when it returns (docs/formats.md §5). */
+    jb_raw(&ev, "{\"ev\":\"cb_return\"");
+    jb_str(&ev, "kind", program_cb_kind_name(kind));
+    bool deleted;
+    cookie_json_locked(&ev, cookie, &deleted);
+    jb_str(&ev, "th", thread_name_locked());
+    emit_locked(&ev);
     rec.counts[c]++;
     if (job->act != CB_ACT_NONE) {
         rec.busy--;
     }
+    rec.inside--;
     pthread_cond_broadcast(&rec.cv);
     pthread_mutex_unlock(&rec.mu);
+    jb_free(&ev);
+}
+
+bool trace_wait_callbacks(uint64_t budget_ns) {
+    struct timespec deadline = probe_deadline_ts(budget_ns);
+    pthread_mutex_lock(&rec.mu);
+    while (rec.inside > 0) {
+        if (pthread_cond_timedwait(&rec.cv, &rec.mu, &deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    bool quiet = rec.inside == 0;
+    pthread_mutex_unlock(&rec.mu);
+    return quiet;
 }
 
 void trace_record_deleter(void *cookie, int fn) {
