@@ -137,6 +137,9 @@ static void run_job(const struct trace_job *job) {
     case CB_ACT_WAIT_RETURN:
         trace_wait_async_return(job->wait_ns);
         break;
+    case CB_ACT_SLEEP:
+        probe_sleep_ns(job->wait_ns); /* a slow callback: it still borrows its cookie meanwhile */
+        break;
     case CB_ACT_NONE:
         break;
     }

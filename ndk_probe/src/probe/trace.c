@@ -324,7 +324,7 @@ static void decide_locked(enum probe_cb_kind kind, const void *cookie, size_t in
     if (a->action.act == CB_ACT_WAIT_RETURN && api_depth > 0) {
         return; /* on the calling thread inside a call: waiting for its return would only time out */
     }
-    if (a->action.act != CB_ACT_ALLOC && a->action.act != CB_ACT_WAIT_RETURN) {
+    if (a->action.act != CB_ACT_ALLOC && a->action.act != CB_ACT_WAIT_RETURN && a->action.act != CB_ACT_SLEEP) {
         /* Buffer actions need a buffer: none for a failed onAlloc; onPreempt names it by cookie. */
         if (kind == CB_KIND_PREEMPT) {
             index = buffer_of_cookie_locked(cookie);
