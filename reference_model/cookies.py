@@ -199,7 +199,8 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
                 tokens = dict(s.tokens)
                 del tokens[tid]
                 ghosts = tuple(g for g in s.ghosts if g.cookie.token != tid)
-                return [evolve_state(s, tokens=tokens, ghosts=ghosts)]
+                cbs = tuple(b for b in s.cbs if b.token != tid) if s.cbs else s.cbs
+                return [evolve_state(s, tokens=tokens, ghosts=ghosts, cbs=cbs)]
             if held is None:
                 held, held_id = t, tid
     shown = "NULL" if value is None else value

@@ -173,3 +173,67 @@ def test_cb_return_may_follow_end():
     _verdict(build("alloc"), Verdict.PASS)
     j = build("preempt").judge()
     assert j.verdict is Verdict.ERROR and "without its cb" in j.reason, j.reason
+
+
+def _replaced_on_another_thread(proof_before_call: bool) -> Verdict:
+    """setCookie(r, z) runs on probe thread t0 while onAlloc(c0) ends on w1: the call-time effect of the
+    setCookie may be placed anywhere up to its ret, but whether the callback was known to have returned
+    is decided at the call's line."""
+    from .test_threads import T
+
+    def req(r: str) -> list[dict]:
+        return [{"req_create": {"req": r}}, {"req_set_device": {"req": r, "device": 0}},
+                {"req_set_type": {"req": r, "type": 1}}, {"req_set_size": {"req": r, "size": 4096}},
+                {"req_set_onalloc": {"req": r, "set": True}}]
+
+    steps = [*req("r"), {"cookie_new": {"cookie": "c"}}, {"req_set_cookie": {"req": "r", "cookie": "c", "deleter": True}},
+             *req("q"), {"alloc": {"reqs": ["r", "q"]}}, {"bind": {"buf": "b", "select": {"cookie": "c"}}},
+             {"buf_free": {"bufs": ["b"]}}, {"cookie_new": {"cookie": "z"}},
+             {"parallel": [[{"req_set_cookie": {"req": "r", "cookie": "z", "deleter": True}}],
+                           [{"sleep_ms": {"ms": 1}}]]}]
+    t = T(steps)
+    t.lines[0] = t.lines[0].replace('"pid":1', '"pid":1,"trace":2')
+    for n, r in ((0, "r0"), (7, "r1")):
+        t.op(n, "req_create", {"req": r})
+        t.op(n + 1, "req_set_device", {"req": r, "device": 0})
+        t.op(n + 2, "req_set_type", {"req": r, "type": 1})
+        t.op(n + 3, "req_set_size", {"req": r, "size": 4096})
+        t.op(n + 4, "req_set_onalloc", {"req": r, "set": True})
+        if n == 0:
+            t.op(5, "cookie_new", {"cookie": "c0"}, ret=0)
+            t.op(6, "req_set_cookie", {"req": "r0", "cookie": "c0", "deleter": True})
+    t.op(12, "alloc", {"reqs": ["r0", "r1"]})
+    t.cb("alloc", "c0", "B1")
+    t.op(13, "bind", {"buf": None, "select": {"cookie": "c0"}}, ret=0, handle="B1")
+    t.op(14, "buf_free", {"bufs": ["B1"]}, ret=0)
+    t.op(15, "cookie_new", {"cookie": "c1"}, ret=0)
+
+    def end_of_callback() -> None:
+        t.add(ev="cb_return", kind="alloc", cookie="c0", th="w1")
+        t.cb("alloc", None, "B2").add(ev="cb_return", kind="alloc", cookie=None, th="w1")
+
+    if proof_before_call:
+        end_of_callback()
+    t.op(16, "par_begin", {"threads": 2}, ret=0)
+    t.call(17, "req_set_cookie", {"req": "r0", "cookie": "c1", "deleter": True}, th="t0")
+    if not proof_before_call:
+        end_of_callback()
+    t.op(18, "sleep_ms", {"ms": 1}, th="t1", ret=0)
+    t.ret(17, "req_set_cookie", th="t0")
+    t.op(19, "par_end", {}, ret=0)
+    t.deleter("c0")
+    t.add(ev="settle", what="alloc", expected=2, got=2, reached=True)
+    t.add(ev="settle", what="load", expected=0, got=0, reached=True)
+    t.call(20, "buf_free", {"bufs": ["B2"]}, teardown=True).ret(20, "buf_free", ret=0)
+    t.call(21, "req_free", {"req": "r0"}, teardown=True).deleter("c1", "caller", "main").ret(21, "req_free")
+    t.call(22, "req_free", {"req": "r1"}, teardown=True).ret(22, "req_free")
+    t.add(ev="settle", what="deleters", expected=2, got=2, reached=True)
+    t.add(ev="end", scenario=t.sid)
+    t.add(ev="exit", scenario=t.sid, status="ok", code=0, signal=None)
+    j = t.judge()
+    return j.verdict if j.verdict is not Verdict.FAIL else (j.verdict, j.divergence.clause)  # type: ignore[return-value]
+
+
+def test_a_deferred_set_cookie_judges_the_borrow_at_its_call():
+    assert _replaced_on_another_thread(proof_before_call=False) is Verdict.PASS
+    assert _replaced_on_another_thread(proof_before_call=True) == (Verdict.FAIL, "cookie-replace-deletes-previous")
