@@ -186,8 +186,9 @@ def _replaced_on_another_thread(proof_before_call: bool) -> Verdict:
                 {"req_set_type": {"req": r, "type": 1}}, {"req_set_size": {"req": r, "size": 4096}},
                 {"req_set_onalloc": {"req": r, "set": True}}]
 
-    steps = [*req("r"), {"cookie_new": {"cookie": "c"}}, {"req_set_cookie": {"req": "r", "cookie": "c", "deleter": True}},
-             *req("q"), {"alloc": {"reqs": ["r", "q"]}}, {"bind": {"buf": "b", "select": {"cookie": "c"}}},
+    steps = [*req("r"), {"cookie_new": {"cookie": "c"}},
+             {"req_set_cookie": {"req": "r", "cookie": "c", "deleter": True}}, *req("q"),
+             {"alloc": {"reqs": ["r", "q"]}}, {"bind": {"buf": "b", "select": {"cookie": "c"}}},
              {"buf_free": {"bufs": ["b"]}}, {"cookie_new": {"cookie": "z"}},
              {"parallel": [[{"req_set_cookie": {"req": "r", "cookie": "z", "deleter": True}}],
                            [{"sleep_ms": {"ms": 1}}]]}]
