@@ -30,6 +30,7 @@ class Ctx:
     spontaneous: bool  # preemption may happen without a vnpu command (capacity not declared)
     capacity: int | None  # exact budget prediction when declared with the budget policy
     policy: str | None = None  # acl / caching / arena declared with a capacity: exact prediction (policies/)
+    returns: bool = False  # the trace records each callback's return (cb_return, trace version 2)
 
 
 def errno_set(errno: str | None) -> bool:

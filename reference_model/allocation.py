@@ -13,7 +13,7 @@ from typing import Final
 from . import policies
 from ._context import ANY_ERRNO, PRIORITY_RANGE, TYPE_VALID, Ctx, Out, arg_list, reject, show_errno
 from .content import EMPTY, write
-from .cookies import callback_cookie_alive, release_in_callback, unmatched_alloc_cookie
+from .cookies import borrow, callback_cookie_alive, hold, unmatched_alloc_cookie
 from .crashes import alloc_without_onalloc_crashes
 from .requests import file_hold
 from .rules import Reject, clause
@@ -353,8 +353,8 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
             ghost = Buffer("", max(sub.attrs.size, 0), sub.attrs.prot, sub.cookie, True, sub.attrs.priority,
                            freed=True, preempted=True)
             ghosts = (*s.ghosts, ghost)
-        return evolve_state(s, subs=subs, files=files, tokens=release_in_callback(s, sub.cookie), dids=dids,
-                            ghosts=ghosts)
+        return borrow(ctx, evolve_state(s, subs=subs, files=files, tokens=hold(s, sub.cookie, -1), dids=dids,
+                                        ghosts=ghosts), sub.cookie, ev)
     assert ev.buf is not None
     if ev.buf in s.bufs:
         return reject("alloc-async", f"onAlloc(buf={ev.buf})", ["a buffer distinct from every live buffer"],
@@ -371,7 +371,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
         files[seg.file] = evolve(files[seg.file], bufs=files[seg.file].bufs | {ev.buf})
     bufs = dict(s.bufs)
     bufs[ev.buf] = Buffer(ev.buf, a.size, a.prot, sub.cookie, a.onpreempt, a.priority, content=content)
-    return evolve_state(s, subs=subs, files=files, bufs=bufs, dids=dids)
+    return borrow(ctx, evolve_state(s, subs=subs, files=files, bufs=bufs, dids=dids), sub.cookie, ev)
 
 
 def settle_alloc(ctx: Ctx, s: State) -> Out:

@@ -7,6 +7,12 @@ from it (until its onAlloc), every buffer allocated from it (until freed), every
 such a buffer (until its onLoad). Replacement deletes the previous cookie *during* setCookie when the
 request was its only holder; otherwise the deletion is deferred to the last holder, because the
 snapshot rule guarantees earlier submissions still see the old value in their callbacks.
+
+Borrowing (docs/model.md R2): a callback borrows its cookie until it returns. From trace version 2 each
+callback writes ``cb_return`` just before it returns; a callback is *known* to have returned only once
+its thread writes anything after that (the probe does nothing else before returning, but the
+implementation learns of the return a little later). A callback of a version 1 trace is never known
+to have returned.
 """
 
 from __future__ import annotations
@@ -15,8 +21,8 @@ from collections.abc import Mapping
 
 from ._context import Ctx, Out, arg_bool, arg_cookie, arg_slot, reject
 from .rules import Reject, clause
-from .state import NO_COOKIE, CookieRef, Inflight, State, Token, done, evolve_state
-from .trace import Call, Cb, Deleter, Ret
+from .state import NO_COOKIE, Borrow, CookieRef, Inflight, State, Token, done, evolve, evolve_state
+from .trace import Call, Cb, CbReturn, Deleter, Ret
 from .vocabulary import COOKIE_DELETERS
 
 
@@ -25,22 +31,60 @@ def hold(s: State, ref: CookieRef, delta: int) -> dict[int, Token]:
     return hold_tokens(s.tokens, ref, delta)
 
 
-def hold_tokens(current: Mapping[int, Token], ref: CookieRef, delta: int, *, in_callback: bool = False
-                ) -> dict[int, Token]:
-    """``hold`` on a token map; ``in_callback``: the release comes with a callback carrying the cookie."""
+def hold_tokens(current: Mapping[int, Token], ref: CookieRef, delta: int) -> dict[int, Token]:
+    """``hold`` on a token map."""
     tokens = dict(current)
     if ref.token is not None:
         t = tokens.get(ref.token)
         if t is not None:
-            tokens[ref.token] = Token(t.value, t.holders + delta, t.step, t.lingering or in_callback)
+            tokens[ref.token] = evolve(t, holders=t.holders + delta)
     return tokens
 
 
-def release_in_callback(s: State, ref: CookieRef) -> dict[int, Token]:
-    """One holder fewer of ``ref``'s token, let go by a callback that carries the cookie (a failed onAlloc,
-    an onLoad): the callback may still be running when the application next acts, so the implementation
-    may keep the cookie until the callback returns."""
-    return hold_tokens(s.tokens, ref, -1, in_callback=True)
+def borrow(ctx: Ctx, s: State, ref: CookieRef, ev: Cb) -> State:
+    """``s`` with the callback ``ev``, which carries ``ref``'s hand-over, borrowing it until it returns: a
+    Borrow (trace version 2), or for good (version 1, where returns are not recorded: ``lingering``)."""
+    tid = ref.token
+    if tid is None or tid not in s.tokens:
+        return s
+    if ctx.returns:
+        return evolve_state(s, cbs=(*s.cbs, Borrow(ev.line, ev.th, ev.kind, tid)))
+    t = s.tokens[tid]
+    if t.lingering:
+        return s
+    tokens = dict(s.tokens)
+    tokens[tid] = evolve(t, lingering=True)
+    return evolve_state(s, tokens=tokens)
+
+
+def on_cb_return(ctx: Ctx, s: State, ev: CbReturn) -> Out:
+    """The callback opened at line ``ev.opened`` is about to return: it is no longer certainly running."""
+    for i, b in enumerate(s.cbs):
+        if b.line == ev.opened:
+            return [evolve_state(s, cbs=(*s.cbs[:i], evolve(b, running=False), *s.cbs[i + 1:]))]
+    return [s]
+
+
+def returned(s: State, lines: frozenset[int], line: int) -> State:
+    """``s`` once the callbacks opened at ``lines`` are known to have returned (their thread wrote the
+    event at ``line`` after their cb_return): their hand-overs are no longer borrowed by them."""
+    if not s.cbs:
+        return s
+    keep = tuple(b for b in s.cbs if b.line not in lines)
+    if len(keep) == len(s.cbs):
+        return s
+    tokens = dict(s.tokens)
+    for b in s.cbs:
+        t = tokens.get(b.token)
+        if b.line in lines and t is not None:
+            tokens[b.token] = evolve(t, borrow_end=line)
+    return evolve_state(s, cbs=keep, tokens=tokens)
+
+
+def borrowed(s: State, tid: int, *, running: bool = False) -> bool:
+    """Whether a callback carrying hand-over ``tid`` is not known to have returned (``running``: has
+    certainly not returned: no cb_return yet)."""
+    return any(b.token == tid and (b.running or not running) for b in s.cbs)
 
 
 @clause("cookie-ownership-donated", "cookie-shared-refcounted", "cookie-not-dereferenced", "cookie-clear",
@@ -70,12 +114,24 @@ def call_set_cookie(ctx: Ctx, s: State, call: Call) -> Out:
     ref, s2 = hand_over(s, arg_cookie(call, "cookie"), arg_bool(call, "deleter"), call.step)
     old = req.cookie
     tokens = hold(s2, old, -1)
-    owed = (old.token if old.token is not None and old.token in tokens and tokens[old.token].holders == 0
-            and not tokens[old.token].lingering else None)
+    owed = old.token if old.token is not None and unborrowed(s2, tokens.get(old.token), old.token, call) else None
     reqs = dict(s2.reqs)
     reqs[slot] = type(req)(req.attrs, ref)
     return [evolve_state(s2, reqs=reqs, tokens=tokens,
                    inflight=Inflight(call.step, call.op, applied=True, owed_deletion=owed))]
+
+
+@clause("cookie-borrowed-in-callbacks")
+def unborrowed(s: State, t: Token | None, tid: int, call: Call) -> bool:
+    """Spec: "The cookie is borrowed, i.e. the user does not own the cookie and must not free it."
+    (cookie-borrowed-in-callbacks)
+
+    Whether hand-over ``tid`` has no holder left and no callback borrows it at ``call``: every callback
+    that carried it is known to have returned before the call began (so the implementation cannot still
+    see one running when the call lets go of the cookie). A version 1 trace never shows a return.
+    """
+    return (t is not None and t.holders == 0 and not t.lingering and not borrowed(s, tid)
+            and t.borrow_end < call.line)
 
 
 @clause("cookie-replace-deletes-previous")
@@ -85,9 +141,10 @@ def replaced_cookie_deleted(s: State, ret: Ret) -> Reject | None:
     (cookie-replace-deletes-previous)
 
     When the request was the previous cookie's only holder, its deleter must have run before
-    setCookie() returned. Where another holder let go only with a callback carrying the cookie (a failed
-    onAlloc, an onLoad), that callback may still be running on its thread (the trace shows its start):
-    the deleter may then come once it returns, and is owed by the deleters' settle as every deleter is.
+    setCookie() returned. Where a callback carrying the cookie (an onAlloc, onLoad or onPreempt) may still
+    be running when setCookie() begins — the trace does not show that it returned before — the callback
+    still borrows the cookie: the deleter may then come once it returns, and is owed by the deleters'
+    settle as every deleter is (``unborrowed``).
     """
     owed = s.inflight.owed_deletion if s.inflight is not None else None
     if owed is not None and owed in s.tokens:
@@ -114,9 +171,13 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
     Spec: "If the cookieDeleter is NULL, nothing will happen, even when the cookie is not NULL."
     (cookie-null-deleter-nothing)
     Spec: "The deleter may be called from any thread." (cookie-deleter-any-thread)
+    Spec: "The cookie is borrowed, i.e. the user does not own the cookie and must not free it."
+    (cookie-borrowed-in-callbacks)
 
-    A deleter call is attributed to a hand-over of that value whose holders have all let go; hand-overs
-    of one value with no holder are interchangeable, so the first one is taken (no branching). Deleting a
+    A deleter call is attributed to a hand-over of that value whose holders have all let go and that no
+    callback is certainly still running with (between its cb and its cb_return: trace version 2);
+    such hand-overs of one value are interchangeable, so the first one is taken (no branching). When
+    the only such hand-overs are borrowed by a running callback, the cookie was deleted while borrowed. Deleting a
     cookie a request still holds breaks the ownership rule; deleting one a pending callback will receive
     breaks borrowing (cookie-borrowed-in-callbacks) — unless the only callbacks still owed with it are
     the onPreempt of freed buffers that a map or load showed preempted: the cookie was dropped as if
@@ -128,16 +189,28 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
         return bad
     held: Token | None = None
     held_id = -1
+    in_use: int | None = None  # a hand-over with no holder that a running callback still borrows
     for tid, t in s.tokens.items():
         if t.value == value:
             if t.holders <= 0:
+                if borrowed(s, tid, running=True):
+                    in_use = tid if in_use is None else in_use
+                    continue
                 tokens = dict(s.tokens)
                 del tokens[tid]
                 ghosts = tuple(g for g in s.ghosts if g.cookie.token != tid)
-                return [evolve_state(s, tokens=tokens, ghosts=ghosts)]
+                cbs = tuple(b for b in s.cbs if b.token != tid) if s.cbs else s.cbs
+                return [evolve_state(s, tokens=tokens, ghosts=ghosts, cbs=cbs)]
             if held is None:
                 held, held_id = t, tid
     shown = "NULL" if value is None else value
+    if in_use is not None:
+        cb = next(b for b in s.cbs if b.token == in_use and b.running)
+        return reject("cookie-borrowed-in-callbacks",
+                      f"deleter({shown}) while on{cb.kind.capitalize()}({shown}) is still running on {cb.th}",
+                      ["deleter after the callback carrying the cookie returned"],
+                      f"the callback that started at trace line {cb.line} had not returned (no cb_return yet): "
+                      "it still borrows the cookie")
     if held is not None:
         by_request = [slot for slot, r in s.reqs.items() if r.cookie.token == held_id]
         if by_request:

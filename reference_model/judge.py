@@ -26,10 +26,12 @@ from .rules import Reject
 from .scenario import Scenario
 from .state import INITIAL, Inflight, State, done, evolve_state, live_bytes
 from .trace import (
+    TRACE_V1,
     ApiMissing,
     Begin,
     Call,
     Cb,
+    CbReturn,
     Deleter,
     End,
     Event,
@@ -168,6 +170,10 @@ def _step_cb(ctx: Ctx, s: State, ev: Cb, call: Call | None) -> Out:
     return CB_HANDLERS[ev.kind](ctx, s, ev)
 
 
+def _step_cb_return(ctx: Ctx, s: State, ev: CbReturn, call: Call | None) -> Out:
+    return cookies.on_cb_return(ctx, s, ev)
+
+
 def _step_deleter(ctx: Ctx, s: State, ev: Deleter, call: Call | None) -> Out:
     return cookies.on_deleter(ctx, s, ev)
 
@@ -189,6 +195,7 @@ STEPPERS: Final[dict[type, Callable[[Ctx, State, Any, Call | None], Out]]] = {
     Call: _step_call,
     Ret: _step_ret,
     Cb: _step_cb,
+    CbReturn: _step_cb_return,
     Deleter: _step_deleter,
     Settle: _step_settle,
     End: _step_end,
@@ -491,7 +498,7 @@ def slot_names(scenario: Scenario) -> dict[str, str]:
     return names
 
 
-def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str) -> Ctx:
+def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str, *, returns: bool = False) -> Ctx:
     capacity = caps.capacity_bytes if caps.policy in (None, "budget") else None
     return Ctx(
         profile=get_profile(profile),
@@ -501,6 +508,7 @@ def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str) -> Ctx:
         spontaneous=caps.capacity_bytes is None,
         capacity=capacity,
         policy=declared_policy(caps.policy, caps.capacity_bytes),
+        returns=returns,
     )
 
 
@@ -533,7 +541,7 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
     if first.scenario != scenario.id:
         return _Result(Verdict.ERROR, f"trace line {first.line}: the trace is of scenario {first.scenario!r}, "
                                       f"not {scenario.id!r}")
-    ctx = make_ctx(scenario, caps, profile)
+    ctx = make_ctx(scenario, caps, profile, returns=first.version > TRACE_V1)
     steps = scenario.steps
     nsteps = len(steps)
     steppers = STEPPERS
@@ -544,10 +552,20 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
     last_call: Call | None = None
     step_index: int | None = None
     complete = False
+    # Per thread, the callbacks that wrote their cb_return (by the line of their cb): the thread's next
+    # event shows that they have returned (cookies.returned).
+    returning: dict[str, frozenset[int]] = {}
     for ev in stream:
         kind = type(ev)
         lane = main
-        if kind is Call:
+        if returning and kind in _THREADED and cast(_Threaded, ev).th in returning:
+            lines = returning.pop(cast(_Threaded, ev).th)
+            candidates = [cookies.returned(c, lines, ev.line) for c in candidates]
+        if kind is CbReturn:
+            assert isinstance(ev, CbReturn)
+            returning[ev.th] = returning.get(ev.th, frozenset()) | {ev.opened}
+            lane = _STAY
+        elif kind is Call:
             assert isinstance(ev, Call)
             if not ev.teardown:
                 # StrEnum ops compare equal to their names.
@@ -622,6 +640,10 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
         if kind is Ret:
             calls.pop(lane, None)
     raise AssertionError("the event stream ended without exit or error")
+
+
+_Threaded = Call | Ret | Cb | CbReturn | Deleter
+_THREADED: Final = frozenset({Call, Ret, Cb, CbReturn, Deleter})
 
 
 def _envelope(scenario: Scenario, nsteps: int, ev: Call) -> str | None:

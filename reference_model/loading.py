@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, reject, show_errno
 from .allocation import returned_first
 from .content import Content, forget, write
-from .cookies import callback_cookie_alive, hold, release_in_callback
+from .cookies import borrow, callback_cookie_alive, hold
 from .crashes import load_without_onload_crashes
 from .requests import file_hold, file_segment
 from .rules import Reject, clause
@@ -156,8 +156,8 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
         bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1,
                                      content=loaded_content(s, b, ld, ev.error is None, loads))
     inflight, parked = overtake(s, ld)
-    return [evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=release_in_callback(s, ld.cookie),
-                         dids=dids, inflight=inflight, parked=parked)]
+    return [borrow(ctx, evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1),
+                                     dids=dids, inflight=inflight, parked=parked), ld.cookie, ev)]
 
 
 @clause("load-async", "load-callback-errornum")

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from . import policies
 from ._context import Ctx, Out, reject
-from .cookies import all_deleted, callback_cookie_alive, hold
+from .cookies import all_deleted, borrow, callback_cookie_alive, hold
 from .rules import Reject, clause
 from .state import Buffer, Inflight, State, evolve_buffer, evolve_state
 from .trace import Call, Cb, End, Ret
@@ -86,7 +86,8 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
         bufs = dict(s.bufs)
         bufs[handle] = evolve_buffer(b, preempted=True, preempt_cb=True)
         tokens = hold(s, b.cookie, -1) if b.announced and b.freed else s.tokens
-        out.append(evolve_state(s, bufs=bufs, tokens=tokens, dids=s.dids | {res} if res else s.dids))
+        out.append(borrow(ctx, evolve_state(s, bufs=bufs, tokens=tokens, dids=s.dids | {res} if res else s.dids),
+                          b.cookie, ev))
     for i, g in enumerate(s.ghosts):
         if g.cookie.value != ev.cookie:
             continue
@@ -98,7 +99,8 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
             res = res or "D14"
         ghosts = s.ghosts[:i] + s.ghosts[i + 1:]
         tokens = hold(s, g.cookie, -1) if g.announced else s.tokens
-        out.append(evolve_state(s, ghosts=ghosts, tokens=tokens, dids=s.dids | {res} if res else s.dids))
+        out.append(borrow(ctx, evolve_state(s, ghosts=ghosts, tokens=tokens, dids=s.dids | {res} if res else s.dids),
+                          g.cookie, ev))
     if out:
         return out
     if first is not None:

@@ -82,9 +82,23 @@ class Token:
     value: str | None
     holders: int
     step: int
-    # A holder let go with a callback that carries the cookie (a failed onAlloc, an onLoad): the trace shows
-    # the callback's start only, and the implementation may keep the cookie until it returns.
+    # A trace of version 1 (no cb_return events) showed a callback carrying the cookie: it may still be
+    # running whenever the application next acts, so the implementation may keep the cookie meanwhile.
     lingering: bool = False
+    # The trace line from which the last callback carrying it is known to have returned (version 2).
+    borrow_end: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Borrow:
+    """A callback that carried a hand-over (``token``) and is not known to have returned (trace version 2).
+    ``line``: its ``cb`` event; ``running``: no ``cb_return`` yet, so it certainly has not returned."""
+
+    line: int
+    th: str
+    kind: str
+    token: int
+    running: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +227,7 @@ class State:
     lane: str = "main"
     parked: tuple[tuple[str, Inflight], ...] = ()
     pool: Pool | None = None  # a declared acl/caching/arena policy's state (policies/)
+    cbs: tuple[Borrow, ...] = ()  # callbacks carrying a hand-over, not known to have returned
 
     def key(self) -> tuple[object, ...]:
         """A hashable identity, used to deduplicate candidate states."""
@@ -235,6 +250,7 @@ class State:
             self.lane,
             self.parked,
             self.pool.key() if self.pool is not None else None,
+            self.cbs,
         )
 
 

@@ -26,8 +26,15 @@ EMPTY_ARGS: Final[Mapping[str, object]] = {}
 
 
 class Begin(NamedTuple):
+    """``version``: the trace format (formats §5; the ``trace`` field, 1 when absent). From version 2 every
+    callback writes a ``cb_return`` event just before it returns."""
+
     line: int
     scenario: str
+    version: int = 1
+
+
+TRACE_V1: Final = 1
 
 
 MAIN: Final = "main"
@@ -75,6 +82,17 @@ class Cb(NamedTuple):
     lane: str = MAIN
 
 
+class CbReturn(NamedTuple):
+    """A callback's last act before it returns (trace version 2). ``opened``: the line of its ``cb`` event
+    (the innermost callback of ``th`` not returned yet)."""
+
+    line: int
+    kind: str
+    cookie: str | None
+    th: str = MAIN
+    opened: int = 0
+
+
 class Deleter(NamedTuple):
     """A deleter call. ``fn``: which of the probe's deleter functions ran (None when not recorded)."""
 
@@ -110,7 +128,7 @@ class ApiMissing(NamedTuple):
     symbols: tuple[str, ...]
 
 
-Event = Begin | Call | Ret | Cb | Deleter | Settle | End | Exit | ApiMissing
+Event = Begin | Call | Ret | Cb | CbReturn | Deleter | Settle | End | Exit | ApiMissing
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +293,14 @@ def _cb(obj: dict[str, object], line: int) -> Cb:
     return Cb(line, kind, cookie, _error(obj), _str(obj, "buf", nullable=True), thread, deleted, th, th)
 
 
+def _cb_return(obj: dict[str, object], line: int) -> CbReturn:
+    kind = _str(obj, "kind")
+    if kind not in CB_KINDS:
+        raise _Bad(f"unknown callback kind {kind!r}")
+    assert kind is not None
+    return CbReturn(line, kind, _str(obj, "cookie", nullable=True), _th(obj))
+
+
 def _deleter(obj: dict[str, object], line: int) -> Deleter:
     thread = _str(obj, "thread")
     if thread not in THREADS:
@@ -301,7 +327,10 @@ def _settle(obj: dict[str, object], line: int) -> Settle:
 def _begin(obj: dict[str, object], line: int) -> Begin:
     scenario = _str(obj, "scenario")
     assert scenario is not None
-    return Begin(line, scenario)
+    version = obj.get("trace", TRACE_V1)
+    if type(version) is not int or version < TRACE_V1:
+        raise _Bad(f"field 'trace' must be a format version, found {version!r}")
+    return Begin(line, scenario, version)
 
 
 def _end(obj: dict[str, object], line: int) -> End:
@@ -326,7 +355,8 @@ def _api_missing(obj: dict[str, object], line: int) -> ApiMissing:
 
 
 _BUILDERS: Final[dict[str, Callable[[dict[str, object], int], Event]]] = {
-    "call": _call, "ret": _ret, "cb": _cb, "deleter": _deleter, "settle": _settle, "begin": _begin, "end": _end,
+    "call": _call, "ret": _ret, "cb": _cb, "cb_return": _cb_return, "deleter": _deleter, "settle": _settle,
+    "begin": _begin, "end": _end,
     "exit": _exit, "api_missing": _api_missing,
 }
 
@@ -375,8 +405,10 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
 
     Calls pair per thread (``th``); a call inside another call of its thread is allowed only from a
     callback (``in_cb``) and gets the lane ``th/<depth>``; a callback or deleter gets the lane of the
-    innermost call in flight on its thread."""
+    innermost call in flight on its thread. From trace version 2 each ``cb_return`` closes the innermost
+    open callback of its thread (same kind and cookie; ``opened`` names its line); it may follow ``end``."""
     stacks: dict[str, list[Call]] = {}
+    open_cbs: dict[str, list[Cb]] | None = None  # version 2: the callbacks of each thread not returned yet
     open_calls = 0
     first: type | None = None
     begun = False
@@ -404,6 +436,21 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
             return
         if first is None:
             first = type(ev)
+        if open_cbs is not None and isinstance(ev, (Cb, CbReturn)) and begun and not exited:
+            opened = open_cbs.setdefault(ev.th, [])
+            if isinstance(ev, Cb):
+                if not ended:
+                    opened.append(ev)
+            else:
+                top = opened.pop() if opened else None
+                if top is None or top.kind != ev.kind or top.cookie != ev.cookie:
+                    yield TraceError(line, f"cb_return ({ev.kind}) without its cb on thread {ev.th}")
+                    return
+                yield ev._replace(opened=top.line)
+                continue
+        elif isinstance(ev, CbReturn):
+            yield TraceError(line, "cb_return in a trace of version 1" if begun else "cb_return event before begin")
+            return
         if begun and not ended and isinstance(ev, Call):  # the common cases first; same checks as below
             stack = stacks.get(ev.th)
             if stack is None:
@@ -439,6 +486,8 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
                 yield TraceError(line, f"{type(ev).__name__.lower()} event before begin")
                 return
             begun = True
+            if ev.version > TRACE_V1:
+                open_cbs = {}
         elif isinstance(ev, Begin):
             yield TraceError(line, "second begin event")
             return

@@ -59,9 +59,6 @@ class _State:
     loads_known: bool = True  # False once a buffer was freed during its load (its onLoad is not counted on)
     preempts: int = 0  # onPreempt callbacks owed by preempt commands so far
     pressure: bool = False  # allocations may fail from now on: their buffers are never bound
-    # Requests submitted under pressure: their cookie may reach only a failed onAlloc, which borrows it
-    # until the callback returns (not in the trace), so it is neither replaced nor freed by the program.
-    pinned: set[str] = field(default_factory=set)
     used_load: bool = False
     used_control: bool = False
 
@@ -109,9 +106,6 @@ def _submit(s: _State) -> None:
     # Replacing a cookie while the submission holds the old one, or freeing the request at once:
     # the submission keeps what it took (alloc-no-request-ownership, the cookie rules).
     for r in chosen:
-        if s.pressure:
-            s.pinned.add(r)
-            continue
         roll = s.rng.random()
         if roll < 0.3:
             _replace_cookie(s, r)
@@ -203,14 +197,8 @@ def _load(s: _State) -> None:
 
 
 def _freeable(s: _State) -> list[_Buffer]:
-    """Buffers without a live mapping whose cookie no live request still carries.
-
-    The second condition keeps programs clear of a race the trace cannot show: the onAlloc that delivered
-    a buffer borrows its cookie until the callback returns, which the trace does not record; freeing the
-    buffer and then replacing or freeing the request would leave the deleter's timing to that race.
-    """
-    current = {cookie for cookie, _, _ in s.requests.values()}
-    return [b for b in s.buffers.values() if all(m.buf != b.name for m in s.maps.values()) and b.cookie not in current]
+    """Buffers without a live mapping."""
+    return [b for b in s.buffers.values() if all(m.buf != b.name for m in s.maps.values())]
 
 
 def _free(s: _State) -> None:
@@ -233,7 +221,7 @@ def _priority(s: _State) -> None:
 
 
 def _free_request(s: _State) -> None:
-    free = [r for r in s.requests if r not in s.pinned]
+    free = list(s.requests)
     if free:
         r = s.rng.choice(free)
         s.add("req_free", req=r)
@@ -312,7 +300,7 @@ def _parallel(s: _State) -> None:
 
 
 def _replace(s: _State) -> None:
-    free = [r for r in s.requests if r not in s.pinned]
+    free = list(s.requests)
     if free:
         _replace_cookie(s, s.rng.choice(free))
 

@@ -60,9 +60,41 @@ def test_threads_run_their_steps_between_par_begin_and_par_end(probe_build, tmp_
         ("par_begin 2\n@0 sleep_ms 1\n@1 sleep_ms 1\n", "missing par_end"),
         ("cb_action alloc unmap 1\n", "cb_action: expected kind"),
         ("cb_action alloc none 1\n", "count must be 0 for action none"),
+        ("cb_action alloc sleep_0 1\n", "sleep_<ms>"),
+        ("cb_action load sleep_10000 1\n", "sleep_<ms>"),
     ],
 )
 def test_bad_blocks_are_bad_programs_with_a_line_number(probe_build, tmp_path, body, message):
     done = run_probe(probe_build, tmp_path, f"scenario t.bad 5000\n{body}end\n")
     assert done.returncode == 3
     assert "line " in done.stderr and message in done.stderr, done.stderr
+
+
+def test_each_callback_writes_cb_return_last_on_its_thread(probe_build, tmp_path):
+    """Trace version 2 (formats §5): every cb is closed by a cb_return of the same kind and cookie on its
+    thread, after the API calls its cb_action made; a sleep_<ms> callback returns only after the sleep,
+    and teardown waits for it before `end`."""
+    body = ("scenario t.ret 5000\n" + SETUP + "cb_action alloc sleep_300 1\nalloc r0\nsleep_ms 50\n"
+            "bind b0 cookie:c0\nbuf_free b0\ncb_action alloc free_buf 1\nalloc r0\nawait_alloc 2 2000\nend\n")
+    done = run_probe(probe_build, tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert events[0]["ev"] == "begin" and events[0]["trace"] == 2
+    opened: dict[str, list[dict]] = {}
+    closed = []
+    for e in events:
+        if e["ev"] == "cb":
+            opened.setdefault(e["th"], []).append(e)
+        elif e["ev"] == "cb_return":
+            top = opened[e["th"]].pop()
+            assert (top["kind"], top["cookie"]) == (e["kind"], e["cookie"])
+            closed.append((top, e))
+    assert len(closed) == 2 and not any(opened.values())
+    (slow, slow_ret), (freeing, freeing_ret) = closed
+    assert slow_ret["t"] - slow["t"] >= 300_000_000
+    # the buffer was freed by the program while the slow callback still ran
+    free = next(i for i, e in enumerate(events) if e["ev"] == "ret" and e["op"] == "buf_free" and "in_cb" not in e)
+    assert events.index(slow) < free < events.index(slow_ret)
+    nested = [i for i, e in enumerate(events) if e.get("in_cb")]
+    assert nested and events.index(freeing) < min(nested) and max(nested) < events.index(freeing_ret)
+    assert events.index(slow_ret) < next(i for i, e in enumerate(events) if e["ev"] == "end")

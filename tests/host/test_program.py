@@ -104,11 +104,12 @@ def test_parallel_blocks_compile_to_prefixed_lines_in_step_order():
             {"parallel": [[{"alloc": {"reqs": ["r"]}}, {"sleep_ms": {"ms": 1}}], [{"req_create": {"req": "q"}}]]},
             {"cb_action": {"kind": "preempt", "action": "alloc_q", "count": 2}},
             {"cb_action": {"kind": "alloc", "action": "set_priority_-3", "count": 1}},
+            {"cb_action": {"kind": "load", "action": "sleep_250", "count": 1}},
         ]
     )
     assert [(st.op.value, st.thread) for st in s.steps] == [
         ("req_create", None), ("par_begin", None), ("alloc", 0), ("sleep_ms", 0), ("req_create", 1),
-        ("par_end", None), ("cb_action", None), ("cb_action", None),
+        ("par_end", None), ("cb_action", None), ("cb_action", None), ("cb_action", None),
     ]
     assert compile_scenario(s, Pairs(None, None)).lines == (
         "scenario t.x 5000",
@@ -120,6 +121,7 @@ def test_parallel_blocks_compile_to_prefixed_lines_in_step_order():
         "par_end",
         "cb_action preempt alloc_r1 2",
         "cb_action alloc set_priority_-3 1",
+        "cb_action load sleep_250 1",
         "end",
     )
 
@@ -139,6 +141,10 @@ def test_parallel_blocks_compile_to_prefixed_lines_in_step_order():
          "a request an earlier step used"),
         ([{"cb_action": {"kind": "alloc", "action": "set_priority_9999999999", "count": 1}}],
          "steps[0].cb_action.action", "int32"),
+        ([{"cb_action": {"kind": "alloc", "action": "sleep_0", "count": 1}}], "steps[0].cb_action.action",
+         "sleep_<ms 1..9999>"),
+        ([{"cb_action": {"kind": "alloc", "action": "sleep_10000", "count": 1}}], "steps[0].cb_action.action",
+         "sleep_<ms 1..9999>"),
         ([{"cb_action": {"kind": "alloc", "action": "none", "count": 1}}], "steps[0].cb_action.count",
          "0 for action none"),
         ([{"parallel": [[{"sleep_ms": {"ms": 1}}], [{"cb_action": {"kind": "load", "action": "free_buf",

@@ -33,7 +33,7 @@ class TB:
     """Trace builder. ``call`` appends a step and its call/ret lines; callbacks go in between with
     ``during=[...]`` (lists of dicts made by ``cb``/``deleter``) or after with ``emit``."""
 
-    def __init__(self, sid: str = "model.test") -> None:
+    def __init__(self, sid: str = "model.test", trace: int = 1) -> None:
         self.sid = sid
         self.t = 0
         self.steps: list[dict[str, Any]] = []
@@ -42,7 +42,10 @@ class TB:
         self.bound: dict[str, str] = {}
         self.teardown_step = 1000
         self.pending_extra: dict[str, Any] = {}
-        self.lines: list[str] = [self._line({"ev": "begin", "scenario": sid, "pid": 1})]
+        begin: dict[str, Any] = {"ev": "begin", "scenario": sid, "pid": 1}
+        if trace != 1:
+            begin["trace"] = trace  # formats §5: version 2 records each callback's return (cb_return)
+        self.lines: list[str] = [self._line(begin)]
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _line(self, obj: dict[str, Any]) -> str:
@@ -135,17 +138,29 @@ class TB:
         return self
 
     def cb(self, kind: str, cookie: Any = None, error: Any = 0, buf: str | None = None, thread: str = "other",
-           cookie_deleted: bool = False) -> dict[str, Any]:
+           cookie_deleted: bool = False, th: str | None = None) -> dict[str, Any]:
         ev: dict[str, Any] = {"ev": "cb", "kind": kind, "cookie": self.cookie(cookie), "thread": thread}
         if kind != "preempt":
             ev["error"] = error
             ev["buf"] = buf
         if cookie_deleted:
             ev["cookie_deleted"] = True
+        if th is not None:
+            ev["th"] = th
         return ev
 
-    def deleter(self, cookie: Any, thread: str = "other") -> dict[str, Any]:
-        return {"ev": "deleter", "cookie": self.cookie(cookie), "thread": thread}
+    def cb_return(self, kind: str, cookie: Any = None, th: str | None = None) -> dict[str, Any]:
+        """The callback's last event before it returns (trace version 2)."""
+        ev: dict[str, Any] = {"ev": "cb_return", "kind": kind, "cookie": self.cookie(cookie)}
+        if th is not None:
+            ev["th"] = th
+        return ev
+
+    def deleter(self, cookie: Any, thread: str = "other", th: str | None = None) -> dict[str, Any]:
+        ev: dict[str, Any] = {"ev": "deleter", "cookie": self.cookie(cookie), "thread": thread}
+        if th is not None:
+            ev["th"] = th
+        return ev
 
     def emit(self, *events: dict[str, Any]) -> TB:
         for ev in events:

@@ -138,6 +138,9 @@ static void run_job(const struct trace_job *job) {
     case CB_ACT_WAIT_RETURN:
         trace_wait_async_return(job->wait_ns);
         break;
+    case CB_ACT_SLEEP:
+        probe_sleep_ns(job->wait_ns); /* a slow callback: it still borrows its cookie meanwhile */
+        break;
     case CB_ACT_NONE:
         break;
     }
@@ -149,21 +152,21 @@ static void on_alloc(void *cookie, int error_num, ANpuBuffer *buf) {
     struct trace_job job;
     trace_record_alloc(cookie, error_num, buf, &job);
     run_job(&job);
-    trace_callback_done(TC_ALLOC, &job);
+    trace_callback_done(TC_ALLOC, CB_KIND_ALLOC, cookie, &job);
 }
 
 static void on_preempt(void *cookie) {
     struct trace_job job;
     trace_record_preempt(cookie, &job);
     run_job(&job);
-    trace_callback_done(TC_PREEMPT, &job);
+    trace_callback_done(TC_PREEMPT, CB_KIND_PREEMPT, cookie, &job);
 }
 
 static void on_load(void *cookie, int error_num, ANpuBuffer *buf) {
     struct trace_job job;
     trace_record_load(cookie, error_num, buf, &job);
     run_job(&job);
-    trace_callback_done(TC_LOAD, &job);
+    trace_callback_done(TC_LOAD, CB_KIND_LOAD, cookie, &job);
 }
 
 /* Probe cookies are pool objects, never heap memory: "deleting" one is counting the call. Four

@@ -132,7 +132,8 @@ void op_cb_action(struct probe_ctx *ctx, const struct probe_step *st, struct op_
         op_skip(res, "unknown cb_action"); /* the parser rejects these; kept for safety */
         return;
     }
-    action.wait_ns = probe_scaled_ns(WAIT_RETURN_MS, ctx->opt->timeout_multiplier);
+    action.wait_ns = probe_scaled_ns(action.act == CB_ACT_SLEEP ? action.sleep_ms : WAIT_RETURN_MS,
+                                     ctx->opt->timeout_multiplier);
     ANpuManager_AllocRequest *req = NULL;
     if (action.act == CB_ACT_ALLOC) {
         if (!ctx->req[action.req_slot].live) {

@@ -370,7 +370,7 @@ static bool parse_op_line(struct parser *p, char **toks, size_t ntoks, struct pr
         struct probe_cb_action act;
         if (!program_cb_action(st->args[0].v.text, st->args[1].v.text, &act)) {
             return fail(p, "cb_action: expected kind alloc|load|preempt and action none|free_buf|set_priority_<n>|"
-                           "map_unmap|alloc_r<N>, found '%s %s'", st->args[0].v.text, st->args[1].v.text);
+                           "map_unmap|wait_return|alloc_r<N>|sleep_<ms>, found '%s %s'", st->args[0].v.text, st->args[1].v.text);
         }
         if ((act.act == CB_ACT_NONE) != (st->args[2].v.u64 == 0)) {
             return fail(p, "cb_action: count must be 0 for action none and at least 1 otherwise, found %llu",
@@ -588,6 +588,7 @@ bool program_cb_action(const char *kind, const char *action, struct probe_cb_act
     out->kind = (enum probe_cb_kind)k;
     static const char prio[] = "set_priority_";
     static const char alloc[] = "alloc_";
+    static const char sleep[] = "sleep_";
     if (strcmp(action, "none") == 0) {
         out->act = CB_ACT_NONE;
     } else if (strcmp(action, "free_buf") == 0) {
@@ -608,6 +609,13 @@ bool program_cb_action(const char *kind, const char *action, struct probe_cb_act
             return false;
         }
         out->act = CB_ACT_ALLOC;
+    } else if (strncmp(action, sleep, sizeof sleep - 1) == 0) {
+        uint64_t ms;
+        if (!parse_u64(action + sizeof sleep - 1, &ms) || ms < 1 || ms > 9999) {
+            return false;
+        }
+        out->act = CB_ACT_SLEEP;
+        out->sleep_ms = ms;
     } else {
         return false;
     }

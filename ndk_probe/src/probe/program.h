@@ -81,14 +81,16 @@ bool program_parse(char *text, size_t len, struct probe_program *prog, char *err
 void program_free(struct probe_program *prog);
 /* What a cb_action step asks callbacks to do (its `kind` and `action` text arguments). */
 enum probe_cb_kind { CB_KIND_ALLOC, CB_KIND_LOAD, CB_KIND_PREEMPT, CB_KIND__COUNT };
-/* CB_ACT_WAIT_RETURN: the callback waits, bounded, until no allocAsync/loadAsync is in flight (issue 11 e). */
+/* CB_ACT_WAIT_RETURN: the callback waits, bounded, until no allocAsync/loadAsync is in flight (issue 11 e).
+ * CB_ACT_SLEEP: the callback sleeps sleep_<ms> (x the timeout multiplier) before it returns. */
 enum probe_cb_act {
     CB_ACT_NONE,
     CB_ACT_FREE_BUF,
     CB_ACT_SET_PRIORITY,
     CB_ACT_MAP_UNMAP,
     CB_ACT_ALLOC,
-    CB_ACT_WAIT_RETURN
+    CB_ACT_WAIT_RETURN,
+    CB_ACT_SLEEP
 };
 
 struct probe_cb_action {
@@ -97,6 +99,7 @@ struct probe_cb_action {
     int32_t priority;  /* set_priority_<n> */
     unsigned req_slot; /* alloc_r<N> */
     uint64_t wait_ns;  /* wait_return: how long the callback waits (set when armed, timeout multiplier applied) */
+    uint64_t sleep_ms; /* sleep_<ms>; wait_ns is set from it when armed */
 };
 
 #define WAIT_RETURN_MS 400 /* wait_return's wait before the multiplier */

@@ -23,6 +23,7 @@ void scenario_run(struct probe_ctx *ctx, const struct probe_scenario *sc) {
     jb_raw(&ev, "{\"ev\":\"begin\"");
     jb_str(&ev, "scenario", sc->id);
     jb_i64(&ev, "pid", (int64_t)getpid());
+    jb_i64(&ev, "trace", NPUCONF_TRACE_VERSION);
     trace_emit(&ev);
     jb_free(&ev);
 

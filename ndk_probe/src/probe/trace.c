@@ -79,6 +79,7 @@ static struct recorder {
     const struct probe_api *api;
     struct trace_armed armed[CB_KIND__COUNT];
     unsigned busy;        /* callbacks running a cb_action job */
+    unsigned inside;      /* callbacks between their `cb` and `cb_return` events */
     unsigned gen;         /* scenario generation: thread names are per scenario */
     unsigned next_worker; /* the N of the next "w<N>" */
     unsigned async_inflight; /* allocAsync / loadAsync calls not returned yet */
@@ -131,6 +132,7 @@ void trace_reset(const struct probe_api *api) {
     rec.api = api;
     memset(rec.armed, 0, sizeof rec.armed);
     rec.busy = 0;
+    rec.inside = 0;
     rec.async_inflight = 0;
     rec.async_blocked = 0;
     rec.gen++;
@@ -500,7 +502,7 @@ static void decide_locked(enum probe_cb_kind kind, size_t index, struct trace_jo
     if (a->action.act == CB_ACT_WAIT_RETURN && api_depth > 0) {
         return; /* on the calling thread inside a call: waiting for its return would only time out */
     }
-    if (a->action.act != CB_ACT_ALLOC && a->action.act != CB_ACT_WAIT_RETURN) {
+    if (a->action.act != CB_ACT_ALLOC && a->action.act != CB_ACT_WAIT_RETURN && a->action.act != CB_ACT_SLEEP) {
         /* Buffer actions need a buffer: none for a failed onAlloc; onPreempt's was chosen by cookie. */
         if (index == TRACE_NO_BUF || !rec.bufs[index].live) {
             return;
@@ -554,6 +556,7 @@ static void callback_event(enum probe_cb_kind kind, void *cookie, bool with_resu
     }
     bool has_buf = kind == CB_KIND_PREEMPT || (with_result && (kind != CB_KIND_ALLOC || error == 0));
     decide_locked(kind, has_buf ? index : TRACE_NO_BUF, job);
+    rec.inside++;
     emit_locked(&ev);
     pthread_mutex_unlock(&rec.mu);
     jb_free(&ev);
@@ -571,14 +574,38 @@ void trace_record_preempt(void *cookie, struct trace_job *job) {
     callback_event(CB_KIND_PREEMPT, cookie, false, 0, NULL, job);
 }
 
-void trace_callback_done(enum trace_counter c, const struct trace_job *job) {
+void trace_callback_done(enum trace_counter c, enum probe_cb_kind kind, void *cookie, const struct trace_job *job) {
+    struct jbuf ev;
+    jb_init(&ev);
     pthread_mutex_lock(&rec.mu);
+    /* The callback's last act: the borrow of its cookie ends when it returns (docs/formats.md §5). */
+    jb_raw(&ev, "{\"ev\":\"cb_return\"");
+    jb_str(&ev, "kind", program_cb_kind_name(kind));
+    bool deleted;
+    cookie_json_locked(&ev, cookie, &deleted);
+    jb_str(&ev, "th", thread_name_locked());
+    emit_locked(&ev);
     rec.counts[c]++;
     if (job->act != CB_ACT_NONE) {
         rec.busy--;
     }
+    rec.inside--;
     pthread_cond_broadcast(&rec.cv);
     pthread_mutex_unlock(&rec.mu);
+    jb_free(&ev);
+}
+
+bool trace_wait_callbacks(uint64_t budget_ns) {
+    struct timespec deadline = probe_deadline_ts(budget_ns);
+    pthread_mutex_lock(&rec.mu);
+    while (rec.inside > 0) {
+        if (pthread_cond_timedwait(&rec.cv, &rec.mu, &deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    bool quiet = rec.inside == 0;
+    pthread_mutex_unlock(&rec.mu);
+    return quiet;
 }
 
 void trace_record_deleter(void *cookie, int fn) {

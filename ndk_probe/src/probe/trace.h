@@ -85,8 +85,11 @@ void trace_raw_register(const struct probe_arg *cookie);
 void trace_record_alloc(void *cookie, int error, ANpuBuffer *buf, struct trace_job *job);
 void trace_record_load(void *cookie, int error, ANpuBuffer *buf, struct trace_job *job);
 void trace_record_preempt(void *cookie, struct trace_job *job);
-/* After the job (if any) ran: counts the callback for the await ops and the settle waits. */
-void trace_callback_done(enum trace_counter c, const struct trace_job *job);
+/* After the job (if any) ran: writes the `cb_return` event and counts the callback for the await ops
+ * and the settle waits. The callback returns right after it. */
+void trace_callback_done(enum trace_counter c, enum probe_cb_kind kind, void *cookie, const struct trace_job *job);
+/* Teardown: waits until no callback is between its `cb` and `cb_return` events; false on timeout. */
+bool trace_wait_callbacks(uint64_t budget_ns);
 void trace_record_deleter(void *cookie, int fn);
 
 /* Buffer-handle registry, indexed by the position of the handle in this scenario. */
