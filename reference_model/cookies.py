@@ -217,9 +217,18 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
             return reject("cookie-ownership-donated", f"deleter({shown}) while request {by_request[0]} still holds it",
                           ["no deleter call while a request holds the cookie"],
                           f"the cookie handed over at step {held.step} is still set on a live request")
-        owed = [b.handle for b in (*s.bufs.values(), *s.ghosts)
-                if b.cookie.token == held_id and b.freed and b.announced and not b.preempt_cb]
-        if owed and len(owed) == held.holders:
+        waiting = [b for b in (*s.bufs.values(), *s.ghosts)
+                   if b.cookie.token == held_id and b.freed and b.awaits_late_onpreempt()]
+        if waiting and len(waiting) == held.holders and not any(b.announced for b in waiting):
+            # Only the optional late onPreempts of freed buffers a vnpu command preempted hold it
+            # (preempt-after-free-race): the device may drop them, and with them the cookie. One that
+            # still comes after this finds the cookie deleted (cookie-borrowed-in-callbacks).
+            tokens = dict(s.tokens)
+            del tokens[held_id]
+            ghosts = tuple(g for g in s.ghosts if g.cookie.token != held_id)
+            return [evolve_state(s, tokens=tokens, ghosts=ghosts)]
+        owed = [b.handle for b in waiting if b.announced]
+        if owed and len(waiting) == held.holders:
             return reject("preempt-onpreempt-purpose", f"deleter({shown}) before the onPreempt owed for {owed[0]}",
                           ["onPreempt, then the deleter"],
                           f"{owed[0]} was shown preempted (ENOENT) and its request had onPreempt: the callback is "

@@ -25,7 +25,8 @@ def retire(tokens: Mapping[int, Token], ghosts: tuple[Buffer, ...], bufs: dict[s
     and ``ghosts``: the state's, as updated so far by the caller).
     """
     b = bufs.pop(handle)
-    if b.onpreempt and not b.preempt_cb and (b.announced or b.cookie.token is None or b.cookie.token in tokens):
+    if b.onpreempt and not b.preempt_cb and (b.awaits_late_onpreempt() or b.cookie.token is None
+                                             or b.cookie.token in tokens):
         return (*ghosts, b)[-GHOST_LIMIT:]
     return ghosts
 
@@ -43,8 +44,8 @@ def call_free(ctx: Ctx, s: State, call: Call) -> Out:
         if b is None or b.freed:
             raise Unjudgeable(call.line, f"step {call.step} frees {h}, which is not a live buffer (double free is "
                               "undefined behaviour)")
-        if not (b.announced and not b.preempt_cb):
-            tokens = hold_tokens(tokens, b.cookie, -1)  # an owed onPreempt keeps holding the cookie
+        if not b.awaits_late_onpreempt():
+            tokens = hold_tokens(tokens, b.cookie, -1)  # a late onPreempt keeps holding the cookie
         b = evolve_buffer(b, freed=True)
         bufs[h] = b
     preempted = tuple(h for h in handles if h is not None and bufs[h].preempted)

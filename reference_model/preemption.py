@@ -85,7 +85,7 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
             continue
         bufs = dict(s.bufs)
         bufs[handle] = evolve_buffer(b, preempted=True, preempt_cb=True)
-        tokens = hold(s, b.cookie, -1) if b.announced and b.freed else s.tokens
+        tokens = hold(s, b.cookie, -1) if b.freed and b.awaits_late_onpreempt() else s.tokens
         out.append(borrow(ctx, evolve_state(s, bufs=bufs, tokens=tokens, dids=s.dids | {res} if res else s.dids),
                           b.cookie, ev))
     for i, g in enumerate(s.ghosts):
@@ -98,7 +98,7 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
         if not g.handle:  # the ghost of an allocation answered ECANCELED (aosp-2026 only)
             res = res or "D14"
         ghosts = s.ghosts[:i] + s.ghosts[i + 1:]
-        tokens = hold(s, g.cookie, -1) if g.announced else s.tokens
+        tokens = hold(s, g.cookie, -1) if g.awaits_late_onpreempt() else s.tokens
         out.append(borrow(ctx, evolve_state(s, ghosts=ghosts, tokens=tokens, dids=s.dids | {res} if res else s.dids),
                           g.cookie, ev))
     if out:

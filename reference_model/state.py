@@ -137,6 +137,12 @@ class Buffer:
     loads: int = 0
     content: Content = EMPTY
 
+    def awaits_late_onpreempt(self) -> bool:
+        """A preempted buffer whose onPreempt has not come: once freed, the callback may still arrive
+        (owed when the application saw the preemption, optional when a vnpu command did it), and the
+        cookie must outlive it, so the buffer keeps holding the cookie."""
+        return self.onpreempt and not self.preempt_cb and (self.announced or self.vnpu_preempted)
+
 
 @dataclass(frozen=True, slots=True)
 class Mapping_:

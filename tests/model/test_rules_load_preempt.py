@@ -393,3 +393,32 @@ def test_late_onpreempt_of_a_shared_cookie_goes_to_the_freed_preempted_buffer():
     passes(trace(1), caps=VNPU)
     passes(trace(0), caps=VNPU)  # freed first: the late callback is optional
     fails(trace(2), "preempt-callback-on-forced-dealloc", caps=VNPU)
+
+
+@covers("free.call_free")
+def test_a_freed_buffer_a_vnpu_command_preempted_holds_its_cookie_for_a_late_onpreempt():
+    """preempt=b, free b, replace the request's cookie: the onPreempt may still come after the free
+    (preempt-after-free-race) and borrows the cookie, so its deletion is not owed at setCookie; a device
+    may also drop that late callback and delete the cookie; one that comes after the deletion fails."""
+
+    def trace(order: str) -> TB:
+        b = TB(trace=2)
+        request(b, "r", cookie="c", onpreempt=True)
+        # onAlloc inside allocAsync on the caller's thread: its return is known at the call's ret
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", "c", 0, "B1", thread="caller", th="main"),
+                                            b.cb_return("alloc", "c", th="main")])
+        b.bind("b", "B1")
+        b.call("vnpu", command="preempt=b")
+        b.call("buf_free", bufs=["b"])
+        b.call("cookie_new", cookie="c2")
+        b.call("req_set_cookie", req="r", cookie="c2", deleter=True)
+        onpreempt = [b.cb("preempt", "c", th="w1"), b.cb_return("preempt", "c", th="w1")]
+        late = {"cb_then_deleter": [*onpreempt, b.deleter("c")], "deleter_only": [b.deleter("c")],
+                "deleter_then_cb": [b.deleter("c"), b.cb("preempt", "c", cookie_deleted=True, th="w1")]}[order]
+        b.emit(*late)
+        return teardown(b, reqs=["r"], deleted=["c2"])
+
+    for order in ("cb_then_deleter", "deleter_only"):
+        j = trace(order).judge(caps=VNPU)  # WARN R1 only: the synchronous onAlloc that makes its return known
+        assert j.verdict.value == "WARN" and "R1 " in j.reason and "R2" not in j.reason, (order, j.reason)
+    fails(trace("deleter_then_cb"), "cookie-borrowed-in-callbacks", caps=VNPU)
