@@ -98,3 +98,25 @@ def test_each_callback_writes_cb_return_last_on_its_thread(probe_build, tmp_path
     nested = [i for i, e in enumerate(events) if e.get("in_cb")]
     assert nested and events.index(freeing) < min(nested) and max(nested) < events.index(freeing_ret)
     assert events.index(slow_ret) < next(i for i, e in enumerate(events) if e["ev"] == "end")
+
+
+def test_preempt_settle_waits_for_the_commanded_onpreempt_not_an_earlier_one_of_its_cookie(probe_build, tmp_path):
+    """An onPreempt of the cookie seen before the command (here inside ANpuBuffer_free, as a device may do)
+    does not end teardown's preempt settle: it waits for one more, the one the command owes."""
+    from tests.adversarial.adversary import build, real_library
+
+    library = build("W_PREEMPT_IN_FREE_UNMAPPED", tmp_path / "lib", real_library())
+    body = ("scenario t.owed 5000\n" + SETUP + "req_set_onpreempt r0 1\nalloc r0\nawait_alloc 1 2000\n"
+            "bind b0 cookie:c0\nbuf_free b0\nalloc r0\nawait_alloc 2 2000\nbind b1 cookie:c0\n"
+            "vnpu preempt=b1\nend\n")
+    program = tmp_path / "p.txt"
+    program.write_text(program_header() + "\n" + body)
+    done = subprocess.run([str(probe_build.probe), "--impl", str(library), str(program)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    preempts = [i for i, e in enumerate(events) if e["ev"] == "cb" and e["kind"] == "preempt"]
+    command = next(i for i, e in enumerate(events) if e["ev"] == "call" and e["op"] == "vnpu")
+    settle = next(i for i, e in enumerate(events) if e["ev"] == "settle" and e["what"] == "preempt")
+    assert events[settle]["expected"] == 2 and events[settle]["reached"], events[settle]
+    assert preempts[0] < command < preempts[1] < settle

@@ -31,6 +31,7 @@ struct trace_buf {
     bool targeted;      /* named by a vnpu preempt=<buffer> (its onPreempt may come before the call returns) */
     bool commanded;     /* a vnpu preempt=<buffer> confirmed preempting it */
     bool credited;      /* an onPreempt was given to it (what onPreempt's actions act on) */
+    uint64_t seen_before; /* onPreempts of its cookie seen before the command naming it was made */
 };
 
 /* What the probe set on a request it created (the implementation's own state is not readable). */
@@ -298,7 +299,7 @@ static size_t buf_index_locked(ANpuBuffer *buf) {
         }
     }
     rec.bufs = grow(rec.bufs, &rec.capbufs, rec.nbufs + 1, sizeof *rec.bufs);
-    rec.bufs[rec.nbufs] = (struct trace_buf){buf, rec.next_id++, true, NULL, false, false, false, false};
+    rec.bufs[rec.nbufs] = (struct trace_buf){buf, rec.next_id++, true, NULL, false, false, false, false, 0};
     return rec.nbufs++;
 }
 
@@ -413,6 +414,10 @@ void trace_preempt_targeted(size_t index, bool on) {
     pthread_mutex_lock(&rec.mu);
     if (index < rec.nbufs && !rec.bufs[index].commanded) {
         rec.bufs[index].targeted = on;
+        if (on) {
+            const struct trace_pcookie *pc = pcookie_locked(rec.bufs[index].cookie, false);
+            rec.bufs[index].seen_before = pc != NULL ? pc->seen : 0;
+        }
     }
     pthread_mutex_unlock(&rec.mu);
 }
@@ -423,7 +428,11 @@ void trace_preempt_commanded(size_t index) {
         rec.bufs[index].commanded = true;
         rec.bufs[index].targeted = true;
         if (rec.bufs[index].may_onpreempt) {
-            pcookie_locked(rec.bufs[index].cookie, true)->owed++;
+            /* One more onPreempt of the cookie than were seen before the command (an earlier one, e.g.
+             * inside a free, must not end the wait), and than earlier commands already owe. */
+            struct trace_pcookie *pc = pcookie_locked(rec.bufs[index].cookie, true);
+            uint64_t floor = rec.bufs[index].seen_before > pc->owed ? rec.bufs[index].seen_before : pc->owed;
+            pc->owed = floor + 1;
         }
     }
     pthread_mutex_unlock(&rec.mu);
