@@ -119,6 +119,7 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
         runner = ProgramRunner(target, catalogue.quotes(), rr.profile, out_dir, rr.timeout_multiplier)
         device = runner.prepare()
         control = device.caps.vnpu_control
+        pointer64 = device.caps.pointer_bits == 64
         started = time.monotonic()
         fuzzing_s = 0.0  # time spent generating and running programs (not shrinking)
         programs = 0
@@ -129,7 +130,7 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
             if request.budget.programs is not None:
                 count = min(count, request.budget.programs - programs)
             batch_started = time.monotonic()
-            batch = [generate(request.seed, programs + i, vnpu_control=control) for i in range(count)]
+            batch = [generate(request.seed, programs + i, vnpu_control=control, pointer64=pointer64) for i in range(count)]
             results = runner.run_programs(batch)
             fuzzing_s += time.monotonic() - batch_started
             for program, result in zip(batch, results, strict=True):
