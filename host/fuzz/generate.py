@@ -254,7 +254,16 @@ def _free_mapped(s: _State) -> None:
     mapped = [b for b in s.buffers.values()
               if any(m.buf == b.name for m in s.maps.values()) and b.cookie not in current]
     if not mapped:
-        return
+        # None mapped yet: map one first (not while it loads or may be preempted, as _map).
+        idle = [b for b in _usable(s) if b.cookie not in current and not b.loading]
+        if not idle:
+            return
+        b = s.rng.choice(idle)
+        m = s.name("m")
+        pages = s.rng.randint(1, b.pages)
+        s.add("buf_map", map=m, buf=b.name, length=pages * PAGE, prot=["READ", "WRITE"], flags=["SHARED"], offset=0)
+        s.maps[m] = _Map(m, b.name, set(range(pages)), True)
+        mapped = [b]
     b = s.rng.choice(mapped)
     s.add("buf_free", bufs=[b.name])
     if b.loading:

@@ -130,7 +130,8 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
             if request.budget.programs is not None:
                 count = min(count, request.budget.programs - programs)
             batch_started = time.monotonic()
-            batch = [generate(request.seed, programs + i, vnpu_control=control, pointer64=pointer64) for i in range(count)]
+            batch = [generate(request.seed, programs + i, vnpu_control=control, pointer64=pointer64)
+                     for i in range(count)]
             results = runner.run_programs(batch)
             fuzzing_s += time.monotonic() - batch_started
             for program, result in zip(batch, results, strict=True):
