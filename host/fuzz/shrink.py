@@ -1,14 +1,20 @@
 """Shrinking a divergent program to a small one that still diverges the same way on the same target.
 
-Candidates drop chunks of steps (halving the chunk size down to one step), turn a parallel block into
-its threads' steps one after the other or drop one of its threads, split a batch allocAsync into one
-request, merge a request into another one the program already uses, and move priorities to the
-default. Sizes and lengths stay: a smaller buffer under an unchanged mapping would be another, illegal
-program. After each edit the wait counts are recomputed (await_alloc waits for the onAllocs the program
-still owes, await_load for its onLoads) and `requires` follows the ops left. Every candidate runs on the
-target, many in one probe batch; one is kept only when it gives the same verdict with the same clause.
-Candidates the judge cannot judge (a step left using an unbound buffer) come back ERROR and are not
-kept."""
+Candidates drop chunks of steps (halving the chunk size down to one step); once no single step can go,
+structural edits follow, those that save steps first: a parallel block becomes its threads' steps one
+after the other, or loses a thread; a later request or cookie object becomes an earlier one (its creation
+dropped, its setters then repeat and can go); a cookie object no bind selects becomes an integer (its
+cookie_new dropped); a bind by cookie becomes a bind by position where arrival order cannot change it
+(so that its cookie can become an integer too); a batch allocAsync keeps one request; priorities go to
+the default; sizes and lengths go down to one page (all at once, or one request's size). After each edit
+the wait counts are recomputed (await_alloc waits for the onAllocs the program still owes, await_load
+for its onLoads) and `requires` follows the ops and cookies left.
+
+Every candidate must be a legal program (host.fuzz.legal: no step on a freed or never-bound handle, no
+map beyond the request's protection, no wait for callbacks nobody owes...): an illegal one never runs,
+even if it would give the same FAIL. Legal candidates run on the target, many in one probe batch; one is
+kept only when it gives the same verdict with the same clause, and gives it again in CONFIRM more runs
+(a divergence shown by one run's timing alone does not make the kept program)."""
 
 from __future__ import annotations
 
