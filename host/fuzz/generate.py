@@ -25,6 +25,10 @@ AWAIT_MS: Final = 2000
 # The clause a generated program names: its steps may exercise any, the judge names the one it breaks.
 PROGRAM_CLAUSE: Final = "alloc-supported-may-fail"
 MAX_LIVE_BUFFERS: Final = 12
+# Without a supported pair (discovery failed) requests take these numbers; their allocations may fail or
+# not, so nothing is bound: the programs exercise requests, cookies, isSupported and onAlloc.
+BLIND_DEVICES: Final = (0, 1, -1)
+BLIND_TYPES: Final = (0, 1, 2, 3, 4, 9)
 
 
 @dataclass
@@ -69,8 +73,10 @@ class _State:
     carried: dict[str, int] = field(default_factory=dict)
     used_load: bool = False
     used_control: bool = False
+    pair: bool = True  # a supported pair is known: allocations succeed and their buffers are bound
     allow_loads: bool = True  # the device may be asked to load files (the `load` capability)
     pointer64: bool = False  # the device has a 64-bit ABI: raw cookies above 2^32 (and 2^48) are allowed
+    null_handed: bool = False  # NULL was handed over with a deleter (each cookie value is handed over once)
     wide_cookie: bool = False  # a raw cookie above 2^32 was used (the program requires pointer-64)
     # Mappings whose buffer was freed while they were live: valid until unmapped (free-mapping-valid).
     orphans: dict[str, _Map] = field(default_factory=dict)
@@ -94,19 +100,30 @@ def _cookie(s: _State) -> Any:
             s.wide_cookie = True
             return (s.rng.randint(1, 0xFFFF) << 48) | number
         return number
-    if roll < 0.19:
-        return None
+    if roll < 0.19 and not s.null_handed:
+        return None  # NULL, handed over with a deleter at most once (host.fuzz.legal: distinct values)
     c = s.name("c")
     s.add("cookie_new", cookie=c)
     return c
+
+
+def _set_cookie(s: _State, r: str, c: Any) -> None:
+    deleter = s.rng.random() < 0.85
+    s.add("req_set_cookie", req=r, cookie=c, deleter=deleter)
+    if c is None and deleter:
+        s.null_handed = True
 
 
 def _new_request(s: _State) -> None:
     r = s.name("r")
     pages = s.rng.choice(SIZES_PAGES)
     s.add("req_create", req=r)
-    s.add("req_set_device", req=r, device="$pair.device")
-    s.add("req_set_type", req=r, type="$pair.type")
+    if s.pair:
+        s.add("req_set_device", req=r, device="$pair.device")
+        s.add("req_set_type", req=r, type="$pair.type")
+    else:  # no pair known (discovery failed): numbers the device may or may not support
+        s.add("req_set_device", req=r, device=s.rng.choice(BLIND_DEVICES))
+        s.add("req_set_type", req=r, type=s.rng.choice(BLIND_TYPES))
     s.add("req_set_size", req=r, size=pages * PAGE)
     s.add("req_set_prot", req=r, prot=["READ", "WRITE"])
     if s.rng.random() < 0.5:
@@ -123,13 +140,13 @@ def _new_request(s: _State) -> None:
         s.add("req_set_file", req=r, fd=f, file_offset=0, length=seg * PAGE, buffer_offset=0)
         s.used_load = True
     c = _cookie(s)
-    s.add("req_set_cookie", req=r, cookie=c, deleter=s.rng.random() < 0.85)
+    _set_cookie(s, r, c)
     s.requests[r] = (c, pages, onpreempt)
 
 
 def _replace_cookie(s: _State, r: str) -> None:
     c = _cookie(s)
-    s.add("req_set_cookie", req=r, cookie=c, deleter=s.rng.random() < 0.85)
+    _set_cookie(s, r, c)
     s.requests[r] = (c, *s.requests[r][1:])
 
 
@@ -160,7 +177,7 @@ def _submit(s: _State) -> None:
     for cookie, pages, onpreempt in held:
         if len(s.buffers) >= MAX_LIVE_BUFFERS:
             break
-        if not isinstance(cookie, str):
+        if not isinstance(cookie, str) or not s.pair:
             continue  # an integer or NULL cookie: no bind selects it (its buffer is freed by teardown)
         b = s.name("b")
         s.add("bind", buf=b, select={"cookie": cookie})
@@ -286,11 +303,11 @@ def _is_supported(s: _State) -> None:
         extra = s.name("r")
         s.add("req_create", req=extra)
         if s.rng.random() < 0.5:
-            s.add("req_set_device", req=extra, device="$pair.device")
+            s.add("req_set_device", req=extra, device="$pair.device" if s.pair else 0)
             s.add("req_set_type", req=extra, type=0)  # ANPUBUFFER_TYPE_UNKNOWN: not a valid type
         else:
             s.add("req_set_device", req=extra, device=-1)
-            s.add("req_set_type", req=extra, type="$pair.type")
+            s.add("req_set_type", req=extra, type="$pair.type" if s.pair else 1)
         s.add("req_set_size", req=extra, size=PAGE)
         reqs.insert(s.rng.randrange(len(reqs) + 1), extra)
     s.add("is_supported", reqs=reqs)
@@ -481,13 +498,15 @@ _ACTIONS: Final = (
 
 
 def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True,
-             pointer64: bool = False) -> dict[str, Any]:
+             pointer64: bool = False, pair: bool = True) -> dict[str, Any]:
     """Program ``index`` of the stream ``seed``: a scenario mapping (docs/formats.md §2). ``pointer64``: the
-    device has a 64-bit ABI, so raw cookies may use the high bits."""
+    device has a 64-bit ABI, so raw cookies may use the high bits. ``pair`` False: the device's pair
+    discovery failed, so the program requires no pair and binds no buffer (as `npuconf run` still runs the
+    scenarios that need no discovery on such a device)."""
     rng = random.Random(f"{seed}:{index}")
-    s = _State(rng, vnpu_control, allow_loads=loads, pointer64=pointer64)
-    actions = [(fn, w) for fn, w, control in _ACTIONS if vnpu_control or not control]
-    actions = [(fn, w) for fn, w in actions if loads or fn is not _load]
+    s = _State(rng, vnpu_control and pair, allow_loads=loads and pair, pointer64=pointer64, pair=pair)
+    actions = [(fn, w) for fn, w, control in _ACTIONS if s.control or not control]
+    actions = [(fn, w) for fn, w in actions if s.allow_loads or fn is not _load]
     length = rng.randint(8, 40)
     _new_request(s)
     while len(s.steps) < length:
@@ -497,7 +516,7 @@ def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True,
         if fn is _submit and not s.requests:
             fn = _new_request
         fn(s)
-    requires = ["supported-pair"]
+    requires = ["supported-pair"] if pair else []
     if s.used_load:
         requires.append("load")
     if s.used_control:

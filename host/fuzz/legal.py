@@ -11,8 +11,12 @@ the steps and names the first illegal one; the shrinker runs only candidates it 
 The caller's state follows docs/formats.md §2 and the text:
 - requests: created once (a live name is not created again), used only while live; setOnAlloc only with
   a callback (setOnAlloc(NULL) crashes: crash-setonalloc-null), and before any allocAsync of the request;
-- cookies: a `cookie_new` handle exists once created (created once); handing it over again is allowed
-  (cookie-shared-refcounted: the probe's cookies are reference counted); integers and NULL are values;
+- cookies: a `cookie_new` handle exists once created (created once). Each cookie value (an object, an
+  integer, NULL) is handed over with a deleter at most once. The text allows more (cookie-shared-refcounted:
+  the probe's cookies are reference counted), but the judge attributes a deleter among hand-overs of one
+  value that have no holder left by order, and a deleter owed inside a setCookie can be taken for an
+  earlier hand-over whose failed onAlloc let it go (a false cookie-replace-deletes-previous, seen with two
+  NULL hand-overs); until the model branches there, fuzz programs keep cookie values distinct;
 - allocations: a submission succeeds on a conforming device when its request has the pair's device and
   type, a size and onAlloc, and no pressure was commanded; a bind by cookie takes an onAlloc delivered
   (awaited) with that cookie and not yet bound, a bind by position (`nth`) only when arrival order cannot
@@ -87,6 +91,7 @@ class _Map:
 class _Caller:
     reqs: dict[str, _Req] = field(default_factory=dict)
     cookies: set[str] = field(default_factory=set)
+    handed: set[str] = field(default_factory=set)  # cookie values (repr) handed over with a deleter
     subs: list[_Sub] = field(default_factory=list)
     waits: list[list[_Sub]] = field(default_factory=list)  # the submissions each covering await delivered
     onallocs: int = 0
@@ -193,12 +198,13 @@ def _step(c: _Caller, op: str, a: Mapping[str, Any]) -> None:
     elif op == "req_set_cookie":
         req = _req(c, a["req"])
         cookie = a["cookie"]
-        if isinstance(cookie, str):
-            if cookie not in c.cookies:
-                raise Illegal(f"cookie {cookie} was never created")
-            req.cookie = cookie
-        else:
-            req.cookie = None
+        if isinstance(cookie, str) and cookie not in c.cookies:
+            raise Illegal(f"cookie {cookie} was never created")
+        if a["deleter"]:
+            if repr(cookie) in c.handed:
+                raise Illegal(f"cookie {cookie!r} handed over with a deleter twice")
+            c.handed.add(repr(cookie))
+        req.cookie = cookie if isinstance(cookie, str) else None
     elif op == "req_set_file":
         req = _req(c, a["req"])
         fd = a["fd"]

@@ -120,6 +120,9 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
         device = runner.prepare()
         control = device.caps.vnpu_control
         pointer64 = device.caps.pointer_bits == 64
+        # Pair discovery failed (isSupported broken, say): as `npuconf run` still runs the scenarios that need
+        # no discovery, the programs then need no pair (requests, cookies, isSupported, onAlloc only).
+        pair = device.discovery_failed is None
         started = time.monotonic()
         fuzzing_s = 0.0  # time spent generating and running programs (not shrinking)
         programs = 0
@@ -130,7 +133,7 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
             if request.budget.programs is not None:
                 count = min(count, request.budget.programs - programs)
             batch_started = time.monotonic()
-            batch = [generate(request.seed, programs + i, vnpu_control=control, pointer64=pointer64)
+            batch = [generate(request.seed, programs + i, vnpu_control=control, pointer64=pointer64, pair=pair)
                      for i in range(count)]
             results = runner.run_programs(batch)
             fuzzing_s += time.monotonic() - batch_started

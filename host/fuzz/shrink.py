@@ -84,7 +84,7 @@ def normalise(program: Program) -> Program:
         steps.append(item)
     out["steps"] = steps
     ops = {next(iter(step)) for step in flat_steps(out)}
-    requires = ["supported-pair"]
+    requires = ["supported-pair"] if "supported-pair" in program.get("requires", ()) else []
     if ops & {"buf_load", "file_new"}:
         requires.append("load")
     if "vnpu" in ops:
@@ -170,11 +170,14 @@ def _raw_cookies(program: Program) -> Iterator[Program]:
     """A cookie object no bind selects becomes an integer cookie (its creation goes)."""
     steps = program["steps"]
     bound = {str(args["select"].get("cookie")) for s in flat_steps(program) for o, args in s.items() if o == "bind"}
-    for n, name in enumerate(_names(steps, "cookie_new", "cookie")):
+    used = {args["cookie"] for s in flat_steps(program) for o, args in s.items() if o == "req_set_cookie"}
+    for name in _names(steps, "cookie_new", "cookie"):
         if name in bound:
             continue
         digits = "".join(ch for ch in name if ch.isdigit())
-        value = int(digits) if digits and int(digits) > 0 else 1000 + n
+        value = int(digits) if digits and int(digits) > 0 else 1000
+        while value in used:  # a value of its own (each cookie value is handed over once)
+            value += 4096
         kept = [s for s in steps if s != {"cookie_new": {"cookie": name}}]
         out: list[dict[str, Any]] = []
         for s in kept:

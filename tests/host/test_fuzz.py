@@ -245,6 +245,9 @@ ILLEGAL = {
     # cookies and files
     "cookie never created": [*_without(_request("r"), "cookie_new")],
     "cookie created twice": [*_request("r"), {"cookie_new": {"cookie": "c"}}],
+    "cookie handed over with a deleter twice": [*_request("r"), *_request("q", None)[:-1],
+                                                {"req_set_cookie": {"req": "q", "cookie": "c", "deleter": True}}],
+    "NULL handed over with a deleter twice": [*_request("r", None), *_request("q", None)],
     "load longer than its file": [*BASE, {"file_new": {"file": "f", "size": 4096, "seed": 1}},
                                   {"buf_load": {"buf": "b", "fd": "f", "file_offset": 0, "length": 8192,
                                                 "buffer_offset": 0, "onload": True}}],
