@@ -25,6 +25,7 @@ AWAIT_MS: Final = 2000
 # The clause a generated program names: its steps may exercise any, the judge names the one it breaks.
 PROGRAM_CLAUSE: Final = "alloc-supported-may-fail"
 MAX_LIVE_BUFFERS: Final = 12
+PREEMPT_PAUSE_MS: Final = 20
 # Without a supported pair (discovery failed) requests take these numbers; their allocations may fail or
 # not, so nothing is bound: the programs exercise requests, cookies, isSupported and onAlloc.
 BLIND_DEVICES: Final = (0, 1, -1)
@@ -415,6 +416,11 @@ def _preempt(s: _State) -> None:
         # the model owes it by the end of the steps.
         s.preempts += 1
         s.add("await_preempt", count=s.preempts, timeout_ms=AWAIT_MS)
+    else:
+        # No onPreempt in the submission's snapshot: none may come (req-onpreempt-default-null, also when
+        # the request's onPreempt was set after allocAsync). A short pause lets one that comes anyway show
+        # in the trace before teardown, whatever steps follow (the shrinker keeps it only where it matters).
+        s.add("sleep_ms", ms=PREEMPT_PAUSE_MS)
 
 
 def _pressure(s: _State) -> None:

@@ -412,3 +412,38 @@ def test_the_shrinker_keeps_programs_legal_and_small(predicate, most):
     assert predicate(flat_steps_of(shrunk))
     assert step_count(shrunk) <= most, (step_count(program), shrunk["steps"])
     assert tried == len(ran) and tried > 0
+
+
+# interposer mutant of tests/adversarial -> (the clause its shrunk divergence names, fuzzing budget)
+MUTANTS = {
+    "M_SUPPORT_COUNT": ("support-returns", "15s"),  # pair discovery fails: programs without a pair
+    "M_SUPPORT_TWICE_DIFFERS": ("support-tests-requests", "15s"),
+    "M_SUPPORT_CANARY": ("support-out-array-size", "15s"),
+    "M_COOKIE_48": ("cookie-raw-integer", "15s"),
+    "M_PREEMPT_IN_FREE": ("preempt-never-while-mapped", "15s"),
+    "M_LIVE_CALLBACKS": ("req-onpreempt-default-null", "30s"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutation", sorted(MUTANTS))
+def test_an_adversary_is_found_shrunk_and_replayed(tmp_path, probe_build, mutation):
+    from tests.adversarial.adversary import build, real_library
+
+    library = build(mutation, tmp_path / "lib", real_library())
+    clause, budget = MUTANTS[mutation]
+    out = tmp_path / "fuzz"
+    done = npuconf("fuzz", "--impl", library, "--seed", "1", "--budget", budget, "--out", out, "-q", timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = {d["signature"]: d for d in json.loads((out / "fuzz.json").read_text())["divergences"]}
+    assert clause in found, (mutation, list(found))
+    divergence = found[clause]
+    assert divergence["replays"] and divergence["steps_after"] <= MAX_SHRUNK_STEPS, divergence
+    scenario = yaml.safe_load(Path(divergence["scenario"]).read_text())
+    assert check_program(scenario) is None
+
+
+def check_program(program: dict) -> str | None:
+    from host.fuzz.legal import check
+
+    return check(program)
