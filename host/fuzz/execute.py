@@ -72,16 +72,15 @@ class ProgramRunner:
         self.target = target
 
     def prepare(self) -> Device:
-        """Prepare the device and discover its pairs, as `npuconf run` does; a setup error is raised."""
+        """Prepare the device and discover its pairs, as `npuconf run` does; a setup error is raised. A device
+        whose pair discovery failed is returned: programs that need no pair still run on it."""
         self.run.prepare()
         if self.run.setup_error is not None:
             raise self.run.setup_error
         device = self.run.device
         if device is None:
             raise RuntimeError(self.run.prepare_error or "device preparation failed")
-        if device.discovery_failed is not None:
-            raise RuntimeError(device.discovery_failed)
-        return device
+        return device  # a failed pair discovery is the session's to handle (device.discovery_failed)
 
     @property
     def device(self) -> Device:

@@ -25,6 +25,11 @@ AWAIT_MS: Final = 2000
 # The clause a generated program names: its steps may exercise any, the judge names the one it breaks.
 PROGRAM_CLAUSE: Final = "alloc-supported-may-fail"
 MAX_LIVE_BUFFERS: Final = 12
+PREEMPT_PAUSE_MS: Final = 20
+# Without a supported pair (discovery failed) requests take these numbers; their allocations may fail or
+# not, so nothing is bound: the programs exercise requests, cookies, isSupported and onAlloc.
+BLIND_DEVICES: Final = (0, 1, -1)
+BLIND_TYPES: Final = (0, 1, 2, 3, 4, 9)
 
 
 @dataclass
@@ -51,7 +56,9 @@ class _State:
     control: bool
     steps: list[dict[str, Any]] = field(default_factory=list)
     serial: int = 0
-    requests: dict[str, tuple[str, int, bool]] = field(default_factory=dict)  # name -> (cookie, pages, onPreempt)
+    # name -> (cookie, pages, onPreempt): the cookie is a cookie handle (a str), an integer or None (NULL);
+    # only buffers of a cookie handle are bound (a bind selects by cookie handle).
+    requests: dict[str, tuple[Any, int, bool]] = field(default_factory=dict)
     buffers: dict[str, _Buffer] = field(default_factory=dict)
     maps: dict[str, _Map] = field(default_factory=dict)
     submitted: int = 0  # onAlloc callbacks owed so far
@@ -61,6 +68,13 @@ class _State:
     pressure: bool = False  # allocations may fail from now on: their buffers are never bound
     used_load: bool = False
     used_control: bool = False
+    pair: bool = True  # a supported pair is known: allocations succeed and their buffers are bound
+    allow_loads: bool = True  # the device may be asked to load files (the `load` capability)
+    pointer64: bool = False  # the device has a 64-bit ABI: raw cookies above 2^32 (and 2^48) are allowed
+    null_handed: bool = False  # NULL was handed over with a deleter (each cookie value is handed over once)
+    wide_cookie: bool = False  # a raw cookie above 2^32 was used (the program requires pointer-64)
+    # Mappings whose buffer was freed while they were live: valid until unmapped (free-mapping-valid).
+    orphans: dict[str, _Map] = field(default_factory=dict)
 
     def name(self, prefix: str) -> str:
         self.serial += 1
@@ -70,12 +84,41 @@ class _State:
         self.steps.append({op: args})
 
 
+def _cookie(s: _State) -> Any:
+    """A cookie for setCookie: mostly a new cookie object (its cookie_new step added); sometimes a raw
+    integer (above 2^48 on a 64-bit ABI: cookie-raw-integer) or NULL. Raw values are distinct per hand-over."""
+    roll = s.rng.random()
+    if roll < 0.14:
+        s.serial += 1
+        number = s.serial * 8 + s.rng.randint(1, 7)
+        if s.pointer64 and s.rng.random() < 0.6:
+            s.wide_cookie = True
+            return (s.rng.randint(1, 0xFFFF) << 48) | number
+        return number
+    if roll < 0.19 and not s.null_handed:
+        return None  # NULL, handed over with a deleter at most once (host.fuzz.legal: distinct values)
+    c = s.name("c")
+    s.add("cookie_new", cookie=c)
+    return c
+
+
+def _set_cookie(s: _State, r: str, c: Any) -> None:
+    deleter = s.rng.random() < 0.85
+    s.add("req_set_cookie", req=r, cookie=c, deleter=deleter)
+    if c is None and deleter:
+        s.null_handed = True
+
+
 def _new_request(s: _State) -> None:
-    r, c = s.name("r"), s.name("c")
+    r = s.name("r")
     pages = s.rng.choice(SIZES_PAGES)
     s.add("req_create", req=r)
-    s.add("req_set_device", req=r, device="$pair.device")
-    s.add("req_set_type", req=r, type="$pair.type")
+    if s.pair:
+        s.add("req_set_device", req=r, device="$pair.device")
+        s.add("req_set_type", req=r, type="$pair.type")
+    else:  # no pair known (discovery failed): numbers the device may or may not support
+        s.add("req_set_device", req=r, device=s.rng.choice(BLIND_DEVICES))
+        s.add("req_set_type", req=r, type=s.rng.choice(BLIND_TYPES))
     s.add("req_set_size", req=r, size=pages * PAGE)
     s.add("req_set_prot", req=r, prot=["READ", "WRITE"])
     if s.rng.random() < 0.5:
@@ -84,15 +127,21 @@ def _new_request(s: _State) -> None:
     onpreempt = s.rng.random() < 0.6
     if onpreempt:
         s.add("req_set_onpreempt", req=r, set=True)
-    s.add("cookie_new", cookie=c)
-    s.add("req_set_cookie", req=r, cookie=c, deleter=s.rng.random() < 0.85)
+    if s.allow_loads and s.rng.random() < 0.12:
+        # A file segment loaded at allocation (setFileSegmentToLoad): the request owns the descriptor.
+        f = s.name("f")
+        seg = s.rng.randint(1, pages)
+        s.add("file_new", file=f, size=seg * PAGE, seed=s.rng.randint(1, 1000))
+        s.add("req_set_file", req=r, fd=f, file_offset=0, length=seg * PAGE, buffer_offset=0)
+        s.used_load = True
+    c = _cookie(s)
+    _set_cookie(s, r, c)
     s.requests[r] = (c, pages, onpreempt)
 
 
 def _replace_cookie(s: _State, r: str) -> None:
-    c = s.name("c")
-    s.add("cookie_new", cookie=c)
-    s.add("req_set_cookie", req=r, cookie=c, deleter=s.rng.random() < 0.85)
+    c = _cookie(s)
+    _set_cookie(s, r, c)
     s.requests[r] = (c, *s.requests[r][1:])
 
 
@@ -118,6 +167,8 @@ def _submit(s: _State) -> None:
     for cookie, pages, onpreempt in held:
         if len(s.buffers) >= MAX_LIVE_BUFFERS:
             break
+        if not isinstance(cookie, str) or not s.pair:
+            continue  # an integer or NULL cookie: no bind selects it (its buffer is freed by teardown)
         b = s.name("b")
         s.add("bind", buf=b, select={"cookie": cookie})
         s.buffers[b] = _Buffer(b, pages, cookie, onpreempt)
@@ -156,6 +207,9 @@ def _touch_map(s: _State) -> None:
 
 
 def _unmap(s: _State) -> None:
+    if s.orphans and (not s.maps or s.rng.random() < 0.5):
+        _unmap_orphan(s)
+        return
     if not s.maps:
         return
     m = s.maps[s.rng.choice(list(s.maps))]
@@ -173,6 +227,98 @@ def _unmap(s: _State) -> None:
     m.pages -= set(range(low, high + 1))
     if not m.pages:
         del s.maps[m.name]
+
+
+def _unmap_orphan(s: _State) -> None:
+    """Unmapping, page by page or whole, a mapping whose buffer was freed: its memory goes with the last page."""
+    m = s.orphans[s.rng.choice(list(s.orphans))]
+    pages = sorted(m.pages)
+    if s.rng.random() < 0.5:
+        low = high = pages[0]
+        while high + 1 in m.pages:
+            high += 1
+        s.add("buf_unmap", map=m.name, offset=low * PAGE, length=(high - low + 1) * PAGE)
+        m.pages -= set(range(low, high + 1))
+    else:
+        page = s.rng.choice(pages)
+        s.add("buf_unmap", map=m.name, offset=page * PAGE, length=PAGE)
+        m.pages.discard(page)
+    if not m.pages:
+        del s.orphans[m.name]
+
+
+def _free_mapped(s: _State) -> None:
+    """ANpuBuffer_free of a buffer that is still mapped: the text lets the mapping stay valid until it is
+    unmapped (free-mapping-valid-after-free), and the device may not preempt it meanwhile
+    (preempt-never-while-mapped). The mappings are unmapped by later steps (or by teardown)."""
+    mapped = [b for b in s.buffers.values() if any(m.buf == b.name for m in s.maps.values())]
+    if not mapped:
+        # None mapped yet: map one first (not one that may be preempted, as _map; during a load is fine, R15).
+        idle = _usable(s)
+        if not idle:
+            return
+        b = s.rng.choice(idle)
+        m = s.name("m")
+        pages = s.rng.randint(1, b.pages)
+        s.add("buf_map", map=m, buf=b.name, length=pages * PAGE, prot=["READ", "WRITE"], flags=["SHARED"], offset=0)
+        s.maps[m] = _Map(m, b.name, set(range(pages)), True)
+        mapped = [b]
+    b = s.rng.choice(mapped)
+    s.add("buf_free", bufs=[b.name])
+    if b.loading:
+        s.loads_known = False
+    del s.buffers[b.name]
+    for name in [m.name for m in s.maps.values() if m.buf == b.name]:
+        s.orphans[name] = s.maps.pop(name)
+
+
+def _is_supported(s: _State) -> None:
+    """ANpuManager_isSupported of live requests (cookies, callbacks and priorities set: ignored fields), one
+    of them listed twice at times, and at times a request with an invalid type or a negative device (which
+    may also be submitted, with onPreempt: its onAlloc fails and no onPreempt may follow)."""
+    live = list(s.requests)
+    reqs = s.rng.sample(live, k=min(len(live), s.rng.choice((1, 1, 2, 3)))) if live else []
+    if reqs and s.rng.random() < 0.35:
+        reqs.insert(s.rng.randrange(len(reqs) + 1), s.rng.choice(reqs))
+    extra = None
+    if not reqs or s.rng.random() < 0.35:
+        extra = s.name("r")
+        s.add("req_create", req=extra)
+        if s.rng.random() < 0.5:
+            s.add("req_set_device", req=extra, device="$pair.device" if s.pair else 0)
+            s.add("req_set_type", req=extra, type=0)  # ANPUBUFFER_TYPE_UNKNOWN: not a valid type
+        else:
+            s.add("req_set_device", req=extra, device=-1)
+            s.add("req_set_type", req=extra, type="$pair.type" if s.pair else 1)
+        s.add("req_set_size", req=extra, size=PAGE)
+        reqs.insert(s.rng.randrange(len(reqs) + 1), extra)
+    s.add("is_supported", reqs=reqs)
+    if extra is None:
+        return
+    if s.rng.random() < 0.4:
+        s.add("req_set_onalloc", req=extra, set=True)
+        if s.rng.random() < 0.7:
+            s.add("req_set_onpreempt", req=extra, set=True)
+        s.add("alloc", reqs=[extra])
+        s.submitted += 1
+        s.add("await_alloc", count=s.submitted, timeout_ms=AWAIT_MS)
+    s.add("req_free", req=extra)
+
+
+def _callbacks_after(s: _State) -> None:
+    """setOnPreempt (a callback, or NULL) or setOnAlloc again on a request, usually one already submitted:
+    the submissions made keep the callbacks of their snapshot (alloc-snapshot), later ones take the new."""
+    if not s.requests:
+        return
+    r = s.rng.choice(list(s.requests))
+    cookie, pages, onpreempt = s.requests[r]
+    roll = s.rng.random()
+    if roll < 0.7:
+        onpreempt = not onpreempt if roll < 0.5 else onpreempt
+        s.add("req_set_onpreempt", req=r, set=onpreempt)
+        s.requests[r] = (cookie, pages, onpreempt)
+    else:
+        s.add("req_set_onalloc", req=r, set=True)
 
 
 def _load(s: _State) -> None:
@@ -245,14 +391,20 @@ def _preempt(s: _State) -> None:
         s.preempts += 1
         if s.rng.random() < 0.5:
             s.add("await_preempt", count=s.preempts, timeout_ms=AWAIT_MS)
+    else:
+        # No onPreempt in the submission's snapshot: none may come (req-onpreempt-default-null, also when
+        # the request's onPreempt was set after allocAsync). A short pause lets one that comes anyway show
+        # in the trace before teardown, whatever steps follow (the shrinker keeps it only where it matters).
+        s.add("sleep_ms", ms=PREEMPT_PAUSE_MS)
 
 
 def _pressure(s: _State) -> None:
     # The device may preempt any buffer to make room, mapped ones too: mappings go first.
-    for m in list(s.maps.values()):
+    for m in [*s.maps.values(), *s.orphans.values()]:
         for page in sorted(m.pages):
             s.add("buf_unmap", map=m.name, offset=page * PAGE, length=PAGE)
     s.maps.clear()
+    s.orphans.clear()
     # With at most MAX_LIVE_BUFFERS of at most 16 pages alive, 255 MiB of the 256 MiB leaves room for them
     # all (nothing is preempted, so no onPreempt is owed at an unknown time) and little for new ones; the
     # whole capacity is reserved only while no buffer is alive.
@@ -318,17 +470,24 @@ _ACTIONS: Final = (
     (_priority, 5, False),
     (_free_request, 4, False),
     (_parallel, 3, False),
+    (_is_supported, 3, False),
+    (_callbacks_after, 3, False),
+    (_free_mapped, 3, False),
     (_preempt, 3, True),
     (_pressure, 1, True),
 )
 
 
-def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True) -> dict[str, Any]:
-    """Program ``index`` of the stream ``seed``: a scenario mapping (docs/formats.md §2)."""
+def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True,
+             pointer64: bool = False, pair: bool = True) -> dict[str, Any]:
+    """Program ``index`` of the stream ``seed``: a scenario mapping (docs/formats.md §2). ``pointer64``: the
+    device has a 64-bit ABI, so raw cookies may use the high bits. ``pair`` False: the device's pair
+    discovery failed, so the program requires no pair and binds no buffer (as `npuconf run` still runs the
+    scenarios that need no discovery on such a device)."""
     rng = random.Random(f"{seed}:{index}")
-    s = _State(rng, vnpu_control)
-    actions = [(fn, w) for fn, w, control in _ACTIONS if vnpu_control or not control]
-    actions = [(fn, w) for fn, w in actions if loads or fn is not _load]
+    s = _State(rng, vnpu_control and pair, allow_loads=loads and pair, pointer64=pointer64, pair=pair)
+    actions = [(fn, w) for fn, w, control in _ACTIONS if s.control or not control]
+    actions = [(fn, w) for fn, w in actions if s.allow_loads or fn is not _load]
     length = rng.randint(8, 40)
     _new_request(s)
     while len(s.steps) < length:
@@ -338,11 +497,13 @@ def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True) -
         if fn is _submit and not s.requests:
             fn = _new_request
         fn(s)
-    requires = ["supported-pair"]
+    requires = ["supported-pair"] if pair else []
     if s.used_load:
         requires.append("load")
     if s.used_control:
         requires.append("vnpu-control")
+    if s.wide_cookie:
+        requires.append("pointer-64")
     return {
         "id": f"fuzz.s{seed}_{index}",
         "title": f"Random API program {index} of seed {seed}",

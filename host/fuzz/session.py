@@ -196,11 +196,18 @@ class _Worker:
         self.setup_error: KitError | None = None
         self.error: BaseException | None = None
         self.control = False
+        self.pointer64 = False
+        # Pair discovery failed (isSupported broken, say): as `npuconf run` still runs the scenarios that
+        # need no discovery, the programs then need no pair (requests, cookies, isSupported, onAlloc only).
+        self.pair = True
 
     # -- preparation ---------------------------------------------------------------------------------
     def prepare(self) -> None:
         try:
-            self.control = self.runner.prepare().caps.vnpu_control
+            device = self.runner.prepare()
+            self.control = device.caps.vnpu_control
+            self.pointer64 = device.caps.pointer_bits == 64
+            self.pair = device.discovery_failed is None
         except UsageError as exc:
             self.setup_error = exc
         except Exception as exc:
@@ -245,7 +252,8 @@ class _Worker:
                 left = -(-(request.budget.programs - self.position) // self.stride) - self.programs
                 count = min(count, left)
             started = time.monotonic()
-            batch = [generate(request.seed, self.index(self.programs + i), vnpu_control=self.control)
+            batch = [generate(request.seed, self.index(self.programs + i), vnpu_control=self.control,
+                              pointer64=self.pointer64, pair=self.pair)
                      for i in range(count)]
             results = self.runner.run_programs(batch)
             elapsed = time.monotonic() - started

@@ -1,14 +1,20 @@
 """Shrinking a divergent program to a small one that still diverges the same way on the same target.
 
-Candidates drop chunks of steps (halving the chunk size down to one step), turn a parallel block into
-its threads' steps one after the other or drop one of its threads, split a batch allocAsync into one
-request, merge a request into another one the program already uses, and move priorities to the
-default. Sizes and lengths stay: a smaller buffer under an unchanged mapping would be another, illegal
-program. After each edit the wait counts are recomputed (await_alloc waits for the onAllocs the program
-still owes, await_load for its onLoads) and `requires` follows the ops left. Every candidate runs on the
-target, many in one probe batch; one is kept only when it gives the same verdict with the same clause.
-Candidates the judge cannot judge (a step left using an unbound buffer) come back ERROR and are not
-kept."""
+Candidates drop chunks of steps (halving the chunk size down to one step); once no single step can go,
+structural edits follow, those that save steps first: a parallel block becomes its threads' steps one
+after the other, or loses a thread; a later request or cookie object becomes an earlier one (its creation
+dropped, its setters then repeat and can go); a cookie object no bind selects becomes an integer (its
+cookie_new dropped); a bind by cookie becomes a bind by position where arrival order cannot change it
+(so that its cookie can become an integer too); a batch allocAsync keeps one request; priorities go to
+the default; sizes and lengths go down to one page (all at once, or one request's size). After each edit
+the wait counts are recomputed (await_alloc waits for the onAllocs the program still owes, await_load
+for its onLoads) and `requires` follows the ops and cookies left.
+
+Every candidate must be a legal program (host.fuzz.legal: no step on a freed or never-bound handle, no
+map beyond the request's protection, no wait for callbacks nobody owes...): an illegal one never runs,
+even if it would give the same FAIL. Legal candidates run on the target, many in one probe batch; one is
+kept only when it gives the same verdict with the same clause, and gives it again in CONFIRM more runs
+(a divergence shown by one run's timing alone does not make the kept program)."""
 
 from __future__ import annotations
 
@@ -18,11 +24,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from .execute import Result
+from .legal import PAGE, check
 
 Program = dict[str, Any]
 RunFn = Callable[[Sequence[Program]], list[Result | None]]
 BATCH: Final = 48
 SHRINK_AWAIT_MS: Final = 400
+CONFIRM: Final = 2
 
 
 def flat_steps(program: Program) -> list[dict[str, Any]]:
@@ -39,6 +47,13 @@ def flat_steps(program: Program) -> list[dict[str, Any]]:
 
 def step_count(program: Program) -> int:
     return len(flat_steps(program))
+
+
+def _wide_cookie(step: dict[str, Any]) -> bool:
+    """A raw integer cookie that does not fit 32 bits (a 64-bit ABI only)."""
+    ((op, args),) = step.items()
+    cookie = args.get("cookie") if op == "req_set_cookie" else None
+    return isinstance(cookie, int) and not isinstance(cookie, bool) and cookie >= 1 << 32
 
 
 def normalise(program: Program) -> Program:
@@ -69,11 +84,13 @@ def normalise(program: Program) -> Program:
         steps.append(item)
     out["steps"] = steps
     ops = {next(iter(step)) for step in flat_steps(out)}
-    requires = ["supported-pair"]
+    requires = ["supported-pair"] if "supported-pair" in program.get("requires", ()) else []
     if ops & {"buf_load", "file_new"}:
         requires.append("load")
     if "vnpu" in ops:
         requires.append("vnpu-control")
+    if any(_wide_cookie(step) for step in flat_steps(out)):
+        requires.append("pointer-64")
     out["requires"] = requires
     return out
 
@@ -111,9 +128,19 @@ def _rename(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def _argument_edits(program: Program) -> Iterator[Program]:
+def _replace_step(program: Program, i: int, step: dict[str, Any]) -> Program:
     steps = program["steps"]
-    requests = [next(iter(s.values()))["req"] for s in steps if "req_create" in s]
+    return dict(program, steps=[*steps[:i], step, *steps[i + 1:]])
+
+
+def _names(steps: list[dict[str, Any]], op: str, key: str) -> list[str]:
+    return [args[key] for s in steps if "parallel" not in s for o, args in s.items() if o == op]
+
+
+def _argument_edits(program: Program) -> Iterator[Program]:
+    """Edits of one step's arguments that keep the step count: a batch allocAsync of one request,
+    priorities at the default."""
+    steps = program["steps"]
     for i, item in enumerate(steps):
         if "parallel" in item:
             continue
@@ -124,13 +151,76 @@ def _argument_edits(program: Program) -> Iterator[Program]:
         if op in ("req_set_priority", "buf_set_priority") and args["priority"] != 500:
             edits.append({"priority": 500})
         for edit in edits:
-            changed = dict(args, **edit)
-            yield dict(program, steps=[*steps[:i], {op: changed}, *steps[i + 1:]])
-    # Merging handles: a later request becomes the first one (its creation dropped).
-    for later in requests[1:]:
-        first = requests[0]
-        kept = [s for s in steps if s != {"req_create": {"req": later}}]
-        yield dict(program, steps=_rename(kept, later, first))
+            yield _replace_step(program, i, {op: dict(args, **edit)})
+
+
+def _merges(program: Program) -> Iterator[Program]:
+    """A later request (or cookie) becomes an earlier one: its creation goes, its setters then repeat the
+    earlier handle's and chunk removal can drop them."""
+    steps = program["steps"]
+    for op, key in (("req_create", "req"), ("cookie_new", "cookie")):
+        names = _names(steps, op, key)
+        for k, later in enumerate(names[1:], 1):
+            for first in names[:k]:
+                kept = [s for s in steps if s != {op: {key: later}}]
+                yield dict(program, steps=_rename(kept, later, first))
+
+
+def _raw_cookies(program: Program) -> Iterator[Program]:
+    """A cookie object no bind selects becomes an integer cookie (its creation goes)."""
+    steps = program["steps"]
+    bound = {str(args["select"].get("cookie")) for s in flat_steps(program) for o, args in s.items() if o == "bind"}
+    used = {args["cookie"] for s in flat_steps(program) for o, args in s.items() if o == "req_set_cookie"}
+    for name in _names(steps, "cookie_new", "cookie"):
+        if name in bound:
+            continue
+        digits = "".join(ch for ch in name if ch.isdigit())
+        value = int(digits) if digits and int(digits) > 0 else 1000
+        while value in used:  # a value of its own (each cookie value is handed over once)
+            value += 4096
+        kept = [s for s in steps if s != {"cookie_new": {"cookie": name}}]
+        out: list[dict[str, Any]] = []
+        for s in kept:
+            ((op, args),) = s.items()
+            if op == "req_set_cookie" and args["cookie"] == name:
+                s = {op: dict(args, cookie=value)}
+            out.append(s)
+        yield dict(program, steps=out)
+
+
+def _binds_by_position(program: Program) -> Iterator[Program]:
+    """A bind by cookie becomes a bind by position (legal only where arrival order cannot change it), so
+    that the cookie object can become an integer."""
+    steps = program["steps"]
+    allocs = sum(len(args["reqs"]) for s in flat_steps(program) for o, args in s.items() if o == "alloc")
+    for i, item in enumerate(steps):
+        ((op, args),) = item.items()
+        if op == "bind" and "cookie" in args["select"]:
+            for k in range(allocs):
+                yield _replace_step(program, i, {op: dict(args, select={"nth": k})})
+
+
+def _sizes(program: Program) -> Iterator[Program]:
+    """Every size and length down to one page at once, then each request's size alone."""
+    steps = program["steps"]
+    lengths = {"req_set_size": "size", "file_new": "size", "buf_map": "length", "buf_load": "length",
+               "map_read": "length", "map_write": "length", "buf_unmap": "length"}
+
+    def small(step: dict[str, Any]) -> dict[str, Any]:
+        ((op, args),) = step.items()
+        key = lengths.get(op)
+        if key is None or not isinstance(args[key], int) or args[key] <= PAGE:
+            return step
+        return {op: dict(args, **{key: PAGE})}
+
+    whole = [({"parallel": [[small(t) for t in block] for block in s["parallel"]]} if "parallel" in s
+              else small(s)) for s in steps]
+    if whole != steps:
+        yield dict(program, steps=whole)
+    for i, item in enumerate(steps):
+        ((op, args),) = item.items()
+        if op == "req_set_size" and isinstance(args["size"], int) and args["size"] > PAGE:
+            yield _replace_step(program, i, {op: dict(args, size=PAGE)})
 
 
 def _quick(program: Program) -> Program:
@@ -144,16 +234,39 @@ def _quick(program: Program) -> Program:
     return out
 
 
-def _first_match(candidates: list[Program], same: Callable[[Result], bool],
-                 run: RunFn) -> Program | None:
-    for start in range(0, len(candidates), BATCH):
-        chunk = [normalise(c) for c in candidates[start : start + BATCH]]
+def _first_match(candidates: list[Program], same: Callable[[Result], bool], run: RunFn) -> tuple[Program | None, int]:
+    """The first candidate that is legal (host.fuzz.legal) and gives the same verdict and signature; and how
+    many candidates ran. Illegal candidates never run."""
+    legal_ones: list[Program] = []
+    seen: set[str] = set()
+    for c in candidates:
+        c = normalise(c)
+        key = repr(c["steps"])
+        if key in seen or check(c) is not None:
+            continue
+        seen.add(key)
+        legal_ones.append(c)
+    ran = 0
+    for start in range(0, len(legal_ones), BATCH):
+        chunk = legal_ones[start : start + BATCH]
         for n, c in enumerate(chunk):
             c["id"] = f"{c['id'].split('-c')[0]}-c{start + n}"
+        ran += len(chunk)
         for candidate, result in zip(chunk, run([_quick(c) for c in chunk]), strict=True):
-            if result is not None and same(result):
-                return candidate
-    return None
+            if result is not None and same(result) and _confirmed(candidate, same, run):
+                return candidate, ran + CONFIRM
+    return None, ran
+
+
+def _confirmed(candidate: Program, same: Callable[[Result], bool], run: RunFn) -> bool:
+    """The candidate gives the same verdict CONFIRM times more: a divergence that shows only by the luck of
+    one run's timing does not make the kept program."""
+    copies = [dict(_quick(candidate), id=f"{candidate['id']}-r{k}") for k in range(CONFIRM)]
+    return all(r is not None and same(r) for r in run(copies))
+
+
+# Edits tried once no single step can go, in this order: those that save steps first.
+EDITS: Final = (_parallel_edits, _merges, _raw_cookies, _binds_by_position, _argument_edits, _sizes)
 
 
 def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tuple[Program, int]:
@@ -168,8 +281,8 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tupl
     size = max(1, len(current["steps"]) // 2)
     while time.monotonic() < deadline:
         candidates = list(_chunk_removals(current, size))
-        tried += len(candidates)
-        better = _first_match(candidates, same, run) if candidates else None
+        better, ran = _first_match(candidates, same, run) if candidates else (None, 0)
+        tried += ran
         if better is not None:
             current = better
             size = min(size, max(1, len(current["steps"]) // 2))
@@ -177,11 +290,15 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tupl
         if size > 1:
             size //= 2
             continue
-        candidates = list(_parallel_edits(current)) + list(_argument_edits(current))
-        tried += len(candidates)
-        better = _first_match(candidates, same, run) if candidates else None
+        for edit in EDITS:
+            if time.monotonic() >= deadline:
+                break
+            better, ran = _first_match(list(edit(current)), same, run)
+            tried += ran
+            if better is not None:
+                break
         if better is None:
             break
         current = better
-        size = max(1, len(current["steps"]) // 2)
+        size = max(1, len(current["steps"]) // 4)
     return current, tried

@@ -160,3 +160,290 @@ def test_fuzz_report_groups_divergences_by_clause_and_escapes_text(tmp_path):
     assert "Content-Security-Policy" in html and "<script" not in html
     assert "&lt;quoted&gt; sentence" in html and "43 → 12" in html
     assert "npuconf run --scenarios out/scenarios" in html
+
+
+# --- legality of programs (host.fuzz.legal) and the shrinker's passes -----------------------------------
+
+def _request(r: str, cookie: object = "c", *, onpreempt: bool = False, size: int = 8192) -> list[dict]:
+    steps = [
+        {"req_create": {"req": r}},
+        {"req_set_device": {"req": r, "device": "$pair.device"}},
+        {"req_set_type": {"req": r, "type": "$pair.type"}},
+        {"req_set_size": {"req": r, "size": size}},
+        {"req_set_prot": {"req": r, "prot": ["READ", "WRITE"]}},
+        {"req_set_onalloc": {"req": r, "set": True}},
+    ]
+    if onpreempt:
+        steps.append({"req_set_onpreempt": {"req": r, "set": True}})
+    if isinstance(cookie, str):
+        steps.append({"cookie_new": {"cookie": cookie}})
+    steps.append({"req_set_cookie": {"req": r, "cookie": cookie, "deleter": True}})
+    return steps
+
+
+def _program(steps: list[dict]) -> dict:
+    return {"id": "fuzz.legal", "title": "t", "clauses": ["alloc-async"], "requires": ["supported-pair"],
+            "timeout_ms": 20000, "steps": steps}
+
+
+BASE = [*_request("r"), {"alloc": {"reqs": ["r"]}}, {"await_alloc": {"count": 1, "timeout_ms": 2000}},
+        {"bind": {"buf": "b", "select": {"cookie": "c"}}}]
+MAP = {"buf_map": {"map": "m", "buf": "b", "length": 8192, "prot": ["READ"], "flags": ["SHARED"], "offset": 0}}
+
+
+def test_a_legal_program_passes_the_check():
+    from host.fuzz.legal import check
+
+    steps = [*BASE, MAP, {"map_read": {"map": "m", "offset": 4096, "length": 4096}},
+             {"buf_free": {"bufs": ["b"]}},  # free while mapped: the mapping stays valid until unmapped
+             {"map_read": {"map": "m", "offset": 0, "length": 4096}},
+             {"buf_unmap": {"map": "m", "offset": 0, "length": 8192}},
+             {"req_set_onpreempt": {"req": "r", "set": False}},
+             {"is_supported": {"reqs": ["r", "r"]}}, {"req_free": {"req": "r"}}]
+    assert check(_program(steps)) is None
+
+
+def _without(steps: list[dict], op: str) -> list[dict]:
+    return [s for s in steps if op not in s]
+
+
+ILLEGAL = {
+    # a step on a request that was freed
+    "request used after free": [*BASE, {"req_free": {"req": "r"}}, {"req_set_priority": {"req": "r", "priority": 1}}],
+    "allocation of a freed request": [*_request("r"), {"req_free": {"req": "r"}}, {"alloc": {"reqs": ["r"]}}],
+    "request never created": [{"req_set_size": {"req": "r", "size": 4096}}],
+    "request created while live": [*_request("r"), {"req_create": {"req": "r"}}],
+    # the allocation, the wait or the bind of a buffer handle the program uses was dropped
+    "bind dropped": [*_without(BASE, "bind"), MAP],
+    "allocation dropped": [*_without(BASE, "alloc")],
+    "wait dropped": [*_without(BASE, "await_alloc"), MAP],
+    "wait for more than owed": [*_request("r"), {"alloc": {"reqs": ["r"]}},
+                                {"await_alloc": {"count": 2, "timeout_ms": 2000}}],
+    "bind of a failing request": [*_without(_request("r"), "req_set_type"), {"alloc": {"reqs": ["r"]}},
+                                  {"await_alloc": {"count": 1, "timeout_ms": 2000}},
+                                  {"bind": {"buf": "b", "select": {"cookie": "c"}}}],
+    "bind by a position arrival order decides": [
+        *_request("r1", "c1"), *_request("r2", "c2"), {"alloc": {"reqs": ["r1", "r2"]}},
+        {"await_alloc": {"count": 2, "timeout_ms": 2000}}, {"bind": {"buf": "b", "select": {"nth": 0}}}],
+    "setOnAlloc dropped": [*_without(_request("r"), "req_set_onalloc"), {"alloc": {"reqs": ["r"]}}],
+    "setOnAlloc(NULL)": [{"req_create": {"req": "r"}}, {"req_set_onalloc": {"req": "r", "set": False}}],
+    # buffers and mappings
+    "map of an unbound handle": [*_request("r"), MAP],
+    "use of a freed buffer": [*BASE, {"buf_free": {"bufs": ["b"]}}, {"buf_set_priority": {"buf": "b", "priority": 1}}],
+    "double free": [*BASE, {"buf_free": {"bufs": ["b"]}}, {"buf_free": {"bufs": ["b"]}}],
+    "map beyond the buffer": [*BASE, {"buf_map": dict(MAP["buf_map"], length=3 * 4096)}],
+    "map beyond the request's protection": [*_without(BASE, "req_set_prot"), MAP],
+    "read of an unmapped page": [*BASE, MAP, {"buf_unmap": {"map": "m", "offset": 0, "length": 4096}},
+                                 {"map_read": {"map": "m", "offset": 0, "length": 4096}}],
+    "write through a read-only mapping": [*BASE, MAP, {"map_write": {"map": "m", "offset": 0, "length": 4096,
+                                                                      "seed": 1}}],
+    "unmap of a mapping never made": [*BASE, {"buf_unmap": {"map": "m", "offset": 0, "length": 4096}}],
+    "map of a preempted buffer": [*BASE, {"vnpu": {"command": "preempt=b"}}, MAP],
+    "preemption of a mapped buffer": [*BASE, MAP, {"vnpu": {"command": "preempt=b"}}],
+    "wait for an onPreempt nobody owes": [*BASE, {"vnpu": {"command": "preempt=b"}},
+                                          {"await_preempt": {"count": 1, "timeout_ms": 2000}}],
+    # cookies and files
+    "cookie never created": [*_without(_request("r"), "cookie_new")],
+    "cookie created twice": [*_request("r"), {"cookie_new": {"cookie": "c"}}],
+    "cookie handed over with a deleter twice": [*_request("r"), *_request("q", None)[:-1],
+                                                {"req_set_cookie": {"req": "q", "cookie": "c", "deleter": True}}],
+    "NULL handed over with a deleter twice": [*_request("r", None), *_request("q", None)],
+    "load longer than its file": [*BASE, {"file_new": {"file": "f", "size": 4096, "seed": 1}},
+                                  {"buf_load": {"buf": "b", "fd": "f", "file_offset": 0, "length": 8192,
+                                                "buffer_offset": 0, "onload": True}}],
+    "load from a file handed over already": [
+        *BASE, {"file_new": {"file": "f", "size": 4096, "seed": 1}},
+        {"buf_load": {"buf": "b", "fd": "f", "file_offset": 0, "length": 4096, "buffer_offset": 0, "onload": False}},
+        {"buf_load": {"buf": "b", "fd": "f", "file_offset": 0, "length": 4096, "buffer_offset": 0, "onload": False}}],
+    "wait for an onLoad after a free during the load": [
+        *BASE, {"file_new": {"file": "f", "size": 4096, "seed": 1}},
+        {"buf_load": {"buf": "b", "fd": "f", "file_offset": 0, "length": 4096, "buffer_offset": 0, "onload": True}},
+        {"buf_free": {"bufs": ["b"]}}, {"await_load": {"count": 1, "timeout_ms": 2000}}],
+    # threads
+    "one handle on two threads": [*BASE, {"parallel": [[{"buf_set_priority": {"buf": "b", "priority": 1}}],
+                                                       [{"buf_free": {"bufs": ["b"]}}]]}],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ILLEGAL))
+def test_an_illegal_program_is_rejected(kind):
+    from host.fuzz.legal import check
+
+    assert check(_program(ILLEGAL[kind])) is not None, kind
+
+
+def test_every_generated_program_is_legal():
+    from host.fuzz.legal import check
+
+    for seed in (1, 2, 3, 7, 2026):
+        for index in range(300):
+            for control, pointer64 in ((True, True), (False, False)):
+                program = generate(seed, index, vnpu_control=control, pointer64=pointer64)
+                assert check(program) is None, (seed, index, check(program))
+
+
+def test_generated_programs_reach_the_new_actions():
+    """isSupported (a request twice, an invalid request), integer cookies above 2^48 and NULL cookies, NULL
+    deleters, callbacks set or cleared after allocAsync, a free of a mapped buffer then its unmap, file
+    segments: each is in the stream of one seed."""
+    reached: set[str] = set()
+    for index in range(300):
+        program = generate(11, index, vnpu_control=True, pointer64=True)
+        requests_submitted: set[str] = set()
+        mapped: dict[str, str] = {}
+        freed_mapped: set[str] = set()
+        for step in flat_steps_of(program):
+            ((op, args),) = step.items()
+            if op == "is_supported":
+                reached.add("isSupported")
+                if len(set(args["reqs"])) < len(args["reqs"]):
+                    reached.add("isSupported twice")
+            if (op == "req_set_type" and args["type"] == 0) or (op == "req_set_device" and args["device"] == -1):
+                reached.add("invalid request")
+            if op == "req_set_cookie":
+                cookie = args["cookie"]
+                if cookie is None:
+                    reached.add("NULL cookie")
+                elif isinstance(cookie, int) and cookie >= 1 << 48:
+                    reached.add("cookie above 2^48")
+                    assert "pointer-64" in program["requires"]
+                if not args["deleter"]:
+                    reached.add("NULL deleter")
+            if op == "alloc":
+                requests_submitted |= set(args["reqs"])
+            if op == "req_set_onpreempt" and args["req"] in requests_submitted:
+                reached.add("onPreempt " + ("set" if args["set"] else "cleared") + " after allocAsync")
+            if op == "req_set_onalloc" and args["req"] in requests_submitted:
+                reached.add("onAlloc set again after allocAsync")
+            if op == "buf_map":
+                mapped[args["map"]] = args["buf"]
+            if op == "buf_free":
+                freed_mapped |= {m for m, b in mapped.items() if b in args["bufs"]}
+            if op == "buf_unmap" and args["map"] in freed_mapped:
+                reached.add("unmap after the buffer's free")
+            if op == "req_set_file":
+                reached.add("file segment")
+    assert reached == {
+        "isSupported", "isSupported twice", "invalid request", "NULL cookie", "cookie above 2^48", "NULL deleter",
+        "onPreempt set after allocAsync", "onPreempt cleared after allocAsync", "onAlloc set again after allocAsync",
+        "unmap after the buffer's free", "file segment"}
+
+
+def flat_steps_of(program: dict) -> list[dict]:
+    from host.fuzz.shrink import flat_steps
+
+    return flat_steps(program)
+
+
+def test_without_a_64_bit_abi_no_cookie_needs_one():
+    for index in range(300):
+        program = generate(4, index, vnpu_control=True, pointer64=False)
+        assert "pointer-64" not in program["requires"]
+        cookies = [s["req_set_cookie"]["cookie"] for s in flat_steps_of(program) if "req_set_cookie" in s]
+        assert all(not isinstance(c, int) or c < 1 << 31 for c in cookies)
+
+
+def _fake_target(predicate):
+    """A run function that FAILs (clause `x`) the programs the predicate holds for, and counts the runs."""
+    from host.fuzz.execute import Result
+    from host.fuzz.legal import check
+    from reference_model.verdicts import Verdict
+
+    ran: list[dict] = []
+
+    def run(programs):
+        out = []
+        for program in programs:
+            assert check(program) is None, check(program)  # the shrinker runs only legal candidates
+            ran.append(program)
+            hit = predicate(flat_steps_of(program))
+            out.append(Result(program["id"], Verdict.FAIL if hit else Verdict.PASS, "", "x" if hit else None,
+                              None, {}))
+        return out
+
+    return run, ran
+
+
+def _first(predicate, seeds=range(1, 6)):
+    for seed in seeds:
+        for index in range(400):
+            program = generate(seed, index, vnpu_control=True, pointer64=True)
+            if predicate(flat_steps_of(program)):
+                return program
+    raise AssertionError("no generated program has the pattern")
+
+
+def _twice_listed(steps):
+    return any("is_supported" in s and len(set(s["is_supported"]["reqs"])) < len(s["is_supported"]["reqs"])
+               for s in steps)
+
+
+def _freed_while_mapped(steps):
+    mapped: set[str] = set()
+    for step in steps:
+        ((op, args),) = step.items()
+        if op == "buf_map":
+            mapped.add(args["buf"])
+        if op == "buf_free" and mapped & set(args["bufs"]):
+            return True
+    return False
+
+
+def _wide_cookie_and_alloc(steps):
+    ops = {next(iter(s)) for s in steps}
+    wide = any("req_set_cookie" in s and isinstance(s["req_set_cookie"]["cookie"], int)
+               and s["req_set_cookie"]["cookie"] >= 1 << 48 for s in steps)
+    return wide and "alloc" in ops
+
+
+@pytest.mark.parametrize(("predicate", "most"), [(_twice_listed, 2), (_freed_while_mapped, 11),
+                                                 (_wide_cookie_and_alloc, 4)])
+def test_the_shrinker_keeps_programs_legal_and_small(predicate, most):
+    import time
+
+    from host.fuzz.execute import Result
+    from host.fuzz.shrink import shrink
+    from reference_model.verdicts import Verdict
+
+    program = _first(predicate)
+    run, ran = _fake_target(predicate)
+    found = Result(program["id"], Verdict.FAIL, "", "x", None, {})
+    shrunk, tried = shrink(program, found, run, time.monotonic() + 60)
+    assert predicate(flat_steps_of(shrunk))
+    assert step_count(shrunk) <= most, (step_count(program), shrunk["steps"])
+    assert tried == len(ran) and tried > 0
+
+
+# interposer mutant of tests/adversarial -> (the clause its shrunk divergence names, fuzzing budget)
+MUTANTS = {
+    "M_SUPPORT_COUNT": ("support-returns", "15s"),  # pair discovery fails: programs without a pair
+    "M_SUPPORT_TWICE_DIFFERS": ("support-tests-requests", "15s"),
+    "M_SUPPORT_CANARY": ("support-out-array-size", "15s"),
+    "M_COOKIE_48": ("cookie-raw-integer", "15s"),
+    "M_PREEMPT_IN_FREE": ("preempt-never-while-mapped", "15s"),
+    "M_LIVE_CALLBACKS": ("req-onpreempt-default-null", "30s"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutation", sorted(MUTANTS))
+def test_an_adversary_is_found_shrunk_and_replayed(tmp_path, probe_build, mutation):
+    from tests.adversarial.adversary import build, real_library
+
+    library = build(mutation, tmp_path / "lib", real_library())
+    clause, budget = MUTANTS[mutation]
+    out = tmp_path / "fuzz"
+    done = npuconf("fuzz", "--impl", library, "--seed", "1", "--budget", budget, "--out", out, "-q", timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = {d["signature"]: d for d in json.loads((out / "fuzz.json").read_text())["divergences"]}
+    assert clause in found, (mutation, list(found))
+    divergence = found[clause]
+    assert divergence["replays"] and divergence["steps_after"] <= MAX_SHRUNK_STEPS, divergence
+    scenario = yaml.safe_load(Path(divergence["scenario"]).read_text())
+    assert check_program(scenario) is None
+
+
+def check_program(program: dict) -> str | None:
+    from host.fuzz.legal import check
+
+    return check(program)
