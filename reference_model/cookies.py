@@ -175,8 +175,10 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
     (cookie-borrowed-in-callbacks)
 
     A deleter call is attributed to a hand-over of that value whose holders have all let go and that no
-    callback is certainly still running with (between its cb and its cb_return: trace version 2);
-    such hand-overs of one value are interchangeable, so the first one is taken (no branching). When
+    callback is certainly still running with (between its cb and its cb_return: trace version 2); with
+    several such hand-overs of one value the deleter may be any one's (one candidate state each): a
+    setCookie that owes the deletion of its previous hand-over is satisfied by the branch that takes it,
+    while an older hand-over of the same value may still be deleted later. When
     the only such hand-overs are borrowed by a running callback, the cookie was deleted while borrowed. Deleting a
     cookie a request still holds breaks the ownership rule; deleting one a pending callback will receive
     breaks borrowing (cookie-borrowed-in-callbacks) — unless the only callbacks still owed with it are
@@ -190,6 +192,7 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
     held: Token | None = None
     held_id = -1
     in_use: int | None = None  # a hand-over with no holder that a running callback still borrows
+    deleted: list[State] = []  # one successor per hand-over the deleter may have been for
     for tid, t in s.tokens.items():
         if t.value == value:
             if t.holders <= 0:
@@ -200,9 +203,12 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
                 del tokens[tid]
                 ghosts = tuple(g for g in s.ghosts if g.cookie.token != tid)
                 cbs = tuple(b for b in s.cbs if b.token != tid) if s.cbs else s.cbs
-                return [evolve_state(s, tokens=tokens, ghosts=ghosts, cbs=cbs)]
+                deleted.append(evolve_state(s, tokens=tokens, ghosts=ghosts, cbs=cbs))
+                continue
             if held is None:
                 held, held_id = t, tid
+    if deleted:
+        return deleted
     shown = "NULL" if value is None else value
     if in_use is not None:
         cb = next(b for b in s.cbs if b.token == in_use and b.running)

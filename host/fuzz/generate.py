@@ -71,7 +71,7 @@ class _State:
     pair: bool = True  # a supported pair is known: allocations succeed and their buffers are bound
     allow_loads: bool = True  # the device may be asked to load files (the `load` capability)
     pointer64: bool = False  # the device has a 64-bit ABI: raw cookies above 2^32 (and 2^48) are allowed
-    null_handed: bool = False  # NULL was handed over with a deleter (each cookie value is handed over once)
+    raw_values: list[int] = field(default_factory=list)  # integer cookies used so far (handed over again at times)
     wide_cookie: bool = False  # a raw cookie above 2^32 was used (the program requires pointer-64)
     # Mappings whose buffer was freed while they were live: valid until unmapped (free-mapping-valid).
     orphans: dict[str, _Map] = field(default_factory=dict)
@@ -86,17 +86,20 @@ class _State:
 
 def _cookie(s: _State) -> Any:
     """A cookie for setCookie: mostly a new cookie object (its cookie_new step added); sometimes a raw
-    integer (above 2^48 on a 64-bit ABI: cookie-raw-integer) or NULL. Raw values are distinct per hand-over."""
+    integer (above 2^48 on a 64-bit ABI: cookie-raw-integer), at times one used before, or NULL."""
     roll = s.rng.random()
     if roll < 0.14:
         s.serial += 1
         number = s.serial * 8 + s.rng.randint(1, 7)
         if s.pointer64 and s.rng.random() < 0.6:
             s.wide_cookie = True
-            return (s.rng.randint(1, 0xFFFF) << 48) | number
+            number |= s.rng.randint(1, 0xFFFF) << 48
+        s.raw_values.append(number)
         return number
-    if roll < 0.19 and not s.null_handed:
-        return None  # NULL, handed over with a deleter at most once (host.fuzz.legal: distinct values)
+    if roll < 0.17 and s.raw_values:
+        return s.rng.choice(s.raw_values)  # an integer handed over before: the same value again
+    if roll < 0.22:
+        return None
     c = s.name("c")
     s.add("cookie_new", cookie=c)
     return c
@@ -105,8 +108,6 @@ def _cookie(s: _State) -> Any:
 def _set_cookie(s: _State, r: str, c: Any) -> None:
     deleter = s.rng.random() < 0.85
     s.add("req_set_cookie", req=r, cookie=c, deleter=deleter)
-    if c is None and deleter:
-        s.null_handed = True
 
 
 def _new_request(s: _State) -> None:

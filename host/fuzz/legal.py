@@ -11,12 +11,10 @@ the steps and names the first illegal one; the shrinker runs only candidates it 
 The caller's state follows docs/formats.md §2 and the text:
 - requests: created once (a live name is not created again), used only while live; setOnAlloc only with
   a callback (setOnAlloc(NULL) crashes: crash-setonalloc-null), and before any allocAsync of the request;
-- cookies: a `cookie_new` handle exists once created (created once). Each cookie value (an object, an
-  integer, NULL) is handed over with a deleter at most once. The text allows more (cookie-shared-refcounted:
-  the probe's cookies are reference counted), but the judge attributes a deleter among hand-overs of one
-  value that have no holder left by order, and a deleter owed inside a setCookie can be taken for an
-  earlier hand-over whose failed onAlloc let it go (a false cookie-replace-deletes-previous, seen with two
-  NULL hand-overs); until the model branches there, fuzz programs keep cookie values distinct;
+- cookies: a `cookie_new` handle exists once created (created once). A cookie object is handed over with
+  a deleter at most once, since a bind by cookie selects the buffer by it (the text allows more:
+  cookie-shared-refcounted); NULL and integers, which no bind selects, may be handed over again (the
+  judge considers every unheld hand-over of a value a deleter may be for);
 - allocations: a submission succeeds on a conforming device when its request has the pair's device and
   type, a size and onAlloc, and no pressure was commanded; a bind by cookie takes an onAlloc delivered
   (awaited) with that cookie and not yet bound, a bind by position (`nth`) only when arrival order cannot
@@ -200,10 +198,12 @@ def _step(c: _Caller, op: str, a: Mapping[str, Any]) -> None:
         cookie = a["cookie"]
         if isinstance(cookie, str) and cookie not in c.cookies:
             raise Illegal(f"cookie {cookie} was never created")
-        if a["deleter"]:
-            if repr(cookie) in c.handed:
+        if a["deleter"] and isinstance(cookie, str):
+            # A cookie object selects the buffer a bind by cookie takes: one hand-over each keeps that
+            # choice the program's (NULL and integers, never selected, may be handed over again).
+            if cookie in c.handed:
                 raise Illegal(f"cookie {cookie!r} handed over with a deleter twice")
-            c.handed.add(repr(cookie))
+            c.handed.add(cookie)
         req.cookie = cookie if isinstance(cookie, str) else None
     elif op == "req_set_file":
         req = _req(c, a["req"])

@@ -247,7 +247,6 @@ ILLEGAL = {
     "cookie created twice": [*_request("r"), {"cookie_new": {"cookie": "c"}}],
     "cookie handed over with a deleter twice": [*_request("r"), *_request("q", None)[:-1],
                                                 {"req_set_cookie": {"req": "q", "cookie": "c", "deleter": True}}],
-    "NULL handed over with a deleter twice": [*_request("r", None), *_request("q", None)],
     "load longer than its file": [*BASE, {"file_new": {"file": "f", "size": 4096, "seed": 1}},
                                   {"buf_load": {"buf": "b", "fd": "f", "file_offset": 0, "length": 8192,
                                                 "buffer_offset": 0, "onload": True}}],
@@ -263,6 +262,13 @@ ILLEGAL = {
     "one handle on two threads": [*BASE, {"parallel": [[{"buf_set_priority": {"buf": "b", "priority": 1}}],
                                                        [{"buf_free": {"bufs": ["b"]}}]]}],
 }
+
+
+def test_null_and_integers_may_be_handed_over_again():
+    from host.fuzz.legal import check
+
+    for value in (None, 12345):
+        assert check(_program([*_request("r", value), *_request("q", value)])) is None
 
 
 @pytest.mark.parametrize("kind", sorted(ILLEGAL))

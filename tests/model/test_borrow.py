@@ -238,3 +238,21 @@ def _replaced_on_another_thread(proof_before_call: bool) -> tuple[Verdict, str |
 def test_a_deferred_set_cookie_judges_the_borrow_at_its_call():
     assert _replaced_on_another_thread(proof_before_call=False) == (Verdict.PASS, None)
     assert _replaced_on_another_thread(proof_before_call=True) == (Verdict.FAIL, "cookie-replace-deletes-previous")
+
+
+def test_a_deleter_may_be_for_any_unheld_hand_over_of_its_value():
+    """NULL handed over twice with a deleter: the first (request r) let go of by r's free while its failed
+    onAlloc was still borrowing it, the second (r2) replaced by setCookie. The deleter inside that setCookie
+    is the second's, which it owes; the first's comes later from the callback's thread. Attributing the
+    first deleter to the older hand-over gave a false cookie-replace-deletes-previous."""
+    b = TB(trace=2)
+    request(b, cookie=None, type_=0)  # invalid type: its onAlloc fails
+    b.call("alloc", reqs=["r"])
+    b.emit(b.cb("alloc", None, "EINVAL", None, th="w1"))
+    b.call("req_free", req="r")  # the running onAlloc still borrows the first hand-over
+    b.emit(b.cb_return("alloc", None, th="w1"))
+    request(b, "r2", cookie=None)
+    b.call("cookie_new", cookie="c")
+    b.call("req_set_cookie", req="r2", cookie="c", deleter=True, during=[b.deleter(None, "caller")])
+    b.emit(b.deleter(None, th="w1"))
+    _verdict(teardown(b, reqs=["r2"], deleted=["c"]), Verdict.PASS)
