@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from ._context import Ctx, Out, arg_bool, arg_cookie, arg_slot, reject
 from .rules import Reject, clause
-from .state import NO_COOKIE, Borrow, CookieRef, Inflight, State, Token, done, evolve, evolve_state
+from .state import NO_COOKIE, Borrow, CookieRef, Inflight, State, Token, done, evolve, evolve_buffer, evolve_state
 from .trace import Call, Cb, CbReturn, Deleter, Ret
 from .vocabulary import COOKIE_DELETERS
 
@@ -223,16 +223,20 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
             return reject("cookie-ownership-donated", f"deleter({shown}) while request {by_request[0]} still holds it",
                           ["no deleter call while a request holds the cookie"],
                           f"the cookie handed over at step {held.step} is still set on a live request")
-        waiting = [b for b in (*s.bufs.values(), *s.ghosts)
-                   if b.cookie.token == held_id and b.freed and b.awaits_late_onpreempt()]
-        if waiting and len(waiting) == held.holders and not any(b.announced for b in waiting):
-            # Only the optional late onPreempts of freed buffers a vnpu command preempted hold it
-            # (preempt-after-free-race): the device may drop them, and with them the cookie. One that
-            # still comes after this finds the cookie deleted (cookie-borrowed-in-callbacks).
+        optional = [b for b in (*s.bufs.values(), *s.ghosts) if b.cookie.token == held_id and b.optional_hold()]
+        if optional and len(optional) == held.holders:
+            # Only freed buffers the device may let go of hold it: still mapped (their memory lives until the
+            # last unmap), or preempted by a vnpu command with a late onPreempt that may still come
+            # (preempt-after-free-race). One that still comes after this finds the cookie deleted
+            # (cookie-borrowed-in-callbacks).
             tokens = dict(s.tokens)
             del tokens[held_id]
             ghosts = tuple(g for g in s.ghosts if g.cookie.token != held_id)
-            return [evolve_state(s, tokens=tokens, ghosts=ghosts)]
+            bufs = {h: evolve_buffer(b, mapped_hold=False) if b.cookie.token == held_id and b.mapped_hold else b
+                    for h, b in s.bufs.items()}
+            return [evolve_state(s, tokens=tokens, ghosts=ghosts, bufs=bufs)]
+        waiting = [b for b in (*s.bufs.values(), *s.ghosts)
+                   if b.cookie.token == held_id and b.freed and b.awaits_late_onpreempt()]
         owed = [b.handle for b in waiting if b.announced]
         if owed and len(waiting) == held.holders:
             return reject("preempt-onpreempt-purpose", f"deleter({shown}) before the onPreempt owed for {owed[0]}",

@@ -44,9 +44,14 @@ def call_free(ctx: Ctx, s: State, call: Call) -> Out:
         if b is None or b.freed:
             raise Unjudgeable(call.line, f"step {call.step} frees {h}, which is not a live buffer (double free is "
                               "undefined behaviour)")
-        if not b.awaits_late_onpreempt():
-            tokens = hold_tokens(tokens, b.cookie, -1)  # a late onPreempt keeps holding the cookie
-        b = evolve_buffer(b, freed=True)
+        mapped_hold = False
+        if b.awaits_late_onpreempt():
+            pass  # a late onPreempt keeps holding the cookie
+        elif b.maps > 0:
+            mapped_hold = True  # the buffer lives on until its last unmap, and may keep the cookie so long
+        else:
+            tokens = hold_tokens(tokens, b.cookie, -1)
+        b = evolve_buffer(b, freed=True, mapped_hold=mapped_hold)
         bufs[h] = b
     preempted = tuple(h for h in handles if h is not None and bufs[h].preempted)
     for h in handles:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._context import ANY_ERRNO, Ctx, Out, arg_handle, arg_int, arg_slot, errno_set, live_buffer, reject
 from .content import Content, expected_digest, forget, write
+from .cookies import hold_tokens
 from .errors import Unjudgeable
 from .free import retire
 from .rules import Reject, clause
@@ -216,13 +217,18 @@ def call_unmap(ctx: Ctx, s: State, call: Call) -> Out:
     del maps[slot]
     bufs = dict(s.bufs)
     ghosts = s.ghosts
+    tokens = s.tokens
     b = bufs.get(m.buf)
     if b is not None:
         b = evolve_buffer(b, maps=b.maps - 1)
+        if b.freed and b.maps == 0 and b.mapped_hold:
+            # The freed buffer's last mapping goes: whatever of it held the cookie lets go now.
+            tokens = hold_tokens(tokens, b.cookie, -1)
+            b = evolve_buffer(b, mapped_hold=False)
         bufs[m.buf] = b
         if b.freed and b.maps == 0:
-            ghosts = retire(s.tokens, s.ghosts, bufs, m.buf)
-    return [evolve_state(s, maps=maps, bufs=bufs, ghosts=ghosts,
+            ghosts = retire(tokens, s.ghosts, bufs, m.buf)
+    return [evolve_state(s, maps=maps, bufs=bufs, ghosts=ghosts, tokens=tokens,
                    inflight=Inflight(call.step, call.op, applied=True, buffers=(m.buf,)))]
 
 

@@ -136,6 +136,12 @@ class Buffer:
     announced: bool = False  # the application saw it preempted (ENOENT): onPreempt is owed, even after free
     loads: int = 0
     content: Content = EMPTY
+    mapped_hold: bool = False  # freed while mapped: it may hold its cookie until its last unmap
+
+    def optional_hold(self) -> bool:
+        """A freed buffer whose hold of its cookie the device may keep or drop: one still mapped (its memory
+        lives until the last unmap), or one a vnpu command preempted whose late onPreempt may still come."""
+        return self.freed and (self.mapped_hold or (self.awaits_late_onpreempt() and not self.announced))
 
     def awaits_late_onpreempt(self) -> bool:
         """A preempted buffer whose onPreempt has not come: once freed, the callback may still arrive

@@ -256,3 +256,31 @@ def test_a_deleter_may_be_for_any_unheld_hand_over_of_its_value():
     b.call("req_set_cookie", req="r2", cookie="c", deleter=True, during=[b.deleter(None, "caller")])
     b.emit(b.deleter(None, th="w1"))
     _verdict(teardown(b, reqs=["r2"], deleted=["c"]), Verdict.PASS)
+
+
+def test_a_buffer_freed_while_mapped_may_hold_its_cookie_until_its_last_unmap():
+    """map b, free b (still mapped), replace the request's cookie: the buffer's memory lives until the
+    unmap, and it may keep the cookie so long (deleter at the unmap) or let go at once (deleter inside
+    setCookie); a cookie never deleted once the last mapping is gone is still a FAIL."""
+
+    def trace(deleted: str) -> TB:
+        b = TB(trace=2)
+        request(b, cookie="a")
+        # onAlloc inside allocAsync on the caller's thread: its return is known at the call's ret (WARN R1)
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", "a", 0, "B1", thread="caller", th="main"),
+                                            b.cb_return("alloc", "a", th="main")])
+        b.bind("b", "B1")
+        b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+        b.call("buf_free", bufs=["b"])
+        b.call("cookie_new", cookie="z")
+        at_set = [b.deleter("a", "caller")] if deleted == "at_set_cookie" else []
+        b.call("req_set_cookie", req="r", cookie="z", deleter=True, during=at_set)
+        at_unmap = [b.deleter("a", "caller")] if deleted == "at_unmap" else []
+        b.call("buf_unmap", map="m", offset=0, length=8192, during=at_unmap)
+        return teardown(b, reqs=["r"], deleted=["z"])
+
+    for deleted in ("at_set_cookie", "at_unmap"):
+        j = trace(deleted).judge()
+        assert j.verdict is Verdict.WARN and "R1 " in j.reason, (deleted, j.reason)
+    j = trace("never").judge()
+    assert j.verdict is Verdict.FAIL, j.reason
