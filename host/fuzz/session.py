@@ -299,7 +299,8 @@ class _Worker:
             device=self.name, shrunk=False,
         )  # fmt: skip
         run.put(self.name, divergence)
-        run.append("found", **dataclasses.asdict(divergence))
+        # The evidence as the probe wrote it: the divergent program's whole trace (bounded like a run's).
+        run.append("found", **dataclasses.asdict(divergence), trace=list(found.record.get("trace", ())))
         if not shrink_it:
             return
         shrunk = self._shrink_and_write(program, found, divergence)

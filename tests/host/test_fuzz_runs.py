@@ -120,6 +120,7 @@ def test_ctrl_c_after_a_divergence_keeps_it_in_the_reports(tmp_path, probe_build
     process = popen("fuzz", "--impl", library, "--seed", "1", "--budget", "60s", "--out", out, "-q")
     try:
         (found,) = wait_until(lambda: records(out, "found"), 60, "a divergence found")
+        assert '"ev":"begin"' in found["trace"][0] and any('"ev":"deleter"' in line for line in found["trace"])
         started = time.monotonic()
         process.send_signal(signal.SIGINT)
         stdout, stderr = finish(process)
