@@ -22,6 +22,7 @@ PAGE: Final = 4096
 SIZES_PAGES: Final = (1, 1, 2, 3, 4, 8, 16)
 PRIORITIES: Final = (0, 1, 250, 499, 500, 501, 750, 999, 1000)
 AWAIT_MS: Final = 2000
+CLOSE_WAIT_MS: Final = 1000  # as the corpus: a conforming owner closes at once, the probe polls until then
 # The clause a generated program names: its steps may exercise any, the judge names the one it breaks.
 PROGRAM_CLAUSE: Final = "alloc-supported-may-fail"
 MAX_LIVE_BUFFERS: Final = 12
@@ -40,6 +41,8 @@ class _Buffer:
     onpreempt: bool
     maybe_preempted: bool = False
     loading: bool = False
+    # Files loaded into it whose onLoad was awaited: once it is freed, nothing needs their descriptors.
+    loaded_files: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -71,6 +74,7 @@ class _State:
     pair: bool = True  # a supported pair is known: allocations succeed and their buffers are bound
     allow_loads: bool = True  # the device may be asked to load files (the `load` capability)
     pointer64: bool = False  # the device has a 64-bit ABI: raw cookies above 2^32 (and 2^48) are allowed
+    released_files: list[str] = field(default_factory=list)  # descriptors nothing needs any more
     raw_values: list[int] = field(default_factory=list)  # integer cookies used so far (handed over again at times)
     wide_cookie: bool = False  # a raw cookie above 2^32 was used (the program requires pointer-64)
     # Mappings whose buffer was freed while they were live: valid until unmapped (free-mapping-valid).
@@ -341,6 +345,20 @@ def _load(s: _State) -> None:
         s.add("await_load", count=s.loads, timeout_ms=AWAIT_MS)
         for other in s.buffers.values():
             other.loading = False
+        b.loaded_files.append(f)
+
+
+def _released(s: _State, b: _Buffer) -> None:
+    """``b`` is freed and unmapped: the descriptors of its answered loads are needed by nothing now."""
+    s.released_files.extend(b.loaded_files)
+
+
+def _await_closed(s: _State) -> None:
+    """A descriptor handed over to a load, answered, into a buffer since freed: the owner must close it
+    (load-fd-ownership); the probe waits for that, polling, and the model requires it closed by the end."""
+    if s.released_files:
+        f = s.released_files.pop(s.rng.randrange(len(s.released_files)))
+        s.add("await_closed", file=f, timeout_ms=CLOSE_WAIT_MS)
 
 
 def _freeable(s: _State) -> list[_Buffer]:
@@ -358,6 +376,7 @@ def _free(s: _State) -> None:
     for b in chosen:
         if b.loading:
             s.loads_known = False
+        _released(s, b)
         del s.buffers[b.name]
 
 
@@ -449,7 +468,7 @@ def _parallel(s: _State) -> None:
     for block in lists:
         for step in block:
             if "buf_free" in step:
-                del s.buffers[step["buf_free"]["bufs"][0]]
+                _released(s, s.buffers.pop(step["buf_free"]["bufs"][0]))
 
 
 def _replace(s: _State) -> None:
@@ -474,6 +493,7 @@ _ACTIONS: Final = (
     (_is_supported, 3, False),
     (_callbacks_after, 3, False),
     (_free_mapped, 3, False),
+    (_await_closed, 3, False),
     (_preempt, 3, True),
     (_pressure, 1, True),
 )

@@ -89,14 +89,15 @@ class _Map:
 class _Caller:
     reqs: dict[str, _Req] = field(default_factory=dict)
     cookies: set[str] = field(default_factory=set)
-    handed: set[str] = field(default_factory=set)  # cookie values (repr) handed over with a deleter
+    handed: set[str] = field(default_factory=set)  # cookie objects handed over with a deleter
     subs: list[_Sub] = field(default_factory=list)
     waits: list[list[_Sub]] = field(default_factory=list)  # the submissions each covering await delivered
     onallocs: int = 0
     bufs: dict[str, _Buf] = field(default_factory=dict)
     freed: set[str] = field(default_factory=set)
     maps: dict[str, _Map] = field(default_factory=dict)
-    files: dict[str, int] = field(default_factory=dict)
+    files: dict[str, int] = field(default_factory=dict)  # files not handed over yet, with their size
+    created_files: set[str] = field(default_factory=set)
     loads: int = 0
     loads_known: bool = True
     preempts: int = 0
@@ -303,6 +304,7 @@ def _step(c: _Caller, op: str, a: Mapping[str, Any]) -> None:
         if a["file"] in c.files:
             raise Illegal(f"file {a['file']} is created twice")
         c.files[a["file"]] = _int(a["size"])
+        c.created_files.add(a["file"])
     elif op == "buf_load":
         buf = _usable(c, a["buf"])
         fd = a["fd"]
@@ -347,6 +349,9 @@ def _step(c: _Caller, op: str, a: Mapping[str, Any]) -> None:
             raise Illegal(f"vnpu command {command} is not one the fuzzer writes")
     elif op == "sleep_ms":
         return
+    elif op == "await_closed":
+        if a["file"] not in c.created_files:
+            raise Illegal(f"await_closed of {a['file']}, which is not a file of the program")
     else:
         raise Illegal(f"{op} is not an op of fuzz programs")
 

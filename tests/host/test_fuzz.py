@@ -291,8 +291,10 @@ def test_every_generated_program_is_legal():
 def test_generated_programs_reach_the_new_actions():
     """isSupported (a request twice, an invalid request), integer cookies above 2^48 and NULL cookies, NULL
     deleters, callbacks set or cleared after allocAsync, a free of a mapped buffer then its unmap, file
-    segments: each is in the stream of one seed."""
+    segments, owned descriptors awaited closed, an integer cookie handed over again: each is in the stream
+    of one seed."""
     reached: set[str] = set()
+    reached_ints: dict[int, list[int]] = {}
     for index in range(300):
         program = generate(11, index, vnpu_control=True, pointer64=True)
         requests_submitted: set[str] = set()
@@ -329,10 +331,18 @@ def test_generated_programs_reach_the_new_actions():
                 reached.add("unmap after the buffer's free")
             if op == "req_set_file":
                 reached.add("file segment")
+            if op == "await_closed":
+                reached.add("owned descriptor awaited closed")
+            if op == "req_set_cookie" and isinstance(args["cookie"], int) and args["deleter"]:
+                handed_ints = reached_ints.setdefault(index, [])
+                if args["cookie"] in handed_ints:
+                    reached.add("integer handed over again")
+                handed_ints.append(args["cookie"])
     assert reached == {
         "isSupported", "isSupported twice", "invalid request", "NULL cookie", "cookie above 2^48", "NULL deleter",
         "onPreempt set after allocAsync", "onPreempt cleared after allocAsync", "onAlloc set again after allocAsync",
-        "unmap after the buffer's free", "file segment"}
+        "unmap after the buffer's free", "file segment", "owned descriptor awaited closed",
+        "integer handed over again"}
 
 
 def flat_steps_of(program: dict) -> list[dict]:
