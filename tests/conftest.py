@@ -1,5 +1,6 @@
 """Shared fixtures for the kit's own tests."""
 
+import json
 import os
 import signal
 import subprocess
@@ -9,6 +10,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def jsonl_records(path: Path, kind: str) -> list[dict]:
+    """The records of one kind in a JSON-lines file another process may be appending to (a partial last
+    line is skipped)."""
+    if not path.is_file():
+        return []
+    found = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        if record.get("kind") == kind:
+            found.append(record)
+    return found
 
 
 def npuconf_interruptible(*args: object) -> subprocess.Popen[str]:

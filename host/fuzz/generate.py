@@ -183,17 +183,26 @@ def _usable(s: _State) -> list[_Buffer]:
     return [b for b in s.buffers.values() if not b.maybe_preempted]
 
 
+def _add_map(s: _State, b: _Buffer, writable: bool | None = None, flags: str | None = None) -> tuple[str, int, bool]:
+    """A buf_map of the first pages of ``b`` (how many, and unless given whether writable and its flags,
+    drawn): the mapping's name, pages and writability."""
+    m = s.name("m")
+    pages = s.rng.randint(1, b.pages)
+    if writable is None:
+        writable = s.rng.random() < 0.7
+    if flags is None:
+        flags = s.rng.choice(("SHARED", "SHARED", "PRIVATE"))
+    s.add("buf_map", map=m, buf=b.name, length=pages * PAGE, prot=["READ", "WRITE"] if writable else ["READ"],
+          flags=[flags], offset=0)
+    s.maps[m] = _Map(m, b.name, set(range(pages)), writable)
+    return m, pages, writable
+
+
 def _map(s: _State) -> None:
     choices = _usable(s)
     if not choices:
         return
-    b = s.rng.choice(choices)
-    m = s.name("m")
-    pages = s.rng.randint(1, b.pages)
-    writable = s.rng.random() < 0.7
-    s.add("buf_map", map=m, buf=b.name, length=pages * PAGE, prot=["READ", "WRITE"] if writable else ["READ"],
-          flags=[s.rng.choice(("SHARED", "SHARED", "PRIVATE"))], offset=0)
-    s.maps[m] = _Map(m, b.name, set(range(pages)), writable)
+    m, pages, writable = _add_map(s, s.rng.choice(choices))
     if writable and s.rng.random() < 0.7:
         s.add("map_write", map=m, offset=0, length=pages * PAGE, seed=s.rng.randint(1, 1000))
     if s.rng.random() < 0.6:
@@ -263,10 +272,7 @@ def _free_mapped(s: _State) -> None:
         if not idle:
             return
         b = s.rng.choice(idle)
-        m = s.name("m")
-        pages = s.rng.randint(1, b.pages)
-        s.add("buf_map", map=m, buf=b.name, length=pages * PAGE, prot=["READ", "WRITE"], flags=["SHARED"], offset=0)
-        s.maps[m] = _Map(m, b.name, set(range(pages)), True)
+        _add_map(s, b, writable=True, flags="SHARED")
         mapped = [b]
     b = s.rng.choice(mapped)
     s.add("buf_free", bufs=[b.name])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from host.targets.virtual_device import FleetSupervisor, adb_env, pid_runs, start_fleet, stop_fleet
-from tests.conftest import ROOT
+from tests.conftest import ROOT, jsonl_records
 
 
 def slow_corpus(directory, count, sleep_ms=150, timeout_ms=5000):
@@ -33,18 +33,7 @@ def slow_corpus(directory, count, sleep_ms=150, timeout_ms=5000):
 
 
 def records(run_dir, kind):
-    path = run_dir / "results.jsonl"
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line being written
-        if record.get("kind") == kind:
-            out.append(record)
-    return out
+    return jsonl_records(run_dir / "results.jsonl", kind)
 
 
 def wait_until(predicate, timeout, what):

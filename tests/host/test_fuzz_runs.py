@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import npuconf, npuconf_interruptible
+from tests.conftest import jsonl_records, npuconf, npuconf_interruptible
 from tests.host.test_end_to_end import build_defective_vnpu
 
 DEFECT = "VNPU_DEFECT_KEEP_REPLACED_COOKIE"
@@ -37,18 +37,7 @@ def wait_until(predicate, timeout, what):
 
 
 def records(out: Path, kind: str) -> list[dict]:
-    path = out / "fuzz.jsonl"
-    if not path.is_file():
-        return []
-    found = []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line being written
-        if record["kind"] == kind:
-            found.append(record)
-    return found
+    return jsonl_records(out / "fuzz.jsonl", kind)
 
 
 def finish(process: subprocess.Popen, timeout: float = 120) -> tuple[str, str]:
