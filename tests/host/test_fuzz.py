@@ -437,8 +437,10 @@ MUTANTS = {
     "M_SUPPORT_CANARY": ("support-out-array-size", "15s"),
     "M_COOKIE_48": ("cookie-raw-integer", "15s"),
     "M_PREEMPT_IN_FREE": ("preempt-never-while-mapped", "15s"),
-    "M_LIVE_CALLBACKS": ("req-onpreempt-default-null", "30s"),
 }
+# M_LIVE_CALLBACKS is measured by bench/fuzz_defects.py, not here: its divergence (an onPreempt that must
+# not come) shows only if the callback arrives within the program's 100 ms pause, and under the test
+# suite's own load its shrunk scenario replayed fewer than 3 of 3 times (idle: 11 steps, 3 of 3).
 
 
 @pytest.mark.slow
