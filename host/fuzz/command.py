@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from ..errors import RunInterrupted, UsageError
-from ..run import RunRequest, new_run_id
+from ..run import RunRequest, check_target_options, new_run_id
 from .session import Budget, FuzzRequest, fuzz
 
 
@@ -28,17 +28,12 @@ class _Progress:
 
 
 def fuzz_command(args: argparse.Namespace) -> int:
-    if args.timeout_multiplier <= 0:
-        raise UsageError(f"--timeout-multiplier {args.timeout_multiplier}: expected a positive number")
     if args.batch < 1:
         raise UsageError(f"--batch {args.batch}: expected a number of programs >= 1")
-    if args.devices < 1:
-        raise UsageError(f"--devices {args.devices}: expected a number of virtual devices >= 1")
     target = args.target or "local"
+    check_target_options(args.timeout_multiplier, args.devices, target)
     if args.impl is not None and target != "local":
         raise UsageError(f"--impl is for --target local, not --target {target}")
-    if args.devices != 1 and target != "virtual":
-        raise UsageError(f"--devices is for --target virtual, not --target {target}")
     request = FuzzRequest(
         run=RunRequest(
             target=target,

@@ -21,6 +21,7 @@ from .judging import judge_lines as judge_lines
 from .judging import not_run as not_run
 from .plan import RunPlan as RunPlan
 from .plan import RunRequest as RunRequest
+from .plan import check_target_options as check_target_options
 from .plan import new_run_id as new_run_id
 from .results_writer import ResultsWriter as ResultsWriter
 from .results_writer import now_iso as now_iso

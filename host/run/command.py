@@ -8,7 +8,7 @@ import sys
 from reference_model.verdicts import Verdict
 
 from ..errors import RunInterrupted, UsageError
-from .plan import RunRequest
+from .plan import RunRequest, check_target_options
 from .progress import Progress
 from .resume import resume_run
 from .session import start_run
@@ -17,12 +17,7 @@ from .session import start_run
 def run_command(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise UsageError(f"-j {args.jobs}: expected a number of probe processes >= 1")
-    if args.timeout_multiplier <= 0:
-        raise UsageError(f"--timeout-multiplier {args.timeout_multiplier}: expected a positive number")
-    if args.devices < 1:
-        raise UsageError(f"--devices {args.devices}: expected a number of virtual devices >= 1")
-    if args.devices != 1 and args.target not in (None, "virtual"):
-        raise UsageError(f"--devices is for --target virtual, not --target {args.target}")
+    check_target_options(args.timeout_multiplier, args.devices, args.target)
     request = RunRequest(
         target=args.target or "auto",
         devices=args.devices,

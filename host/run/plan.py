@@ -12,6 +12,8 @@ from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 
+from ..errors import UsageError
+
 
 def new_run_id() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
@@ -45,6 +47,17 @@ class Resume:
     todo: dict[str, tuple[str, ...]]  # device -> scenario ids still to run
     described: frozenset[str]  # devices results.jsonl already describes
     kept: tuple[Verdict, ...]  # verdicts of the results that stay
+
+
+def check_target_options(timeout_multiplier: float, devices: int, target: str | None) -> None:
+    """The options `npuconf run` and `npuconf fuzz` share, checked alike (``target`` None: not chosen yet,
+    any target may still be virtual)."""
+    if timeout_multiplier <= 0:
+        raise UsageError(f"--timeout-multiplier {timeout_multiplier}: expected a positive number")
+    if devices < 1:
+        raise UsageError(f"--devices {devices}: expected a number of virtual devices >= 1")
+    if devices != 1 and target not in (None, "virtual"):
+        raise UsageError(f"--devices is for --target virtual, not --target {target}")
 
 
 @dataclass(frozen=True, slots=True)
