@@ -36,16 +36,6 @@ def records(run_dir, kind):
     return jsonl_records(run_dir / "results.jsonl", kind)
 
 
-def wait_until(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def npuconf_popen(*args, cwd=None, env=None):
     return subprocess.Popen(
         [sys.executable, "-m", "host", *map(str, args)],

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import jsonl_records, npuconf, npuconf_interruptible
+from tests.conftest import jsonl_records, npuconf, npuconf_interruptible, wait_until
 from tests.host.test_end_to_end import build_defective_vnpu
 
 DEFECT = "VNPU_DEFECT_KEEP_REPLACED_COOKIE"
@@ -24,16 +24,6 @@ CLAUSES = ("cookie-replace-deletes-previous", "cookie-deleter-called")
 
 def popen(*args):
     return npuconf_interruptible(*args)
-
-
-def wait_until(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def records(out: Path, kind: str) -> list[dict]:
