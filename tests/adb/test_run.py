@@ -17,8 +17,8 @@ from host.suite import load_catalogue, load_corpus
 from host.targets import AdbServerAddress, AdbTarget
 from host.targets.virtual_device import DeviceProfile, server_answers
 from reports import load_results
-from tests.adb.conftest import adb_cli, all_pids, assert_stopped, npuconf_popen, records, slow_corpus, wait_until
-from tests.conftest import npuconf
+from tests.adb.conftest import adb_cli, all_pids, assert_stopped, npuconf_popen, records, slow_corpus
+from tests.conftest import npuconf, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import padding, utils
 from host.targets.virtual_device import adb_env, pid_runs, read_state
 from host.targets.virtual_device.auth import decode_adb_public_key, encode_adb_public_key
 from host.targets.virtual_device.protocol import A_AUTH, A_CNXN, A_OPEN, HEADER, Message, encode
-from tests.adb.conftest import adb_cli, npuconf_popen, wait_until
+from tests.adb.conftest import adb_cli, npuconf_popen
+from tests.conftest import wait_until
 from tests.hostile.conftest import ROOT, cli, text
 
 pytestmark = pytest.mark.slow
