@@ -102,12 +102,22 @@ void op_file_new(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
     op_int_result(res, 0);
 }
 
-void op_file_seek(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+/* The file slot the step's first argument names, or NULL (the op skipped) when it is unbound. */
+static const struct probe_file_slot *live_file(const struct probe_ctx *ctx, const struct probe_step *st,
+                                               struct op_result *res) {
     unsigned slot = st->args[0].v.slot;
     const struct probe_file_slot *f = &ctx->file[slot];
-    int64_t pos = st->args[1].v.i64;
     if (!f->live) {
         op_skip(res, "f%u unbound", slot);
+        return NULL;
+    }
+    return f;
+}
+
+void op_file_seek(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    const struct probe_file_slot *f = live_file(ctx, st, res);
+    int64_t pos = st->args[1].v.i64;
+    if (f == NULL) {
         return;
     }
     if ((int64_t)(off_t)pos != pos) {
@@ -140,20 +150,15 @@ static void fd_report(const struct probe_file_slot *f, bool closed, struct op_re
 }
 
 void op_fd_check(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
-    unsigned slot = st->args[0].v.slot;
-    const struct probe_file_slot *f = &ctx->file[slot];
-    if (!f->live) {
-        op_skip(res, "f%u unbound", slot);
-        return;
+    const struct probe_file_slot *f = live_file(ctx, st, res);
+    if (f != NULL) {
+        fd_report(f, fd_closed(f), res);
     }
-    fd_report(f, fd_closed(f), res);
 }
 
 void op_await_closed(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
-    unsigned slot = st->args[0].v.slot;
-    const struct probe_file_slot *f = &ctx->file[slot];
-    if (!f->live) {
-        op_skip(res, "f%u unbound", slot);
+    const struct probe_file_slot *f = live_file(ctx, st, res);
+    if (f == NULL) {
         return;
     }
     /* An implementation may close an owned descriptor on any thread, any time after it stopped needing
