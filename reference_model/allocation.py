@@ -370,7 +370,8 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
     if seg is not None and seg.file is not None and seg.file in files:
         files[seg.file] = evolve(files[seg.file], bufs=files[seg.file].bufs | {ev.buf})
     bufs = dict(s.bufs)
-    bufs[ev.buf] = Buffer(ev.buf, a.size, a.prot, sub.cookie, a.onpreempt, a.priority, content=content)
+    bufs[ev.buf] = Buffer(ev.buf, a.size, a.prot, sub.cookie, a.onpreempt, a.priority, content=content,
+                          preemptable=sub.preemptable)
     return borrow(ctx, evolve_state(s, subs=subs, files=files, bufs=bufs, dids=dids), sub.cookie, ev)
 
 

@@ -143,7 +143,12 @@ def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
     for h, b in s.bufs.items():
         if not b.freed and b.maps == 0 and (target is None or h == target):
             bufs[h] = evolve_buffer(b, preemptable=True)
-    return [evolve_state(s, bufs=bufs, inflight=Inflight(call.step, call.op, applied=True))]
+    subs = s.subs
+    if target is None:
+        # A buffer whose onAlloc is starting is the device's already, before the trace shows its callback:
+        # the command may take it too.
+        subs = {sid: replace(sub, preemptable=True) for sid, sub in s.subs.items()}
+    return [evolve_state(s, bufs=bufs, subs=subs, inflight=Inflight(call.step, call.op, applied=True))]
 
 
 @clause("preempt-never-while-mapped", "preempt-callback-on-forced-dealloc", "free-memory-after-last-unmap")
@@ -153,20 +158,24 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
 
     ``vnpu preempt=<buffer>`` returning 0 claims the buffer was preempted: it must not be mapped, and
     its onPreempt (if set) is owed. ``preempt=lowest`` preempts one unmapped live buffer (one candidate
-    state per choice). ``pressure=`` may preempt unmapped buffers and makes capacity unpredictable;
+    state per choice). ``pressure=`` may preempt unmapped buffers (also one whose onAlloc is just starting)
+    and makes capacity unpredictable, whatever it returns (a reservation it could not meet stays);
     ``fail_next=`` forces the next allocation's errno.
     """
     command = call.args.get("command")
     s = evolve_state(s, inflight=None)
     if isinstance(command, str) and command.startswith("pressure=") and s.pool is not None:
         return pressure_answer(ctx, s, command, ret)
-    if not isinstance(command, str) or ret.ret != 0 or ret.skipped is not None:
+    if not isinstance(command, str) or ret.skipped is not None:
         return [s]
     key, _, value = command.partition("=")
+    if key == "pressure":
+        # The reservation stays in force when it could not be met (ENOMEM) too.
+        return [evolve_state(s, relaxed_capacity=True)]
+    if ret.ret != 0:
+        return [s]
     if key == "fail_next":
         return [evolve_state(s, forced=(*s.forced, value))]
-    if key == "pressure":
-        return [evolve_state(s, relaxed_capacity=True)]
     if key != "preempt":
         return [s]
     if value == "lowest":

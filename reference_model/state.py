@@ -117,6 +117,7 @@ class Submission:
     forced: str | None  # vnpu fail_next
     live_at_submit: int
     unsupported: bool  # isSupported said false for these parameters
+    preemptable: bool = False  # a vnpu pressure or preempt=lowest came while it was pending
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,3 +187,41 @@ def test_victims_are_not_predicted_while_an_onalloc_is_outstanding():
     # with the second onAlloc outstanding the vnpu may or may not count that buffer: both answers pass
     passes(unsettled_trace(True), caps=caps("caching"))
     passes(unsettled_trace(False), caps=caps("caching"))
+
+
+def pressure_while_onalloc_starts(ret: int, then_alloc: bool) -> TB:
+    """Budget device (capacity declared, pressure not predicted). r's onAlloc starts on the device thread
+    while `pressure=` runs: the device already counts the buffer, takes it as a victim (or, if it could
+    not, answers ENOMEM and keeps the reservation), and the trace shows the onAlloc only after the command.
+    ``then_alloc``: a second allocation follows, answered ENOMEM because the reservation stays."""
+    b = TB()
+    request(b, cookie="c", size=8192, onpreempt=True)
+    b.call("alloc", reqs=["r"])
+    b.call("vnpu", command="pressure=16384", ret=ret, errno="ENOMEM" if ret else None)
+    b.emit(b.cb("alloc", "c", 0, "B1"))
+    b.bind("b", "B1")
+    if ret == 0:
+        b.emit(b.cb("preempt", "c"))
+    if then_alloc:
+        request(b, "r2", cookie="d", size=4096)
+        b.call("alloc", reqs=["r2"], during=[b.cb("alloc", "d", "ENOMEM")])
+    more = ["2"] if then_alloc else []
+    return teardown(b, bufs=["b"], reqs=["r", *(f"r{n}" for n in more)], deleted=["c", *("d" for _ in more)])
+
+
+def test_pressure_may_take_a_buffer_whose_onalloc_is_starting():
+    passes(pressure_while_onalloc_starts(0, then_alloc=False), caps=caps("budget"))
+    # nothing commanded: the same onPreempt is not allowed on a device that declares its capacity
+    b = TB()
+    request(b, cookie="c", size=8192, onpreempt=True)
+    b.call("alloc", reqs=["r"])
+    b.call("vnpu", command="delay_ms=0")
+    b.emit(b.cb("alloc", "c", 0, "B1"))
+    b.bind("b", "B1")
+    b.emit(b.cb("preempt", "c"))
+    fails(teardown(b, bufs=["b"], reqs=["r"], deleted=["c"]), "preempt-callback-on-forced-dealloc",
+          caps=caps("budget"))
+
+
+def test_a_pressure_that_answered_enomem_keeps_its_reservation():
+    passes(pressure_while_onalloc_starts(-1, then_alloc=True), caps=caps("budget"))
