@@ -16,9 +16,10 @@ The caller's state follows docs/formats.md §2 and the text:
   cookie-shared-refcounted); NULL and integers, which no bind selects, may be handed over again (the
   judge considers every unheld hand-over of a value a deleter may be for);
 - allocations: a submission succeeds on a conforming device when its request has the pair's device and
-  type, a size and onAlloc, and no pressure was commanded; a bind by cookie takes an onAlloc delivered
-  (awaited) with that cookie and not yet bound, a bind by position (`nth`) only when arrival order cannot
-  change it (the K-th success is the only one of its wait);
+  type, a size and onAlloc, and no pressure was commanded; a bind by cookie takes an onAlloc with that
+  cookie not yet bound, delivered or still owed (the bind waits for it), a bind by position (`nth`) only
+  when arrival order cannot change it (the K-th success is the only one of its wait, or the only one
+  still owed when the bind waits for it);
 - buffers: used only between their bind and their free; mapped or loaded only while not (maybe)
   preempted; a map's protection within the request's, its range within the buffer;
 - mappings: read, written (writable ones only) and unmapped only on pages still mapped; a mapping stays
@@ -102,6 +103,7 @@ class _Caller:
     loads_known: bool = True
     preempts: int = 0
     pressure: bool = False
+    order_lost: bool = False  # a bind by cookie waited for one of several owed onAllocs
 
 
 def _pages(length: int, offset: int = 0) -> set[int]:
@@ -153,18 +155,52 @@ def _map(c: _Caller, name: str) -> _Map:
 
 
 def _bind_nth(c: _Caller, k: int) -> _Sub:
-    """The submission whose buffer the K-th successful onAlloc brings, when arrival order cannot change it."""
+    """The submission whose buffer the K-th successful onAlloc brings, when arrival order cannot change it.
+    The onAllocs not awaited yet count as one more wait: the bind waits for them."""
+    if c.order_lost:
+        raise Illegal("bind by position after a bind by cookie took an onAlloc out of arrival order")
     seen = 0
-    for wait in c.waits:
+    pending = [s for s in c.subs if not s.delivered]
+    for wait in [*c.waits, pending]:
         if any(s.unknown for s in wait):
             raise Illegal("bind by position after allocations that may fail")
         ok = [s for s in wait if s.ok]
         if k < seen + len(ok):
             if len(ok) != 1:
                 raise Illegal(f"bind nth {k}: arrival order among {len(ok)} onAllocs decides it")
+            if wait is pending:
+                _deliver(c, pending)
             return ok[0]
         seen += len(ok)
-    raise Illegal(f"bind nth {k}: no such delivered onAlloc")
+    raise Illegal(f"bind nth {k}: no such onAlloc owed")
+
+
+def _deliver(c: _Caller, subs: list[_Sub]) -> None:
+    """``subs`` have had their onAlloc (an await counted them, or a bind waited for them)."""
+    for s in subs:
+        s.delivered = True
+    if subs:
+        c.waits.append(subs)
+
+
+def _bind_cookie(c: _Caller, cookie: Any) -> _Sub:
+    """The submission a bind by cookie takes: delivered or still owed (the bind waits for it)."""
+    match = [s for s in c.subs if s.ok and not s.bound and s.cookie == cookie]
+    if not match or cookie is None:
+        raise Illegal(f"bind by cookie {cookie}: no onAlloc with it left")
+    sub = match[0]
+    if any((s.pages, s.prot, s.onpreempt) != (sub.pages, sub.prot, sub.onpreempt) for s in match):
+        raise Illegal(f"bind by cookie {cookie}: arrival order picks among different buffers")
+    if not any(s.delivered for s in match):
+        # The bind waits for the first of them to come. Where it stands among the other successes still
+        # owed is known only when there are none: then it is the next one, else binds by position end.
+        if len(match) == 1 and not any(not s.delivered and s.ok and s is not sub for s in c.subs):
+            _deliver(c, [sub])
+        else:
+            c.order_lost = True
+            for s in match:
+                s.delivered = True
+    return sub
 
 
 def _step(c: _Caller, op: str, a: Mapping[str, Any]) -> None:
@@ -240,23 +276,13 @@ def _step(c: _Caller, op: str, a: Mapping[str, Any]) -> None:
         if count > c.onallocs or count <= 0:
             raise Illegal(f"await_alloc of {count} onAllocs when {c.onallocs} are owed")
         if count == c.onallocs:
-            fresh = [s for s in c.subs if not s.delivered]
-            for s in fresh:
-                s.delivered = True
-            if fresh:
-                c.waits.append(fresh)
+            _deliver(c, [s for s in c.subs if not s.delivered])
     elif op == "bind":
         if a["buf"] in c.bufs or a["buf"] in c.freed:
             raise Illegal(f"buffer handle {a['buf']} is bound twice")
         select = a["select"]
         if "cookie" in select:
-            cookie = select["cookie"]
-            match = [s for s in c.subs if s.delivered and s.ok and not s.bound and s.cookie == cookie]
-            if not match or cookie is None:
-                raise Illegal(f"bind by cookie {cookie}: no delivered onAlloc left with it")
-            sub = match[0]
-            if any((s.pages, s.prot, s.onpreempt) != (sub.pages, sub.prot, sub.onpreempt) for s in match):
-                raise Illegal(f"bind by cookie {cookie}: arrival order picks among different buffers")
+            sub = _bind_cookie(c, select["cookie"])
         else:
             sub = _bind_nth(c, _int(select["nth"]))
             if sub.bound:

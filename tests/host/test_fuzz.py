@@ -25,7 +25,7 @@ MAX_SHRUNK_STEPS = 12
 def test_programs_validate_and_are_reproducible_from_the_seed():
     known = load_catalogue().ids()
     ops: set[Op] = set()
-    for index in range(300):
+    for index in range(600):
         program = generate(7, index, vnpu_control=True)
         assert program == generate(7, index, vnpu_control=True)
         scenario = parse_scenario(program, "fuzz", "fuzz", known)
@@ -216,7 +216,12 @@ ILLEGAL = {
     # the allocation, the wait or the bind of a buffer handle the program uses was dropped
     "bind dropped": [*_without(BASE, "bind"), MAP],
     "allocation dropped": [*_without(BASE, "alloc")],
-    "wait dropped": [*_without(BASE, "await_alloc"), MAP],
+    "bind by position after a bind by cookie waited among two owed": [
+        *_request("r1", "c1"), *_request("r2", "c2"), {"alloc": {"reqs": ["r1"]}}, {"alloc": {"reqs": ["r2"]}},
+        {"bind": {"buf": "b", "select": {"cookie": "c2"}}}, {"bind": {"buf": "b1", "select": {"nth": 0}}}],
+    "bind by position among two owed onAllocs": [
+        *_request("r1", "c1"), *_request("r2", "c2"), {"alloc": {"reqs": ["r1", "r2"]}},
+        {"bind": {"buf": "b", "select": {"nth": 1}}}],
     "wait for more than owed": [*_request("r"), {"alloc": {"reqs": ["r"]}},
                                 {"await_alloc": {"count": 2, "timeout_ms": 2000}}],
     "bind of a failing request": [*_without(_request("r"), "req_set_type"), {"alloc": {"reqs": ["r"]}},
@@ -262,6 +267,22 @@ ILLEGAL = {
     "one handle on two threads": [*BASE, {"parallel": [[{"buf_set_priority": {"buf": "b", "priority": 1}}],
                                                        [{"buf_free": {"bufs": ["b"]}}]]}],
 }
+
+
+def test_a_bind_waits_for_its_onalloc():
+    """A bind names the buffer an onAlloc brings and waits for it: no await_alloc is needed before it, by
+    cookie, or by position where the owed onAlloc is the only success still to come."""
+    from host.fuzz.legal import check
+
+    assert check(_program([*_without(BASE, "await_alloc"), MAP])) is None
+    by_position = [*_request("r1", "c1"), *_request("r2", "c2"), {"alloc": {"reqs": ["r1"]}},
+                   {"await_alloc": {"count": 1, "timeout_ms": 2000}}, {"alloc": {"reqs": ["r2"]}},
+                   {"bind": {"buf": "b2", "select": {"nth": 1}}}, {"bind": {"buf": "b1", "select": {"nth": 0}}}]
+    assert check(_program(by_position)) is None
+    by_cookie_then_position = [*_request("r1", "c1"), *_request("r2", "c2"), {"alloc": {"reqs": ["r1"]}},
+                               {"bind": {"buf": "b1", "select": {"cookie": "c1"}}}, {"alloc": {"reqs": ["r2"]}},
+                               {"bind": {"buf": "b2", "select": {"nth": 1}}}]
+    assert check(_program(by_cookie_then_position)) is None
 
 
 def test_null_and_integers_may_be_handed_over_again():

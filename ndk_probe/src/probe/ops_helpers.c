@@ -37,9 +37,31 @@ void op_await_preempt(struct probe_ctx *ctx, const struct probe_step *st, struct
     await(ctx, st, res, TC_PREEMPT);
 }
 
+static size_t bind_select(const struct probe_arg *sel) {
+    return sel->v.bindsel.by_cookie ? trace_bind_cookie(sel->v.bindsel.slot) : trace_bind_nth(sel->v.bindsel.nth);
+}
+
+/* Waits (within the settle budget) while nothing matches and an onAlloc is still owed: a bind names
+ * the buffer an onAlloc brings, so an `await_alloc` just before it is not needed. The counts are read
+ * before selecting: a success is recorded before its callback is counted, so once every owed onAlloc
+ * was counted before a selection, that selection saw them all. */
+static size_t bind_waiting(struct probe_ctx *ctx, const struct probe_arg *sel) {
+    uint64_t deadline = probe_now_ns() + probe_scaled_ns(ctx->opt->settle_ms, ctx->opt->timeout_multiplier);
+    for (;;) {
+        uint64_t answered = trace_count(TC_ALLOC);
+        uint64_t owed = trace_count(TC_SUB_ALLOC);
+        size_t index = bind_select(sel);
+        uint64_t now = probe_now_ns();
+        if (index != TRACE_NO_BUF || answered >= owed || now >= deadline) {
+            return index;
+        }
+        uint64_t got;
+        trace_wait(TC_ALLOC, answered + 1, deadline - now, &got);
+    }
+}
+
 void op_bind(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
-    const struct probe_arg *sel = &st->args[1];
-    size_t index = sel->v.bindsel.by_cookie ? trace_bind_cookie(sel->v.bindsel.slot) : trace_bind_nth(sel->v.bindsel.nth);
+    size_t index = bind_waiting(ctx, &st->args[1]);
     /* No match leaves the slot unbound, so later ops on it are skipped rather than misdirected. */
     ctx->buf[st->args[0].v.slot] = index == TRACE_NO_BUF ? 0 : index + 1;
     op_int_result(res, 0);
