@@ -45,7 +45,7 @@ def test_without_vnpu_control_no_program_needs_it():
 
 
 def test_programs_keep_many_requests_and_buffers_alive():
-    binds = [sum(1 for step in generate(5, i, vnpu_control=True)["steps"] if "bind" in step) for i in range(200)]
+    binds = [sum(1 for step in generate(5, i, vnpu_control=True)["steps"] if "bind" in step) for i in range(400)]
     assert max(binds) >= 5
 
 
