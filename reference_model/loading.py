@@ -296,7 +296,8 @@ def ret_fd_check(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
 
 def call_await_closed(ctx: Ctx, s: State, call: Call) -> Out:
     """Waiting for a descriptor to be closed is a quiet wait for it: if nothing needed it when the wait
-    began, it must be closed when the wait ends (the probe gives it the whole budget, polling)."""
+    began, it must be closed when the wait ends (the probe gives it the whole budget, polling). Teardown
+    awaits every handed-over descriptor this way once it has freed everything."""
     slot = arg_slot(call, "file")
     f = s.files.get(slot)
     inflight = Inflight(call.step, call.op)

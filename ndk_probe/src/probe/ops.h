@@ -91,6 +91,8 @@ void op_await_closed(struct probe_ctx *, const struct probe_step *, struct op_re
 bool file_fdsel(struct probe_ctx *ctx, const struct probe_arg *arg, struct op_result *res, int *fd);
 /* Closes the probe's own descriptors (used between scenarios in --no-fork mode). */
 void file_close_all(struct probe_ctx *ctx);
+/* Teardown: awaits each handed-over descriptor closed, within budget_ms × the multiplier in all. */
+void file_await_closed_all(struct probe_ctx *ctx, uint64_t budget_ms);
 /* ops_helpers.c */
 void op_cookie_new(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_await_alloc(struct probe_ctx *, const struct probe_step *, struct op_result *);

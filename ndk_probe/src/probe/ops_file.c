@@ -156,23 +156,53 @@ void op_fd_check(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
     }
 }
 
-void op_await_closed(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
-    const struct probe_file_slot *f = live_file(ctx, st, res);
-    if (f == NULL) {
-        return;
-    }
-    /* An implementation may close an owned descriptor on any thread, any time after it stopped needing
-     * it: the probe gives it the whole budget, and a conforming device ends the wait at once. */
+/* An implementation may close an owned descriptor on any thread, any time after it stopped needing it:
+ * the probe polls every millisecond until the deadline, and a conforming device ends the wait at once. */
+static void await_closed_until(const struct probe_file_slot *f, uint64_t deadline_ns, struct op_result *res) {
     uint64_t start = probe_now_ns();
-    uint64_t budget = probe_scaled_ns(st->args[1].v.u64, ctx->opt->timeout_multiplier);
     bool closed = fd_closed(f);
-    while (!closed && probe_now_ns() - start < budget) {
+    while (!closed && probe_now_ns() < deadline_ns) {
         probe_sleep_ns(1000000);
         closed = fd_closed(f);
     }
     fd_report(f, closed, res);
     if (res->ret == 0)
         jb_u64(&res->extra, "waited_ms", (probe_now_ns() - start) / 1000000);
+}
+
+void op_await_closed(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    const struct probe_file_slot *f = live_file(ctx, st, res);
+    if (f != NULL) {
+        await_closed_until(f, probe_now_ns() + probe_scaled_ns(st->args[1].v.u64, ctx->opt->timeout_multiplier),
+                           res);
+    }
+}
+
+/* Teardown: after everything was given back, each handed-over descriptor is awaited closed (an
+ * `await_closed` step marked teardown), all within one budget; a conforming device ends it at once. */
+void file_await_closed_all(struct probe_ctx *ctx, uint64_t budget_ms) {
+    uint64_t deadline = probe_now_ns() + probe_scaled_ns(budget_ms, ctx->opt->timeout_multiplier);
+    for (unsigned slot = 0; slot < PROBE_SLOTS; slot++) {
+        const struct probe_file_slot *f = &ctx->file[slot];
+        if (!f->live || !f->handed) {
+            continue;
+        }
+        struct jbuf args;
+        jb_init(&args);
+        char name[8];
+        snprintf(name, sizeof name, "f%u", slot);
+        jb_raw(&args, "{");
+        jb_str(&args, "file", name);
+        jb_u64(&args, "timeout_ms", budget_ms);
+        jb_raw(&args, "}");
+        size_t step = ctx->next_step++;
+        ops_call_event(step, OP_AWAIT_CLOSED, &args, true);
+        jb_free(&args);
+        struct op_result res;
+        ops_result_init(&res);
+        await_closed_until(f, deadline, &res);
+        ops_ret_event(step, OP_AWAIT_CLOSED, &res);
+    }
 }
 
 bool file_fdsel(struct probe_ctx *ctx, const struct probe_arg *arg, struct op_result *res, int *fd) {

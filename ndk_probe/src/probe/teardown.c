@@ -1,6 +1,6 @@
 /*
  * Teardown (docs/formats.md §4): settle, release everything the scenario still holds, settle the
- * deleters. Ownership rules (every buffer freed, every handed cookie deleted once) can only be
+ * deleters, await the handed-over descriptors closed. Ownership rules (every buffer freed, every handed cookie deleted once) can only be
  * judged once the probe has given everything back.
  */
 #include <errno.h>
@@ -149,6 +149,8 @@ void scenario_teardown(struct probe_ctx *ctx) {
 
     uint64_t last = probe_now_ns() + budget;
     settle("deleters", TC_DELETER, trace_count(TC_HANDED), last);
+    /* Nothing needs a handed-over descriptor any more: each must be closed (loading.fd_check). */
+    file_await_closed_all(ctx, ctx->opt->settle_ms);
     /* A callback that has started also writes its cb_return before `end` (within the same budget). */
     uint64_t now = probe_now_ns();
     trace_wait_callbacks(last > now ? last - now : 0);
