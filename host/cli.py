@@ -8,8 +8,10 @@ import argparse
 import contextlib
 import importlib
 import io
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, NoReturn, TextIO
 
@@ -238,13 +240,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = ConsoleStream(stdout), ConsoleStream(stderr)
     try:
-        return _dispatch(command, args)
+        with _terminate_as_interrupt():
+            return _dispatch(command, args)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         sys.stdout, sys.stderr = stdout, stderr
         with contextlib.suppress(BrokenPipeError, ValueError):
             stdout.flush()
+
+
+def _interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI job cancelled, a service stopped) ends a command as Ctrl-C does: what was measured is
+    kept and the reports are written. Signal handlers belong to the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _dispatch(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -453,15 +453,16 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
 
 @contextmanager
 def _no_interrupt() -> Iterator[None]:
-    """A second Ctrl-C while the reports are written would leave none: it waits until they are."""
+    """A second Ctrl-C (or SIGTERM) while the reports are written would leave none: it waits until they are."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _summary(run: _Run, workers: Sequence[_Worker], started: float, status: str | None) -> FuzzSummary:

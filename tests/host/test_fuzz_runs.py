@@ -93,6 +93,24 @@ def test_a_device_lost_mid_run_ends_only_its_own_part(tmp_path, probe_build):
     assert "lost" in (out / "fuzz.html").read_text()
 
 
+def test_sigterm_ends_a_fuzz_run_as_ctrl_c_does(tmp_path, probe_build):
+    out = tmp_path / "fuzz"
+    process = popen("fuzz", "--seed", "1", "--budget", "60s", "--out", out, "-q")
+    try:
+        wait_until(lambda: records(out, "start"), 60, "fuzzing started")
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = finish(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 2, stdout + stderr
+    assert "interrupted after" in stderr and "Traceback" not in stderr, stderr
+    summary = json.loads((out / "fuzz.json").read_text())
+    assert summary["status"] == "interrupted" and summary["programs"] > 0, summary
+    assert records(out, "end")[0]["status"] == "interrupted"
+
+
 @pytest.mark.slow
 def test_ctrl_c_after_a_divergence_keeps_it_in_the_reports(tmp_path, probe_build):
     library = build_defective_vnpu(tmp_path, DEFECT)
