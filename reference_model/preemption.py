@@ -122,12 +122,20 @@ def _target(s: State, ctx: Ctx, text: str) -> str | None:
     return s.slots.get(slot)
 
 
+def _command(command: str) -> tuple[str, str]:
+    """A control command's key and value. ``preempt_late=`` is read as ``preempt=``: it preempts the same
+    buffer at once and only delivers the onPreempt later, a delay no rule bounds (the onPreempt is owed
+    by the preempt settle, whenever it comes before it; preempt-window-before-callback)."""
+    key, _, value = command.partition("=")
+    return ("preempt" if key == "preempt_late" else key), value
+
+
 def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
     """Preemption commands may deliver onPreempt before the control call returns: mark candidates now."""
     command = call.args.get("command")
     if not isinstance(command, str):
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
-    key, _, value = command.partition("=")
+    key, value = _command(command)
     if key not in ("preempt", "pressure"):
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     if key == "pressure" and ctx.policy is not None and ctx.caps.capacity_bytes is not None:
@@ -151,8 +159,8 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     """Spec: "This callback will not be invoked while the application has the buffer mapped."
     (preempt-never-while-mapped)
 
-    ``vnpu preempt=<buffer>`` returning 0 claims the buffer was preempted: it must not be mapped, and
-    its onPreempt (if set) is owed. ``preempt=lowest`` preempts one unmapped live buffer (one candidate
+    ``vnpu preempt=<buffer>`` (or ``preempt_late=<buffer>``) returning 0 claims the buffer was preempted:
+    it must not be mapped, and its onPreempt (if set) is owed. ``preempt=lowest`` preempts one unmapped live buffer (one candidate
     state per choice). ``pressure=`` may preempt unmapped buffers and makes capacity unpredictable;
     ``fail_next=`` forces the next allocation's errno.
     """
@@ -162,7 +170,7 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return pressure_answer(ctx, s, command, ret)
     if not isinstance(command, str) or ret.ret != 0 or ret.skipped is not None:
         return [s]
-    key, _, value = command.partition("=")
+    key, value = _command(command)
     if key == "fail_next":
         return [evolve_state(s, forced=(*s.forced, value))]
     if key == "pressure":
