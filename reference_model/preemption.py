@@ -160,9 +160,9 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     (preempt-never-while-mapped)
 
     ``vnpu preempt=<buffer>`` (or ``preempt_late=<buffer>``) returning 0 claims the buffer was preempted:
-    it must not be mapped, and its onPreempt (if set) is owed. ``preempt=lowest`` preempts one unmapped live buffer (one candidate
-    state per choice). ``pressure=`` may preempt unmapped buffers and makes capacity unpredictable;
-    ``fail_next=`` forces the next allocation's errno.
+    it must not be mapped, and its onPreempt (if set) is owed. ``preempt=lowest`` preempts one unmapped
+    live buffer (one candidate state per choice). ``pressure=`` may preempt unmapped buffers and makes
+    capacity unpredictable; ``fail_next=`` forces the next allocation's errno.
     """
     command = call.args.get("command")
     s = evolve_state(s, inflight=None)
