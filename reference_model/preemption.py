@@ -122,12 +122,20 @@ def _target(s: State, ctx: Ctx, text: str) -> str | None:
     return s.slots.get(slot)
 
 
+def _command(command: str) -> tuple[str, str]:
+    """A control command's key and value. ``preempt_late=`` is read as ``preempt=``: it preempts the same
+    buffer at once and only delivers the onPreempt later, a delay no rule bounds (the onPreempt is owed
+    by the preempt settle, whenever it comes before it; preempt-window-before-callback)."""
+    key, _, value = command.partition("=")
+    return ("preempt" if key == "preempt_late" else key), value
+
+
 def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
     """Preemption commands may deliver onPreempt before the control call returns: mark candidates now."""
     command = call.args.get("command")
     if not isinstance(command, str):
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
-    key, _, value = command.partition("=")
+    key, value = _command(command)
     if key not in ("preempt", "pressure"):
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     if key == "pressure" and ctx.policy is not None and ctx.caps.capacity_bytes is not None:
@@ -156,11 +164,11 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     """Spec: "This callback will not be invoked while the application has the buffer mapped."
     (preempt-never-while-mapped)
 
-    ``vnpu preempt=<buffer>`` returning 0 claims the buffer was preempted: it must not be mapped, and
-    its onPreempt (if set) is owed. ``preempt=lowest`` preempts one unmapped live buffer (one candidate
-    state per choice). ``pressure=`` may preempt unmapped buffers (also one whose onAlloc is just starting)
-    and makes capacity unpredictable, whatever it returns (a reservation it could not meet stays);
-    ``fail_next=`` forces the next allocation's errno.
+    ``vnpu preempt=<buffer>`` (or ``preempt_late=<buffer>``) returning 0 claims the buffer was preempted:
+    it must not be mapped, and its onPreempt (if set) is owed. ``preempt=lowest`` preempts one unmapped
+    live buffer (one candidate state per choice). ``pressure=`` may preempt unmapped buffers (also one
+    whose onAlloc is just starting) and makes capacity unpredictable, whatever it returns (a reservation
+    it could not meet stays); ``fail_next=`` forces the next allocation's errno.
     """
     command = call.args.get("command")
     s = evolve_state(s, inflight=None)
@@ -168,7 +176,7 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return pressure_answer(ctx, s, command, ret)
     if not isinstance(command, str) or ret.skipped is not None:
         return [s]
-    key, _, value = command.partition("=")
+    key, value = _command(command)
     if key == "pressure":
         # The reservation stays in force when it could not be met (ENOMEM) too.
         return [evolve_state(s, relaxed_capacity=True)]

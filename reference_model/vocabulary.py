@@ -7,7 +7,7 @@ from enum import IntEnum, StrEnum
 from typing import Final
 
 VOCABULARY_VERSION: Final = 4
-VOCABULARY_HASH: Final = "3353ed46b26014e8"
+VOCABULARY_HASH: Final = "48a8c42fdb4803a2"
 
 
 class ArgKind(StrEnum):
@@ -175,6 +175,7 @@ class Type(IntEnum):
 COOKIE_DELETERS: Final = 4
 ISSUPPORTED_CANARY: Final = 16
 TRACE_VERSION: Final = 2
+PREEMPT_LATE_MS: Final = 100
 
 
 class ProbeExit(IntEnum):
@@ -185,7 +186,7 @@ class ProbeExit(IntEnum):
 
 
 PROBE_LIST_LINES: Final[tuple[str, ...]] = (
-    "vocabulary 4 3353ed46b26014e8",
+    "vocabulary 4 48a8c42fdb4803a2",
     "op req_create ANpuManager_AllocRequest_create req:req",
     "op req_free ANpuManager_AllocRequest_free req:req",
     "op req_free_null ANpuManager_AllocRequest_free",

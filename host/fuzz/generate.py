@@ -16,6 +16,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from reference_model.vocabulary import PREEMPT_LATE_MS
+
 PAGE: Final = 4096
 # Sizes stay far below the vnpu's default capacity (256 MiB) while nothing presses on it: every
 # allocation of a program without pressure succeeds on a conforming device, so its buffer can be bound.
@@ -30,6 +32,10 @@ MAX_LIVE_BUFFERS: Final = 12
 # come to show on a loaded machine (at 20 ms a shrink under CI load kept 16 steps instead of 11); about
 # 2 % of programs have one, so the rate drops by well under half.
 PREEMPT_PAUSE_MS: Final = 100
+# About half of the commanded preemptions are `preempt_late=` (docs/vnpu.md §7): the buffer is preempted at
+# once, its onPreempt comes PREEMPT_LATE_MS later, after the steps that follow (a free, a map), in one step.
+# Without it, a defect shown only by a late onPreempt (a cookie deleted at the free) is a race.
+LATE_SHARE: Final = 0.5
 # Without a supported pair (discovery failed) requests take these numbers; their allocations may fail or
 # not, so nothing is bound: the programs exercise requests, cookies, isSupported and onAlloc.
 BLIND_DEVICES: Final = (0, 1, -1)
@@ -414,7 +420,8 @@ def _preempt(s: _State) -> None:
     if not choices:
         return
     b = s.rng.choice(choices)
-    s.add("vnpu", command=f"preempt={b.name}")
+    late = s.rng.random() < LATE_SHARE
+    s.add("vnpu", command=f"{'preempt_late' if late else 'preempt'}={b.name}")
     b.maybe_preempted = True
     s.used_control = True
     if b.onpreempt:
@@ -427,7 +434,7 @@ def _preempt(s: _State) -> None:
         # No onPreempt in the submission's snapshot: none may come (req-onpreempt-default-null, also when
         # the request's onPreempt was set after allocAsync). A short pause lets one that comes anyway show
         # in the trace before teardown, whatever steps follow (the shrinker keeps it only where it matters).
-        s.add("sleep_ms", ms=PREEMPT_PAUSE_MS)
+        s.add("sleep_ms", ms=PREEMPT_PAUSE_MS + (PREEMPT_LATE_MS if late else 0))
 
 
 def _pressure(s: _State) -> None:

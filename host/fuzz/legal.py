@@ -26,7 +26,8 @@ The caller's state follows docs/formats.md §2 and the text:
   valid after its buffer's free until unmapped (free-mapping-valid);
 - files: created once; a load or segment lies within its file and its buffer;
 - waits: at most the callbacks owed (an onLoad is not counted on once a buffer was freed during a load;
-  an onPreempt only from a commanded preemption of a buffer whose request had onPreempt);
+  an onPreempt only from a commanded preemption, `preempt=` or `preempt_late=`, of a buffer whose request
+  had onPreempt);
 - parallel blocks: no handle used by two threads.
 """
 
@@ -39,6 +40,9 @@ from typing import Any, Final
 PAGE: Final = 4096
 _CRASHING_OPS: Final = frozenset({"req_free_null", "req_set_onalloc_null_req", "cb_action"})
 _HANDLE_ARGS: Final = ("req", "buf", "map", "file", "cookie")
+# The commanded preemptions fuzz programs make: `preempt_late=` is `preempt=` with the onPreempt due later
+# (docs/vnpu.md §7); to the caller both are the same preemption.
+PREEMPT_KEYS: Final = frozenset({"preempt", "preempt_late"})
 
 
 class Illegal(Exception):
@@ -360,7 +364,7 @@ def _step(c: _Caller, op: str, a: Mapping[str, Any]) -> None:
     elif op == "vnpu":
         command = str(a["command"])
         key, _, value = command.partition("=")
-        if key == "preempt":
+        if key in PREEMPT_KEYS:
             buf = _buf(c, value)
             if any(m.buf == value for m in c.maps.values()):
                 raise Illegal(f"a preemption of {value} while it is mapped")

@@ -8,7 +8,8 @@ cookie_new dropped); a bind by cookie becomes a bind by position where arrival o
 (so that its cookie can become an integer too); a batch allocAsync keeps one request; priorities go to
 the default; sizes and lengths go down to one page (all at once, or one request's size). After each edit
 the wait counts are recomputed (await_alloc waits for the onAllocs the program still owes, await_load
-for its onLoads) and `requires` follows the ops and cookies left.
+for its onLoads) and `requires` follows the ops and cookies left. No edit changes a vnpu command: a
+`preempt_late=` (whose late onPreempt may be what makes the divergence show every time) stays one.
 
 Every candidate must be a legal program (host.fuzz.legal: no step on a freed or never-bound handle, no
 map beyond the request's protection, no wait for callbacks nobody owes...): an illegal one never runs,
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from .execute import Result
-from .legal import PAGE, check
+from .legal import PAGE, PREEMPT_KEYS, check
 
 Program = dict[str, Any]
 RunFn = Callable[[Sequence[Program]], list[Result | None]]
@@ -75,7 +76,7 @@ def normalise(program: Program) -> Program:
             if loads == 0:
                 continue
             args["count"] = loads
-        elif op == "vnpu" and str(args["command"]).startswith("preempt="):
+        elif op == "vnpu" and str(args["command"]).partition("=")[0] in PREEMPT_KEYS:
             preempts += 1
         elif op == "await_preempt":
             if preempts == 0:

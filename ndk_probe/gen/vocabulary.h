@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #define NPUCONF_VOCAB_VERSION 4
-#define NPUCONF_VOCAB_HASH "3353ed46b26014e8"
+#define NPUCONF_VOCAB_HASH "48a8c42fdb4803a2"
 #define NPUCONF_MAX_OP_ARGS 6
 
 enum npuconf_arg_kind {
@@ -184,6 +184,7 @@ static const struct npuconf_errno_name NPUCONF_ERRNOS[] = {
 #define NPUCONF_COOKIE_DELETERS 4
 #define NPUCONF_ISSUPPORTED_CANARY 16
 #define NPUCONF_TRACE_VERSION 2
+#define NPUCONF_PREEMPT_LATE_MS 100
 
 #define PROBE_EXIT_OK 0
 #define PROBE_EXIT_USAGE 2

@@ -366,6 +366,41 @@ def test_generated_programs_reach_the_new_actions():
         "integer handed over again"}
 
 
+def test_about_half_of_the_commanded_preemptions_are_late():
+    """`preempt_late=` (the vnpu's late onPreempt, one step) for about half of them; legal like `preempt=`,
+    its onPreempt owed (an await_preempt may follow it)."""
+    from host.fuzz.legal import check
+
+    commands = {"preempt": 0, "preempt_late": 0}
+    awaited_late = 0
+    for seed, index in ((seed, index) for seed in (1, 2, 3) for index in range(1000)):
+        steps = flat_steps_of(generate(seed, index, vnpu_control=True))
+        for i, step in enumerate(steps):
+            command = step.get("vnpu", {}).get("command", "")
+            key = command.partition("=")[0]
+            if key in commands:
+                commands[key] += 1
+                awaited_late += key == "preempt_late" and i + 1 < len(steps) and "await_preempt" in steps[i + 1]
+    share = commands["preempt_late"] / sum(commands.values())
+    assert 0.35 < share < 0.65, commands
+    assert awaited_late > 0
+    program = generate(1, 0, vnpu_control=True)
+    program["steps"] = [
+        {"req_create": {"req": "r"}}, {"req_set_device": {"req": "r", "device": "$pair.device"}},
+        {"req_set_type": {"req": "r", "type": "$pair.type"}}, {"req_set_size": {"req": "r", "size": 4096}},
+        {"req_set_onalloc": {"req": "r", "set": True}}, {"req_set_onpreempt": {"req": "r", "set": True}},
+        {"cookie_new": {"cookie": "c"}}, {"req_set_cookie": {"req": "r", "cookie": "c", "deleter": True}},
+        {"alloc": {"reqs": ["r"]}}, {"await_alloc": {"count": 1, "timeout_ms": 2000}},
+        {"bind": {"buf": "b", "select": {"cookie": "c"}}}, {"vnpu": {"command": "preempt_late=b"}},
+        {"await_preempt": {"count": 1, "timeout_ms": 2000}},
+    ]
+    assert check(program) is None
+    mapped = [*program["steps"][:11], {"buf_map": {"map": "m", "buf": "b", "length": 4096, "prot": ["READ"],
+                                                    "flags": ["SHARED"], "offset": 0}},
+              {"vnpu": {"command": "preempt_late=b"}}]
+    assert check({**program, "steps": mapped}) is not None  # never while mapped, as preempt=
+
+
 def flat_steps_of(program: dict) -> list[dict]:
     from host.fuzz.shrink import flat_steps
 
@@ -426,6 +461,18 @@ def _freed_while_mapped(steps):
     return False
 
 
+def _late_preempt_then_free(steps):
+    """A buffer preempted by `preempt_late=`, then freed (the route of M_DELETE_AT_FREE)."""
+    late: set[str] = set()
+    for step in steps:
+        ((op, args),) = step.items()
+        if op == "vnpu" and args["command"].startswith("preempt_late="):
+            late.add(args["command"].partition("=")[2])
+        if op == "buf_free" and late & set(args["bufs"]):
+            return True
+    return False
+
+
 def _wide_cookie_and_alloc(steps):
     ops = {next(iter(s)) for s in steps}
     wide = any("req_set_cookie" in s and isinstance(s["req_set_cookie"]["cookie"], int)
@@ -434,7 +481,7 @@ def _wide_cookie_and_alloc(steps):
 
 
 @pytest.mark.parametrize(("predicate", "most"), [(_twice_listed, 2), (_freed_while_mapped, 11),
-                                                 (_wide_cookie_and_alloc, 4)])
+                                                 (_wide_cookie_and_alloc, 4), (_late_preempt_then_free, 10)])
 def test_the_shrinker_keeps_programs_legal_and_small(predicate, most):
     import time
 

@@ -145,13 +145,13 @@ def test_await_closed_is_a_quiet_wait_that_began_when_nothing_needed_the_descrip
     passes(teardown(b, reqs=["r"]))
 
 
-def preempted(*, onpreempt=True, cb=True, mapped=False, map_after=None, vnpu_ret=0) -> TB:
+def preempted(*, onpreempt=True, cb=True, mapped=False, map_after=None, vnpu_ret=0, key="preempt") -> TB:
     b = TB()
     allocated(b, cookie="c", onpreempt=onpreempt)
     if mapped:
         b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
     during = [b.cb("preempt", "c")] if cb else []
-    b.call("vnpu", command="preempt=b", ret=vnpu_ret, errno="EBUSY" if vnpu_ret else None, during=during)
+    b.call("vnpu", command=f"{key}=b", ret=vnpu_ret, errno="EBUSY" if vnpu_ret else None, during=during)
     if map_after is not None:
         ret, errno = map_after
         b.call("buf_map", map="m2", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=ret,
@@ -253,13 +253,13 @@ def test_load_fd_minus_one_may_abort_only_under_aosp_d23():
 
 
 # -- an onPreempt after a commanded preemption comes on a device thread: teardown's preempt settle ------
-def commanded_late(where: str, *, reached: bool = True) -> TB:
+def commanded_late(where: str, *, reached: bool = True, key: str = "preempt") -> TB:
     """vnpu preempt=b confirmed (ret 0), no await_preempt: the onPreempt comes ``where``: "steps" (during
     the steps), "settle" (while teardown's preempt settle waits), "after" (after that settle gave its
     answer, before the frees) or "never"."""
     b = TB()
     allocated(b, cookie="c", onpreempt=True)
-    b.call("vnpu", command="preempt=b", during=[b.cb("preempt", "c")] if where == "steps" else [])
+    b.call("vnpu", command=f"{key}=b", during=[b.cb("preempt", "c")] if where == "steps" else [])
     b.settle("alloc").settle("load")
     if where == "settle":
         b.emit(b.cb("preempt", "c"))
@@ -286,6 +286,42 @@ def test_commanded_onpreempt_owed_by_the_preempt_settle():
     fails(commanded_late("never", reached=False), "preempt-onpreempt-purpose", caps=VNPU)
     # The settle was answered, the callback came only after it: still owed at the settle.
     fails(commanded_late("after", reached=False), "preempt-onpreempt-purpose", caps=VNPU)
+
+
+def test_preempt_late_is_judged_as_preempt():
+    """vnpu preempt_late= preempts as preempt= does, its onPreempt only later (docs/vnpu.md §7): the same
+    verdicts, and no rule bounds how late the callback comes before the preempt settle."""
+    for key in ("preempt", "preempt_late"):
+        passes(preempted(key=key), caps=VNPU)
+        fails(preempted(onpreempt=False, key=key), "req-onpreempt-default-null", caps=VNPU)
+        passes(preempted(mapped=True, cb=False, vnpu_ret=-1, key=key), caps=VNPU)
+        fails(preempted(mapped=True, cb=False, key=key), "preempt-never-while-mapped", caps=VNPU)
+        fails(preempted(cb=False, key=key), "preempt-onpreempt-purpose", caps=VNPU)
+        passes(preempted(map_after=(-1, "ENOENT"), key=key), caps=VNPU)
+        fails(preempted(map_after=(0, None), key=key), "preempt-map-fails-after-callback", caps=VNPU)
+        passes(commanded_late("settle", key=key), caps=VNPU)
+        fails(commanded_late("never", reached=False, key=key), "preempt-onpreempt-purpose", caps=VNPU)
+
+
+def test_late_onpreempt_after_free_needs_a_live_cookie():
+    """The route of M_DELETE_AT_FREE in one step: preempt_late=, then the free; the onPreempt comes after
+    it. A deleter run at the free (the request let go of the cookie first) is a FAIL once it comes."""
+    for deleted_at_free in (False, True):
+        b = TB()
+        allocated(b, cookie="c", onpreempt=True)
+        b.call("req_free", req="r")
+        b.call("vnpu", command="preempt_late=b")
+        b.call("buf_free", bufs=["b"], during=[b.deleter("c")] if deleted_at_free else [])
+        b.settle("alloc").settle("load")
+        b.emit(b.cb("preempt", "c"))
+        b.emit({"ev": "settle", "what": "preempt", "expected": 1, "got": 1, "reached": True})
+        if not deleted_at_free:
+            b.emit(b.deleter("c"))
+        b.settle("deleters")
+        if deleted_at_free:
+            fails(b.end(), "cookie-borrowed-in-callbacks", caps=VNPU)
+        else:
+            passes(b.end(), caps=VNPU)
 
 
 def test_commanded_preemption_without_onpreempt_owes_nothing_at_the_settle():

@@ -14,6 +14,8 @@
  * Commands (one per call, `key=value`):
  *   preempt=0x<ANpuBuffer address>   preempt that buffer (EBUSY while it is mapped)
  *   preempt=lowest                   preempt the lowest-priority unmapped live buffer
+ *   preempt_late=0x<address>|lowest  as preempt=, but the onPreempt comes 100 ms later than it
+ *                                    would (the buffer is preempted at once)
  *   pressure=<bytes>                 reserve that much capacity, preempting unmapped buffers
  *                                    (lowest priority first) until the reservation fits
  *   delay_ms=<n>                     delay every later asynchronous callback by n ms

@@ -121,7 +121,9 @@ void op_vnpu(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
         snprintf(owned, cap, "%.*s=0x%" PRIxPTR, (int)eq, command, (uintptr_t)trace_buf_ptr(index));
         command = owned;
     }
-    bool preempt = strncmp(command, "preempt=", 8) == 0;
+    /* preempt_late= (the vnpu's late onPreempt) is a commanded preemption like preempt=. */
+    bool late = strncmp(command, "preempt_late=", 13) == 0;
+    bool preempt = late || strncmp(command, "preempt=", 8) == 0;
     if (preempt && index != TRACE_NO_BUF) {
         trace_preempt_targeted(index, true);
     }
@@ -135,7 +137,7 @@ void op_vnpu(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
         } else {
             trace_preempt_targeted(index, false);
         }
-    } else if (ret == 0 && strcmp(command, "preempt=lowest") == 0) {
+    } else if (ret == 0 && preempt && strcmp(command + (late ? 13 : 8), "lowest") == 0) {
         trace_preempt_lowest();
     }
     free(owned);

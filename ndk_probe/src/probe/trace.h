@@ -108,8 +108,8 @@ void trace_req_created(const ANpuManager_AllocRequest *req);
 void trace_req_cookie(const ANpuManager_AllocRequest *req, const void *cookie);
 void trace_req_onpreempt(const ANpuManager_AllocRequest *req, bool set);
 void trace_submitted(ANpuManager_AllocRequest *const *reqs, size_t n);
-/* A vnpu preempt=<buffer> (registry index) or preempt=lowest returned 0: the onPreempt is owed when
- * the buffer's submission may have had one. */
+/* A vnpu preempt=<buffer> (registry index) or preempt=lowest returned 0 (preempt_late= alike): the
+ * onPreempt is owed when the buffer's submission may have had one. */
 void trace_preempt_commanded(size_t index);
 /* Around the command: the buffer it names, so an onPreempt delivered inside the call acts on it. */
 void trace_preempt_targeted(size_t index, bool on);

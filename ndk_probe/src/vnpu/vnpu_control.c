@@ -16,6 +16,12 @@
 #include "vocabulary.h"
 #pragma GCC diagnostic pop
 
+/* How much later than usual the onPreempt of `preempt_late=` is due (docs/vnpu.md §7): long enough
+ * for the application's next calls (a free, a map) to come before it, short enough for the probe's
+ * settle budget (2 s; 300 ms while the fuzzer shrinks). The value is the vocabulary's, which the
+ * fuzz generator reads too. */
+#define VNPU_PREEMPT_LATE_MS NPUCONF_PREEMPT_LATE_MS
+
 static bool parse_u64(const char *s, int base, uint64_t *out)
 {
     if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ')
@@ -29,14 +35,16 @@ static bool parse_u64(const char *s, int base, uint64_t *out)
     return true;
 }
 
-static int cmd_preempt(const char *arg)
+/* preempt=<target> (late_ns 0) and preempt_late=<target> (VNPU_PREEMPT_LATE_MS): the same targets
+ * and errors; only the onPreempt is due later. */
+static int cmd_preempt(const char *arg, uint64_t late_ns)
 {
     int err = ENOENT;
     vnpu_lock();
     if (strcmp(arg, "lowest") == 0) {
         ANpuBuffer *victim = vnpu_policy_victim_locked();
         if (victim != NULL)
-            err = vnpu_preempt_locked(victim);
+            err = vnpu_preempt_late_locked(victim, late_ns);
     } else {
         uint64_t addr;
         if (strncmp(arg, "0x", 2) != 0 || !parse_u64(arg + 2, 16, &addr) || addr > UINTPTR_MAX) {
@@ -45,7 +53,7 @@ static int cmd_preempt(const char *arg)
             /* Compared with live buffers only; an unknown address is never dereferenced. */
             for (ANpuBuffer *b = vnpu_dev()->buffers; b != NULL; b = b->next)
                 if ((uintptr_t)b == (uintptr_t)addr)
-                    err = vnpu_preempt_locked(b);
+                    err = vnpu_preempt_late_locked(b, late_ns);
         }
     }
     vnpu_unlock();
@@ -95,7 +103,9 @@ static int run(const char *command)
     uint64_t n;
 #define KEY(k) (klen == sizeof(k) - 1 && strncmp(command, k, klen) == 0)
     if (KEY("preempt"))
-        return cmd_preempt(arg);
+        return cmd_preempt(arg, 0);
+    if (KEY("preempt_late"))
+        return cmd_preempt(arg, (uint64_t)VNPU_PREEMPT_LATE_MS * 1000000u);
     if (KEY("pressure"))
         return parse_u64(arg, 10, &n) ? cmd_pressure(n) : EINVAL;
     if (KEY("delay_ms")) {

@@ -151,7 +151,16 @@ static void start_worker_locked(void)
 
 void vnpu_enqueue_locked(struct vnpu_job *job)
 {
-    uint64_t delay_ns = g_dev.delay_ms * 1000000u + g_dev.profile.callback_delay_us * 1000u;
+    vnpu_enqueue_late_locked(job, 0);
+}
+
+/* The queue is strictly FIFO by insertion and the worker only ever takes the head (worker_main):
+ * a job due late (preempt_late=) holds every job queued after it until it has run. That keeps the
+ * orders the model relies on (onAlloc before that buffer's onLoad and onPreempt, callbacks in
+ * submission order); it only delays the later callbacks, which the text allows. */
+void vnpu_enqueue_late_locked(struct vnpu_job *job, uint64_t extra_ns)
+{
+    uint64_t delay_ns = g_dev.delay_ms * 1000000u + g_dev.profile.callback_delay_us * 1000u + extra_ns;
     job->due_ns = mono_ns() + delay_ns;
     job->next = NULL;
     if (g_dev.tail != NULL)

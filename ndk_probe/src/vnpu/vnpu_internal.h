@@ -114,6 +114,7 @@ struct ANpuBuffer {
     bool delivered;      /* onAlloc(0, buf) has started */
     bool preempted;
     bool cancel_pending; /* aosp-2026: preempted while allocating/loading */
+    uint64_t cancel_late_ns; /* aosp-2026: with cancel_pending, the onPreempt's extra delay */
     bool load_poisoned;  /* aosp-2026: a failed load wedges later loads (LOAD-6) */
     bool accounted;      /* counted by the budget / the policy */
     /* The block the policy gave it (acl, caching, arena): bytes taken, region, arena offset. */
@@ -203,6 +204,8 @@ uint64_t vnpu_arena_used_locked(void);
 
 /* Preempts buf: 0, or an errno (ENOENT, EBUSY). Queues the callbacks it owes. */
 int vnpu_preempt_locked(ANpuBuffer *buf);
+/* The same, its onPreempt due late_ns later than it would be (preempt_late=). */
+int vnpu_preempt_late_locked(ANpuBuffer *buf, uint64_t late_ns);
 bool vnpu_preemptable_locked(const ANpuBuffer *buf);
 
 /* ---- jobs and the worker (vnpu_jobs.c, vnpu_device.c) ---- */
@@ -260,5 +263,7 @@ void vnpu_lock(void);
 void vnpu_unlock(void);
 /* Queues an asynchronous job (delay applied) and makes sure the worker runs. */
 void vnpu_enqueue_locked(struct vnpu_job *job);
+/* The same, due extra_ns later still. The queue stays FIFO: later jobs wait behind this one. */
+void vnpu_enqueue_late_locked(struct vnpu_job *job, uint64_t extra_ns);
 
 #endif

@@ -63,6 +63,25 @@ int vnpu_copy_segment(int src, int64_t off, int64_t len, int dst, int64_t dst_of
     return err;
 }
 
+/* aosp-2026: the onPreempt owed after an ECANCELED result, on this thread at once, or (the buffer
+ * was preempted by preempt_late=) as a job of its own, due that much later. */
+static void cancelled_preempt(ANpuBuffer *buf, void *cookie)
+{
+    if (buf->on_preempt == NULL)
+        return;
+    vnpu_lock();
+    uint64_t late_ns = buf->cancel_late_ns;
+    if (late_ns != 0) {
+        struct vnpu_job *job = vnpu_job_new(VNPU_JOB_PREEMPT);
+        job->buf = buf;
+        buf->jobs++;
+        vnpu_enqueue_late_locked(job, late_ns);
+    }
+    vnpu_unlock();
+    if (late_ns == 0)
+        buf->on_preempt(cookie);
+}
+
 /* Drops the job's reference on its buffer after the callbacks returned. */
 static void job_done(ANpuBuffer *buf)
 {
@@ -105,8 +124,8 @@ static void run_alloc(struct vnpu_job *job)
     vnpu_unlock();
     if (err != 0) {
         job->on_alloc(cookie, err, NULL);
-        if (cancelled && buf->on_preempt != NULL)
-            buf->on_preempt(cookie);
+        if (cancelled)
+            cancelled_preempt(buf, cookie);
     } else {
         job->on_alloc(cookie, 0, buf);
     }
@@ -145,8 +164,8 @@ static void run_load(struct vnpu_job *job)
     vnpu_unlock();
     if (!dropped) {
         job->on_load(cookie, err, buf);
-        if (cancelled && buf->on_preempt != NULL)
-            buf->on_preempt(cookie);
+        if (cancelled)
+            cancelled_preempt(buf, cookie);
     }
     job_done(buf);
 }
