@@ -43,15 +43,19 @@ class FuzzDivergence:
     shrunk: bool = True
     replayed: int = 0  # runs of the written scenario that gave the same verdict and clause
     replay_runs: int = 0  # of how many
+    # Programs of the group shrunk (the first few it met): the scenario kept replays most often, then is the
+    # shortest (a divergence may have several routes, some racy or longer).
+    shrinks: int = 0
 
     def replay_text(self) -> str:
         if not self.shrunk:
             return "not checked"
+        tries = f", best of {self.shrinks} shrunk" if self.shrinks > 1 else ""
         if self.replay_runs == 0:
-            return "yes" if self.replays else "NO"
+            return ("yes" if self.replays else "NO") + tries
         if self.replays:
-            return f"yes ({self.replayed} of {self.replay_runs})"
-        return f"{'NO' if self.replayed == 0 else 'SOMETIMES'} ({self.replayed} of {self.replay_runs})"
+            return f"yes ({self.replayed} of {self.replay_runs}{tries})"
+        return f"{'NO' if self.replayed == 0 else 'SOMETIMES'} ({self.replayed} of {self.replay_runs}{tries})"
 
     def seen_again(self) -> FuzzDivergence:
         return dataclasses.replace(self, count=self.count + 1)

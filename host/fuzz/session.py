@@ -52,6 +52,9 @@ FIRST_BATCHES: Final = (5, 10, 25)
 INTERRUPT_SETTLE_S: Final = 0.25
 # After Ctrl-C: how long the workers get to finish their batch before the reports are written without them.
 STOP_GRACE_S: Final = 5.0
+# How many programs of one group are shrunk: a divergence may have several routes, some racy or longer
+# than others; the scenario kept is the one that replays most often, then the shortest.
+GROUP_SHRINKS: Final = 5
 # How many times the written scenario is run again to check that it replays.
 REPLAYS: Final = 3
 BUDGET = re.compile(r"([0-9]+(?:\.[0-9]+)?)(s|m)?\Z")
@@ -284,7 +287,10 @@ class _Worker:
         run = self.run
         known = run.get(self.name, found.signature)
         if known is not None:
-            run.put(self.name, known.seen_again())
+            if shrink_it and known.shrunk and known.shrinks < GROUP_SHRINKS:
+                self._shrink_again(program, found, known)
+            else:
+                run.put(self.name, known.seen_again())
             return
         seed = run.request.seed
         generated = _scenario(program, found, seed, shrunk=False)
@@ -307,7 +313,30 @@ class _Worker:
         current = run.get(self.name, found.signature)
         run.put(self.name, dataclasses.replace(shrunk, count=current.count if current is not None else 1))
         run.append("shrunk", **dataclasses.asdict(shrunk))
-        if run.request.until_found and run.first_written():
+        self._found_if_settled(shrunk)
+
+    def _shrink_again(self, program: Program, found: Result, known: FuzzDivergence) -> None:
+        """Another program of the group is shrunk (it may take another route to the same clause): the
+        scenario that replays more often, then the shorter, is kept; the other file is removed."""
+        run = self.run
+        again = self._shrink_and_write(program, found, dataclasses.replace(
+            known, program=found.program_id, steps_before=step_count(program)))
+        current = run.get(self.name, found.signature) or known
+        better = (again.replayed, -again.steps_after) > (current.replayed, -current.steps_after)
+        kept, dropped = (again, current) if better else (current, again)
+        if dropped.scenario != kept.scenario:
+            Path(dropped.scenario).unlink(missing_ok=True)
+        kept = dataclasses.replace(kept, count=current.count + 1, shrinks=again.shrinks)
+        run.put(self.name, kept)
+        if better:
+            run.append("shrunk", **dataclasses.asdict(kept))
+        self._found_if_settled(kept)
+
+    def _found_if_settled(self, shrunk: FuzzDivergence) -> None:
+        """--until-found ends the run once a group has had its GROUP_SHRINKS shrinks (or at the budget's
+        end, with the scenarios kept so far)."""
+        run = self.run
+        if run.request.until_found and shrunk.shrinks >= GROUP_SHRINKS and run.first_written():
             self.status = "found"
 
     def _run_unless_stopped(self, programs: Sequence[Program]) -> list[Result | None]:
@@ -344,6 +373,7 @@ class _Worker:
             replay_runs=REPLAYS,
             shrunk_reason=replay.reason if replay is not None else "",
             shrunk=True,
+            shrinks=first.shrinks + 1,
         )
 
     def summary(self) -> FuzzDevice:

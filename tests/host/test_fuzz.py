@@ -15,6 +15,7 @@ from host.fuzz import Budget, generate, step_count
 from host.fuzz.shrink import normalise
 from host.suite import load_catalogue
 from reference_model.scenario import parse_scenario
+from reference_model.verdicts import Verdict
 from reference_model.vocabulary import Op
 from tests.conftest import npuconf
 from tests.host.test_end_to_end import build_defective_vnpu
@@ -533,3 +534,44 @@ def check_program(program: dict) -> str | None:
     from host.fuzz.legal import check
 
     return check(program)
+
+
+def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tmp_path, monkeypatch):
+    """A divergence with two routes, one racy: the first shrunk scenario replays 1 of 3; the group's next
+    programs are shrunk too (GROUP_SHRINKS in all, 3 here) and the scenario that replays 3 of 3, then the shorter,
+    is kept (the others' files go); --until-found ends after the group's last shrink."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from host.fuzz import session
+
+    monkeypatch.setattr(session, "GROUP_SHRINKS", 3)
+    run = session._Run(SimpleNamespace(seed=1, until_found=True), tmp_path)  # type: ignore[arg-type]
+    worker = session._Worker.__new__(session._Worker)
+    worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"
+    outcomes = iter([(1, 11), (3, 13), (3, 12)])
+
+    def shrink_and_write(program, found, first):
+        replayed, steps = next(outcomes)
+        path = tmp_path / f"{found.program_id}.yaml"
+        path.write_text("scenario")
+        return dataclasses.replace(first, steps_after=steps, scenario=str(path), replays=replayed == 3,
+                                   replayed=replayed, replay_runs=3, shrunk=True, shrinks=first.shrinks + 1)
+
+    worker._shrink_and_write = shrink_and_write
+    found = [SimpleNamespace(signature="FAIL:x", verdict=Verdict.FAIL, clause="x", quote="q", reason="r",
+                             program_id=f"fuzz.s1_{k}", record={}) for k in range(4)]
+    program = {"id": "p", "title": "t", "clauses": ["x"], "requires": [], "timeout_ms": 20000,
+               "steps": [{"req_create": {"req": "r"}}]}
+    kept = []
+    for k in range(3):
+        worker._divergent(program, found[k], k + 1, shrink_it=True)
+        kept.append(run.get("local", "FAIL:x"))
+        assert run.enough.is_set() == (k == 2)
+    assert [(d.replayed, d.steps_after, d.shrinks, d.count) for d in kept] == [(1, 11, 1, 1), (3, 13, 2, 2),
+                                                                               (3, 12, 3, 3)]
+    assert [Path(d.scenario).exists() for d in kept] == [False, False, True]
+    assert worker.status == "found" and "best of 3 shrunk" in kept[2].replay_text()
+    worker._divergent(program, found[3], 4, shrink_it=True)  # its shrinks are spent: counted only
+    again = run.get("local", "FAIL:x")
+    assert again is not None and (again.steps_after, again.count, again.shrinks) == (12, 4, 3)

@@ -89,7 +89,7 @@ VNPU_API void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fdToOwn, int64_t fileOff
     bool immediate = job->immediate;
     int err = job->error;
     if (!immediate)
-        vnpu_enqueue_locked(job); /* the worker owns it from here */
+        vnpu_enqueue_late_locked(job, VNPU_LOAD_NS); /* the worker owns it from here */
     vnpu_unlock();
     if (src >= 0)
         close(src);

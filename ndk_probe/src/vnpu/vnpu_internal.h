@@ -266,4 +266,10 @@ void vnpu_enqueue_locked(struct vnpu_job *job);
 /* The same, due extra_ns later still. The queue stays FIFO: later jobs wait behind this one. */
 void vnpu_enqueue_late_locked(struct vnpu_job *job, uint64_t extra_ns);
 
+/* How long an asynchronous load takes at least. A real NPU copies the segment over a bus; without this
+ * floor the worker finished a small load within microseconds and whether the application's next call
+ * (a free, a map) met the load in flight was a coin toss. With it, a call right after loadAsync meets
+ * the load in flight, and a reproduction that depends on it replays every time. */
+#define VNPU_LOAD_NS 5000000u
+
 #endif
