@@ -401,3 +401,27 @@ def check(program: Mapping[str, Any]) -> str | None:
 
 def legal(program: Mapping[str, Any]) -> bool:
     return check(program) is None
+
+
+def refusable_with_onpreempt(program: Mapping[str, Any]) -> list[int]:
+    """Positions (in ``program["steps"]``) of the allocAsync steps that submit, with onPreempt in the
+    snapshot, a request a conforming device may refuse: one without the pair's device and type or a size,
+    or one submitted under pressure. Its onAlloc may fail, and then no onPreempt may follow
+    (preempt-callback-on-forced-dealloc); one that comes anyway comes after that onAlloc, so only a
+    program that waits for the onAlloc and then pauses shows it before teardown. The steps are replayed
+    as ``check`` does, up to the first illegal one."""
+    c = _Caller()
+    out: list[int] = []
+    for position, item in enumerate(program["steps"]):
+        flat = [step for block in item["parallel"] for step in block] if "parallel" in item else [item]
+        for step in flat:
+            ((op, args),) = step.items()
+            before = len(c.subs)
+            try:
+                _step(c, op, args or {})
+            except (Illegal, KeyError, TypeError):
+                return out
+            refused = op == "alloc" and any(s.onpreempt and not s.ok for s in c.subs[before:])
+            if refused and position not in out:
+                out.append(position)
+    return out

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from .execute import Result
-from .legal import PAGE, check
+from .generate import AWAIT_MS, PREEMPT_PAUSE_MS
+from .legal import PAGE, check, refusable_with_onpreempt
 
 Program = dict[str, Any]
 RunFn = Callable[[Sequence[Program]], list[Result | None]]
@@ -57,7 +58,8 @@ def _wide_cookie(step: dict[str, Any]) -> bool:
 
 
 def normalise(program: Program) -> Program:
-    """Recompute the wait counts and `requires` after an edit; drop waits for nothing."""
+    """Recompute the wait counts and `requires` after an edit; drop waits for nothing; keep the pause after
+    the onAlloc of a submission that may fail with onPreempt set (``_pause_after_refusals``)."""
     out = copy.deepcopy(program)
     allocs = loads = preempts = 0
     steps: list[dict[str, Any]] = []
@@ -83,6 +85,7 @@ def normalise(program: Program) -> Program:
             args["count"] = min(args["count"], preempts)
         steps.append(item)
     out["steps"] = steps
+    _pause_after_refusals(out, allocs)
     ops = {next(iter(step)) for step in flat_steps(out)}
     requires = ["supported-pair"] if "supported-pair" in program.get("requires", ()) else []
     if ops & {"buf_load", "file_new"}:
@@ -93,6 +96,28 @@ def normalise(program: Program) -> Program:
         requires.append("pointer-64")
     out["requires"] = requires
     return out
+
+
+def _pause_after_refusals(program: Program, owed: int) -> None:
+    """After a submission that a conforming device may refuse, with onPreempt set (an invalid request, or
+    pressure), an onPreempt must not follow its failed onAlloc; one that does comes after the onAlloc, on
+    the device's thread, and the probe's teardown waits only for what is owed. So the wait for that onAlloc
+    (the first await_alloc after the submission, or one added at the end) is followed by a pause of
+    PREEMPT_PAUSE_MS, as the corpus's never_allocated scenarios do. Without it the FAIL depends on whether
+    that thread runs before the child exits: candidates that dropped the pause passed the shrinker's
+    confirmation runs and their scenario then replayed 2 of 3 times. The pause cannot be shrunk away: a
+    candidate without it is normalised back. ``owed``: the onAllocs the whole program owes."""
+    steps = program["steps"]
+    for position in reversed(refusable_with_onpreempt(program)):
+        wait = next((j for j in range(position + 1, len(steps)) if "await_alloc" in steps[j]), None)
+        if wait is None:
+            steps.append({"await_alloc": {"count": owed, "timeout_ms": AWAIT_MS}})
+            wait = len(steps) - 1
+        after = steps[wait + 1] if wait + 1 < len(steps) else {}
+        if "sleep_ms" in after:
+            after["sleep_ms"]["ms"] = max(after["sleep_ms"]["ms"], PREEMPT_PAUSE_MS)
+        else:
+            steps.insert(wait + 1, {"sleep_ms": {"ms": PREEMPT_PAUSE_MS}})
 
 
 def _chunk_removals(program: Program, size: int) -> Iterator[Program]:
@@ -234,15 +259,17 @@ def _quick(program: Program) -> Program:
     return out
 
 
-def _first_match(candidates: list[Program], same: Callable[[Result], bool], run: RunFn) -> tuple[Program | None, int]:
+def _first_match(candidates: list[Program], same: Callable[[Result], bool], run: RunFn,
+                 current: Program) -> tuple[Program | None, int]:
     """The first candidate that is legal (host.fuzz.legal) and gives the same verdict and signature; and how
-    many candidates ran. Illegal candidates never run."""
+    many candidates ran. Illegal candidates never run, nor those that normalise back to ``current`` or
+    beyond its size (an edit whose pause normalise puts back, ``_pause_after_refusals``)."""
     legal_ones: list[Program] = []
-    seen: set[str] = set()
+    seen: set[str] = {repr(current["steps"])}
     for c in candidates:
         c = normalise(c)
         key = repr(c["steps"])
-        if key in seen or check(c) is not None:
+        if key in seen or step_count(c) > step_count(current) or check(c) is not None:
             continue
         seen.add(key)
         legal_ones.append(c)
@@ -281,7 +308,7 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tupl
     size = max(1, len(current["steps"]) // 2)
     while time.monotonic() < deadline:
         candidates = list(_chunk_removals(current, size))
-        better, ran = _first_match(candidates, same, run) if candidates else (None, 0)
+        better, ran = _first_match(candidates, same, run, current) if candidates else (None, 0)
         tried += ran
         if better is not None:
             current = better
@@ -293,7 +320,7 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tupl
         for edit in EDITS:
             if time.monotonic() >= deadline:
                 break
-            better, ran = _first_match(list(edit(current)), same, run)
+            better, ran = _first_match(list(edit(current)), same, run, current)
             tried += ran
             if better is not None:
                 break
