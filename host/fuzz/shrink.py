@@ -8,7 +8,12 @@ cookie_new dropped); a bind by cookie becomes a bind by position where arrival o
 (so that its cookie can become an integer too); a batch allocAsync keeps one request; priorities go to
 the default; sizes and lengths go down to one page (all at once, or one request's size). After each edit
 the wait counts are recomputed (await_alloc waits for the onAllocs the program still owes, await_load
-for its onLoads) and `requires` follows the ops and cookies left.
+for its onLoads) and `requires` follows the ops and cookies left. A submission a conforming device may
+refuse, with onPreempt set, keeps a wait for its onAlloc and a pause after it, and a commanded preemption
+of a buffer without onPreempt the pause after it: an onPreempt that must not come shows in the trace
+only if the program is still running when it comes, and the confirmation runs below cannot tell a
+program that shows it by design from one that showed it by luck (an edit that drops such a pause is put
+back, and the candidate equal to the kept program never runs).
 
 Every candidate must be a legal program (host.fuzz.legal: no step on a freed or never-bound handle, no
 map beyond the request's protection, no wait for callbacks nobody owes...): an illegal one never runs,
@@ -25,7 +30,7 @@ from typing import Any, Final
 
 from .execute import Result
 from .generate import AWAIT_MS, PREEMPT_PAUSE_MS
-from .legal import PAGE, check, refusable_with_onpreempt
+from .legal import PAGE, check, preempted_without_onpreempt, refusable_with_onpreempt
 
 Program = dict[str, Any]
 RunFn = Callable[[Sequence[Program]], list[Result | None]]
@@ -59,7 +64,7 @@ def _wide_cookie(step: dict[str, Any]) -> bool:
 
 def normalise(program: Program) -> Program:
     """Recompute the wait counts and `requires` after an edit; drop waits for nothing; keep the pause after
-    the onAlloc of a submission that may fail with onPreempt set (``_pause_after_refusals``)."""
+    an event after which an onPreempt must not come (``_keep_pauses``)."""
     out = copy.deepcopy(program)
     allocs = loads = preempts = 0
     steps: list[dict[str, Any]] = []
@@ -85,7 +90,7 @@ def normalise(program: Program) -> Program:
             args["count"] = min(args["count"], preempts)
         steps.append(item)
     out["steps"] = steps
-    _pause_after_refusals(out, allocs)
+    _keep_pauses(out, allocs)
     ops = {next(iter(step)) for step in flat_steps(out)}
     requires = ["supported-pair"] if "supported-pair" in program.get("requires", ()) else []
     if ops & {"buf_load", "file_new"}:
@@ -98,26 +103,37 @@ def normalise(program: Program) -> Program:
     return out
 
 
-def _pause_after_refusals(program: Program, owed: int) -> None:
-    """After a submission that a conforming device may refuse, with onPreempt set (an invalid request, or
-    pressure), an onPreempt must not follow its failed onAlloc; one that does comes after the onAlloc, on
-    the device's thread, and the probe's teardown waits only for what is owed. So the wait for that onAlloc
-    (the first await_alloc after the submission, or one added at the end) is followed by a pause of
-    PREEMPT_PAUSE_MS, as the corpus's never_allocated scenarios do. Without it the FAIL depends on whether
-    that thread runs before the child exits: candidates that dropped the pause passed the shrinker's
-    confirmation runs and their scenario then replayed 2 of 3 times. The pause cannot be shrunk away: a
-    candidate without it is normalised back. ``owed``: the onAllocs the whole program owes."""
+def _keep_pauses(program: Program, owed: int) -> None:
+    """The pauses that let an onPreempt that must not come show in the trace. It would come on the device's
+    thread after the event that makes it wrong, and the probe's teardown waits only for callbacks owed, so
+    without a pause the child may exit first and the FAIL depends on thread timing: candidates without
+    it passed the shrinker's confirmation runs and their scenario then replayed 2 of 3 times
+    (M_PREEMPT_ON_FAILED; M_LIVE_CALLBACKS 1 of 3). A candidate that dropped a pause is normalised back.
+    - After a submission a conforming device may refuse, with onPreempt set (an invalid request, or
+      pressure): no onPreempt may follow its failed onAlloc (preempt-callback-on-forced-dealloc). The wait
+      for that onAlloc (the first await_alloc after the submission, or one added at the end; ``owed``:
+      the onAllocs the whole program owes) is followed by a pause, as the corpus's
+      `preemption.*_with_onpreempt_no_callback` scenarios do.
+    - After a commanded preemption of a buffer whose snapshot had no onPreempt (req-onpreempt-default-null):
+      the pause the generator put there."""
     steps = program["steps"]
     for position in reversed(refusable_with_onpreempt(program)):
         wait = next((j for j in range(position + 1, len(steps)) if "await_alloc" in steps[j]), None)
         if wait is None:
             steps.append({"await_alloc": {"count": owed, "timeout_ms": AWAIT_MS}})
             wait = len(steps) - 1
-        after = steps[wait + 1] if wait + 1 < len(steps) else {}
-        if "sleep_ms" in after:
-            after["sleep_ms"]["ms"] = max(after["sleep_ms"]["ms"], PREEMPT_PAUSE_MS)
-        else:
-            steps.insert(wait + 1, {"sleep_ms": {"ms": PREEMPT_PAUSE_MS}})
+        _pause_at(steps, wait + 1)
+    for position in reversed(preempted_without_onpreempt(program)):
+        _pause_at(steps, position + 1)
+
+
+def _pause_at(steps: list[dict[str, Any]], at: int) -> None:
+    """A pause of at least PREEMPT_PAUSE_MS as step ``at``: the sleep there lengthened, or one inserted."""
+    after = steps[at] if at < len(steps) else {}
+    if "sleep_ms" in after:
+        after["sleep_ms"]["ms"] = max(after["sleep_ms"]["ms"], PREEMPT_PAUSE_MS)
+    else:
+        steps.insert(at, {"sleep_ms": {"ms": PREEMPT_PAUSE_MS}})
 
 
 def _chunk_removals(program: Program, size: int) -> Iterator[Program]:
@@ -263,7 +279,7 @@ def _first_match(candidates: list[Program], same: Callable[[Result], bool], run:
                  current: Program) -> tuple[Program | None, int]:
     """The first candidate that is legal (host.fuzz.legal) and gives the same verdict and signature; and how
     many candidates ran. Illegal candidates never run, nor those that normalise back to ``current`` or
-    beyond its size (an edit whose pause normalise puts back, ``_pause_after_refusals``)."""
+    beyond its size (an edit whose pause normalise puts back, ``_keep_pauses``)."""
     legal_ones: list[Program] = []
     seen: set[str] = {repr(current["steps"])}
     for c in candidates:

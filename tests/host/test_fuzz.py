@@ -486,11 +486,20 @@ REFUSED = [{"req_create": {"req": "r"}}, {"req_set_onalloc": {"req": "r", "set":
      [{"vnpu": {"command": "pressure=1048576"}}, *_request("r"), {"req_set_onpreempt": {"req": "r", "set": True}},
       {"alloc": {"reqs": ["r"]}}, {"await_alloc": {"count": 1, "timeout_ms": 2000}}, {"sleep_ms": {"ms": 100}},
       {"req_free": {"req": "r"}}]),
+    # a commanded preemption of a buffer without onPreempt in its snapshot (set on the request after
+    # allocAsync): M_LIVE_CALLBACKS's shrunk scenario as written before, ending at the command
+    ([*BASE, {"req_set_onpreempt": {"req": "r", "set": True}}, {"vnpu": {"command": "preempt=b"}}],
+     [*BASE, {"req_set_onpreempt": {"req": "r", "set": True}}, {"vnpu": {"command": "preempt=b"}},
+      {"sleep_ms": {"ms": 100}}]),
+    # the onPreempt of a buffer whose snapshot had it is owed and waited for by teardown: no pause
+    ([*_request("r", onpreempt=True), {"alloc": {"reqs": ["r"]}}, {"await_alloc": {"count": 1, "timeout_ms": 2000}},
+      {"bind": {"buf": "b", "select": {"cookie": "c"}}}, {"vnpu": {"command": "preempt=b"}}], None),
 ])
-def test_normalise_keeps_a_pause_after_a_refusable_onalloc_with_onpreempt(steps, expected):
-    """An onPreempt that must not follow a failed onAlloc (preempt-callback-on-forced-dealloc) comes, if at
-    all, after that onAlloc on the device's thread: without a wait for the onAlloc and a pause, the child
-    may exit first and the scenario replays to PASS by thread timing (M_PREEMPT_ON_FAILED, 2 of 3)."""
+def test_normalise_keeps_a_pause_where_an_onpreempt_must_not_come(steps, expected):
+    """An onPreempt that must not come (after a failed onAlloc: preempt-callback-on-forced-dealloc; after a
+    commanded preemption of a buffer without onPreempt: req-onpreempt-default-null) comes, if at all, on
+    the device's thread after the event: without a wait and a pause the child may exit first and the
+    scenario replays to PASS by thread timing (M_PREEMPT_ON_FAILED 2 of 3, M_LIVE_CALLBACKS 1 of 3)."""
     out = normalise(_program(steps))
     assert out["steps"] == (steps if expected is None else expected)
     assert normalise(out)["steps"] == out["steps"]
