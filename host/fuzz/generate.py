@@ -433,7 +433,7 @@ def _preempt(s: _State) -> None:
     else:
         # No onPreempt in the submission's snapshot: none may come (req-onpreempt-default-null, also when
         # the request's onPreempt was set after allocAsync). A short pause lets one that comes anyway show
-        # in the trace before teardown, whatever steps follow (the shrinker keeps it only where it matters).
+        # in the trace before teardown, whatever steps follow (the shrinker keeps it: shrink._keep_pauses).
         s.add("sleep_ms", ms=PREEMPT_PAUSE_MS + (PREEMPT_LATE_MS if late else 0))
 
 

@@ -33,7 +33,7 @@ The caller's state follows docs/formats.md §2 and the text:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -431,3 +431,44 @@ def check(program: Mapping[str, Any]) -> str | None:
 
 def legal(program: Mapping[str, Any]) -> bool:
     return check(program) is None
+
+
+def _positions(program: Mapping[str, Any], hit: Callable[[_Caller, str, Mapping[str, Any], int], bool]) -> list[int]:
+    """Positions (in ``program["steps"]``) of the steps for which ``hit(state after the step, op, args,
+    submissions before it)`` holds; the steps are replayed as ``check`` does, up to the first illegal one."""
+    c = _Caller()
+    out: list[int] = []
+    for position, item in enumerate(program["steps"]):
+        flat = [step for block in item["parallel"] for step in block] if "parallel" in item else [item]
+        for step in flat:
+            ((op, args),) = step.items()
+            before = len(c.subs)
+            try:
+                _step(c, op, args or {})
+            except (Illegal, KeyError, TypeError):
+                return out
+            if hit(c, op, args or {}, before) and position not in out:
+                out.append(position)
+    return out
+
+
+def refusable_with_onpreempt(program: Mapping[str, Any]) -> list[int]:
+    """Positions of the allocAsync steps that submit, with onPreempt in the snapshot, a request a conforming
+    device may refuse: one without the pair's device and type or a size, or one submitted under pressure.
+    Its onAlloc may fail, and then no onPreempt may follow (preempt-callback-on-forced-dealloc); one that
+    comes anyway comes after that onAlloc, so only a program that waits for the onAlloc and then pauses
+    shows it before teardown."""
+    return _positions(program, lambda c, op, a, before: op == "alloc"
+                      and any(s.onpreempt and not s.ok for s in c.subs[before:]))
+
+
+def preempted_without_onpreempt(program: Mapping[str, Any]) -> list[int]:
+    """Positions of the commanded preemptions (`vnpu preempt=`, `preempt_late=`) of a buffer whose snapshot had
+    no onPreempt: none may come (req-onpreempt-default-null, also when the request's onPreempt was set
+    after allocAsync), and one that comes anyway comes on the device's thread after the command, so only
+    a pause after the command shows it before teardown."""
+    def hit(c: _Caller, op: str, a: Mapping[str, Any], before: int) -> bool:
+        key, _, value = str(a.get("command", "")).partition("=")
+        return op == "vnpu" and key in PREEMPT_KEYS and not c.bufs[value].onpreempt
+
+    return _positions(program, hit)

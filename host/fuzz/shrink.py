@@ -9,7 +9,12 @@ cookie_new dropped); a bind by cookie becomes a bind by position where arrival o
 the default; sizes and lengths go down to one page (all at once, or one request's size). After each edit
 the wait counts are recomputed (await_alloc waits for the onAllocs the program still owes, await_load
 for its onLoads) and `requires` follows the ops and cookies left. No edit changes a vnpu command: a
-`preempt_late=` (whose late onPreempt may be what makes the divergence show every time) stays one.
+`preempt_late=` (whose late onPreempt may be what makes the divergence show every time) stays one. A
+submission a conforming device may refuse, with onPreempt set, keeps a wait for its onAlloc and a pause
+after it, and a commanded preemption of a buffer without onPreempt the pause after it: an onPreempt that
+must not come shows in the trace only if the program is still running when it comes, and the confirmation
+runs below cannot tell a program that shows it by design from one that showed it by luck (an edit that
+drops such a pause is put back, and the candidate equal to the kept program never runs).
 
 Every candidate must be a legal program (host.fuzz.legal: no step on a freed or never-bound handle, no
 map beyond the request's protection, no wait for callbacks nobody owes...): an illegal one never runs,
@@ -24,8 +29,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
+from reference_model.vocabulary import PREEMPT_LATE_MS
+
 from .execute import Result
-from .legal import PAGE, PREEMPT_KEYS, check
+from .generate import AWAIT_MS, PREEMPT_PAUSE_MS
+from .legal import PAGE, PREEMPT_KEYS, check, preempted_without_onpreempt, refusable_with_onpreempt
 
 Program = dict[str, Any]
 RunFn = Callable[[Sequence[Program]], list[Result | None]]
@@ -58,7 +66,8 @@ def _wide_cookie(step: dict[str, Any]) -> bool:
 
 
 def normalise(program: Program) -> Program:
-    """Recompute the wait counts and `requires` after an edit; drop waits for nothing."""
+    """Recompute the wait counts and `requires` after an edit; drop waits for nothing; keep the pause after
+    an event after which an onPreempt must not come (``_keep_pauses``)."""
     out = copy.deepcopy(program)
     allocs = loads = preempts = 0
     steps: list[dict[str, Any]] = []
@@ -84,6 +93,7 @@ def normalise(program: Program) -> Program:
             args["count"] = min(args["count"], preempts)
         steps.append(item)
     out["steps"] = steps
+    _keep_pauses(out, allocs)
     ops = {next(iter(step)) for step in flat_steps(out)}
     requires = ["supported-pair"] if "supported-pair" in program.get("requires", ()) else []
     if ops & {"buf_load", "file_new"}:
@@ -94,6 +104,40 @@ def normalise(program: Program) -> Program:
         requires.append("pointer-64")
     out["requires"] = requires
     return out
+
+
+def _keep_pauses(program: Program, owed: int) -> None:
+    """The pauses that let an onPreempt that must not come show in the trace. It would come on the device's
+    thread after the event that makes it wrong, and the probe's teardown waits only for callbacks owed, so
+    without a pause the child may exit first and the FAIL depends on thread timing: candidates without
+    it passed the shrinker's confirmation runs and their scenario then replayed 2 of 3 times
+    (M_PREEMPT_ON_FAILED; M_LIVE_CALLBACKS 1 of 3). A candidate that dropped a pause is normalised back.
+    - After a submission a conforming device may refuse, with onPreempt set (an invalid request, or
+      pressure): no onPreempt may follow its failed onAlloc (preempt-callback-on-forced-dealloc). The wait
+      for that onAlloc (the first await_alloc after the submission, or one added at the end; ``owed``:
+      the onAllocs the whole program owes) is followed by a pause, as the corpus's
+      `preemption.*_with_onpreempt_no_callback` scenarios do.
+    - After a commanded preemption of a buffer whose snapshot had no onPreempt (req-onpreempt-default-null):
+      the pause the generator put there."""
+    steps = program["steps"]
+    for position in reversed(refusable_with_onpreempt(program)):
+        wait = next((j for j in range(position + 1, len(steps)) if "await_alloc" in steps[j]), None)
+        if wait is None:
+            steps.append({"await_alloc": {"count": owed, "timeout_ms": AWAIT_MS}})
+            wait = len(steps) - 1
+        _pause_at(steps, wait + 1)
+    for position in reversed(preempted_without_onpreempt(program)):
+        late = str(steps[position]["vnpu"]["command"]).startswith("preempt_late=")
+        _pause_at(steps, position + 1, PREEMPT_PAUSE_MS + (PREEMPT_LATE_MS if late else 0))
+
+
+def _pause_at(steps: list[dict[str, Any]], at: int, ms: int = PREEMPT_PAUSE_MS) -> None:
+    """A pause of at least ``ms`` as step ``at``: the sleep there lengthened, or one inserted."""
+    after = steps[at] if at < len(steps) else {}
+    if "sleep_ms" in after:
+        after["sleep_ms"]["ms"] = max(after["sleep_ms"]["ms"], ms)
+    else:
+        steps.insert(at, {"sleep_ms": {"ms": ms}})
 
 
 def _chunk_removals(program: Program, size: int) -> Iterator[Program]:
@@ -235,15 +279,17 @@ def _quick(program: Program) -> Program:
     return out
 
 
-def _first_match(candidates: list[Program], same: Callable[[Result], bool], run: RunFn) -> tuple[Program | None, int]:
+def _first_match(candidates: list[Program], same: Callable[[Result], bool], run: RunFn,
+                 current: Program) -> tuple[Program | None, int]:
     """The first candidate that is legal (host.fuzz.legal) and gives the same verdict and signature; and how
-    many candidates ran. Illegal candidates never run."""
+    many candidates ran. Illegal candidates never run, nor those that normalise back to ``current`` or
+    beyond its size (an edit whose pause normalise puts back, ``_keep_pauses``)."""
     legal_ones: list[Program] = []
-    seen: set[str] = set()
+    seen: set[str] = {repr(current["steps"])}
     for c in candidates:
         c = normalise(c)
         key = repr(c["steps"])
-        if key in seen or check(c) is not None:
+        if key in seen or step_count(c) > step_count(current) or check(c) is not None:
             continue
         seen.add(key)
         legal_ones.append(c)
@@ -282,7 +328,7 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tupl
     size = max(1, len(current["steps"]) // 2)
     while time.monotonic() < deadline:
         candidates = list(_chunk_removals(current, size))
-        better, ran = _first_match(candidates, same, run) if candidates else (None, 0)
+        better, ran = _first_match(candidates, same, run, current) if candidates else (None, 0)
         tried += ran
         if better is not None:
             current = better
@@ -294,7 +340,7 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tupl
         for edit in EDITS:
             if time.monotonic() >= deadline:
                 break
-            better, ran = _first_match(list(edit(current)), same, run)
+            better, ran = _first_match(list(edit(current)), same, run, current)
             tried += ran
             if better is not None:
                 break
