@@ -52,9 +52,9 @@ FIRST_BATCHES: Final = (5, 10, 25)
 INTERRUPT_SETTLE_S: Final = 0.25
 # After Ctrl-C: how long the workers get to finish their batch before the reports are written without them.
 STOP_GRACE_S: Final = 5.0
-# How many programs of one group are shrunk at most: a divergence may have several routes, some racy or
-# longer than others; the scenario kept is the one that replays most often, then the shortest. A group
-# settles earlier once a shrink finds nothing better than a scenario that replays every time.
+# How many programs of one group are shrunk (the first it meets): a divergence may have several routes,
+# some racy or longer than others; the scenario kept is the one that replays most often, then the shortest.
+# A shrink that finds nothing better does not say no other route exists, so the group is not settled early.
 GROUP_SHRINKS: Final = 5
 # How many times the written scenario is run again to check that it replays.
 REPLAYS: Final = 3
@@ -195,7 +195,6 @@ class _Worker:
         self.programs = 0
         self.fuzzing_s = 0.0
         self.verdicts: Counter[str] = Counter()
-        self.settled: set[str] = set()  # groups not shrunk again (see GROUP_SHRINKS)
         self.status = "running"
         self.detail = ""
         self.setup_error: KitError | None = None
@@ -289,7 +288,7 @@ class _Worker:
         run = self.run
         known = run.get(self.name, found.signature)
         if known is not None:
-            if shrink_it and known.shrunk and known.shrinks < GROUP_SHRINKS and known.signature not in self.settled:
+            if shrink_it and known.shrunk and known.shrinks < GROUP_SHRINKS:
                 self._shrink_again(program, found, known)
             else:
                 run.put(self.name, known.seen_again())
@@ -332,17 +331,13 @@ class _Worker:
         run.put(self.name, kept)
         if better:
             run.append("shrunk", **dataclasses.asdict(kept))
-        elif kept.replays:
-            self.settled.add(kept.signature)  # reliable, and another route gave nothing shorter
         self._found_if_settled(kept)
 
     def _found_if_settled(self, shrunk: FuzzDivergence) -> None:
-        """--until-found ends the run once a group is settled: a shrink of another of its programs found
-        nothing better than a scenario that replays every time, or it has had its GROUP_SHRINKS shrinks
-        (the budget's end ends it too, with the scenarios kept so far)."""
+        """--until-found ends the run once a group has had its GROUP_SHRINKS shrinks (the budget's end ends
+        it too, with the scenarios kept so far)."""
         run = self.run
-        settled = shrunk.shrinks >= GROUP_SHRINKS or shrunk.signature in self.settled
-        if run.request.until_found and settled and run.first_written():
+        if run.request.until_found and shrunk.shrinks >= GROUP_SHRINKS and run.first_written():
             self.status = "found"
 
     def _run_unless_stopped(self, programs: Sequence[Program]) -> list[Result | None]:

@@ -651,7 +651,6 @@ def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tm
     run = session._Run(SimpleNamespace(seed=1, until_found=True), tmp_path)  # type: ignore[arg-type]
     worker = session._Worker.__new__(session._Worker)
     worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"
-    worker.settled = set()
     outcomes = iter([(1, 11), (3, 13), (3, 12)])
 
     def shrink_and_write(program, found, first):
@@ -678,38 +677,3 @@ def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tm
     worker._divergent(program, found[3], 4, shrink_it=True)  # its shrinks are spent: counted only
     again = run.get("local", "FAIL:x")
     assert again is not None and (again.steps_after, again.count, again.shrinks) == (12, 4, 3)
-
-
-def test_a_group_settles_when_another_shrink_finds_nothing_better(tmp_path):
-    """One route, deterministic: the second shrink gives nothing shorter than a scenario that replays every
-    time, so the group is not shrunk again and --until-found ends there."""
-    import dataclasses
-    from types import SimpleNamespace
-
-    from host.fuzz import session
-
-    run = session._Run(SimpleNamespace(seed=1, until_found=True), tmp_path)  # type: ignore[arg-type]
-    worker = session._Worker.__new__(session._Worker)
-    worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"
-    worker.settled = set()
-    shrunk_programs = []
-
-    def shrink_and_write(program, found, first):
-        shrunk_programs.append(found.program_id)
-        path = tmp_path / f"{found.program_id}.yaml"
-        path.write_text("scenario")
-        return dataclasses.replace(first, steps_after=5, scenario=str(path), replays=True, replayed=3,
-                                   replay_runs=3, shrunk=True, shrinks=first.shrinks + 1)
-
-    worker._shrink_and_write = shrink_and_write
-    program = {"id": "p", "title": "t", "clauses": ["x"], "requires": [], "timeout_ms": 20000,
-               "steps": [{"req_create": {"req": "r"}}]}
-    for k in range(3):
-        worker._divergent(program, SimpleNamespace(signature="FAIL:x", verdict=Verdict.FAIL, clause="x", quote="q",
-                                                   reason="r", program_id=f"fuzz.s1_{k}", record={}), k + 1,
-                          shrink_it=not run.enough.is_set())
-        assert run.enough.is_set() == (k >= 1)
-    kept = run.get("local", "FAIL:x")
-    assert shrunk_programs == ["fuzz.s1_0", "fuzz.s1_1"] and kept is not None and kept.count == 3
-    assert kept.program == "fuzz.s1_0" and Path(kept.scenario).exists()
-    assert not (tmp_path / "fuzz.s1_1.yaml").exists()
