@@ -52,10 +52,13 @@ FIRST_BATCHES: Final = (5, 10, 25)
 INTERRUPT_SETTLE_S: Final = 0.25
 # After Ctrl-C: how long the workers get to finish their batch before the reports are written without them.
 STOP_GRACE_S: Final = 5.0
-# How many programs of one group are shrunk (the first it meets): a divergence may have several routes,
-# some racy or longer than others; the scenario kept is the one that replays most often, then the shortest.
-# A shrink that finds nothing better does not say no other route exists, so the group is not settled early.
+# How many programs of one group are shrunk at most (the first it meets), and for how long in all: a
+# divergence may have several routes, some racy or longer than others; the scenario kept is the one that
+# replays most often, then the shortest. A shrink that finds nothing better does not say no other route
+# exists, so only the count and the time end it (a slow shrink, of a defect whose every candidate waits
+# out a settle, is not repeated).
 GROUP_SHRINKS: Final = 5
+GROUP_SHRINK_S: Final = 20.0
 # How many times the written scenario is run again to check that it replays.
 REPLAYS: Final = 3
 BUDGET = re.compile(r"([0-9]+(?:\.[0-9]+)?)(s|m)?\Z")
@@ -195,6 +198,7 @@ class _Worker:
         self.programs = 0
         self.fuzzing_s = 0.0
         self.verdicts: Counter[str] = Counter()
+        self.shrinking_s: dict[str, float] = {}  # each group's shrinking time so far (GROUP_SHRINK_S)
         self.status = "running"
         self.detail = ""
         self.setup_error: KitError | None = None
@@ -288,7 +292,7 @@ class _Worker:
         run = self.run
         known = run.get(self.name, found.signature)
         if known is not None:
-            if shrink_it and known.shrunk and known.shrinks < GROUP_SHRINKS:
+            if shrink_it and known.shrunk and self._shrinks_left(known):
                 self._shrink_again(program, found, known)
             else:
                 run.put(self.name, known.seen_again())
@@ -314,6 +318,7 @@ class _Worker:
         current = run.get(self.name, found.signature)
         run.put(self.name, dataclasses.replace(shrunk, count=current.count if current is not None else 1))
         run.append("shrunk", **dataclasses.asdict(shrunk))
+        self.shrinking_s[found.signature] = shrunk.shrink_s
         self._found_if_settled(shrunk)
 
     def _shrink_again(self, program: Program, found: Result, known: FuzzDivergence) -> None:
@@ -322,6 +327,7 @@ class _Worker:
         run = self.run
         again = self._shrink_and_write(program, found, dataclasses.replace(
             known, program=found.program_id, steps_before=step_count(program)))
+        self.shrinking_s[found.signature] = self.shrinking_s.get(found.signature, 0.0) + again.shrink_s
         current = run.get(self.name, found.signature) or known
         better = (again.replayed, -again.steps_after) > (current.replayed, -current.steps_after)
         kept, dropped = (again, current) if better else (current, again)
@@ -334,11 +340,14 @@ class _Worker:
         self._found_if_settled(kept)
 
     def _found_if_settled(self, shrunk: FuzzDivergence) -> None:
-        """--until-found ends the run once a group has had its GROUP_SHRINKS shrinks (the budget's end ends
-        it too, with the scenarios kept so far)."""
+        """--until-found ends the run once a group is not shrunk again (the budget's end ends it too, with
+        the scenarios kept so far)."""
         run = self.run
-        if run.request.until_found and shrunk.shrinks >= GROUP_SHRINKS and run.first_written():
+        if run.request.until_found and not self._shrinks_left(shrunk) and run.first_written():
             self.status = "found"
+
+    def _shrinks_left(self, group: FuzzDivergence) -> bool:
+        return group.shrinks < GROUP_SHRINKS and self.shrinking_s.get(group.signature, 0.0) < GROUP_SHRINK_S
 
     def _run_unless_stopped(self, programs: Sequence[Program]) -> list[Result | None]:
         if self.run.stop.is_set():

@@ -651,6 +651,7 @@ def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tm
     run = session._Run(SimpleNamespace(seed=1, until_found=True), tmp_path)  # type: ignore[arg-type]
     worker = session._Worker.__new__(session._Worker)
     worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"
+    worker.shrinking_s = {}
     outcomes = iter([(1, 11), (3, 13), (3, 12)])
 
     def shrink_and_write(program, found, first):
@@ -677,3 +678,37 @@ def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tm
     worker._divergent(program, found[3], 4, shrink_it=True)  # its shrinks are spent: counted only
     again = run.get("local", "FAIL:x")
     assert again is not None and (again.steps_after, again.count, again.shrinks) == (12, 4, 3)
+
+
+def test_a_group_is_not_shrunk_again_once_its_shrinking_took_long(tmp_path):
+    """A slow shrink (every candidate of the defect waits out a settle) is not repeated: --until-found ends
+    after the first shrink once the group's shrinking time reached GROUP_SHRINK_S."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from host.fuzz import session
+
+    run = session._Run(SimpleNamespace(seed=1, until_found=True), tmp_path)  # type: ignore[arg-type]
+    worker = session._Worker.__new__(session._Worker)
+    worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"
+    worker.shrinking_s = {}
+    shrunk_programs = []
+
+    def shrink_and_write(program, found, first):
+        shrunk_programs.append(found.program_id)
+        path = tmp_path / f"{found.program_id}.yaml"
+        path.write_text("scenario")
+        return dataclasses.replace(first, steps_after=5, scenario=str(path), replays=True, replayed=3,
+                                   replay_runs=3, shrunk=True, shrinks=first.shrinks + 1,
+                                   shrink_s=session.GROUP_SHRINK_S + 1)
+
+    worker._shrink_and_write = shrink_and_write
+    program = {"id": "p", "title": "t", "clauses": ["x"], "requires": [], "timeout_ms": 20000,
+               "steps": [{"req_create": {"req": "r"}}]}
+    for k in range(2):
+        worker._divergent(program, SimpleNamespace(signature="FAIL:x", verdict=Verdict.FAIL, clause="x", quote="q",
+                                                   reason="r", program_id=f"fuzz.s1_{k}", record={}), k + 1,
+                          shrink_it=True)
+        assert run.enough.is_set() and worker.status == "found"
+    kept = run.get("local", "FAIL:x")
+    assert shrunk_programs == ["fuzz.s1_0"] and kept is not None and (kept.count, kept.shrinks) == (2, 1)
