@@ -107,7 +107,8 @@ def test_sigterm_ends_a_fuzz_run_as_ctrl_c_does(tmp_path, probe_build):
     assert process.returncode == 2, stdout + stderr
     assert "interrupted after" in stderr and "Traceback" not in stderr, stderr
     summary = json.loads((out / "fuzz.json").read_text())
-    assert summary["status"] == "interrupted" and summary["programs"] > 0, summary
+    # SIGTERM may come before the first batch ends (a loaded CI machine): the reports are written either way
+    assert summary["status"] == "interrupted" and summary["exit_code"] == 2, summary
     assert records(out, "end")[0]["status"] == "interrupted"
 
 
