@@ -638,44 +638,64 @@ def check_program(program: dict) -> str | None:
     return check(program)
 
 
-def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tmp_path, monkeypatch):
-    """A divergence with two routes, one racy: the first shrunk scenario replays 1 of 3; the group's next
-    programs are shrunk too (GROUP_SHRINKS at most, 3 here) and the scenario that replays 3 of 3, then the
-    shorter, is kept (the others' files go); --until-found ends after the group's last shrink."""
+_GROUP_PROGRAM = {"id": "p", "title": "t", "clauses": ["x"], "requires": [], "timeout_ms": 20000,
+                  "steps": [{"req_create": {"req": "r"}}]}
+
+
+def _group_found(k: int):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(signature="FAIL:x", verdict=Verdict.FAIL, clause="x", quote="q", reason="r",
+                           program_id=f"fuzz.s1_{k}", record={})
+
+
+def _scripted_worker(tmp_path, outcomes):
+    """A real session worker (the group bookkeeping under test) whose shrink is scripted: each shrink takes
+    the next (replayed of 3, steps after, seconds) of ``outcomes`` and writes its scenario file. Returns the
+    run, the worker and the program ids shrunk so far."""
     import dataclasses
     from types import SimpleNamespace
 
     from host.fuzz import session
 
-    monkeypatch.setattr(session, "GROUP_SHRINKS", 3)
     run = session._Run(SimpleNamespace(seed=1, until_found=True), tmp_path)  # type: ignore[arg-type]
     worker = session._Worker.__new__(session._Worker)
     worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"
     worker.shrinking_s = {}
-    outcomes = iter([(1, 11), (3, 13), (3, 12)])
+    shrunk_programs: list[str] = []
+    script = iter(outcomes)
 
     def shrink_and_write(program, found, first):
-        replayed, steps = next(outcomes)
+        replayed, steps, seconds = next(script)
+        shrunk_programs.append(found.program_id)
         path = tmp_path / f"{found.program_id}.yaml"
         path.write_text("scenario")
         return dataclasses.replace(first, steps_after=steps, scenario=str(path), replays=replayed == 3,
-                                   replayed=replayed, replay_runs=3, shrunk=True, shrinks=first.shrinks + 1)
+                                   replayed=replayed, replay_runs=3, shrunk=True, shrinks=first.shrinks + 1,
+                                   shrink_s=seconds)
 
     worker._shrink_and_write = shrink_and_write
-    found = [SimpleNamespace(signature="FAIL:x", verdict=Verdict.FAIL, clause="x", quote="q", reason="r",
-                             program_id=f"fuzz.s1_{k}", record={}) for k in range(4)]
-    program = {"id": "p", "title": "t", "clauses": ["x"], "requires": [], "timeout_ms": 20000,
-               "steps": [{"req_create": {"req": "r"}}]}
+    return run, worker, shrunk_programs
+
+
+def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tmp_path, monkeypatch):
+    """A divergence with two routes, one racy: the first shrunk scenario replays 1 of 3; the group's next
+    programs are shrunk too (GROUP_SHRINKS at most, 3 here) and the scenario that replays 3 of 3, then the
+    shorter, is kept (the others' files go); --until-found ends after the group's last shrink."""
+    from host.fuzz import session
+
+    monkeypatch.setattr(session, "GROUP_SHRINKS", 3)
+    run, worker, _ = _scripted_worker(tmp_path, [(1, 11, 0.0), (3, 13, 0.0), (3, 12, 0.0)])
     kept = []
     for k in range(3):
-        worker._divergent(program, found[k], k + 1, shrink_it=True)
+        worker._divergent(_GROUP_PROGRAM, _group_found(k), k + 1, shrink_it=True)
         kept.append(run.get("local", "FAIL:x"))
         assert run.enough.is_set() == (k == 2)
     assert [(d.replayed, d.steps_after, d.shrinks, d.count) for d in kept] == [(1, 11, 1, 1), (3, 13, 2, 2),
                                                                                (3, 12, 3, 3)]
     assert [Path(d.scenario).exists() for d in kept] == [False, False, True]
     assert worker.status == "found" and "best of 3 shrunk" in kept[2].replay_text()
-    worker._divergent(program, found[3], 4, shrink_it=True)  # its shrinks are spent: counted only
+    worker._divergent(_GROUP_PROGRAM, _group_found(3), 4, shrink_it=True)  # its shrinks are spent: counted only
     again = run.get("local", "FAIL:x")
     assert again is not None and (again.steps_after, again.count, again.shrinks) == (12, 4, 3)
 
@@ -683,32 +703,11 @@ def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tm
 def test_a_group_is_not_shrunk_again_once_its_shrinking_took_long(tmp_path):
     """A slow shrink (every candidate of the defect waits out a settle) is not repeated: --until-found ends
     after the first shrink once the group's shrinking time reached GROUP_SHRINK_S."""
-    import dataclasses
-    from types import SimpleNamespace
-
     from host.fuzz import session
 
-    run = session._Run(SimpleNamespace(seed=1, until_found=True), tmp_path)  # type: ignore[arg-type]
-    worker = session._Worker.__new__(session._Worker)
-    worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"
-    worker.shrinking_s = {}
-    shrunk_programs = []
-
-    def shrink_and_write(program, found, first):
-        shrunk_programs.append(found.program_id)
-        path = tmp_path / f"{found.program_id}.yaml"
-        path.write_text("scenario")
-        return dataclasses.replace(first, steps_after=5, scenario=str(path), replays=True, replayed=3,
-                                   replay_runs=3, shrunk=True, shrinks=first.shrinks + 1,
-                                   shrink_s=session.GROUP_SHRINK_S + 1)
-
-    worker._shrink_and_write = shrink_and_write
-    program = {"id": "p", "title": "t", "clauses": ["x"], "requires": [], "timeout_ms": 20000,
-               "steps": [{"req_create": {"req": "r"}}]}
+    run, worker, shrunk_programs = _scripted_worker(tmp_path, [(3, 5, session.GROUP_SHRINK_S + 1)] * 2)
     for k in range(2):
-        worker._divergent(program, SimpleNamespace(signature="FAIL:x", verdict=Verdict.FAIL, clause="x", quote="q",
-                                                   reason="r", program_id=f"fuzz.s1_{k}", record={}), k + 1,
-                          shrink_it=True)
+        worker._divergent(_GROUP_PROGRAM, _group_found(k), k + 1, shrink_it=True)
         assert run.enough.is_set() and worker.status == "found"
     kept = run.get("local", "FAIL:x")
     assert shrunk_programs == ["fuzz.s1_0"] and kept is not None and (kept.count, kept.shrinks) == (2, 1)
