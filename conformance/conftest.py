@@ -39,7 +39,7 @@ def pytest_configure(config):
     if impl and not _is_worker(config):
         # One usage error before the session starts, not one setup error per scenario.
         try:
-            check_impl(Path(impl))
+            check_impl(impl)
         except KitError as exc:
             raise pytest.UsageError(str(exc).replace("--impl", "--npu-impl", 1)) from None
     if config.getoption("--npu-target", "local") != "virtual" or _is_worker(config):
@@ -115,7 +115,7 @@ def npu_device(request, tmp_path_factory, npu_catalogue):
         target = LocalTarget(
             profile=profile,
             work_dir=tmp_path_factory.mktemp("npu-device"),
-            impl=Path(impl) if impl else None,
+            impl=impl,
             timeout_multiplier=multiplier,
         )
     return DeviceSession.open(target, dict(npu_catalogue.quotes()), config.getoption("--npu-profile"))

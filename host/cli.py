@@ -20,8 +20,22 @@ from reference_model.profiles import PROFILES
 from reference_model.verdicts import RunExit
 from reports.safe_io import DISK_ERRNOS, OutputFailed, console_text
 from reports.store import DEFAULT_STORE
+from reports.store_postgresql import is_postgresql_url
 
 from .errors import InfraError, RunInterrupted
+
+
+def user_path(text: str) -> Path:
+    """A path from the command line, made absolute against the current directory here and only here.
+
+    Path.absolute() keeps `..` and symlinks as written, so the path still names what the user named;
+    `./libX.so` stays a path (dlopen would search the library path for a bare `libX.so`)."""
+    return Path(text).absolute()
+
+
+def store_location(text: str) -> str:
+    """--store: a postgresql:// URL untouched, a file path made absolute as user_path does."""
+    return text if is_postgresql_url(text) else str(user_path(text))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,11 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--resume",
-        type=Path,
+        type=user_path,
         metavar="DIR",
         help="run what DIR's plan has not run yet, into DIR (with --impl PATH when DIR came from another host)",
     )
-    run.add_argument("--impl", type=Path, help="local target: a Linux library exporting the 18 functions")
+    run.add_argument("--impl", type=user_path, help="local target: a Linux library exporting the 18 functions")
     run.add_argument("--profile", choices=["published-37", "aosp-2026"], default="published-37")
     run.add_argument("--personality", choices=["published", "aosp-2026"], default="published", help="vnpu personality")
     run.add_argument(
@@ -62,19 +76,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--capacity", type=int, help="capacity in bytes: the vnpu's, or declared for --impl and adb devices"
     )
-    run.add_argument("--waivers", type=Path, help="waiver file (YAML)")
+    run.add_argument("--waivers", type=user_path, help="waiver file (YAML)")
     run.add_argument("-k", dest="keyword", help="only scenarios whose id matches this expression")
     run.add_argument("--clause", action="append", default=[], help="only scenarios citing this clause (repeatable)")
-    run.add_argument("--out", type=Path, help="output directory (default: out/<run-id>/)")
-    run.add_argument("--scenarios", type=Path, help="scenario directory (default: conformance/scenarios)")
+    run.add_argument("--out", type=user_path, help="output directory (default: out/<run-id>/)")
+    run.add_argument("--scenarios", type=user_path, help="scenario directory (default: conformance/scenarios)")
     run.add_argument("--timeout-multiplier", type=float, default=1.0, help="scale every timeout (slow devices)")
     run.add_argument("-j", dest="jobs", type=int, default=1, help="probe processes per device")
-    run.add_argument("--build-dir", type=Path, help="where the host probe build lives (default: build/probe)")
+    run.add_argument("--build-dir", type=user_path, help="where the host probe build lives (default: build/probe)")
     run.add_argument("--cross", choices=["aarch64", "armhf"], help="local target: run a cross build under qemu-user")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     run.add_argument(
         "--store",
         metavar="PATH|URL",
+        type=store_location,
         help="results store to record the run in: an SQLite file or a postgresql:// URL (default: next to the run dir)",
     )
     run.add_argument(
@@ -85,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     fuzz = commands.add_parser("fuzz", help="random API programs judged by the model; divergences shrunk to scenarios")
     fuzz.add_argument("--target", choices=["local", "virtual", "adb"], help="where the probe runs (default: local)")
-    fuzz.add_argument("--impl", type=Path, help="local target: a Linux library exporting the 18 functions")
+    fuzz.add_argument("--impl", type=user_path, help="local target: a Linux library exporting the 18 functions")
     fuzz.add_argument(
         "--devices", type=int, default=1, help="virtual target: number of virtual devices (each fuzzed in parallel)"
     )
@@ -103,21 +118,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stop once the first divergence is shrunk and written (still bounded by --budget)",
     )
-    fuzz.add_argument("--out", type=Path, help="output directory (default: out/fuzz-<run-id>/)")
+    fuzz.add_argument("--out", type=user_path, help="output directory (default: out/fuzz-<run-id>/)")
     fuzz.add_argument("--profile", choices=["published-37", "aosp-2026"], default="published-37")
     fuzz.add_argument("--personality", choices=["published", "aosp-2026"], default="published", help="vnpu personality")
     fuzz.add_argument("--policy", choices=["budget", "acl", "caching", "arena"], default="budget")
     fuzz.add_argument("--capacity", type=int, help="capacity in bytes: the vnpu's, or declared for --impl and adb")
     fuzz.add_argument("--timeout-multiplier", type=float, default=1.0, help="scale every timeout (slow devices)")
-    fuzz.add_argument("--build-dir", type=Path, help="where the host probe build lives (default: build/probe)")
+    fuzz.add_argument("--build-dir", type=user_path, help="where the host probe build lives (default: build/probe)")
     fuzz.add_argument("-q", "--quiet", action="store_true", help="no progress output")
 
     probe = commands.add_parser("probe", help="build the probe")
     probe_commands = probe.add_subparsers(dest="probe_command", required=True, parser_class=_Parser)
     build = probe_commands.add_parser("build", help="build the probe and libvnpu (host), or the probe for an NDK ABI")
-    build.add_argument("--build-dir", type=Path, help="build directory (default: build/probe or build/probe-<abi>)")
+    build.add_argument(
+        "--build-dir", type=user_path, help="build directory (default: build/probe or build/probe-<abi>)"
+    )
     build.add_argument("--sanitize", choices=["address,undefined", "thread"], help="sanitizer build (host)")
-    build.add_argument("--ndk", type=Path, help="Android NDK root: build with its CMake toolchain file")
+    build.add_argument("--ndk", type=user_path, help="Android NDK root: build with its CMake toolchain file")
     build.add_argument("--abi", choices=["arm64-v8a", "armeabi-v7a", "x86", "x86_64"], help="NDK ABI")
     build.add_argument("--cross", choices=["aarch64", "armhf"], help="Linux cross build with Debian's cross compilers")
 
@@ -125,21 +142,22 @@ def build_parser() -> argparse.ArgumentParser:
     clauses.add_argument("--json", action="store_true", help="machine-readable output")
 
     report = commands.add_parser("report", help="regenerate the reports of a run directory")
-    report.add_argument("dirs", nargs="+", type=Path)
-    report.add_argument("--merge", type=Path, metavar="OUT", help="also merge the runs into one run in OUT")
+    report.add_argument("dirs", nargs="+", type=user_path)
+    report.add_argument("--merge", type=user_path, metavar="OUT", help="also merge the runs into one run in OUT")
     rejudge = commands.add_parser("rejudge", help="recompute a run's verdicts from its stored traces (no device)")
-    rejudge.add_argument("dir", type=Path, help="a run directory (or its results.jsonl)")
+    rejudge.add_argument("dir", type=user_path, help="a run directory (or its results.jsonl)")
     rejudge.add_argument("--profile", choices=sorted(PROFILES), help="spec profile (default: the run's own)")
-    rejudge.add_argument("--waivers", type=Path, help="waiver file (default: keep the waivers the run recorded)")
-    rejudge.add_argument("--out", type=Path, help="output directory (default: DIR/rejudge-<profile>/)")
+    rejudge.add_argument("--waivers", type=user_path, help="waiver file (default: keep the waivers the run recorded)")
+    rejudge.add_argument("--out", type=user_path, help="output directory (default: DIR/rejudge-<profile>/)")
 
     store = commands.add_parser("store", help="the results store (SQLite file or PostgreSQL)")
     store_commands = store.add_subparsers(dest="store_command", required=True, parser_class=_Parser)
     store_import = store_commands.add_parser("import", help="import run directories (idempotent by run id)")
-    store_import.add_argument("dirs", nargs="+", type=Path)
+    store_import.add_argument("dirs", nargs="+", type=user_path)
     store_import.add_argument(
         "--store",
         metavar="PATH|URL",
+        type=store_location,
         default=str(DEFAULT_STORE),
         help=f"SQLite file or postgresql:// URL (default: {DEFAULT_STORE})",
     )
@@ -148,23 +166,26 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard.add_argument(
         "--store",
         metavar="PATH|URL",
+        type=store_location,
         default=str(DEFAULT_STORE),
         help=f"SQLite file or postgresql:// URL (default: {DEFAULT_STORE})",
     )
-    dashboard.add_argument("--out", type=Path, help="output directory (default: the store file's directory, or out/)")
+    dashboard.add_argument(
+        "--out", type=user_path, help="output directory (default: the store file's directory, or out/)"
+    )
 
     bundle = commands.add_parser("bundle", help="pack a run into a submission archive (tar.gz)")
-    bundle.add_argument("dir", type=Path, help="a run directory")
-    bundle.add_argument("--out", type=Path, help="archive path (default: DIR/<run-id>.bundle.tar.gz)")
-    bundle.add_argument("--sign", type=Path, metavar="KEY", help="sign the manifest with this Ed25519 private key")
+    bundle.add_argument("dir", type=user_path, help="a run directory")
+    bundle.add_argument("--out", type=user_path, help="archive path (default: DIR/<run-id>.bundle.tar.gz)")
+    bundle.add_argument("--sign", type=user_path, metavar="KEY", help="sign the manifest with this Ed25519 private key")
 
     verify = commands.add_parser("verify", help="check a submission archive against this checkout")
-    verify.add_argument("bundle", type=Path)
+    verify.add_argument("bundle", type=user_path)
     verify.add_argument(
-        "--waivers", type=Path, help="waiver file to apply (waivers stored in the bundle are never trusted)"
+        "--waivers", type=user_path, help="waiver file to apply (waivers stored in the bundle are never trusted)"
     )
     verify.add_argument(
-        "--trusted-key", type=Path, metavar="PUB", help="require a signature by this Ed25519 public key"
+        "--trusted-key", type=user_path, metavar="PUB", help="require a signature by this Ed25519 public key"
     )
 
     virtual = commands.add_parser("virtual-device", help="start or stop virtual devices behind a private adb server")
@@ -172,9 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     start = virtual_commands.add_parser("start", help="start an adb server and N connected virtual devices")
     start.add_argument("--count", type=int, default=1, help="number of virtual devices")
     start.add_argument("--adb-port", type=int, help="port of the private adb server (default: a free port >= 15000)")
-    start.add_argument("--state", type=Path, default=Path("out/virtual-devices.json"), help="state file")
+    start.add_argument("--state", type=user_path, default="out/virtual-devices.json", help="state file")
     stop = virtual_commands.add_parser("stop", help="stop what `virtual-device start` started")
-    stop.add_argument("--state", type=Path, default=Path("out/virtual-devices.json"), help="state file")
+    stop.add_argument("--state", type=user_path, default="out/virtual-devices.json", help="state file")
     return parser
 
 
