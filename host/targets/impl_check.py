@@ -17,15 +17,38 @@ from ..errors import UsageError
 API_FUNCTIONS: Final = tuple(sorted({spec.api for spec in OPS.values() if spec.api and spec.api.startswith("ANpu")}))
 CHECK_LIMIT_S: Final = 30.0
 
+ANSWER_MARK: Final = "npuconf-impl-check:"
+ANSWER_LIMIT: Final = 64 * 1024  # the answer line is short; anything past this is the library's own output
+
+# The answer goes to a copy of stdout taken before the library loads; the library's own output (its
+# constructors may print anything, in any encoding) goes to /dev/null instead.
 _CHILD: Final = """
-import ctypes, json, sys
+import ctypes, json, os, sys
+answer = os.fdopen(os.dup(1), "w", encoding="utf-8")
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+def say(obj):
+    answer.write("\\n%s%s\\n" % (sys.argv[1], json.dumps(obj, ensure_ascii=True)))
+    answer.flush()
 try:
-    lib = ctypes.CDLL(sys.argv[1])
+    lib = ctypes.CDLL(sys.argv[2])
 except OSError as exc:
-    print(json.dumps({"error": str(exc)}))
+    say({"error": str(exc)})
     raise SystemExit(0)
-print(json.dumps({"found": [n for n in sys.argv[2:] if hasattr(lib, n)]}))
+say({"found": [n for n in sys.argv[3:] if hasattr(lib, n)]})
 """
+
+
+def _answer(stdout: bytes) -> dict[str, object] | None:
+    """The child's last answer line, if it wrote one; the bytes around it may be anything."""
+    text = stdout[:ANSWER_LIMIT].decode("utf-8", errors="replace")
+    for line in reversed(text.splitlines()):
+        if line.startswith(ANSWER_MARK):
+            try:
+                parsed = json.loads(line[len(ANSWER_MARK) :])
+            except json.JSONDecodeError:
+                return None
+            return parsed if isinstance(parsed, dict) else None
+    return None
 
 
 def check_impl(path: Path) -> tuple[str, ...]:
@@ -34,22 +57,25 @@ def check_impl(path: Path) -> tuple[str, ...]:
         raise UsageError(f"--impl {path}: no such file; expected a shared library exporting the 18 functions")
     try:
         done = subprocess.run(
-            [sys.executable, "-I", "-c", _CHILD, str(path), *API_FUNCTIONS],
-            capture_output=True,
-            text=True,
+            [sys.executable, "-I", "-c", _CHILD, ANSWER_MARK, str(path), *API_FUNCTIONS],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             timeout=CHECK_LIMIT_S,
             check=False,
         )
     except subprocess.TimeoutExpired:
         raise UsageError(f"--impl {path}: loading it did not finish in {CHECK_LIMIT_S:.0f} s") from None
-    try:
-        answer = json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
+    answer = _answer(done.stdout)
+    if answer is None:
         why = f"exit status {done.returncode}" if done.returncode >= 0 else f"signal {-done.returncode}"
-        raise UsageError(f"--impl {path}: loading it killed the process that tried ({why})") from None
+        raise UsageError(f"--impl {path}: loading it killed the process that tried ({why})")
     if "error" in answer:
-        raise UsageError(f"--impl {path}: cannot be loaded as a shared library: {answer['error']}")
-    found = tuple(str(name) for name in answer.get("found", []))
+        # dlerror() text can hold undecodable bytes of a file name: shown replaced, never raised on
+        error = str(answer["error"]).encode("utf-8", errors="replace").decode("utf-8")
+        raise UsageError(f"--impl {path}: cannot be loaded as a shared library: {error}")
+    listed = answer.get("found")
+    found = tuple(str(name) for name in listed) if isinstance(listed, list) else ()
     if not found:
         raise UsageError(
             f"--impl {path}: exports none of the {len(API_FUNCTIONS)} functions of the NPU buffer API "
