@@ -5,16 +5,17 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ..errors import ProbeBuildError
-from ..suite import REPO_ROOT
+from ..errors import ProbeBuildError, UsageError
+from ..suite import BUILD_ROOT, REPO_ROOT
 
 PROBE_SOURCE: Final = REPO_ROOT / "ndk_probe"
-DEFAULT_BUILD_DIR: Final = REPO_ROOT / "build" / "probe"
+DEFAULT_BUILD_DIR: Final = BUILD_ROOT / "probe"
 PROBE_NAME: Final = "npuconf-probe"
 VNPU_NAME: Final = "libvnpu.so"
 
@@ -38,7 +39,13 @@ class ProbeBuild:
 def build_probe(
     build_dir: Path = DEFAULT_BUILD_DIR, cmake_args: Sequence[str] = (), log: Callable[[str], None] | None = None
 ) -> ProbeBuild:
-    """Configure and build the probe and libvnpu with CMake (host build unless cmake_args say otherwise)."""
+    """Configure and build the probe and libvnpu with CMake (host build unless cmake_args say otherwise).
+
+    Without `log` (a run building what it needs) one line on stderr says that the build happens."""
+    if not (PROBE_SOURCE / "CMakeLists.txt").is_file():
+        raise UsageError(f"{PROBE_SOURCE}: no probe sources (CMakeLists.txt) there; this npuconf install is incomplete")
+    if log is None:
+        print(f"npuconf: no probe build in {build_dir}: building it now (cmake, a C compiler)", file=sys.stderr)
     configure = [
         "cmake",
         "-S",
@@ -52,7 +59,10 @@ def build_probe(
     for command in (configure, build):
         if log:
             log("$ " + shlex.join(command))
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, errors="replace", check=False)
+        except FileNotFoundError:
+            raise UsageError(f"{command[0]}: not found; building the probe needs CMake and a C compiler") from None
         if done.returncode != 0:
             raise ProbeBuildError(shlex.join(command), done.stdout + done.stderr)
     return ProbeBuild(build_dir)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Final
 
 from ..errors import UsageError
-from ..suite import REPO_ROOT
+from ..suite import BUILD_ROOT
 from .build import build_probe
 
 # Debian cross compilers: the kit proves portability to 64-bit and 32-bit ARM (32-bit off_t) with
@@ -27,7 +27,7 @@ def qemu_prefix(cross: str) -> list[str]:
 
 
 def cross_build_dir(cross: str) -> Path:
-    return REPO_ROOT / "build" / f"probe-linux-{cross}"
+    return BUILD_ROOT / f"probe-linux-{cross}"
 
 
 def build_for(
@@ -53,11 +53,11 @@ def build_for(
             raise UsageError(f"--ndk {ndk}: no build/cmake/android.toolchain.cmake there; expected an NDK root")
         if sanitize:
             raise UsageError("--sanitize is for host builds; NDK sanitizer builds use the NDK's own options")
-        directory = build_dir or REPO_ROOT / "build" / f"probe-android-{abi}"
+        directory = build_dir or BUILD_ROOT / f"probe-android-{abi}"
         args = [f"-DCMAKE_TOOLCHAIN_FILE={toolchain}", f"-DANDROID_ABI={abi}", "-DANDROID_PLATFORM=android-37"]
         return build_probe(directory, args, log).directory
     suffix = {None: "", "address,undefined": "-asan", "thread": "-tsan"}[sanitize]
-    directory = build_dir or REPO_ROOT / "build" / f"probe{suffix}"
+    directory = build_dir or BUILD_ROOT / f"probe{suffix}"
     args = [f"-DNPUCONF_SANITIZE={sanitize}"] if sanitize else []
     return build_probe(directory, args, log).directory
 

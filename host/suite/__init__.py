@@ -6,6 +6,7 @@ from .basis import claim_basis as claim_basis
 from .catalogue import Catalogue as Catalogue
 from .catalogue import Clause as Clause
 from .catalogue import load_catalogue as load_catalogue
+from .checkout import BUILD_ROOT as BUILD_ROOT
 from .checkout import CATALOGUE_PATH as CATALOGUE_PATH
 from .checkout import REPO_ROOT as REPO_ROOT
 from .checkout import SCENARIO_ROOT as SCENARIO_ROOT

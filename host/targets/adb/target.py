@@ -14,7 +14,7 @@ from reports.limits import limit, over
 
 from ...errors import InfraError
 from ...probe import BatchOutcome, ScenarioTrace
-from ...suite import REPO_ROOT
+from ...suite import BUILD_ROOT
 from ..vnpu_profile import VnpuProfile
 from .deployment import deploy
 from .streaming import BatchRunner
@@ -33,7 +33,7 @@ class AdbTarget:
     profile: VnpuProfile = field(default_factory=VnpuProfile)
     timeout_multiplier: float = 1.0
     settle_ms: int = 1000
-    build_root: Path = REPO_ROOT / "build"  # real devices: build/probe-android-<abi>
+    build_root: Path = BUILD_ROOT  # real devices: <build root>/probe-android-<abi>
     host_build: Path | None = None  # virtual devices (host ABI): default build/probe
     # Set for virtual devices the kit started: restarts their adb server and reconnects them.
     restart_server: Callable[[], None] | None = None

@@ -29,13 +29,13 @@ from typing import Any, Final
 from reports.safe_io import checked_name, host_state_dir, open_append, output_dir, write_text
 
 from ...errors import InfraError, UsageError
+from ...suite import REPO_ROOT
 from .auth import generate_server_key
 from .profile import DeviceProfile
 from .sandbox import SAFE_PATH, reachable_by_others
 
 TEMP_SANDBOX_PREFIX: Final = "npuconf-sandbox-"
 
-REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 LOOPBACK: Final = "127.0.0.1"
 DEFAULT_ADB_PORT: Final = 5037
 EMULATOR_PORTS: Final = range(5555, 5586)
@@ -256,6 +256,7 @@ def launch_devices(
     launched: list[tuple[str, Path, subprocess.Popen[bytes]]] = []
     logs = state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    # REPO_ROOT holds the host package in a checkout and in a wheel install (site-packages) alike.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
     key = server_public_key(state_dir)
     auth = ["--auth-key", str(key)] if key.is_file() else []
