@@ -1,0 +1,79 @@
+"""A wheel of the checkout, installed into a fresh venv, runs the local and the virtual target from
+another directory: probe sources, templates, catalogue and corpus come from the wheel, and the probe
+is built in the user cache, not in site-packages."""
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.host.scratch import scratch_checkout
+
+pytestmark = pytest.mark.slow
+
+
+def _site_packages(venv: Path) -> Path:
+    (found,) = venv.glob("lib/python3*/site-packages")
+    return found
+
+
+def test_wheel_install_runs_local_and_virtual_from_elsewhere(tmp_path):
+    source = scratch_checkout(tmp_path / "source")
+    (source / "build").unlink()  # the wheel build's own scratch space, not this checkout's probe build
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+         "-w", str(wheels), str(source)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = wheels.glob("npuconf-*.whl")
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-deps",
+         "--no-index", "-q", str(wheel)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    # The dependencies from this venv; a path line in a .pth runs none of that directory's own .pth
+    # files, so this checkout's editable install stays out of the fresh venv.
+    (_site_packages(venv) / "npuconf-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"XDG_CACHE_HOME": str(cache)}
+
+    def npuconf(*args):
+        return subprocess.run(
+            [str(venv / "bin" / "npuconf"), *args], cwd=elsewhere, env=env, capture_output=True, text=True,
+            timeout=240, check=False,
+        )  # fmt: skip
+
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import host; print(host.__file__)"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert where.stdout.startswith(str(_site_packages(venv))), where.stdout
+
+    before = npuconf("run", "--target", "virtual", "-k", "free.empty_list", "--out", "virtual-first", "-q")
+    assert before.returncode == 3, before.stdout + before.stderr
+    assert "run `npuconf probe build`" in before.stderr, before.stderr
+
+    local = npuconf("run", "--target", "local", "-k", "free.empty_list", "--out", "local", "-q")
+    assert local.returncode == 0, local.stdout + local.stderr
+    assert "building it now" in local.stderr, local.stderr
+    (build,) = (cache / "npuconf").glob("build-*/probe")
+    assert (build / "npuconf-probe").is_file()
+    assert not list(_site_packages(venv).glob("build*")), "the probe was built inside site-packages"
+    assert (elsewhere / "local" / "report.html").is_file()
+
+    virtual = npuconf("run", "--target", "virtual", "-k", "free.empty_list", "--out", "virtual", "-q")
+    assert virtual.returncode == 0, virtual.stdout + virtual.stderr
+    assert "verdicts: PASS 2" in virtual.stdout, virtual.stdout
+    assert (elsewhere / "virtual" / "report.html").is_file()
