@@ -99,7 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     fuzz = commands.add_parser("fuzz", help="random API programs judged by the model; divergences shrunk to scenarios")
-    fuzz.add_argument("--target", choices=["local", "virtual", "adb"], help="where the probe runs (default: local)")
+    fuzz.add_argument(
+        "--target", choices=["local", "virtual", "adb"], help="where the probe runs (default: local, unlike run)"
+    )
     fuzz.add_argument("--impl", type=user_path, help="local target: a Linux library exporting the 18 functions")
     fuzz.add_argument(
         "--devices", type=int, default=1, help="virtual target: number of virtual devices (each fuzzed in parallel)"
@@ -111,7 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--adb-server", action="append", default=[], metavar="HOST:PORT", help="adb target: an adb server (repeatable)"
     )
     fuzz.add_argument("--seed", type=int, default=0, help="the program stream (default 0)")
-    fuzz.add_argument("--budget", default="60s", help="a time (60s, 2m) or a number of programs (default 60s)")
+    fuzz.add_argument(
+        "--budget",
+        default="60s",
+        help="a time for the whole command, shrinking included (60s, 2m), or a number of programs (default 60s)",
+    )
     fuzz.add_argument("--batch", type=int, default=50, help="programs per probe batch (default 50)")
     fuzz.add_argument(
         "--until-found",

@@ -13,7 +13,7 @@ from typing import Any, Final
 from .html import environment
 from .safe_io import write_text
 
-FUZZ_SCHEMA: Final = 2
+FUZZ_SCHEMA: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,10 @@ class FuzzDivergence:
     # Programs of the group shrunk (the first few it met): the scenario kept replays most often, then is the
     # shortest (a divergence may have several routes, some racy or longer).
     shrinks: int = 0
+    # The shrink ended at its deadline (the time budget's end, or the per-shrink bound) before it had
+    # tried every edit: the scenario is the smallest program found until then.
+    cut_short: bool = False
+    replay: str = ""  # the `npuconf run` command that runs this scenario again on the run's configuration
 
     def replay_text(self) -> str:
         if not self.shrunk:
@@ -55,6 +59,8 @@ class FuzzDivergence:
             return ("yes" if self.replays else "NO") + tries
         if self.replays:
             return f"yes ({self.replayed} of {self.replay_runs}{tries})"
+        if self.replayed == self.replay_runs:  # the budget's end left out the other runs
+            return f"yes in {self.replayed} of {self.replay_runs} runs, the others cut by the budget{tries}"
         return f"{'NO' if self.replayed == 0 else 'SOMETIMES'} ({self.replayed} of {self.replay_runs}{tries})"
 
     def seen_again(self) -> FuzzDivergence:
@@ -94,6 +100,10 @@ class FuzzSummary:
     devices: tuple[FuzzDevice, ...] = ()
     status: str = "complete"  # complete, found (--until-found), interrupted
     until_found: bool = False
+    # target, impl, personality, policy, capacity, profile, timeout multiplier, seed, budget, shrink bound,
+    # devices, serials and adb servers (as they apply): host/fuzz/replay.py `configuration`
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    replay: str = ""  # `npuconf run` of every shrunk scenario on the same configuration ("" when none)
     exit_code: int = 0
 
     @property
@@ -112,7 +122,7 @@ def render_fuzz_html(summary: FuzzSummary) -> str:
     return template.render(
         s=summary,
         generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        replay=f"npuconf run --scenarios {summary.scenarios_dir}",
+        replay=summary.replay,
     )
 
 

@@ -9,22 +9,22 @@ from pathlib import Path
 
 from ..errors import RunInterrupted, UsageError
 from ..run import RunRequest, check_target_options, new_run_id
-from .session import Budget, FuzzRequest, fuzz
+from .progress import progress_line, start_line
+from .session import Budget, FuzzProgress, FuzzRequest, fuzz
 
 
 class _Progress:
-    """`fuzz: 1200 programs, 61.3/s, 1 divergence` on stderr, at most every second (and at the end)."""
+    """What the devices are doing (host/fuzz/progress.py) on stderr, at most every second."""
 
     def __init__(self) -> None:
         self.last = 0.0
 
-    def __call__(self, programs: int, elapsed: float, divergences: int) -> None:
+    def __call__(self, progress: FuzzProgress) -> None:
         now = time.monotonic()
         if now - self.last < 1.0:
             return
         self.last = now
-        rate = programs / elapsed if elapsed > 0 else 0.0
-        print(f"fuzz: {programs} programs, {rate:.1f}/s, {divergences} divergences", file=sys.stderr, flush=True)
+        print(progress_line(progress, now), file=sys.stderr, flush=True)
 
 
 def fuzz_command(args: argparse.Namespace) -> int:
@@ -52,7 +52,9 @@ def fuzz_command(args: argparse.Namespace) -> int:
         budget=Budget.parse(args.budget),
         batch=args.batch,
         until_found=args.until_found,
+        target_defaulted=args.target is None,
     )
+    print(start_line(request), file=sys.stderr, flush=True)
     out_dir: Path = args.out or Path("out") / f"fuzz-{new_run_id()}"
     try:
         outcome = fuzz(request, out_dir, None if args.quiet else _Progress())
@@ -72,13 +74,14 @@ def fuzz_command(args: argparse.Namespace) -> int:
         where = v.clause or v.verdict
         if v.shrunk:
             replays = f"replays: {v.replay_text()}"
-            shrunk = f"shrunk {v.steps_before} -> {v.steps_after} steps ({replays})"
+            cut = ", cut short" if v.cut_short else ""
+            shrunk = f"shrunk{cut} {v.steps_before} -> {v.steps_after} steps ({replays})"
         else:
             shrunk = f"NOT SHRUNK ({v.steps_before} steps as generated)"
         print(f"  {where} on {v.device}: {v.count} programs, first after {v.found_after_s:.1f} s; "
               f"{shrunk}: {v.scenario}")
-    if any(v.shrunk for v in s.divergences):
-        print(f"replay: npuconf run --target {s.target} --scenarios {s.scenarios_dir}")
+    if s.replay:
+        print(f"replay: {s.replay}")
     for name, path in outcome.paths.items():
         print(f"{name}: {path}")
     return outcome.exit_code

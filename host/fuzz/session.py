@@ -28,9 +28,10 @@ from reports.safe_io import append_bytes, output_dir, write_text
 from ..errors import InfraError, RunInterrupted, UsageError
 from ..run import RunRequest, now_iso, open_targets
 from ..suite import load_catalogue
-from ..targets import DEFAULT_CAPACITY, LocalTarget, Target, VnpuProfile
+from ..targets import DEFAULT_CAPACITY, AdbTarget, LocalTarget, Target, VnpuProfile
 from .execute import ProgramRunner, Result
 from .generate import generate
+from .replay import replay
 from .shrink import Program, shrink, step_count
 
 SCENARIO_DIR: Final = "scenarios"
@@ -63,7 +64,39 @@ GROUP_SHRINK_S: Final = 20.0
 REPLAYS: Final = 3
 BUDGET = re.compile(r"([0-9]+(?:\.[0-9]+)?)(s|m)?\Z")
 
-ProgressFn = Callable[[int, float, int], None]  # programs run, elapsed seconds, divergences found
+# A time budget bounds the whole command: fuzzing stops at the deadline or at a divergence, shrinking and
+# replay confirmation must end by it (the shrink is cut short there, its best program so far written).
+# What may still run after it: the probe batch in flight (its size follows the rate, so about one
+# program's time), one replay confirmation run, the reports. The command ends within the budget plus this
+# (docs/decisions.md "A time budget bounds the whole command").
+OVERRUN_S: Final = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What one device's worker is doing, for the progress line."""
+
+    device: str
+    phase: str = "fuzzing"  # or "shrinking", "confirming"
+    clause: str = ""  # the group's clause (or verdict) while shrinking or confirming
+    group: int = 0  # the group's place (1-based) among the groups found so far
+    groups: int = 0
+    candidates: int = 0  # shrinking candidates run so far
+    replay: int = 0  # confirming: this replay (1-based) of `replays`
+    replays: int = REPLAYS
+    deadline: float | None = None  # time.monotonic() by which this phase must end
+
+
+@dataclass(frozen=True, slots=True)
+class FuzzProgress:
+    programs: int
+    fuzzing_s: float  # the longest device's fuzzing time (not shrinking)
+    divergences: int
+    activities: tuple[Activity, ...]
+    left_s: float | None  # until the time budget's deadline (None: a count budget)
+
+
+ProgressFn = Callable[[FuzzProgress], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +133,7 @@ class FuzzRequest:
     budget: Budget = field(default_factory=lambda: Budget(seconds=60.0))
     batch: int = DEFAULT_BATCH
     shrink_budget_s: float = SHRINK_BUDGET_S
+    target_defaulted: bool = False  # no --target given: fuzz's own default (local), not run's
     # Stop every device once the first divergence is shrunk and written (still bounded by the budget).
     until_found: bool = False
 
@@ -113,6 +147,38 @@ class FuzzOutcome:
     @property
     def exit_code(self) -> int:
         return self.summary.exit_code
+
+
+def _absolute(path: Path | None) -> str | None:
+    return str(path.absolute()) if path is not None else None
+
+
+def configuration(request: FuzzRequest) -> dict[str, Any]:
+    """Everything that decides what the run found, by option name (without the dashes)."""
+    rr = request.run
+    config: dict[str, Any] = {
+        "target": rr.target,
+        "target_default": request.target_defaulted,
+        "impl": _absolute(rr.impl),
+        "personality": rr.personality,
+        "policy": rr.policy,
+        "capacity": rr.capacity,
+        "profile": rr.profile,
+        "timeout_multiplier": rr.timeout_multiplier,
+        "seed": request.seed,
+        "budget": request.budget.text(),
+        "budget_bounds": "the whole command" if request.budget.seconds is not None else "the programs fuzzed",
+        "shrink_bound_s": request.shrink_budget_s,
+        "until_found": request.until_found,
+        "batch": request.batch,
+        "build_dir": _absolute(rr.build_dir),
+    }
+    if rr.target == "virtual":
+        config["devices"] = rr.devices
+    if rr.target == "adb":
+        config["serials"] = list(rr.serials)
+        config["adb_servers"] = list(rr.adb_servers)
+    return config
 
 
 def exit_code(divergences: int, devices: Sequence[FuzzDevice]) -> int:
@@ -156,6 +222,7 @@ class _Run:
         self.enough = threading.Event()  # --until-found: a divergence is written; stop at the next batch
         self.lock = threading.Lock()
         self.divergences: dict[tuple[str, str], FuzzDivergence] = {}
+        self.deadline: float | None = None  # a time budget's end (time.monotonic), set when the run starts
         self.quotes = load_catalogue().quotes()
 
     def append(self, kind: str, **record: Any) -> None:
@@ -177,6 +244,16 @@ class _Run:
     def get(self, device: str, signature: str) -> FuzzDivergence | None:
         with self.lock:
             return self.divergences.get((device, signature))
+
+    def left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def group_place(self, device: str, signature: str) -> tuple[int, int]:
+        """The group's place (1-based) among the groups found so far, and how many there are."""
+        with self.lock:
+            keys = list(self.divergences)
+        place = keys.index((device, signature)) + 1 if (device, signature) in keys else len(keys) + 1
+        return place, max(place, len(keys))
 
     def snapshot(self) -> list[FuzzDivergence]:
         with self.lock:
@@ -201,6 +278,9 @@ class _Worker:
         self.shrinking_s: dict[str, float] = {}  # each group's shrinking time so far (GROUP_SHRINK_S)
         self.status = "running"
         self.detail = ""
+        self.activity = Activity(self.name)
+        # adb: the serial `npuconf run --serial` takes (the device's name may differ)
+        self.adb_serial = target.adb_serial if isinstance(target, AdbTarget) else None
         self.setup_error: KitError | None = None
         self.error: BaseException | None = None
         self.control = False
@@ -229,7 +309,12 @@ class _Worker:
         budget = self.run.request.budget
         if budget.programs is not None:
             return self.index(self.programs) >= budget.programs
-        return budget.spent(self.programs, self.fuzzing_s)
+        left = self.run.left()
+        return left is not None and left <= 0
+
+    def program_s(self) -> float | None:
+        """One generated program's run time on this device so far (None before the first batch)."""
+        return self.fuzzing_s / self.programs if self.programs else None
 
     def main(self) -> None:
         try:
@@ -259,6 +344,10 @@ class _Worker:
             if request.budget.programs is not None:
                 left = -(-(request.budget.programs - self.position) // self.stride) - self.programs
                 count = min(count, left)
+            time_left, program_s = run.left(), self.program_s()
+            if time_left is not None and program_s:
+                # the batch ends about when the budget does, not a whole batch after it
+                count = max(1, min(count, int(time_left / program_s)))
             started = time.monotonic()
             batch = [generate(request.seed, self.index(self.programs + i), vnpu_control=self.control,
                               pointer64=self.pointer64, pair=self.pair)
@@ -284,7 +373,7 @@ class _Worker:
                     divergent.append((program, result, self.programs))
             for program, result, programs in divergent:
                 # --until-found: once a divergence is written, others are kept as generated, not shrunk.
-                self._divergent(program, result, programs, shrink_it=not run.enough.is_set())
+                self._divergent(program, result, programs, shrink_it=not run.enough.is_set() and self._time_to_shrink())
             if self.status == "lost":
                 return
 
@@ -347,7 +436,21 @@ class _Worker:
             self.status = "found"
 
     def _shrinks_left(self, group: FuzzDivergence) -> bool:
-        return group.shrinks < GROUP_SHRINKS and self.shrinking_s.get(group.signature, 0.0) < GROUP_SHRINK_S
+        return (group.shrinks < GROUP_SHRINKS and self.shrinking_s.get(group.signature, 0.0) < GROUP_SHRINK_S
+                and self._time_to_shrink())
+
+    def _confirm_reserve(self) -> float:
+        """Time kept before the deadline for the replay confirmations: REPLAYS runs of a program."""
+        return REPLAYS * (self.program_s() or 0.2)
+
+    def _time_to_shrink(self) -> bool:
+        left = self.run.left()
+        return left is None or left > self._confirm_reserve()
+
+    def _run_candidates(self, programs: Sequence[Program]) -> list[Result | None]:
+        results = self._run_unless_stopped(programs)
+        self.activity = dataclasses.replace(self.activity, candidates=self.activity.candidates + len(programs))
+        return results
 
     def _run_unless_stopped(self, programs: Sequence[Program]) -> list[Result | None]:
         if self.run.stop.is_set():
@@ -358,17 +461,37 @@ class _Worker:
         return results
 
     def _shrink_and_write(self, program: Program, found: Result, first: FuzzDivergence) -> FuzzDivergence:
+        try:
+            return self._shrink_and_write_now(program, found, first)
+        finally:
+            self.activity = Activity(self.name)
+
+    def _shrink_and_write_now(self, program: Program, found: Result, first: FuzzDivergence) -> FuzzDivergence:
         started = time.monotonic()
-        request = self.run.request
+        run, request = self.run, self.run.request
+        deadline = started + request.shrink_budget_s
+        if run.deadline is not None:
+            deadline = min(deadline, run.deadline - self._confirm_reserve())
+        group, groups = run.group_place(self.name, found.signature)
+        self.activity = Activity(self.name, "shrinking", found.clause or found.verdict.value, group, groups,
+                                 deadline=deadline)
         with _short_settle(self.target):
-            shrunk, tried = shrink(program, found, self._run_unless_stopped, started + request.shrink_budget_s)
+            shrunk, tried = shrink(program, found, self._run_candidates, deadline)
+        cut_short = time.monotonic() >= deadline
         scenario = _scenario(shrunk, found, request.seed)
-        path = self.run.scenario_dir / f"{scenario['id']}.yaml"
+        path = run.scenario_dir / f"{scenario['id']}.yaml"
         write_text(path, yaml.safe_dump(scenario, sort_keys=False, width=120))
-        # The written scenario, run again as written (REPLAYS times, in one batch): `replays` when every
-        # run gives the same verdict and clause; how many did is reported too (a timing-bound divergence).
-        copies = [dict(scenario, id=f"{scenario['id']}-r{k}") for k in range(REPLAYS)]
-        runs = [r for r in self._run_unless_stopped(copies) if r is not None]
+        # The written scenario, run again as written (REPLAYS times, one run each, the last ones left out
+        # once the budget's deadline passed): `replays` when every run gives the same verdict and clause;
+        # how many did is reported too (a timing-bound divergence).
+        runs: list[Result] = []
+        for k in range(REPLAYS):
+            if k and run.deadline is not None and time.monotonic() >= run.deadline:
+                break
+            self.activity = dataclasses.replace(self.activity, phase="confirming", replay=k + 1,
+                                                deadline=run.deadline)
+            runs += [r for r in self._run_unless_stopped([dict(scenario, id=f"{scenario['id']}-r{k}")])
+                     if r is not None]
         same = [r for r in runs if r.verdict is found.verdict and r.signature == found.signature]
         replay = same[0] if same else (runs[0] if runs else None)
         return dataclasses.replace(
@@ -380,7 +503,8 @@ class _Worker:
             scenario_id=str(scenario["id"]),
             replays=len(same) == REPLAYS,
             replayed=len(same),
-            replay_runs=REPLAYS,
+            replay_runs=len(runs),
+            cut_short=cut_short,
             shrunk_reason=replay.reason if replay is not None else "",
             shrunk=True,
             shrinks=first.shrinks + 1,
@@ -434,6 +558,8 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
                           personality=rr.personality, declared_capacity=rr.capacity)
     run = _Run(request, out_dir)
     started = time.monotonic()
+    if request.budget.seconds is not None:
+        run.deadline = started + request.budget.seconds
     with open_targets(rr, rr.target, out_dir, profile) as targets:
         ordered = sorted(targets, key=lambda t: t.serial)
         workers = [_Worker(run, target, k, len(ordered)) for k, target in enumerate(ordered)]
@@ -447,7 +573,7 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
                 raise worker.setup_error  # before anything is fuzzed: exit 3, one line
         output_dir(run.scenario_dir)
         run.append("start", seed=request.seed, target=rr.target, impl=str(rr.impl) if rr.impl else None,
-                   budget=request.budget.text(), until_found=request.until_found,
+                   budget=request.budget.text(), until_found=request.until_found, config=configuration(request),
                    devices=[{"device": w.name, "position": w.position, "stride": w.stride, "status": w.status,
                              "detail": w.detail} for w in workers])
         active = [w for w in workers if w.status == "running"]
@@ -455,12 +581,17 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
         threads: list[threading.Thread] = []
         try:
             threads = _threads(active, "main")
-            fuzzing = time.monotonic()
             while any(t.is_alive() for t in threads):
                 for thread in threads:
                     thread.join(timeout=0.5)
                 if progress:
-                    progress(sum(w.programs for w in workers), time.monotonic() - fuzzing, len(run.snapshot()))
+                    progress(FuzzProgress(
+                        programs=sum(w.programs for w in workers),
+                        fuzzing_s=max((w.fuzzing_s for w in workers), default=0.0),
+                        divergences=len(run.snapshot()),
+                        activities=tuple(w.activity for w in active if w.status == "running"),
+                        left_s=run.left(),
+                    ))
         except KeyboardInterrupt:
             interrupted = True
             run.stop.set()
@@ -509,7 +640,18 @@ def _summary(run: _Run, workers: Sequence[_Worker], started: float, status: str 
     request = run.request
     rr = request.run
     devices = tuple(w.summary() for w in workers)
-    divergences = tuple(run.snapshot())
+    config = configuration(request)
+    adb_serials = {w.name: w.adb_serial for w in workers if w.adb_serial}
+
+    def serials(names: Sequence[str]) -> list[str]:
+        return [adb_serials[n] for n in names if n in adb_serials]
+
+    divergences = tuple(
+        dataclasses.replace(d, replay=replay(config, run.out_dir / (SCENARIO_DIR if d.shrunk else FOUND_DIR),
+                                             d.scenario_id, serials([d.device])))
+        for d in run.snapshot()
+    )
+    shrunk_on = sorted({d.device for d in divergences if d.shrunk})
     verdicts: Counter[str] = Counter()
     for w in workers:
         verdicts.update(w.verdicts)
@@ -526,9 +668,11 @@ def _summary(run: _Run, workers: Sequence[_Worker], started: float, status: str 
         programs_per_s=round(sum(d.programs_per_s for d in devices), 2),
         verdicts=dict(verdicts),
         divergences=divergences,
-        scenarios_dir=str(run.out_dir / SCENARIO_DIR),
+        scenarios_dir=str((run.out_dir / SCENARIO_DIR).absolute()),
         devices=devices,
         status=status,
         until_found=request.until_found,
+        config=config,
+        replay=replay(config, run.out_dir / SCENARIO_DIR, None, serials(shrunk_on)) if shrunk_on else "",
         exit_code=2 if status == "interrupted" else exit_code(len(divergences), devices),
     )

@@ -38,6 +38,8 @@ from .legal import PAGE, PREEMPT_KEYS, check, preempted_without_onpreempt, refus
 Program = dict[str, Any]
 RunFn = Callable[[Sequence[Program]], list[Result | None]]
 BATCH: Final = 48
+# Candidates in a batch before one has been timed: a batch must not run long past the deadline.
+FIRST_BATCH: Final = 8
 SHRINK_AWAIT_MS: Final = 400
 CONFIRM: Final = 2
 
@@ -279,7 +281,33 @@ def _quick(program: Program) -> Program:
     return out
 
 
-def _first_match(candidates: list[Program], same: Callable[[Result], bool], run: RunFn,
+class _Clock:
+    """The shrink's deadline, and how long a candidate has taken to run so far: a batch holds only the
+    candidates that fit in the time left (at least one), so that shrinking ends about at the deadline."""
+
+    def __init__(self, run: RunFn, deadline: float) -> None:
+        self._run = run
+        self.deadline = deadline
+        self.spent_s = 0.0
+        self.ran = 0
+
+    def run(self, programs: Sequence[Program]) -> list[Result | None]:
+        started = time.monotonic()
+        results = self._run(programs)
+        self.spent_s += time.monotonic() - started
+        self.ran += len(programs)
+        return results
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def batch(self) -> int:
+        if not self.ran:
+            return FIRST_BATCH
+        return max(1, min(BATCH, int(self.left() / (self.spent_s / self.ran))))
+
+
+def _first_match(candidates: list[Program], same: Callable[[Result], bool], clock: _Clock,
                  current: Program) -> tuple[Program | None, int]:
     """The first candidate that is legal (host.fuzz.legal) and gives the same verdict and signature; and how
     many candidates ran. Illegal candidates never run, nor those that normalise back to ``current`` or
@@ -293,14 +321,15 @@ def _first_match(candidates: list[Program], same: Callable[[Result], bool], run:
             continue
         seen.add(key)
         legal_ones.append(c)
-    ran = 0
-    for start in range(0, len(legal_ones), BATCH):
-        chunk = legal_ones[start : start + BATCH]
+    ran = start = 0
+    while start < len(legal_ones) and clock.left() > 0:
+        chunk = legal_ones[start : start + clock.batch()]
         for n, c in enumerate(chunk):
             c["id"] = f"{c['id'].split('-c')[0]}-c{start + n}"
+        start += len(chunk)
         ran += len(chunk)
-        for candidate, result in zip(chunk, run([_quick(c) for c in chunk]), strict=True):
-            if result is not None and same(result) and _confirmed(candidate, same, run):
+        for candidate, result in zip(chunk, clock.run([_quick(c) for c in chunk]), strict=True):
+            if result is not None and same(result) and _confirmed(candidate, same, clock.run):
                 return candidate, ran + CONFIRM
     return None, ran
 
@@ -324,11 +353,12 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tupl
         return result.verdict is found.verdict and result.signature == found.signature
 
     current = normalise(program)
+    clock = _Clock(run, deadline)
     tried = 0
     size = max(1, len(current["steps"]) // 2)
     while time.monotonic() < deadline:
         candidates = list(_chunk_removals(current, size))
-        better, ran = _first_match(candidates, same, run, current) if candidates else (None, 0)
+        better, ran = _first_match(candidates, same, clock, current) if candidates else (None, 0)
         tried += ran
         if better is not None:
             current = better
@@ -340,7 +370,7 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tupl
         for edit in EDITS:
             if time.monotonic() >= deadline:
                 break
-            better, ran = _first_match(list(edit(current)), same, run, current)
+            better, ran = _first_match(list(edit(current)), same, clock, current)
             tried += ran
             if better is not None:
                 break

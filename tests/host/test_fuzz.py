@@ -153,14 +153,19 @@ def test_fuzz_report_groups_divergences_by_clause_and_escapes_text(tmp_path):
     )
     summary = FuzzSummary(seed=1, target="local", impl=None, budget="60s", programs=300,
                           fuzzing_s=9.7, elapsed_s=30.0, programs_per_s=30.9, verdicts={"PASS": 289, "FAIL": 11},
-                          divergences=(divergence,), scenarios_dir="out/scenarios")
+                          divergences=(divergence,), scenarios_dir="/abs/out/scenarios",
+                          config={"target": "local", "target_default": True, "personality": "aosp-2026",
+                                  "policy": "caching", "capacity": None},
+                          replay="npuconf run --target local --personality aosp-2026 --policy caching "
+                                 "--scenarios /abs/out/scenarios")
     paths = write_fuzz_reports(summary, tmp_path)
     data = json.loads(paths["json"].read_text())
     assert data["divergences"][0]["signature"] == "map-must-unmap" and data["divergences"][0]["steps_after"] == 12
     html = paths["html"].read_text()
     assert "Content-Security-Policy" in html and "<script" not in html
     assert "&lt;quoted&gt; sentence" in html and "43 → 12" in html
-    assert "npuconf run --scenarios out/scenarios" in html
+    assert summary.replay in html and "(default: local)" in html and "caching" in html
+    assert data["schema"] == 3 and data["config"]["personality"] == "aosp-2026" and data["replay"] == summary.replay
 
 
 # --- legality of programs (host.fuzz.legal) and the shrinker's passes -----------------------------------
