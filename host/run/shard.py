@@ -198,6 +198,7 @@ class LaneRunner(Protocol):
     verdicts: Counter[Verdict]
     total: int
     on_recorded: Callable[[str], None] | None
+    progress_pool: str | None
     device: Device | None  # None when preparation failed (prepare_error says why)
     prepare_error: str | None
 
