@@ -28,7 +28,8 @@ from .shard import EstimatesFn, execute_sharded
 # Per-scenario budget the probe gets on top of the scenario's own timeout: teardown settling.
 SETTLE_ALLOWANCE_S = 2.0
 
-ProgressFn = Callable[[str, Verdict, int, int], None]
+# serial, verdict, done, total, pool (the shared work the device counts against; None: its own)
+ProgressFn = Callable[[str, Verdict, int, int, str | None], None]
 
 # Why a lane stopped, and the scenarios it never reported (None: every scenario got a record).
 Unrun = tuple[str, list[Scenario]] | None
@@ -60,6 +61,8 @@ class DeviceRun:
         self.total = len(self.scenarios)
         # Called with each scenario id once its record is written (the shard scheduler's bookkeeping).
         self.on_recorded: Callable[[str], None] | None = None
+        # The work `total` counts (progress): None, the device's own; sharded, its build's group.
+        self.progress_pool: str | None = None
         self.device: Device | None = None
         self.stop = threading.Event()
         self.setup_error: KitError | None = None
@@ -89,7 +92,7 @@ class DeviceRun:
         if self.on_recorded is not None:
             self.on_recorded(scenario.id)
         if self.progress:
-            self.progress(self.target.serial, outcome.verdict, done, self.total)
+            self.progress(self.target.serial, outcome.verdict, done, self.total, self.progress_pool)
 
     def record_not_run(self, scenario: Scenario, verdict: Verdict, reason: str) -> None:
         self._record(scenario, not_run(verdict, reason))

@@ -198,6 +198,7 @@ class LaneRunner(Protocol):
     verdicts: Counter[Verdict]
     total: int
     on_recorded: Callable[[str], None] | None
+    progress_pool: str | None
     device: Device | None  # None when preparation failed (prepare_error says why)
     prepare_error: str | None
 
@@ -244,6 +245,9 @@ def execute_sharded(
         alive = [s for s in serials if s in prepared and prepared[s].discovery_failed is None]
         if not wanted:
             continue
+        for serial in serials:  # progress: each device counts its share of the group's scenarios
+            by_serial[serial].total = len(wanted)
+            by_serial[serial].progress_pool = group
         undiscovered = [s for s in serials if s in prepared]
         if not alive and undiscovered:
             # As without --shard: what needs the pairs is ERROR (once for the build), what does not still
@@ -269,7 +273,6 @@ def execute_sharded(
         scheduler = ShardScheduler([s.id for s in wanted], _known_estimates(estimates, group), alive, plan.jobs)
         group_runs = {s: by_serial[s] for s in alive}
         for serial, run in group_runs.items():
-            run.total = len(wanted)
             run.on_recorded = _finisher(scheduler, serial)
             jobs.extend(_bind(_lane, run, prepared[serial], scheduler, by_id) for _ in range(plan.jobs))
         schedulers.append((scheduler, group_runs))

@@ -1,10 +1,12 @@
 """The sharded runner with real probes on the local target (several local targets of one build), no adb:
 each scenario once per build, a target failing mid-run hands its work to the others, groups by build."""
 
+import io
 from collections import Counter
 
 from host.probe import DEFAULT_BUILD_DIR
 from host.run import RunPlan
+from host.run.progress import Progress
 from host.run.runner import execute_run
 from host.suite import load_catalogue, load_corpus, select
 from host.targets import LocalTarget, VnpuProfile
@@ -61,7 +63,13 @@ def test_three_local_targets_of_one_build_share_the_corpus(tmp_path, probe_build
     scenarios = _corpus("requests or cookies")
     plan = _plan(tmp_path, scenarios)
     targets = [_target(tmp_path, f"local-{i}") for i in range(3)]
-    assert execute_run(plan, targets) == 0
+    out = io.StringIO()
+    progress = Progress(out, interactive=False)
+    assert execute_run(plan, targets, progress.update) == 0
+    progress.finish()
+    # Progress counts each device against the build's share, and the run ends complete.
+    final = out.getvalue().splitlines()[-1]
+    assert final.startswith(f"run complete: {len(scenarios)}/{len(scenarios)} in "), final
     run = load_results(plan.out_dir)
     ran = [r for r in run.results if r.recorded]
     assert Counter(r.scenario for r in ran) == Counter(s.id for s in scenarios)
