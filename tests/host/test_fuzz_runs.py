@@ -85,7 +85,8 @@ def test_a_device_lost_mid_run_ends_only_its_own_part(tmp_path, probe_build):
     assert process.returncode == 2, stdout + stderr  # nothing diverged, and a device's part ended early
     summary = json.loads((out / "fuzz.json").read_text())
     devices = {d["device"]: d for d in summary["devices"]}
-    assert devices["virtual-1"]["status"] == "complete" and devices["virtual-1"]["fuzzing_s"] >= 15
+    # the 15 s are the whole command's, the devices' preparation included
+    assert devices["virtual-1"]["status"] == "complete" and devices["virtual-1"]["fuzzing_s"] >= 10
     lost = devices["virtual-2"]
     assert lost["status"] == "lost" and lost["detail"] and lost["programs"] > 0, lost
     assert summary["divergences"] == [] and set(summary["verdicts"]) == {"PASS"}, summary
