@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--waivers", type=user_path, help="waiver file (YAML)")
     run.add_argument("-k", dest="keyword", help="only scenarios whose id matches this expression")
+    run.add_argument(
+        "--scenario", dest="scenario_ids", action="append", default=[], metavar="ID",
+        help="only the scenario with exactly this id (repeatable; with -k/--clause, all must match)",
+    )
     run.add_argument("--clause", action="append", default=[], help="only scenarios citing this clause (repeatable)")
     run.add_argument("--out", type=user_path, help="output directory (default: out/<run-id>/)")
     run.add_argument("--scenarios", type=user_path, help="scenario directory (default: conformance/scenarios)")

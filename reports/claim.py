@@ -163,6 +163,7 @@ def configuration(run: RunView) -> tuple[tuple[str, str], ...]:
     filters = []
     if options.get("keyword"):
         filters.append(f"-k {options['keyword']}")
+    filters.extend(f"--scenario {i}" for i in _scenario_ids(options))
     clauses = options.get("clauses")
     if isinstance(clauses, list):
         filters.extend(f"--clause {c}" for c in clauses)
@@ -191,6 +192,9 @@ def partial_reasons(run: RunView) -> tuple[str, ...]:
         reasons.append(f"profile {plan.profile or '?'} (only {NORMATIVE_PROFILE} is normative)")
     if options.get("keyword"):
         reasons.append(f"filtered with -k {options['keyword']}")
+    scenario_ids = _scenario_ids(options)
+    if scenario_ids:
+        reasons.append("filtered with " + " ".join(f"--scenario {i}" for i in scenario_ids))
     clauses = options.get("clauses")
     if isinstance(clauses, list) and clauses:
         reasons.append("filtered with " + " ".join(f"--clause {c}" for c in clauses))
@@ -201,6 +205,12 @@ def partial_reasons(run: RunView) -> tuple[str, ...]:
     if isinstance(released, str) and released and plan.corpus_hash != released:
         reasons.append("the corpus is not the one this kit released (corpus hash differs)")
     return tuple(reasons)
+
+
+def _scenario_ids(options: Mapping[str, object]) -> list[str]:
+    """The plan's --scenario ids (options.scenario_ids; absent from plans of older kits)."""
+    value = options.get("scenario_ids")
+    return [str(i) for i in value] if isinstance(value, list) else []
 
 
 def _strings(value: object) -> frozenset[str] | None:

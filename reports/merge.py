@@ -115,6 +115,13 @@ def _merged_options(loaded: Sequence[_Input]) -> dict[str, object]:
             clauses.update(dict.fromkeys(str(c) for c in value))
     if clauses:
         options["clauses"] = list(clauses)
+    scenario_ids: dict[str, None] = {}
+    for plan in plans:
+        value = plan.options.get("scenario_ids")
+        if isinstance(value, list):
+            scenario_ids.update(dict.fromkeys(str(i) for i in value))
+    if scenario_ids:
+        options["scenario_ids"] = list(scenario_ids)
     scenarios = list(dict.fromkeys(str(p.options["scenarios"]) for p in plans if p.options.get("scenarios")))
     if scenarios:
         options["scenarios"] = "+".join(scenarios)

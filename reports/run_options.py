@@ -44,7 +44,8 @@ def replay_options(target: str, options: Mapping[str, object], profile: str | No
     return parts
 
 
-def run_command(options: Sequence[str], keyword: str | None = None) -> str:
-    """`npuconf run OPTIONS [-k KEYWORD]`, quoted for a POSIX shell."""
-    parts = ["npuconf", "run", *options, *(["-k", keyword] if keyword else [])]
+def run_command(options: Sequence[str], scenario_id: str | None = None) -> str:
+    """`npuconf run OPTIONS [--scenario ID]`, quoted for a POSIX shell. The id is matched exactly: `-k`
+    matches substrings, and one scenario id may be part of another."""
+    parts = ["npuconf", "run", *options, *(["--scenario", scenario_id] if scenario_id else [])]
     return " ".join(shlex.quote(p) for p in parts)

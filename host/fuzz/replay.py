@@ -10,10 +10,10 @@ from typing import Any
 from reports.run_options import replay_options, run_command
 
 
-def replay(config: dict[str, Any], scenarios: Path, keyword: str | None = None,
+def replay(config: dict[str, Any], scenarios: Path, scenario_id: str | None = None,
            serials: Sequence[str] = ()) -> str:
-    """`npuconf run` of the scenarios under ``scenarios`` (those matching ``keyword``) on the recorded
+    """`npuconf run` of the scenarios under ``scenarios`` (only ``scenario_id`` if given) on the recorded
     configuration; ``serials``: the adb devices that found them."""
     options = replay_options(config["target"], {**config, "scenarios": str(scenarios.absolute())},
                              config.get("profile"), serials)
-    return run_command(options, keyword)
+    return run_command(options, scenario_id)

@@ -254,7 +254,7 @@ def _kit_problems(run: RunResults, corpus: Mapping[str, Scenario], basis: Mappin
                 problems.append(Problem("plan", f"the plan's claim basis {key} is not this kit's"))
     if plan.corpus_hash == basis["kit_corpus_hash"] and not plan.options.get("scenarios"):
         planned = {s.id for s in plan.scenarios}
-        if plan.options.get("keyword") or plan.options.get("clauses"):
+        if plan.options.get("keyword") or plan.options.get("clauses") or plan.options.get("scenario_ids"):
             return problems
         absent = sorted(set(corpus) - planned)
         if absent:

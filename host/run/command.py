@@ -30,6 +30,7 @@ def run_command(args: argparse.Namespace) -> int:
         capacity=args.capacity,
         waivers=args.waivers,
         keyword=args.keyword,
+        scenario_ids=tuple(args.scenario_ids),
         clauses=tuple(args.clause),
         out=args.out,
         timeout_multiplier=args.timeout_multiplier,

@@ -70,6 +70,7 @@ class RunRequest:
     capacity: int | None = None
     waivers: Path | None = None
     keyword: str | None = None
+    scenario_ids: tuple[str, ...] = ()  # --scenario: exact ids
     clauses: tuple[str, ...] = ()
     out: Path | None = None
     timeout_multiplier: float = 1.0

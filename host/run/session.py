@@ -20,6 +20,7 @@ from ..errors import RunInterrupted, UsageError
 from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix
 from ..suite import (
     SCENARIO_ROOT,
+    check_scenario_ids,
     check_waiver_ids,
     claim_basis,
     corpus_hash,
@@ -68,12 +69,13 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     unknown = [c for c in request.clauses if c not in catalogue.ids()]
     if unknown:
         raise UsageError(f"--clause {unknown[0]}: not a clause ID of conformance/clauses.yaml (see `npuconf clauses`)")
+    check_scenario_ids(request.scenario_ids, scenarios, scenario_root)
     try:
-        chosen = select(scenarios, request.keyword, request.clauses)
+        chosen = select(scenarios, request.keyword, request.clauses, request.scenario_ids)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if not chosen:
-        raise UsageError("no scenario matches -k/--clause; `npuconf clauses` lists clause IDs")
+        raise UsageError("no scenario matches -k/--clause/--scenario; `npuconf clauses` lists clause IDs")
     waivers = load_waiver_file(request.waivers) if request.waivers else ()
     if request.waivers:
         check_waiver_ids(waivers, catalogue.ids(), (s.id for s in scenarios), request.waivers)
@@ -116,12 +118,13 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
             "personality": request.personality,
             "policy": request.policy,
             "keyword": request.keyword,
+            "scenario_ids": list(request.scenario_ids),
             "clauses": list(request.clauses),
             "timeout_multiplier": request.timeout_multiplier,
             "jobs": request.jobs,
             "cross": request.cross,
-            "scenarios": str(request.scenarios.resolve()) if request.scenarios else None,
-            "waivers": str(request.waivers.resolve()) if request.waivers else None,
+            "scenarios": str(request.scenarios.absolute()) if request.scenarios else None,
+            "waivers": str(request.waivers.absolute()) if request.waivers else None,
             "waivers_expired": list(expired),
             "waivers_as_of": as_of.isoformat(),
             "devices": request.devices,

@@ -10,6 +10,7 @@ from .checkout import BUILD_ROOT as BUILD_ROOT
 from .checkout import CATALOGUE_PATH as CATALOGUE_PATH
 from .checkout import REPO_ROOT as REPO_ROOT
 from .checkout import SCENARIO_ROOT as SCENARIO_ROOT
+from .corpus import check_scenario_ids as check_scenario_ids
 from .corpus import corpus_hash as corpus_hash
 from .corpus import keyword_matches as keyword_matches
 from .corpus import load_corpus as load_corpus

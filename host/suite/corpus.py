@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -11,6 +12,7 @@ import yaml
 from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import Scenario, parse_scenario
 
+from ..errors import UsageError
 from .checkout import SCENARIO_ROOT
 from .safe_yaml import load_yaml_file
 
@@ -63,17 +65,36 @@ def corpus_hash(root: Path = SCENARIO_ROOT) -> str:
     return digest.hexdigest()[:16]
 
 
-def select(scenarios: Iterable[Scenario], keyword: str | None, clauses: Iterable[str]) -> tuple[Scenario, ...]:
-    """-k EXPR (substring terms joined by and/or/not, parentheses) and --clause filters."""
+def select(
+    scenarios: Iterable[Scenario], keyword: str | None, clauses: Iterable[str], scenario_ids: Iterable[str] = ()
+) -> tuple[Scenario, ...]:
+    """-k EXPR (substring terms joined by and/or/not, parentheses), --clause and --scenario (exact ids)
+    filters, all of them applying at once."""
     wanted_clauses = frozenset(clauses)
+    wanted_ids = frozenset(scenario_ids)
     chosen = []
     for scenario in scenarios:
+        if wanted_ids and scenario.id not in wanted_ids:
+            continue
         if wanted_clauses and not wanted_clauses & set(scenario.clauses):
             continue
         if keyword and not keyword_matches(keyword, scenario.id):
             continue
         chosen.append(scenario)
     return tuple(chosen)
+
+
+def check_scenario_ids(scenario_ids: Sequence[str], scenarios: Iterable[Scenario], root: Path) -> None:
+    """Every --scenario ID names a scenario under ``root``; the first that does not is a usage error
+    suggesting the closest ids."""
+    known = [s.id for s in scenarios]
+    known_set = frozenset(known)
+    for wanted in scenario_ids:
+        if wanted in known_set:
+            continue
+        closest = difflib.get_close_matches(wanted, known, n=3)
+        hint = f"; closest: {', '.join(closest)}" if closest else ""
+        raise UsageError(f"--scenario {wanted}: no scenario with this id in {root}{hint}")
 
 
 def keyword_matches(expression: str, name: str) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from host.fuzz.progress import progress_line, start_line
+from host.fuzz.replay import replay
 from host.fuzz.session import OVERRUN_S, Activity, Budget, FuzzProgress, FuzzRequest
 from host.run import RunRequest
 from tests.conftest import npuconf
@@ -39,6 +40,15 @@ def test_start_line_names_the_default_target_and_both_bounds():
     assert f"ends by about {30 + OVERRUN_S:g} s" in line and "a shrink at most 120 s" in line
     counted = start_line(FuzzRequest(RunRequest(target="virtual"), budget=Budget(programs=500)))
     assert counted.startswith("fuzz: target virtual, seed 0, budget 500 programs, shrinking not included")
+
+
+def test_a_divergence_replay_names_its_scenario_exactly_and_the_whole_dir_replay_none(tmp_path):
+    config = {"target": "local", "personality": "aosp-2026", "policy": "caching", "profile": "published-37"}
+    whole = replay(config, tmp_path / "scenarios")
+    options = "--target local --personality aosp-2026 --policy caching"
+    assert whole == f"npuconf run {options} --scenarios {tmp_path}/scenarios"
+    one = replay(config, tmp_path / "scenarios", "fuzz.map-must-unmap.s1_10")
+    assert one == f"{whole} --scenario fuzz.map-must-unmap.s1_10"
 
 
 def _replayed_clauses(line: str, out: Path, cwd: Path) -> set[tuple[str, str | None]]:
@@ -74,6 +84,8 @@ def test_replays_of_a_fuzz_run_reproduce_its_fail_on_the_same_configuration(tmp_
     printed = [x.removeprefix("replay: ") for x in done.stdout.splitlines() if x.startswith("replay: ")]
     assert printed == [summary["replay"]]
     divergence = next(d for d in summary["divergences"] if d["shrunk"])
+    assert divergence["replay"].endswith(f" --scenario {divergence['scenario_id']}"), divergence["replay"]
+    assert "--scenario " not in summary["replay"]
     expected = ("FAIL", divergence["clause"])
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -13,7 +13,8 @@ def test_replay_repeats_the_options_that_change_what_runs(builder: ResultsBuilde
     builder.plan(["local"], [scenario("alloc.x")], target="local", profile="aosp-2026", options=options)
     run = load_results(builder.result("local", "alloc.x", "FAIL", divergence=DIVERGENCE).write())
     assert replay_command(run, run.results[0]) == (
-        "npuconf run --target local --impl '/tmp/my lib.so' --personality aosp-2026 --profile aosp-2026 -k alloc.x"
+        "npuconf run --target local --impl '/tmp/my lib.so' --personality aosp-2026 --profile aosp-2026"
+        " --scenario alloc.x"
     )
 
 

@@ -81,7 +81,7 @@ def test_failures_come_first_most_severe_first(mixed_run: ResultsBuilder):
     assert html.index('id="coverage"') < html.index('id="charts"') < html.index('id="all-results"')
     for _, ident in failures:
         assert f'href="#{ident}"' in html  # from the index above the failures and from the results table
-    assert "<code>npuconf run --target virtual -k alloc.enomem</code>" in html
+    assert "<code>npuconf run --target virtual --scenario alloc.enomem</code>" in html
     assert "An allocation for a supported pair succeeds unless memory is exhausted." in html
     assert "D4" in html
     assert "no trace: the scenario never ran" not in html  # NOT_EXECUTED is not a failure
@@ -146,7 +146,7 @@ def test_configuration_block_shows_what_the_plan_records(builder: ResultsBuilder
 def test_replay_names_the_serial_on_adb(builder: ResultsBuilder):
     builder.plan(["R58M123"], [scenario("alloc.x")], target="adb")
     builder.result("R58M123", "alloc.x", "FAIL", divergence=DIVERGENCE)
-    assert "npuconf run --target adb --serial R58M123 -k alloc.x" in _html(builder)
+    assert "npuconf run --target adb --serial R58M123 --scenario alloc.x" in _html(builder)
 
 
 def test_hostile_text_is_escaped(builder: ResultsBuilder, tmp_path: Path):

@@ -70,3 +70,19 @@ def test_cli_regenerates_each_run_and_writes_the_merged_reports(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["total"] == 4 and summary["counts"]["PASS"] == 3
     assert "merged 2 runs" in done.stdout
+
+
+def test_merged_scenario_filters_are_united_and_stay_partial(tmp_path):
+    runs = []
+    for run_id, started, scenario in (("run-1", "2026-03-01T10:00:00Z", A), ("run-2", "2026-03-02T10:00:00Z", B)):
+        record = plan(run_id, started, ["phone-1"], [scenario])
+        record["options"] = {"scenario_ids": [scenario]}
+        runs.append(write(tmp_path / run_id, [
+            record,
+            {"kind": "device", "device": "phone-1", "info": device_info("phone-1")},
+            verdict_record("phone-1", scenario, "PASS", started),
+            {"kind": "end", "finished": started, "counts": {}, "exit_code": 0},
+        ]))  # fmt: skip
+    merged = load_results(merge_runs(runs, tmp_path / "merged").path)
+    assert merged.plan is not None and merged.plan.options["scenario_ids"] == [A, B]
+    assert f"filtered with --scenario {A} --scenario {B}" in merged.claim.partial
