@@ -181,6 +181,21 @@ class GapView:
     clause: str
     device: str
     reasons: tuple[tuple[str, str, str], ...]
+    device_testable: bool  # in the plan's claim basis: the only clauses the claim can require
+
+
+@dataclass(frozen=True, slots=True)
+class GapCount:
+    """The coverage section's heading: every clause not exercised, and how many the claim basis holds."""
+
+    total: int
+    device_testable: int | None  # None: the plan records no claim basis, so nothing is split out
+
+    def heading(self) -> str:
+        if self.device_testable is None or self.device_testable == self.total:
+            return f"Clauses not exercised ({self.total})"
+        split = f"{self.device_testable} device-testable, {self.total - self.device_testable} not device-testable"
+        return f"Clauses not exercised ({self.total}: {split})"
 
 
 _FAILING: Final = frozenset(FAILURE_ORDER)
@@ -355,8 +370,18 @@ def _rows(run: RunResults, anchors: dict[tuple[str, str], str]) -> tuple[Row, ..
     return tuple(rows)
 
 
-def _gap_views(gaps: Sequence[Gap]) -> tuple[GapView, ...]:
-    return tuple(GapView(g.clause, g.device, g.reasons) for g in gaps)
+def _device_testable(run: RunResults) -> frozenset[str] | None:
+    basis = run.plan.claim_basis if run.plan else None
+    clauses = basis.get("device_testable") if basis else None
+    return frozenset(str(c) for c in clauses) if isinstance(clauses, list) else None
+
+
+def _gap_views(gaps: Sequence[Gap], testable: frozenset[str] | None) -> tuple[GapView, ...]:
+    return tuple(GapView(g.clause, g.device, g.reasons, testable is None or g.clause in testable) for g in gaps)
+
+
+def _gap_count(views: Sequence[GapView], testable: frozenset[str] | None) -> GapCount:
+    return GapCount(len(views), None if testable is None else sum(v.device_testable for v in views))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -403,6 +428,8 @@ def render_html(run: RunResults) -> str:
     rows = _rows(run, anchors)
     failing_counts = Counter(v.finding.verdict for v in failures)
     claim = run.claim
+    testable = _device_testable(run)
+    gaps = _gap_views(coverage_gaps(run), testable)
     meta = [
         ("run", run.run_id or "(no plan)"),
         ("started", plan.started if plan else ""),
@@ -454,7 +481,8 @@ def render_html(run: RunResults) -> str:
         failure_groups=_failure_groups(failures),
         open_excerpts=OPEN_EXCERPTS,
         failure_counts=[(name, failing_counts[name]) for name in FAILURE_ORDER if failing_counts[name]],
-        gaps=_gap_views(coverage_gaps(run)),
+        gaps=gaps,
+        gap_heading=_gap_count(gaps, testable).heading(),
     )
 
 

@@ -66,4 +66,14 @@ def test_skeleton_run_passes_what_applies_and_names_what_it_leaves_out(skeleton_
     reasons = {entry["reason"] for entries in gaps.values() for entry in entries}
     assert "the device supports no (device number, buffer type) pair" in reasons
     html = (run_dir / "report.html").read_text(encoding="utf-8")
-    assert f"Clauses not exercised ({sum(len(v) for v in summary['not_exercised'].values())})" in html
+    # The console, summary.json and the report count the same clauses: the claim the device-testable ones,
+    # the coverage section all of them, split into device-testable and the rest (virtual-only here).
+    claimed = sum(len(gap["clauses"]) for gap in summary["claim"]["not_exercised"])
+    in_all = sum(len(v) for v in summary["not_exercised"].values())
+    testable = set(json.loads(lines[0])["claim_basis"]["device_testable"])
+    assert claimed == sum(clause in testable for clause in gaps) < in_all
+    assert done.stdout.splitlines()[0].startswith(f"incomplete: {claimed} device-testable clauses not exercised")
+    assert summary["claim"]["headline"] == done.stdout.splitlines()[0]
+    heading = f"Clauses not exercised ({in_all}: {claimed} device-testable, {in_all - claimed} not device-testable)"
+    assert f"<h2>{heading}</h2>" in html
+    assert html.count("(not device-testable)</span>") == in_all - claimed
