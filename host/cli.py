@@ -48,15 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = commands.add_parser("run", help="run the conformance suite and write the reports")
+    # Options the plan records default to None here, so `--resume` can tell what the user gave;
+    # host/run/given_options.py fills in the real defaults after parsing.
     run.add_argument(
         "--target",
         choices=["local", "virtual", "adb"],
         help="where the probe runs (default: attached adb devices if any on the default adb server, else virtual)",
     )
-    run.add_argument("--devices", type=int, default=1, help="virtual target: number of virtual devices")
-    run.add_argument("--serial", action="append", default=[], help="adb target: only this device (repeatable)")
+    run.add_argument("--devices", type=int, help="virtual target: number of virtual devices")
+    run.add_argument("--serial", action="append", help="adb target: only this device (repeatable)")
     run.add_argument(
-        "--adb-server", action="append", default=[], metavar="HOST:PORT", help="adb target: an adb server (repeatable)"
+        "--adb-server", action="append", metavar="HOST:PORT", help="adb target: an adb server (repeatable)"
     )
     run.add_argument(
         "--resume",
@@ -65,12 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="run what DIR's plan has not run yet, into DIR (with --impl PATH when DIR came from another host)",
     )
     run.add_argument("--impl", type=user_path, help="local target: a Linux library exporting the 18 functions")
-    run.add_argument("--profile", choices=["published-37", "aosp-2026"], default="published-37")
-    run.add_argument("--personality", choices=["published", "aosp-2026"], default="published", help="vnpu personality")
+    run.add_argument("--profile", choices=["published-37", "aosp-2026"])
+    run.add_argument("--personality", choices=["published", "aosp-2026"], help="vnpu personality")
     run.add_argument(
         "--policy",
         choices=["budget", "acl", "caching", "arena"],
-        default="budget",
         help="vnpu allocation policy (docs/vnpu.md §6)",
     )
     run.add_argument(
@@ -79,14 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--waivers", type=user_path, help="waiver file (YAML)")
     run.add_argument("-k", dest="keyword", help="only scenarios whose id matches this expression")
     run.add_argument(
-        "--scenario", dest="scenario_ids", action="append", default=[], metavar="ID",
+        "--scenario", dest="scenario_ids", action="append", metavar="ID",
         help="only the scenario with exactly this id (repeatable; with -k/--clause, all must match)",
     )
-    run.add_argument("--clause", action="append", default=[], help="only scenarios citing this clause (repeatable)")
+    run.add_argument("--clause", action="append", help="only scenarios citing this clause (repeatable)")
     run.add_argument("--out", type=user_path, help="output directory (default: out/<run-id>/)")
     run.add_argument("--scenarios", type=user_path, help="scenario directory (default: conformance/scenarios)")
-    run.add_argument("--timeout-multiplier", type=float, default=1.0, help="scale every timeout (slow devices)")
-    run.add_argument("-j", dest="jobs", type=int, default=1, help="probe processes per device")
+    run.add_argument("--timeout-multiplier", type=float, help="scale every timeout (slow devices)")
+    run.add_argument("-j", dest="jobs", type=int, help="probe processes per device")
     run.add_argument("--build-dir", type=user_path, help="where the host probe build lives (default: build/probe)")
     run.add_argument("--cross", choices=["aarch64", "armhf"], help="local target: run a cross build under qemu-user")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress output")
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--shard",
         action="store_true",
+        default=None,
         help="devices of one build share its scenarios (each runs once per build) instead of each running all",
     )
 

@@ -20,7 +20,38 @@ from .errors import ScenarioInvalid
 
 
 class WaiverInvalid(ScenarioInvalid):
-    """A waiver file does not follow the format; the message names the file and the field."""
+    """A waiver file does not follow the format; the message names the file and the field.
+
+    What was found is described in words (`a list`, `'text'`, `2026-01-01`), never as a Python repr."""
+
+    def __init__(self, source: str, scenario: str | None, field: str, found: object, expected: str) -> None:
+        super().__init__(source, scenario, field, found, expected)
+        self.args = (f"{source}: {field}: expected {expected}, found {described(found)}",)
+
+
+class _Words(str):
+    """A finding already put in words, shown without quotes."""
+
+
+def described(found: object) -> str:
+    """A value from a waiver file in a few words for a one-line message (bounded, no reprs of containers)."""
+    if isinstance(found, _Words):
+        return str(found)
+    if found is None:
+        return "nothing"
+    if isinstance(found, bool):
+        return "true" if found else "false"
+    if isinstance(found, int | float):
+        return str(found)
+    if isinstance(found, dt.date):
+        return found.isoformat()
+    if isinstance(found, str):
+        return repr(found if len(found) <= 60 else found[:57] + "...")
+    if isinstance(found, Mapping):
+        return "a mapping"
+    if isinstance(found, list | tuple):
+        return "a list"
+    return f"a {type(found).__name__}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +89,8 @@ def parse_waivers(data: object, source: str) -> tuple[Waiver, ...]:
     if data is None:
         return ()
     if not isinstance(data, Mapping) or not isinstance(data.get("waivers"), list):
-        raise WaiverInvalid(source, None, "waivers", type(data).__name__, "a mapping with a `waivers` list")
+        found = "a mapping without a `waivers` list" if isinstance(data, Mapping) else described(data)
+        raise WaiverInvalid(source, None, "file", _Words(found), "a mapping with a `waivers` list")
     extra = set(data) - {"waivers", "version"}
     if extra:
         raise WaiverInvalid(source, None, sorted(extra)[0], sorted(extra)[0], "only `waivers` (and `version`)")
@@ -73,7 +105,12 @@ def parse_waivers(data: object, source: str) -> tuple[Waiver, ...]:
             raise WaiverInvalid(source, None, f"{where}.{key}", key, "one of scenario, clause, device, reason, expires")
         scenario, clause = raw.get("scenario"), raw.get("clause")
         if (scenario is None) == (clause is None):
-            raise WaiverInvalid(source, None, where, dict(raw), "exactly one of `scenario` or `clause`")
+            found = (
+                f"both (clause {described(clause)}, scenario {described(scenario)})"
+                if scenario is not None
+                else f"neither (fields: {', '.join(map(str, raw)) or 'none'})"
+            )
+            raise WaiverInvalid(source, None, where, _Words(found), "exactly one of `scenario` or `clause`")
         for key, value in (("scenario", scenario), ("clause", clause)):
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise WaiverInvalid(source, None, f"{where}.{key}", value, "a non-empty string")

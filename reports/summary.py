@@ -39,6 +39,8 @@ def build_summary(run: RunResults) -> dict[str, object]:
         "profile": plan.profile if plan else None,
         "target": plan.target if plan else None,
         "started": plan.started if plan else None,
+        "corpus_hash": plan.corpus_hash if plan else None,
+        "model_hash": plan.model_hash if plan else None,
         "finished": run.end.finished if run.end else None,
         "answer": claim.level.value,
         "exit_code": int(claim.exit_code),

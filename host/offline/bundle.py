@@ -1,8 +1,8 @@
 """Submission bundles: `npuconf bundle DIR` packs a run (`npuconf verify BUNDLE` checks one: verify.py).
 
 A bundle is a tar.gz holding results.jsonl, junit.xml, report.html, summary.json and manifest.json
-(and manifest.sig when signed). The manifest lists the SHA-256 of every other file, the hashes of the
-kit that made it (kit, model, probe sources, corpus), the run id, each device's build fingerprint and
+(and manifest.sig when signed). The manifest lists the SHA-256 of every other file, the tree hashes
+of the kit that made it (kit, model, probe sources, suite), the run id, each device's build fingerprint and
 the run's claim (reports/claim.py). What `verify` checks is in verify.py and docs/reports.md.
 """
 
@@ -24,11 +24,12 @@ from reports import RunResults, write_reports
 from reports.safe_io import atomic_output, checked_name
 
 from .. import KIT_VERSION
-from ..suite import checkout_hashes
+from ..suite import checkout_tree_hashes
 from . import signing
 from .run_dir import load_planned_run
 
-BUNDLE_SCHEMA: Final = 1
+# 2: `tree_hashes` (suite) replaced `hashes` (corpus), which verify still reads
+BUNDLE_SCHEMA: Final = 2
 MANIFEST: Final = "manifest.json"
 BUNDLE_FILES: Final = ("results.jsonl", "junit.xml", "report.html", "summary.json")
 
@@ -72,7 +73,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, sign_key: Path | None = 
         "profile": plan.profile,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "kit_version": KIT_VERSION,
-        "hashes": checkout_hashes(),
+        "tree_hashes": checkout_tree_hashes(),
         "plan": {
             "kit_version": plan.kit_version,
             "vocabulary": plan.vocabulary,

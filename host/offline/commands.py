@@ -109,8 +109,11 @@ def verify_command(args: argparse.Namespace) -> int:
     )
     for serial, fingerprint in report.fingerprints:
         print(f"  device {serial}: {fingerprint or '(no fingerprint recorded)'}")
-    for part, value in report.hashes:
-        print(f"  {part} hash {value[:16]}")
+    for name, recorded, current in report.run_hashes:
+        here = "the same" if recorded == current else current
+        print(f"  {name} {recorded or '(none recorded)'} (plan and reports; this checkout: {here})")
+    for part, value in report.tree_hashes:
+        print(f"  {part} tree hash {value[:16]} (manifest)")
     print(f"  waivers: {report.waivers or 'none (waivers stored in the bundle are not applied)'}")
     if report.signature_checked:
         print(f"  signed by the trusted key {report.signer}")

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from junitparser import xunit2
 
@@ -42,10 +42,12 @@ from ..suite import (
     HASHED_PARTS,
     SCENARIO_ROOT,
     check_waiver_ids,
-    checkout_hashes,
+    checkout_tree_hashes,
     claim_basis,
+    corpus_hash,
     load_catalogue,
     load_waiver_file,
+    model_hash,
     waivers_as_of,
 )
 from . import signing
@@ -72,7 +74,9 @@ class VerifyReport:
     problems: tuple[Problem, ...]
     claim: Claim
     fingerprints: tuple[tuple[str, str | None], ...] = ()
-    hashes: tuple[tuple[str, str], ...] = ()
+    # (name, the run's value, this checkout's): the corpus hash and model hash the plan and reports show
+    run_hashes: tuple[tuple[str, str, str], ...] = ()
+    tree_hashes: tuple[tuple[str, str], ...] = ()  # the manifest's: part -> tree hash of the kit that bundled
     signer: str | None = None  # the key a manifest.sig names (checked only with --trusted-key)
     signature_checked: bool = False
     waivers: str | None = None
@@ -150,7 +154,7 @@ def _manifest(bundle: Path, members: Mapping[str, bytes]) -> dict[str, Any]:
         raise BundleUnreadable(f"{bundle}: {MANIFEST} is not an npuconf bundle manifest (kind npuconf-bundle, files)")
     schema = manifest.get("schema")
     if not isinstance(schema, int) or schema > BUNDLE_SCHEMA:
-        raise BundleUnreadable(f"{bundle}: bundle schema {schema!r}; this kit reads schema {BUNDLE_SCHEMA}")
+        raise BundleUnreadable(f"{bundle}: bundle schema {schema!r}; this kit reads schemas 1 to {BUNDLE_SCHEMA}")
     return manifest
 
 
@@ -172,19 +176,34 @@ def _check_files(manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> l
     return problems
 
 
-def _check_hashes(manifest: Mapping[str, Any]) -> list[Problem]:
-    recorded = manifest.get("hashes")
-    if not isinstance(recorded, dict):
-        return [Problem("kit", "the manifest records no kit hashes")]
-    current = checkout_hashes()
+# Bundle schema 1 recorded the tree hashes as `hashes`, with the suite part named `corpus`.
+_SCHEMA_1_PARTS: Final = {"corpus": "suite"}
+
+
+def recorded_tree_hashes(manifest: Mapping[str, Any]) -> dict[str, object] | None:
+    """The manifest's tree hashes by part, from `tree_hashes` or a schema-1 bundle's `hashes`."""
+    recorded = manifest.get("tree_hashes")
+    if isinstance(recorded, dict):
+        return dict(recorded)
+    old = manifest.get("hashes")
+    if isinstance(old, dict):
+        return {_SCHEMA_1_PARTS.get(str(part), str(part)): value for part, value in old.items()}
+    return None
+
+
+def _check_tree_hashes(manifest: Mapping[str, Any]) -> list[Problem]:
+    recorded = recorded_tree_hashes(manifest)
+    if recorded is None:
+        return [Problem("kit", "the manifest records no tree hashes of the kit")]
+    current = checkout_tree_hashes()
     problems: list[Problem] = []
     for part in HASHED_PARTS:
         if recorded.get(part) != current[part]:
             problems.append(
                 Problem(
                     "kit",
-                    f"{part} hash {str(recorded.get(part))[:16]}… differs from this checkout's {current[part][:16]}…: "
-                    f"the bundle was made with another {part}",
+                    f"{part} tree hash {str(recorded.get(part))[:16]}… differs from this checkout's "
+                    f"{current[part][:16]}…: the bundle was made with another {part}",
                 )
             )
     return problems
@@ -495,7 +514,7 @@ def verify_bundle(
         if bad is not None:
             problems.append(Problem("signature", bad))
     problems.extend(_check_files(manifest, {k: v for k, v in members.items() if k != signing.SIGNATURE}))
-    problems.extend(_check_hashes(manifest))
+    problems.extend(_check_tree_hashes(manifest))
     if "results.jsonl" not in members:
         raise BundleUnreadable(f"{bundle}: no results.jsonl in the bundle")
     basis = claim_basis(load_catalogue(), corpus.values())
@@ -521,7 +540,15 @@ def verify_bundle(
         problems.extend(verdict_problems)
         problems.extend(_check_reports(run, members, workdir))
         problems.extend(_check_claim(run, manifest, members))
-    hashes = manifest.get("hashes")
+    tree_hashes = recorded_tree_hashes(manifest) or {}
+    run_hashes = (
+        (
+            ("corpus hash", run.plan.corpus_hash, corpus_hash(scenario_root)),
+            ("model hash", run.plan.model_hash, model_hash()),
+        )
+        if run.plan is not None
+        else ()
+    )
     return VerifyReport(
         bundle=bundle,
         run_id=run.run_id,
@@ -531,7 +558,8 @@ def verify_bundle(
         problems=tuple(problems),
         claim=run.claim,
         fingerprints=tuple(device_fingerprints(run).items()),
-        hashes=tuple((k, str(v)) for k, v in hashes.items()) if isinstance(hashes, dict) else (),
+        run_hashes=run_hashes,
+        tree_hashes=tuple((str(k), str(v)) for k, v in tree_hashes.items()),
         signer=signing.signer(signature),
         signature_checked=trusted is not None and not any(p.kind == "signature" for p in problems),
         waivers=str(waivers_file) if waivers_file is not None else None,

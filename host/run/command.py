@@ -8,6 +8,7 @@ import sys
 from reference_model.verdicts import Verdict
 
 from ..errors import RunInterrupted, UsageError
+from .given_options import apply_run_defaults
 from .plan import RunRequest, check_target_options
 from .progress import Progress
 from .resume import resume_run
@@ -15,6 +16,7 @@ from .session import start_run
 
 
 def run_command(args: argparse.Namespace) -> int:
+    given = apply_run_defaults(args)
     if args.jobs < 1:
         raise UsageError(f"-j {args.jobs}: expected a number of probe processes >= 1")
     check_target_options(args.timeout_multiplier, args.devices, args.target)
@@ -45,7 +47,13 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         if args.resume is not None:
             outcome = resume_run(
-                args.resume, progress.update if progress else None, impl=args.impl, store=args.store
+                args.resume,
+                progress.update if progress else None,
+                impl=args.impl,
+                store=args.store,
+                given=given,
+                build_dir=args.build_dir,
+                out=args.out,
             )
         else:
             outcome = start_run(request, progress.update if progress else None)

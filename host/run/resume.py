@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 from reference_model.verdicts import Verdict
@@ -12,6 +13,7 @@ from reports.safe_io import checked_name, console_text, output_dir, repair_torn_
 from ..errors import UsageError
 from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file, waivers_as_of
 from ..targets import DEFAULT_CAPACITY, VnpuProfile
+from .given_options import check_resume_options
 from .ownership import created_here
 from .plan import Resume, RunPlan, RunRequest
 from .record import duration_estimates, record_run
@@ -20,7 +22,13 @@ from .session import RunOutcome, interrupted, open_targets
 
 
 def resume_run(
-    directory: Path, progress: ProgressFn | None = None, impl: Path | None = None, store: str | None = None
+    directory: Path,
+    progress: ProgressFn | None = None,
+    impl: Path | None = None,
+    store: str | None = None,
+    given: Mapping[str, object] | None = None,
+    build_dir: Path | None = None,
+    out: Path | None = None,
 ) -> RunOutcome:
     """`npuconf run --resume DIR`: run the planned pairs with no result, NOT_EXECUTED or a host-caused
     ERROR, append, re-report, and record the grown run in the results store (`store`, default: next to
@@ -28,6 +36,9 @@ def resume_run(
 
     `impl` is `--impl` given again on the command line: required when the plan names a library and
     this host did not create DIR (see ownership.py), and checked against the plan's in every case.
+    `given` holds the other `run` options the user gave (given_options.py): each must agree with the
+    plan. `build_dir` (--build-dir, a path of this host the plan does not record) is where the local
+    probe build is taken from; `out` (--out) may only name DIR itself.
     A sharded run resumes sharded: every planned device is opened again and each build's devices share
     what the build has left (a scenario is left when no device of its build has a result for it)."""
     results_path = directory / "results.jsonl"
@@ -39,6 +50,18 @@ def resume_run(
     plan_record = previous.plan
     if plan_record is None:
         raise UsageError(f"--resume {directory}: results.jsonl has no plan record; it cannot be resumed")
+    if out is not None and out != directory:
+        raise UsageError(
+            f"--out {out} conflicts with the resumed run's directory {directory}: a resume writes into DIR; "
+            "drop the option or start a new run"
+        )
+    planned_options = {
+        **plan_record.options,
+        "target": plan_record.target,
+        "profile": plan_record.profile,
+        "shard": plan_record.shard,
+    }
+    check_resume_options(given or {}, planned_options, results_path)
     finished = {
         (r.device, r.scenario): r.verdict
         for r in previous.results
@@ -56,7 +79,7 @@ def resume_run(
         wanted_devices = tuple(plan_record.devices) if sharded else tuple(todo)
         for device in wanted_devices:
             checked_name(device, "planned device")
-        request = _request_from_plan(plan_record.target, options, wanted_devices)
+        request = _request_from_plan(plan_record.target, options, wanted_devices, build_dir)
         catalogue = load_catalogue()
         scenario_root = request.scenarios or SCENARIO_ROOT
         corpus = {s.id: s for s in load_corpus(scenario_root, known_clauses=catalogue.ids())}
@@ -129,7 +152,9 @@ def _checked_impl(directory: Path, planned: object, given: Path | None) -> str |
     return planned_path
 
 
-def _request_from_plan(target: str, options: dict[str, object], devices: tuple[str, ...]) -> RunRequest:
+def _request_from_plan(
+    target: str, options: dict[str, object], devices: tuple[str, ...], build_dir: Path | None
+) -> RunRequest:
     def text(key: str) -> str | None:
         value = options.get(key)
         return value if isinstance(value, str) and value else None
@@ -153,6 +178,7 @@ def _request_from_plan(target: str, options: dict[str, object], devices: tuple[s
         jobs=int(number("jobs", 1)),
         scenarios=Path(scenarios) if scenarios else None,
         cross=text("cross"),
+        build_dir=build_dir,
         # adb: only the devices left to run; virtual: the same names as before
         serials=tuple(d.split("@", 1)[0] for d in devices) if target == "adb" else (),
         adb_servers=strings("adb_servers") if target == "adb" else (),

@@ -16,7 +16,7 @@ from .corpus import keyword_matches as keyword_matches
 from .corpus import load_corpus as load_corpus
 from .corpus import select as select
 from .hashes import HASHED_PARTS as HASHED_PARTS
-from .hashes import checkout_hashes as checkout_hashes
+from .hashes import checkout_tree_hashes as checkout_tree_hashes
 from .hashes import model_hash as model_hash
 from .waivers import check_waiver_ids as check_waiver_ids
 from .waivers import expiry_notes as expiry_notes

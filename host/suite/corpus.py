@@ -36,13 +36,26 @@ def load_file(path: Path, chapter: str, known_clauses: frozenset[str] | None) ->
     return [parse_scenario(data, source, chapter, known_clauses)]
 
 
+SCENARIO_LAYOUT = "<chapter>/<id>.yaml files under it (docs/formats.md §2)"
+
+
+def check_scenario_root(root: Path) -> None:
+    """A scenario directory that is missing, or a file, is a one-line usage error naming it."""
+    if root.is_dir():
+        return
+    found = "is not a directory" if root.exists() or root.is_symlink() else "does not exist"
+    raise UsageError(f"scenario directory {root}: {found}; expected a directory of {SCENARIO_LAYOUT}")
+
+
 def load_corpus(root: Path = SCENARIO_ROOT, known_clauses: frozenset[str] | None = None) -> tuple[Scenario, ...]:
     """Every scenario under root, sorted by id; ids must be unique across the corpus."""
-    if not root.is_dir():
-        raise ScenarioInvalid(str(root), None, "directory", "missing", "a scenario directory")
+    check_scenario_root(root)
     scenarios: list[Scenario] = []
     first_seen: dict[str, str] = {}
-    for path in sorted(root.glob("*/*.yaml")):
+    paths = sorted(root.glob("*/*.yaml"))
+    if not paths:
+        raise UsageError(f"scenario directory {root}: holds no scenario files; expected {SCENARIO_LAYOUT}")
+    for path in paths:
         for scenario in load_file(path, path.parent.name, known_clauses):
             if scenario.id in first_seen:
                 raise ScenarioInvalid(

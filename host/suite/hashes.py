@@ -1,4 +1,7 @@
-"""Content hashes of the kit's parts (kit, model, probe sources, corpus), for bundles and the store."""
+"""Tree hashes of the kit's parts (kit, model, probe sources, suite), for bundles and the store.
+
+Named "tree hashes" (`kit tree hash`, ...) everywhere: they are not the plan's corpus hash and model
+hash (corpus.py `corpus_hash`, `model_hash` below), which hash other files in another way."""
 
 from __future__ import annotations
 
@@ -9,14 +12,14 @@ from typing import Final
 
 from .checkout import REPO_ROOT
 
-HASHED_PARTS: Final = ("kit", "model", "probe", "corpus")
+HASHED_PARTS: Final = ("kit", "model", "probe", "suite")
 
 # part -> (path under the repository, glob under it; "" for a single file)
 PART_FILES: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "kit": (("host", "*.py"), ("reference_model", "*.py"), ("reports", "*.py")),
     "model": (("reference_model", "*.py"),),
     "probe": (("ndk_probe/src", "*"), ("ndk_probe/vocabulary.yaml", "")),
-    "corpus": (("conformance/scenarios", "*.yaml"), ("conformance/clauses.yaml", "")),
+    "suite": (("conformance/scenarios", "*.yaml"), ("conformance/clauses.yaml", "")),
 }
 
 
@@ -42,8 +45,9 @@ def tree_hash(root: Path, files: Iterable[Path]) -> str:
     return digest.hexdigest()
 
 
-def checkout_hashes(root: Path = REPO_ROOT) -> dict[str, str]:
-    """kit (host, reference_model, reports Python files), model, probe (sources + vocabulary), corpus."""
+def checkout_tree_hashes(root: Path = REPO_ROOT) -> dict[str, str]:
+    """kit (host, reference_model, reports Python files), model, probe (sources + vocabulary), suite
+    (scenario files + clause catalogue): full SHA-256 tree hashes."""
     return {part: tree_hash(root, part_files(root, PART_FILES[part])) for part in HASHED_PARTS}
 
 

@@ -65,7 +65,11 @@ def load_yaml_text(text: str, source: str) -> object:
         size = _expanded_size(node, bound)
         if size > bound:
             raise YamlRefused(over("yaml_nodes", f"{source} expands to more than {bound} nodes (aliases counted)"))
-        return loader.construct_document(node)
+        try:
+            return loader.construct_document(node)
+        except ValueError as exc:
+            # a well-formed value YAML cannot build, such as the timestamp 2026-13-01
+            raise yaml.YAMLError(f"a value that cannot be read ({exc})") from None
     finally:
         loader.dispose()
 

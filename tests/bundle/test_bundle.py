@@ -10,7 +10,7 @@ import pytest
 from junitparser import xunit2
 
 from host.offline import BundleUnreadable, make_bundle, verify_bundle
-from host.suite import checkout_hashes
+from host.suite import checkout_tree_hashes, corpus_hash, model_hash
 from tests.conftest import npuconf
 from tests.store.runs import D2_SCENARIO, PASS_SCENARIO, d2_run
 
@@ -60,8 +60,10 @@ def test_manifest_lists_every_file_and_the_kit(bundle):
     manifest = json.loads(contents["manifest.json"])
     assert manifest["run_id"] == "20260301-120000-d2d2"
     assert manifest["files"] == {n: hashlib.sha256(d).hexdigest() for n, d in contents.items() if n != "manifest.json"}
-    assert manifest["hashes"] == checkout_hashes()
-    assert set(manifest["hashes"]) == {"kit", "model", "probe", "corpus"}
+    assert manifest["schema"] == 2 and "hashes" not in manifest
+    assert manifest["tree_hashes"] == checkout_tree_hashes()
+    assert set(manifest["tree_hashes"]) == {"kit", "model", "probe", "suite"}
+    assert manifest["plan"]["corpus_hash"] == "c0ffee00c0ffee00"
     assert manifest["devices"] == {"phone-1": "acme/npu/phone-1:37/BUILD1/1:user/release-keys"}
 
 
@@ -130,14 +132,56 @@ def test_missing_and_duplicated_scenarios_are_named(bundle, tmp_path):
 def test_other_kit_is_reported_as_such(bundle, tmp_path):
     contents = members(bundle)
     manifest = json.loads(contents["manifest.json"])
-    manifest["hashes"]["model"] = "0" * 64
+    manifest["tree_hashes"]["model"] = "0" * 64
     report = verify_bundle(
         repack(tmp_path / "kit.tar.gz", {**contents, "manifest.json": json.dumps(manifest).encode()})
     )
     assert report.exit_code == 1
     (message,) = problems(report, "kit")
-    assert message.startswith("model hash 0000000000000000… differs from this checkout's")
+    assert message.startswith("model tree hash 0000000000000000… differs from this checkout's")
     assert "made with another model" in message
+
+
+def schema_1_manifest(manifest):
+    """The manifest as the previous kit wrote it: schema 1, `hashes`, the suite part named `corpus`."""
+    old = {k: v for k, v in manifest.items() if k != "tree_hashes"}
+    parts = manifest["tree_hashes"]
+    old["hashes"] = {"kit": parts["kit"], "model": parts["model"], "probe": parts["probe"], "corpus": parts["suite"]}
+    old["schema"] = 1
+    return old
+
+
+def test_bundle_of_the_previous_kit_still_verifies_its_tree_hashes(bundle, tmp_path):
+    contents = members(bundle)
+    old = schema_1_manifest(json.loads(contents["manifest.json"]))
+    intact = verify_bundle(repack(tmp_path / "old.tar.gz", {**contents, "manifest.json": json.dumps(old).encode()}))
+    assert intact.problems == ()
+    assert dict(intact.tree_hashes) == checkout_tree_hashes()
+    old["hashes"]["corpus"] = "1" * 64
+    changed = verify_bundle(repack(tmp_path / "old2.tar.gz", {**contents, "manifest.json": json.dumps(old).encode()}))
+    assert [m.split("…")[0] for m in problems(changed, "kit")] == ["suite tree hash 1111111111111111"]
+
+
+def test_verify_shows_the_corpus_and_model_hashes_the_reports_show(bundle):
+    contents = members(bundle)
+    summary = json.loads(contents["summary.json"])
+    assert (summary["corpus_hash"], summary["model_hash"]) == ("c0ffee00c0ffee00", "deadbeefdeadbeef")
+    junit = contents["junit.xml"].decode()
+    assert '<property name="corpus_hash" value="c0ffee00c0ffee00"/>' in junit
+    assert '<property name="model_hash" value="deadbeefdeadbeef"/>' in junit
+    html = contents["report.html"].decode()
+    assert '<td>corpus hash</td><td class="mono">c0ffee00c0ffee00</td>' in html
+    assert '<td>model hash</td><td class="mono">deadbeefdeadbeef</td>' in html
+    done = npuconf("verify", bundle, timeout=60)
+    lines = done.stdout.splitlines()
+    assert f"  corpus hash c0ffee00c0ffee00 (plan and reports; this checkout: {corpus_hash()})" in lines
+    assert f"  model hash deadbeefdeadbeef (plan and reports; this checkout: {model_hash()})" in lines
+    trees = checkout_tree_hashes()
+    for part in ("kit", "model", "probe", "suite"):
+        assert f"  {part} tree hash {trees[part][:16]} (manifest)" in lines
+    # one name per hash: no bare "kit hash"/"probe hash" and no second "corpus hash"/"model hash" line
+    named = [line.split(" hash ")[0].strip() for line in lines if " hash " in line]
+    assert sorted(named) == sorted(["corpus", "model", "kit tree", "model tree", "probe tree", "suite tree"])
 
 
 def test_extra_and_missing_files(bundle, tmp_path):
