@@ -7,7 +7,7 @@ a shared or NULL cookie leaves a choice, and the judge keeps one candidate state
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from . import policies
@@ -193,11 +193,15 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
     tokens = dict(s.tokens)
     sid = s.next_id
     made: list[int] = []
-    for slot in slots:
+    # A why names a batch member as the scenario does, and as the trace does where the two differ.
+    scenario_name = {probe: name for name, probe in ctx.names.items()} if len(slots) > 1 else {}
+    for position, slot in enumerate(slots, 1):
         assert slot is not None
         req = s.reqs[slot]
+        name = scenario_name.get(slot, slot)
         subs[sid] = Submission(req.attrs, req.cookie, call.step, forced.pop(0) if forced else None, live,
-                               req.attrs.support_key() in s.unsupported)
+                               req.attrs.support_key() in s.unsupported, slot=name if name == slot else
+                               f"{name}, {slot} in the trace", position=position, batch=len(slots))
         if req.cookie.token is not None and req.cookie.token in tokens:
             t = tokens[req.cookie.token]
             tokens[req.cookie.token] = evolve(t, holders=t.holders + 1)
@@ -306,9 +310,11 @@ def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
     out: list[State] = []
     first: Reject | None = None
     seen: set[tuple[object, ...]] = set()
+    alike = 0
     for sid, sub in s.subs.items():
         if sub.cookie.value != ev.cookie:
             continue
+        alike += 1
         sig = (sub.attrs, sub.cookie, sub.forced, sub.unsupported, sub.live_at_submit,
                s.inflight is not None and sid in s.inflight.subs)
         if sig in seen:
@@ -321,7 +327,12 @@ def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
             out.append(res)
     if out:
         return out
-    return first if first is not None else unmatched_alloc_cookie(s, ev)
+    if first is None:
+        return unmatched_alloc_cookie(s, ev)
+    if alike > 1:
+        # The cookie cannot tell which request this answers; the why names the first, so say it stands for all.
+        return replace(first, why=f"{first.why}; none of the {alike} requests waiting with this cookie allows it")
+    return first
 
 
 def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Reject:
@@ -337,7 +348,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
         tag = "D14"
     if tag is None:
         return reject(exp.clause, f"onAlloc(errorNum={show_errno(ev.error)})", exp.shown(),
-                      f"{exp.why} (request submitted at step {sub.step})")
+                      f"{exp.why} ({sub.named()})")
     subs = dict(s.subs)
     del subs[sid]
     files = dict(s.files)
@@ -388,6 +399,8 @@ def all_answered(s: State) -> Reject | None:
     """
     if not s.subs:
         return None
-    sub = min(s.subs.values(), key=lambda x: x.step)
-    return reject("alloc-one-callback-per-request", f"no onAlloc for the request submitted at step {sub.step}",
+    sub = min(s.subs.values(), key=lambda x: (x.step, x.position))
+    others = len(s.subs) - 1
+    more = f" ({others} more unanswered)" if others else ""
+    return reject("alloc-one-callback-per-request", f"no onAlloc for the {sub.named()}{more}",
                   ["exactly one onAlloc per submitted request"], "the settle wait ended with a request unanswered")
