@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from . import policies
-from ._context import ANY_ERRNO, PRIORITY_RANGE, TYPE_VALID, Ctx, Out, arg_list, reject, show_errno
+from ._context import ANY_ERRNO, PRIORITY_RANGE, TYPE_VALID, Ctx, Out, arg_list, reject, show_errno, slot_label
 from .content import EMPTY, write
 from .cookies import borrow, callback_cookie_alive, hold, unmatched_alloc_cookie
 from .crashes import alloc_without_onalloc_crashes
@@ -193,15 +193,14 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
     tokens = dict(s.tokens)
     sid = s.next_id
     made: list[int] = []
-    # A why names a batch member as the scenario does, and as the trace does where the two differ.
-    scenario_name = {probe: name for name, probe in ctx.names.items()} if len(slots) > 1 else {}
     for position, slot in enumerate(slots, 1):
         assert slot is not None
         req = s.reqs[slot]
-        name = scenario_name.get(slot, slot)
+        # Only a batch member's why needs its name (Submission.named).
+        label = slot_label(ctx, slot) if len(slots) > 1 else slot
         subs[sid] = Submission(req.attrs, req.cookie, call.step, forced.pop(0) if forced else None, live,
-                               req.attrs.support_key() in s.unsupported, slot=name if name == slot else
-                               f"{name}, {slot} in the trace", position=position, batch=len(slots))
+                               req.attrs.support_key() in s.unsupported, slot=label, position=position,
+                               batch=len(slots))
         if req.cookie.token is not None and req.cookie.token in tokens:
             t = tokens[req.cookie.token]
             tokens[req.cookie.token] = evolve(t, holders=t.holders + 1)

@@ -354,3 +354,14 @@ def test_shared_cookie_why_says_it_covers_every_candidate():
     j = fails(teardown(b, reqs=["x", "y"]), "req-type-unknown-einval")
     assert "(request 1 of 2 (x, r0 in the trace) of the batch submitted at step" in j.divergence.message
     assert j.divergence.message.endswith("; none of the 2 requests waiting with this cookie allows it"), j.reason
+
+
+def test_is_supported_mismatch_names_both_requests_by_position():
+    b = TB()
+    request(b, "first", onalloc=False)
+    request(b, "second", onalloc=False)
+    b.extra(results=[True, True, False]).call("is_supported", reqs=["first", "second", "first"])
+    j = fails(teardown(b, reqs=["first", "second"]), "support-tests-requests")
+    assert j.divergence.message.endswith(
+        "the same request, tested in one call: requests 1 and 3 of 3 (first, r0 in the trace; first, r0 in the trace)"
+    ), j.divergence.message
