@@ -160,7 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     rejudge.add_argument("dir", type=user_path, help="a run directory (or its results.jsonl)")
     rejudge.add_argument("--profile", choices=sorted(PROFILES), help="spec profile (default: the run's own)")
     rejudge.add_argument("--waivers", type=user_path, help="waiver file (default: keep the waivers the run recorded)")
-    rejudge.add_argument("--out", type=user_path, help="output directory (default: DIR/rejudge-<profile>/)")
+    rejudge.add_argument(
+        "--out",
+        type=user_path,
+        help="output directory, refused if it already holds results or reports (default: DIR/rejudge-<profile>/)",
+    )
 
     store = commands.add_parser("store", help="the results store (SQLite file or PostgreSQL)")
     store_commands = store.add_subparsers(dest="store_command", required=True, parser_class=_Parser)

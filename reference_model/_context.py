@@ -102,5 +102,11 @@ def reject(clause: str, observed: str, allowed: tuple[str, ...] | list[str], why
     return Reject(clause, observed, tuple(allowed), why)
 
 
+def slot_label(ctx: Ctx, slot: str) -> str:
+    """A slot as a why names it: the scenario's handle name, and the trace's slot where the two differ."""
+    name = next((handle for handle, probe in ctx.names.items() if probe == slot), slot)
+    return slot if name == slot else f"{name}, {slot} in the trace"
+
+
 def show_errno(error: str | None) -> str:
     return "0" if error is None else error

@@ -7,11 +7,11 @@ a shared or NULL cookie leaves a choice, and the judge keeps one candidate state
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from . import policies
-from ._context import ANY_ERRNO, PRIORITY_RANGE, TYPE_VALID, Ctx, Out, arg_list, reject, show_errno
+from ._context import ANY_ERRNO, PRIORITY_RANGE, TYPE_VALID, Ctx, Out, arg_list, reject, show_errno, slot_label
 from .content import EMPTY, write
 from .cookies import borrow, callback_cookie_alive, hold, unmatched_alloc_cookie
 from .crashes import alloc_without_onalloc_crashes
@@ -193,11 +193,14 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
     tokens = dict(s.tokens)
     sid = s.next_id
     made: list[int] = []
-    for slot in slots:
+    for position, slot in enumerate(slots, 1):
         assert slot is not None
         req = s.reqs[slot]
+        # Only a batch member's why needs its name (Submission.named).
+        label = slot_label(ctx, slot) if len(slots) > 1 else slot
         subs[sid] = Submission(req.attrs, req.cookie, call.step, forced.pop(0) if forced else None, live,
-                               req.attrs.support_key() in s.unsupported)
+                               req.attrs.support_key() in s.unsupported, slot=label, position=position,
+                               batch=len(slots))
         if req.cookie.token is not None and req.cookie.token in tokens:
             t = tokens[req.cookie.token]
             tokens[req.cookie.token] = evolve(t, holders=t.holders + 1)
@@ -306,9 +309,11 @@ def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
     out: list[State] = []
     first: Reject | None = None
     seen: set[tuple[object, ...]] = set()
+    alike = 0
     for sid, sub in s.subs.items():
         if sub.cookie.value != ev.cookie:
             continue
+        alike += 1
         sig = (sub.attrs, sub.cookie, sub.forced, sub.unsupported, sub.live_at_submit,
                s.inflight is not None and sid in s.inflight.subs)
         if sig in seen:
@@ -321,7 +326,12 @@ def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
             out.append(res)
     if out:
         return out
-    return first if first is not None else unmatched_alloc_cookie(s, ev)
+    if first is None:
+        return unmatched_alloc_cookie(s, ev)
+    if alike > 1:
+        # The cookie cannot tell which request this answers; the why names the first, so say it stands for all.
+        return replace(first, why=f"{first.why}; none of the {alike} requests waiting with this cookie allows it")
+    return first
 
 
 def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Reject:
@@ -337,7 +347,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
         tag = "D14"
     if tag is None:
         return reject(exp.clause, f"onAlloc(errorNum={show_errno(ev.error)})", exp.shown(),
-                      f"{exp.why} (request submitted at step {sub.step})")
+                      f"{exp.why} ({sub.named()})")
     subs = dict(s.subs)
     del subs[sid]
     files = dict(s.files)
@@ -388,6 +398,8 @@ def all_answered(s: State) -> Reject | None:
     """
     if not s.subs:
         return None
-    sub = min(s.subs.values(), key=lambda x: x.step)
-    return reject("alloc-one-callback-per-request", f"no onAlloc for the request submitted at step {sub.step}",
+    sub = min(s.subs.values(), key=lambda x: (x.step, x.position))
+    others = len(s.subs) - 1
+    more = f" ({others} more unanswered)" if others else ""
+    return reject("alloc-one-callback-per-request", f"no onAlloc for the {sub.named()}{more}",
                   ["exactly one onAlloc per submitted request"], "the settle wait ended with a request unanswered")

@@ -118,6 +118,16 @@ class Submission:
     live_at_submit: int
     unsupported: bool  # isSupported said false for these parameters
     preemptable: bool = False  # a vnpu pressure or preempt=lowest came while it was pending
+    slot: str = ""  # the request as the scenario (and the trace) names it
+    position: int = 1  # 1-based place in the allocAsync list
+    batch: int = 1  # how many requests that allocAsync submitted
+
+    def named(self) -> str:
+        """The request as a why names it: one of a batch by its place in the list, since the step alone
+        does not tell which of the batch's requests is meant."""
+        if self.batch == 1:
+            return f"request submitted at step {self.step}"
+        return f"request {self.position} of {self.batch} ({self.slot}) of the batch submitted at step {self.step}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ._context import TYPE_VALID, Ctx, Out, arg_list, errno_set, reject
+from collections.abc import Sequence
+
+from ._context import TYPE_VALID, Ctx, Out, arg_list, errno_set, reject, slot_label
 from .rules import Reject, clause
 from .state import Attrs, State, done, evolve_state
 from .trace import Call, Ret
@@ -10,7 +12,8 @@ from .trace import Call, Ret
 
 @clause("support-tests-requests", "support-returns", "support-error-returns", "support-ignored-fields",
         "support-modify-after-return", "support-out-array-size")
-def check_support(ctx: Ctx, reqs: list[Attrs], cookies: list[str | None], ret: Ret) -> Reject | str:
+def check_support(ctx: Ctx, reqs: list[Attrs], cookies: list[str | None], ret: Ret,
+                  slots: Sequence[str] = ()) -> Reject | str:
     """Spec: "Returns 0 on successfully testing whether the requests are supported or not (even if some or
     all of them are not supported); results are stored in outIsSupported." (support-returns)
     Spec: "Otherwise, if there is an error, returns -1 with with errno set, and results in outIsSupported
@@ -50,8 +53,11 @@ def check_support(ctx: Ctx, reqs: list[Attrs], cookies: list[str | None], ret: R
             same = reqs[j] == a and cookies[j] == cookies[i]
             cid = "support-tests-requests" if same else "support-ignored-fields"
             what = "the same request" if same else "requests that differ only in cookie, onAlloc or onPreempt"
+            which = f"requests {j + 1} and {i + 1} of {len(reqs)}"
+            if len(slots) == len(reqs):
+                which += f" ({slot_label(ctx, slots[j])}; {slot_label(ctx, slots[i])})"
             return reject(cid, f"results[{j}]={results[j]}, results[{i}]={results[i]}",
-                          ["the same answer for both"], f"{what}, tested in one call")
+                          ["the same answer for both"], f"{what}, tested in one call: {which}")
     pairs = ctx.caps.supported_pairs
     for a, got in zip(reqs, results, strict=True):
         outside = pairs is not None and (a.device, a.type) not in pairs
@@ -68,7 +74,7 @@ def ret_is_supported(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return [done(s)]
     reqs = [s.reqs[slot].attrs for slot in slots if slot is not None]
     cookies = [s.reqs[slot].cookie.value for slot in slots if slot is not None]
-    res = check_support(ctx, reqs, cookies, ret)
+    res = check_support(ctx, reqs, cookies, ret, [slot for slot in slots if slot is not None])
     if isinstance(res, Reject):
         return res
     unsupported = unsupported_learned(s, reqs, ret)

@@ -6,6 +6,9 @@ from pathlib import Path
 
 from .html import write_html as write_html
 from .junit import write_junit as write_junit
+from .outputs import REPORT_FILES as REPORT_FILES
+from .outputs import RESULTS_FILE as RESULTS_FILE
+from .outputs import present as present
 from .results import ResultRecord as ResultRecord
 from .results import ResultsUnreadable as ResultsUnreadable
 from .results import RunResults as RunResults
@@ -14,10 +17,13 @@ from .safe_io import output_dir
 from .summary import write_summary as write_summary
 
 __all__ = [
+    "REPORT_FILES",
+    "RESULTS_FILE",
     "ResultRecord",
     "ResultsUnreadable",
     "RunResults",
     "load_results",
+    "present",
     "write_html",
     "write_junit",
     "write_reports",

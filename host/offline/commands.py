@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 from reports import load_results, write_reports
 from reports.store import describe_location, import_runs, is_postgresql_url
 
+from ..run import print_answer
 from .bundle import make_bundle
 from .clauses import print_clauses
 from .rejudge import rejudge
@@ -66,8 +68,10 @@ def merge_command(dirs: list[Path], out: Path) -> int:
         f"merged {len(outcome.inputs)} runs into {outcome.run_id}: {outcome.results} results "
         f"({outcome.superseded} superseded)"
     )
-    _print_paths({"results": outcome.path, **write_reports(outcome.path, out)})
-    return 0
+    files = {"results": outcome.path, **write_reports(outcome.path, out)}
+    merged = load_results(outcome.path)
+    print_answer(merged.claim, Counter(r.verdict for r in merged.results), files)
+    return 0  # as for `report DIR`: the reports were written; the answer is printed, not exited with
 
 
 def store_import_command(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from reference_model.profiles import PROFILES
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports import RunResults, load_results, write_reports
+from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, write_reports
 from reports.claim import Claim
 from reports.jsonl import first_of_kind, raw_objects, write_jsonl
 from reports.safe_io import output_dir
@@ -227,6 +227,12 @@ def rejudge(
     out_dir = out if out is not None else path.parent / f"rejudge-{chosen}"
     if out_dir.resolve() == path.parent.resolve():
         raise UsageError(f"--out {out_dir}: is the run's own directory; rejudge never overwrites the original results")
+    held = present(out_dir, (RESULTS_FILE, *REPORT_FILES))
+    if held is not None:
+        if out is not None:
+            raise UsageError(f"--out {out_dir}: already holds {held}; choose a new directory")
+        raise UsageError(f"{out_dir}: already holds {held} (an earlier rejudge); rejudge never replaces it: "
+                         f"remove that directory, or write elsewhere with --out NEW")
     waivers = load_waivers(waivers_file)
     corpus, catalogue = corpus_by_id(scenario_root)
     raw = raw_objects(path)

@@ -3,6 +3,7 @@ executed on every target in parallel, traces judged as they arrive, records appe
 the store filled; `--resume` runs what an interrupted plan left. Exports what the CLI, the pytest layer
 and the offline commands use."""
 
+from .answer import print_answer as print_answer
 from .command import run_command as run_command
 from .device_session import DeviceSession as DeviceSession
 from .device_session import caps_from_info as caps_from_info

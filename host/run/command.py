@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from reference_model.verdicts import Verdict
-
 from ..errors import RunInterrupted, UsageError
+from .answer import print_answer
 from .given_options import apply_run_defaults
 from .plan import RunRequest, check_target_options
 from .progress import Progress
@@ -64,13 +63,5 @@ def run_command(args: argparse.Namespace) -> int:
     finally:
         if progress:
             progress.finish()
-    counts = ", ".join(f"{v.value} {outcome.counts[v]}" for v in Verdict if outcome.counts[v])
-    claim = outcome.claim
-    print(claim.headline)
-    print(f"verdicts: {counts or 'nothing ran'}")
-    print(f"configuration: {claim.configuration_text()}")
-    for gap in claim.gaps:
-        print(f"not exercised on {gap.line()}")
-    for name, path in outcome.reports.items():
-        print(f"{name}: {path}")
+    print_answer(outcome.claim, outcome.counts, outcome.reports)
     return outcome.exit_code

@@ -127,7 +127,7 @@ def submitted(name: str, capacity: int, s: State, made: tuple[int, ...],
         sub = s.subs[sid]
         verdict = applies(sub)
         if verdict is None:
-            pool = replace(pool, lost=f"the outcome of the request submitted at step {sub.step} is not predictable")
+            pool = replace(pool, lost=f"the outcome of the {sub.named()} is not predictable")
             break
         if not verdict:
             continue

@@ -299,3 +299,69 @@ def test_unmap_length_zero_and_partial_unmaps_track_what_is_still_mapped():
     b.call("buf_unmap", map="m", offset=0, length=4096)
     b.call("buf_unmap", map="m", offset=0, length=0, ret=-1, errno="EINVAL")
     fails(teardown(b, bufs=["b"], reqs=["r"]), "map-must-unmap")
+
+
+def batch_of_five(answers: dict[str, object]) -> tuple[TB, int]:
+    """Five requests with their own raw cookies in one allocAsync; the third has an invalid type. Each
+    request in ``answers`` gets its onAlloc (errno, or 0 with a buffer), the others none. Returns the
+    trace and the allocAsync's step."""
+    b = TB()
+    names = ["a", "b", "bad", "d", "e"]
+    for i, name in enumerate(names):
+        request(b, name, cookie=i + 1, deleter=False, type_=0 if name == "bad" else PAIR[1])
+    alloc_step = len(b.steps)
+    b.call("alloc", reqs=names)
+    handles = []
+    for i, name in enumerate(names):
+        if name in answers:
+            answer = answers[name]
+            handle = f"B{i + 1}" if answer == 0 else None
+            b.emit(b.cb("alloc", i + 1, answer, handle))
+            if handle is not None:
+                b.bind(f"buf_{name}", handle, nth=0)
+                handles.append(f"buf_{name}")
+    return teardown(b, bufs=handles, reqs=names), alloc_step
+
+
+@covers("allocation.on_alloc")
+def test_failing_batch_member_is_named_by_its_position():
+    ok = {"a": 0, "b": 0, "bad": "EINVAL", "d": 0, "e": 0}
+    passes(batch_of_five(ok)[0])
+    trace, step = batch_of_five({**ok, "bad": "ENOSYS"})
+    j = fails(trace, "req-type-unknown-einval")
+    named = f"request 3 of 5 (bad, r2 in the trace) of the batch submitted at step {step}"
+    assert j.divergence.message.endswith(f"the request has an invalid type 0 ({named})"), j.divergence.message
+
+
+@covers("allocation.all_answered")
+def test_unanswered_batch_member_is_named_by_its_position():
+    trace, step = batch_of_five({"a": 0, "b": 0, "e": 0})
+    j = fails(trace, "alloc-one-callback-per-request")
+    named = f"request 3 of 5 (bad, r2 in the trace) of the batch submitted at step {step}"
+    assert f"observed no onAlloc for the {named} (1 more unanswered), allowed" in j.reason, j.reason
+
+
+def test_single_request_why_keeps_the_step_alone():
+    j = fails(alloc_once("ENOSYS", type_=0), "req-type-unknown-einval")
+    assert j.divergence.message.endswith("the request has an invalid type 0 (request submitted at step 6)"), j.reason
+
+
+def test_shared_cookie_why_says_it_covers_every_candidate():
+    b = TB()
+    for name in ("x", "y"):
+        request(b, name, type_=0)
+    b.call("alloc", reqs=["x", "y"], during=[b.cb("alloc", None, "ENOSYS", None), b.cb("alloc", None, "EINVAL", None)])
+    j = fails(teardown(b, reqs=["x", "y"]), "req-type-unknown-einval")
+    assert "(request 1 of 2 (x, r0 in the trace) of the batch submitted at step" in j.divergence.message
+    assert j.divergence.message.endswith("; none of the 2 requests waiting with this cookie allows it"), j.reason
+
+
+def test_is_supported_mismatch_names_both_requests_by_position():
+    b = TB()
+    request(b, "first", onalloc=False)
+    request(b, "second", onalloc=False)
+    b.extra(results=[True, True, False]).call("is_supported", reqs=["first", "second", "first"])
+    j = fails(teardown(b, reqs=["first", "second"]), "support-tests-requests")
+    assert j.divergence.message.endswith(
+        "the same request, tested in one call: requests 1 and 3 of 3 (first, r0 in the trace; first, r0 in the trace)"
+    ), j.divergence.message

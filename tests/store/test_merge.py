@@ -86,3 +86,24 @@ def test_merged_scenario_filters_are_united_and_stay_partial(tmp_path):
     merged = load_results(merge_runs(runs, tmp_path / "merged").path)
     assert merged.plan is not None and merged.plan.options["scenario_ids"] == [A, B]
     assert f"filtered with --scenario {A} --scenario {B}" in merged.claim.partial
+
+
+def test_cli_prints_the_merged_answer_as_run_does_and_exits_as_report_does(tmp_path):
+    first, second = two_runs(tmp_path)
+    # Merged alone, the first run keeps its FAIL: the answer says so, and the exit code follows
+    # `report DIR` (0 once the reports are written), not the verdicts.
+    alone = npuconf("report", first, timeout=60)
+    done = npuconf("report", first, "--merge", tmp_path / "merged-first", timeout=60)
+    assert alone.returncode == 0 and done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("merged 1 runs"))
+    headline, verdicts, configuration = lines[at + 1 : at + 4]
+    assert headline.startswith("non-conformant: 1 FAIL"), done.stdout
+    assert verdicts == "verdicts: PASS 1, FAIL 1"  # in the order `run` prints them
+    assert configuration.startswith("configuration: target ")
+    assert f"results: {tmp_path / 'merged-first' / 'results.jsonl'}" in lines
+
+    done = npuconf("report", first, second, "--merge", tmp_path / "merged", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "verdicts: PASS 3, NOT_EXECUTED 1" in done.stdout.splitlines(), done.stdout
+    assert load_results(tmp_path / "merged" / "results.jsonl").claim.headline in done.stdout.splitlines()

@@ -138,3 +138,38 @@ def test_cli_prints_the_changes(tmp_path):
     assert bad.returncode == 3 and "Traceback" not in bad.stderr and len(bad.stderr.splitlines()) == 1
     bad_profile = npuconf("rejudge", run_dir, "--profile", "cts", timeout=60)
     assert bad_profile.returncode == 3
+
+
+def test_cli_refuses_to_replace_an_earlier_rejudge(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    first = npuconf("rejudge", run_dir, "--profile", "aosp-2026", timeout=60)
+    assert first.returncode == 0, first.stderr
+    earlier = run_dir / "rejudge-aosp-2026"
+    kept = (earlier / "results.jsonl").read_bytes()
+
+    again = npuconf("rejudge", run_dir, "--profile", "aosp-2026", timeout=60)
+    assert again.returncode == 3 and "Traceback" not in again.stderr
+    assert again.stderr.splitlines() == [
+        f"npuconf: {earlier}: already holds results.jsonl (an earlier rejudge); rejudge never replaces it: "
+        "remove that directory, or write elsewhere with --out NEW"
+    ]
+    assert (earlier / "results.jsonl").read_bytes() == kept
+
+    elsewhere = npuconf("rejudge", run_dir, "--profile", "aosp-2026", "--out", tmp_path / "new", timeout=60)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    taken = npuconf("rejudge", run_dir, "--profile", "aosp-2026", "--out", tmp_path / "new", timeout=60)
+    assert taken.returncode == 3
+    refusal = f"npuconf: --out {tmp_path / 'new'}: already holds results.jsonl; choose a new directory"
+    assert taken.stderr.splitlines() == [refusal]
+
+
+def test_refuses_an_out_directory_holding_someone_elses_report(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "summary.json").write_text("{}")
+    with pytest.raises(UsageError, match=r"already holds summary.json; choose a new directory"):
+        rejudge(run_dir, "aosp-2026", out=mine)
+    assert (mine / "summary.json").read_text() == "{}"
+    (tmp_path / "empty").mkdir()
+    assert rejudge(run_dir, "aosp-2026", out=tmp_path / "empty").exit_code == 0  # an empty directory is fine

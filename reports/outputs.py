@@ -1,0 +1,25 @@
+"""The files a run directory's writers replace, and the check that refuses a directory already holding
+one: a command never silently replaces a file it did not write in this very directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Final
+
+RESULTS_FILE: Final = "results.jsonl"
+REPORT_FILES: Final = ("junit.xml", "report.html", "summary.json")
+
+
+def present(directory: Path, names: Iterable[str]) -> str | None:
+    """The first of `names` that exists in `directory` (by lstat: a symlink counts, dangling or not)."""
+    for name in names:
+        try:
+            os.lstat(directory / name)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return name  # there but unreadable: still not ours to replace
+        return name
+    return None
