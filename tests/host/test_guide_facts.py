@@ -45,6 +45,7 @@ def test_guide_example_failure_is_what_a_run_gives_today(tmp_path, probe_build):
     assert rows["clause"].startswith(f"`{failure['clause']}`, quoted: \"{failure['quote']}\"")
     assert rows["observed"] == f"`{failure['observed']}`"
     assert rows["allowed"] == f"`{failure['allowed']}`"
+    assert rows["why"] == failure["why"]
     assert rows["AOSP discrepancy"] == ", ".join(failure["discrepancies"])
     assert rows["replay"] == f"`{failure['replay']}`"
     excerpt = failure["excerpt"]
