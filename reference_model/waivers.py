@@ -15,8 +15,12 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Final
 
 from .errors import ScenarioInvalid
+
+# the only waiver file format so far; a file may say so with `version: 1`
+WAIVER_FORMAT_VERSION: Final = 1
 
 
 class WaiverInvalid(ScenarioInvalid):
@@ -29,13 +33,13 @@ class WaiverInvalid(ScenarioInvalid):
         self.args = (f"{source}: {field}: expected {expected}, found {described(found)}",)
 
 
-class _Words(str):
+class InWords(str):
     """A finding already put in words, shown without quotes."""
 
 
 def described(found: object) -> str:
     """A value from a waiver file in a few words for a one-line message (bounded, no reprs of containers)."""
-    if isinstance(found, _Words):
+    if isinstance(found, InWords):
         return str(found)
     if found is None:
         return "nothing"
@@ -90,10 +94,12 @@ def parse_waivers(data: object, source: str) -> tuple[Waiver, ...]:
         return ()
     if not isinstance(data, Mapping) or not isinstance(data.get("waivers"), list):
         found = "a mapping without a `waivers` list" if isinstance(data, Mapping) else described(data)
-        raise WaiverInvalid(source, None, "file", _Words(found), "a mapping with a `waivers` list")
-    extra = set(data) - {"waivers", "version"}
+        raise WaiverInvalid(source, None, "file", InWords(found), "a mapping with a `waivers` list")
+    extra = sorted(map(str, set(data) - {"waivers", "version"}))  # keys may be numbers as well as text
     if extra:
-        raise WaiverInvalid(source, None, sorted(extra)[0], sorted(extra)[0], "only `waivers` (and `version`)")
+        raise WaiverInvalid(source, None, extra[0], extra[0], "only `waivers` (and `version`)")
+    if "version" in data and (isinstance(data["version"], bool) or data["version"] != WAIVER_FORMAT_VERSION):
+        raise WaiverInvalid(source, None, "version", data["version"], f"{WAIVER_FORMAT_VERSION} (or no `version`)")
     out: list[Waiver] = []
     for i, raw in enumerate(data["waivers"]):
         where = f"waivers[{i}]"
@@ -110,7 +116,7 @@ def parse_waivers(data: object, source: str) -> tuple[Waiver, ...]:
                 if scenario is not None
                 else f"neither (fields: {', '.join(map(str, raw)) or 'none'})"
             )
-            raise WaiverInvalid(source, None, where, _Words(found), "exactly one of `scenario` or `clause`")
+            raise WaiverInvalid(source, None, where, InWords(found), "exactly one of `scenario` or `clause`")
         for key, value in (("scenario", scenario), ("clause", clause)):
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise WaiverInvalid(source, None, f"{where}.{key}", value, "a non-empty string")

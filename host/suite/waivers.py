@@ -9,8 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from reference_model.errors import ScenarioInvalid
-from reference_model.waivers import Waiver, parse_waivers
+from reference_model.waivers import InWords, Waiver, WaiverInvalid, described, parse_waivers
 
 from ..errors import UsageError
 from .safe_yaml import load_yaml_file
@@ -22,8 +21,20 @@ def load_waiver_file(path: Path) -> tuple[Waiver, ...]:
     except OSError as exc:
         raise UsageError(f"--waivers {path}: {exc.strerror}; expected a readable YAML waiver file") from None
     except yaml.YAMLError as exc:
-        raise ScenarioInvalid(str(path), None, "file", str(exc).splitlines()[0], "valid YAML") from None
+        raise _yaml_error(path, exc) from None
     return parse_waivers(data, str(path))
+
+
+def _yaml_error(path: Path, exc: yaml.YAMLError) -> WaiverInvalid:
+    """Where the YAML breaks (line and column when PyYAML knows them) and PyYAML's words for it."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is not None and problem:
+        return WaiverInvalid(
+            str(path), None, f"line {mark.line + 1}, column {mark.column + 1}", InWords(f"a syntax error ({problem})"),
+            "valid YAML",
+        )  # fmt: skip
+    return WaiverInvalid(str(path), None, "file", InWords(str(exc).splitlines()[0]), "valid YAML")
 
 
 def check_waiver_ids(
@@ -36,9 +47,9 @@ def check_waiver_ids(
     for index, waiver in enumerate(waivers):
         where = f"--waivers {path}: waivers[{index}]"
         if waiver.clause is not None and waiver.clause not in clauses:
-            raise UsageError(f"{where}.clause {waiver.clause!r}: not a clause ID of conformance/clauses.yaml")
+            raise UsageError(f"{where}.clause {described(waiver.clause)}: not a clause ID of conformance/clauses.yaml")
         if waiver.scenario is not None and not any(fnmatchcase(s, waiver.scenario) for s in scenarios):
-            raise UsageError(f"{where}.scenario {waiver.scenario!r}: matches no scenario ID of the corpus")
+            raise UsageError(f"{where}.scenario {described(waiver.scenario)}: matches no scenario ID of the corpus")
 
 
 def waivers_as_of(options: Mapping[str, object], started: str) -> dt.date | None:

@@ -43,8 +43,16 @@ CASES = {
     ),
     "impossible_date": (
         'waivers:\n  - clause: free-returns\n    device: "*"\n    reason: known\n    expires: 2030-13-01\n',
-        "file: expected valid YAML, found 'a value that cannot be read (month must be in 1..12)'",
+        "file: expected valid YAML, found a value that cannot be read (month must be in 1..12)",
     ),
+    "syntax": (
+        "waivers:\n  - clause: a\n   device: x: y\n",
+        "line 3, column 4: expected valid YAML, found a syntax error (did not find expected '-' indicator)",
+    ),
+    "version_other": ("version: 2\nwaivers: []\n", "version: expected 1 (or no `version`), found 2"),
+    "version_list": ("version: [1]\nwaivers: []\n", "version: expected 1 (or no `version`), found a list"),
+    # keys of several types: named, not a TypeError from sorting them
+    "mixed_top_keys": ("waivers: []\n1: a\nb: c\n", "1: expected only `waivers` (and `version`), found '1'"),
     "top_list": ("- a\n- b\n", "file: expected a mapping with a `waivers` list, found a list"),
     "waivers_mapping": (
         "waivers: {a: 1}\n",
@@ -92,3 +100,10 @@ def test_waiver_path_that_is_not_a_readable_file(tmp_path, make, problem):
     make(path)
     line = one_line_usage_error(run_with_waivers(tmp_path, path))
     assert line.startswith(f"npuconf: --waivers {path}: {problem}") and "expected a readable YAML waiver file" in line
+
+
+def test_version_1_and_a_valid_entry_are_accepted(tmp_path):
+    path = tmp_path / "waivers.yaml"
+    path.write_text("version: 1\nwaivers:\n  - clause: free-returns\n" + ENTRY_TAIL)
+    done = run_with_waivers(tmp_path, path)
+    assert done.returncode == 0, done.stderr
