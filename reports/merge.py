@@ -108,20 +108,14 @@ def _merged_options(loaded: Sequence[_Input]) -> dict[str, object]:
     keywords = list(dict.fromkeys(str(p.options["keyword"]) for p in plans if p.options.get("keyword")))
     if keywords:
         options["keyword"] = " or ".join(f"({k})" for k in keywords)
-    clauses: dict[str, None] = {}
-    for plan in plans:
-        value = plan.options.get("clauses")
-        if isinstance(value, list):
-            clauses.update(dict.fromkeys(str(c) for c in value))
-    if clauses:
-        options["clauses"] = list(clauses)
-    scenario_ids: dict[str, None] = {}
-    for plan in plans:
-        value = plan.options.get("scenario_ids")
-        if isinstance(value, list):
-            scenario_ids.update(dict.fromkeys(str(i) for i in value))
-    if scenario_ids:
-        options["scenario_ids"] = list(scenario_ids)
+    for key in ("clauses", "scenario_ids"):  # list filters: their union, in first-seen order
+        united: dict[str, None] = {}
+        for plan in plans:
+            value = plan.options.get(key)
+            if isinstance(value, list):
+                united.update(dict.fromkeys(str(v) for v in value))
+        if united:
+            options[key] = list(united)
     scenarios = list(dict.fromkeys(str(p.options["scenarios"]) for p in plans if p.options.get("scenarios")))
     if scenarios:
         options["scenarios"] = "+".join(scenarios)
