@@ -213,6 +213,13 @@ def _scenario_ids(options: Mapping[str, object]) -> list[str]:
     return [str(i) for i in value] if isinstance(value, list) else []
 
 
+def device_testable_clauses(plan: PlanView | None) -> frozenset[str] | None:
+    """The clauses a claim can require: the plan's claim basis `device_testable` (None: no basis recorded,
+    as in a run of an older kit)."""
+    basis = plan.claim_basis if plan is not None else None
+    return _strings(basis.get("device_testable")) if basis else None
+
+
 def _strings(value: object) -> frozenset[str] | None:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return frozenset(value)
@@ -320,7 +327,7 @@ def claim_of(run: RunView) -> Claim:
     if partial:
         return make(ClaimLevel.PARTIAL, f"{PARTIAL_HEADLINE}: {'; '.join(partial)}", partial)
     basis = plan.claim_basis or {}
-    testable = _strings(basis.get("device_testable"))
+    testable = device_testable_clauses(plan)
     if testable is None:
         return make(
             ClaimLevel.INCOMPLETE,

@@ -22,6 +22,7 @@ from markupsafe import Markup
 
 from reference_model.verdicts import Verdict
 
+from .claim import device_testable_clauses
 from .findings import (
     FAILURE_ORDER,
     Finding,
@@ -370,12 +371,6 @@ def _rows(run: RunResults, anchors: dict[tuple[str, str], str]) -> tuple[Row, ..
     return tuple(rows)
 
 
-def _device_testable(run: RunResults) -> frozenset[str] | None:
-    basis = run.plan.claim_basis if run.plan else None
-    clauses = basis.get("device_testable") if basis else None
-    return frozenset(str(c) for c in clauses) if isinstance(clauses, list) else None
-
-
 def _gap_views(gaps: Sequence[Gap], testable: frozenset[str] | None) -> tuple[GapView, ...]:
     return tuple(GapView(g.clause, g.device, g.reasons, testable is None or g.clause in testable) for g in gaps)
 
@@ -428,7 +423,7 @@ def render_html(run: RunResults) -> str:
     rows = _rows(run, anchors)
     failing_counts = Counter(v.finding.verdict for v in failures)
     claim = run.claim
-    testable = _device_testable(run)
+    testable = device_testable_clauses(run.plan)
     gaps = _gap_views(coverage_gaps(run), testable)
     meta = [
         ("run", run.run_id or "(no plan)"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reference_model.verdicts import Verdict
-from reports import REPORT_FILES, load_results, present, write_run_reports
+from reports import REPORT_FILES, RESULTS_FILE, load_results, present, write_run_reports
 from reports.claim import Claim
 from reports.safe_io import output_dir
 
@@ -85,8 +85,8 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         print(f"npuconf: {note}", file=sys.stderr)
     run_id = new_run_id()
     out_dir = request.out or Path("out") / run_id
-    if (out_dir / "results.jsonl").exists() or (out_dir / "results.jsonl").is_symlink():
-        raise UsageError(f"--out {out_dir}: already holds results.jsonl; choose a new directory")
+    if present(out_dir, (RESULTS_FILE,)) is not None:
+        raise UsageError(f"--out {out_dir}: already holds {RESULTS_FILE}; choose a new directory")
     foreign = present(out_dir, REPORT_FILES)  # reports without results.jsonl are not this kit's run
     if foreign is not None:
         raise UsageError(f"--out {out_dir}: holds {foreign} but no results.jsonl (not a run directory); the run "
