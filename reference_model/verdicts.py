@@ -1,9 +1,30 @@
-"""The closed verdict set and the run-level answer (docs/formats.md §7)."""
+"""The closed verdict set, what each verdict means, and the run-level answer (docs/formats.md §7).
+
+Every table of the kit that treats verdicts differently (the claim, the reports, junit.xml, the pytest
+layer, fuzz) reads a verdict's meaning from here: nothing else lists verdicts by name.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from enum import IntEnum, StrEnum
+from typing import Final, Literal
+
+# How a test runner shows a verdict (junit.xml's elements and the pytest layer's outcome).
+Shown = Literal["passed", "failure", "error", "skipped"]
+
+
+@dataclass(frozen=True, slots=True)
+class Meaning:
+    rank: int  # severity order: a larger rank is worse (the report's and the dashboard's "worst")
+    blocking: bool  # makes a run non-conformant (exit 1)
+    conformant: bool  # consistent with a conformance claim (all others make the run incomplete)
+    exercises: bool  # the device was seen doing what the scenario's clauses say (the claim's coverage)
+    failed: bool  # the device was seen failing the scenario (WAIVED too: its failure is waived, not gone)
+    finding: bool  # listed among the report's findings, worst first
+    shown: Shown
+    label: str  # the report matrix's short cell text
 
 
 class Verdict(StrEnum):
@@ -17,6 +38,63 @@ class Verdict(StrEnum):
     ERROR = "ERROR"
     NOT_EXECUTED = "NOT_EXECUTED"
 
+    @property
+    def meaning(self) -> Meaning:
+        return MEANINGS[self]
+
+    @property
+    def blocking(self) -> bool:
+        return MEANINGS[self].blocking
+
+    @property
+    def conformant(self) -> bool:
+        return MEANINGS[self].conformant
+
+    @property
+    def exercises(self) -> bool:
+        return MEANINGS[self].exercises
+
+    @property
+    def failed(self) -> bool:
+        return MEANINGS[self].failed
+
+    @property
+    def finding(self) -> bool:
+        return MEANINGS[self].finding
+
+    @property
+    def shown(self) -> Shown:
+        return MEANINGS[self].shown
+
+    @property
+    def label(self) -> str:
+        return MEANINGS[self].label
+
+
+# Fields: rank, blocking, conformant, exercises, failed, finding, shown, label.
+MEANINGS: Final[dict[Verdict, Meaning]] = {
+    Verdict.PASS: Meaning(0, False, True, True, False, False, "passed", "PASS"),
+    # WARN passed on a reading of the text: conformant, and listed so the reading is seen.
+    Verdict.WARN: Meaning(1, False, True, True, False, True, "passed", "WARN"),
+    Verdict.NOT_APPLICABLE: Meaning(2, False, True, False, False, False, "skipped", "N/A"),
+    # WAIVED failed and a waiver covers it: consistent with a claim, never counted as exercising.
+    Verdict.WAIVED: Meaning(3, False, True, False, True, False, "passed", "WAIV"),
+    Verdict.NOT_EXECUTED: Meaning(4, False, False, False, False, False, "skipped", "N/E"),
+    Verdict.ERROR: Meaning(5, False, False, False, False, True, "error", "ERR"),
+    Verdict.TIMEOUT: Meaning(6, False, False, False, False, True, "error", "TIME"),
+    Verdict.FAIL: Meaning(7, True, False, False, True, True, "failure", "FAIL"),
+    Verdict.CRASH: Meaning(8, True, False, False, True, True, "error", "CRSH"),
+}
+
+# Mildest first: the order every table and chart lists verdicts in.
+SEVERITY: Final[tuple[Verdict, ...]] = tuple(sorted(Verdict, key=lambda v: MEANINGS[v].rank))
+# Findings, worst first (the report's failure list and its counts).
+FINDING_ORDER: Final[tuple[Verdict, ...]] = tuple(v for v in reversed(SEVERITY) if v.finding)
+CONFORMANT_VERDICTS: Final = frozenset(v for v in Verdict if v.conformant)
+BLOCKING_VERDICTS: Final = frozenset(v for v in Verdict if v.blocking)
+# Neither conformant nor blocking: the device was not judged (the run is incomplete), worst first.
+UNJUDGED_ORDER: Final[tuple[Verdict, ...]] = tuple(v for v in reversed(SEVERITY) if not v.conformant and not v.blocking)
+
 
 class RunExit(IntEnum):
     CONFORMANT = 0
@@ -25,16 +103,17 @@ class RunExit(IntEnum):
     USAGE = 3
 
 
-CONFORMANT_VERDICTS = frozenset({Verdict.PASS, Verdict.WARN, Verdict.NOT_APPLICABLE, Verdict.WAIVED})
-BLOCKING_VERDICTS = frozenset({Verdict.FAIL, Verdict.CRASH})
+def worst(verdicts: Iterable[Verdict]) -> Verdict | None:
+    """The most severe verdict, None for none."""
+    return max(verdicts, key=lambda v: MEANINGS[v].rank, default=None)
 
 
 def run_exit(verdicts: Iterable[Verdict]) -> RunExit:
-    """0 when every verdict is conformant, 1 on any FAIL/CRASH, else 2 on anything incomplete."""
+    """0 when every verdict is conformant, 1 on any blocking verdict, else 2 on anything incomplete."""
     seen = set(verdicts)
-    if seen & BLOCKING_VERDICTS:
+    if any(v.blocking for v in seen):
         return RunExit.NON_CONFORMANT
-    if seen - CONFORMANT_VERDICTS:
+    if not all(v.conformant for v in seen):
         return RunExit.INCOMPLETE
     return RunExit.CONFORMANT
 

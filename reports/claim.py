@@ -1,10 +1,11 @@
 """The claim of a run ("The answer of a run" in the design): one pure function over the recorded run.
 
-`claim_of(run)` reads only what results.jsonl holds: the plan (profile, options and filters, the
-corpus hash and the claim basis: this kit's released corpus hash and the catalogue's device-testable
-clause IDs), the device records and the result records. Every place that states a run's answer
-(`npuconf run`, `rejudge`, `report`, `verify`, the HTML header, summary.json, junit.xml properties,
-the bundle manifest) calls it; there is no second implementation.
+`claim_of(run)` reads the recorded run (the plan's profile and filters, the device records and the
+result records: their verdicts) and takes from the kit itself (reports/kit.py) every fact the kit
+knows: the clauses each scenario cites, the device-testable clauses, those a device without buffers
+or with 32-bit pointers can exercise, and the hash of the corpus it releases. Every place that states
+a run's answer (`npuconf run`, `rejudge`, `report`, `verify`, the HTML header, summary.json, junit.xml
+properties, the bundle manifest) calls it; there is no second implementation.
 
 Levels and exit codes:
 - conformant (0): the whole released corpus under published-37, no filter, no FAIL, CRASH, TIMEOUT,
@@ -13,8 +14,9 @@ Levels and exit codes:
   feature and supports no pair, judged on the device-testable clauses that apply without a buffer;
 - non-conformant (1): any FAIL or CRASH, also in a partial run;
 - incomplete (2): nothing failed, but something was not judged or a device-testable clause was not
-  exercised on some device (named, with why); also a run whose plan records no claim basis (older kit);
-- partial (0): a filtered run, another profile or another corpus: never a conformance claim.
+  exercised on some device (named, with why);
+- partial (0): a filtered run (or one whose filters are malformed), another profile or another corpus:
+  never a conformance claim.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Protocol
 
-from reference_model.verdicts import RunExit, Verdict
+from reference_model.verdicts import SEVERITY, UNJUDGED_ORDER, RunExit, Verdict
+
+from .kit import KitFacts
+from .plan_filters import plan_filters
 
 NORMATIVE_PROFILE: Final = "published-37"
 NPU_FEATURE: Final = "android.hardware.npu"
 PARTIAL_HEADLINE: Final = "partial run, not a conformance claim"
-_EXERCISING: Final = frozenset({"PASS", "WARN"})
-_UNJUDGED: Final = (Verdict.TIMEOUT, Verdict.ERROR, Verdict.NOT_EXECUTED)
 
 
 class PlanView(Protocol):
@@ -57,7 +60,7 @@ class ResultView(Protocol):
     @property
     def device(self) -> str: ...
     @property
-    def clauses(self) -> tuple[str, ...]: ...
+    def scenario(self) -> str: ...
     @property
     def verdict(self) -> Verdict: ...
     @property
@@ -82,6 +85,8 @@ class RunView(Protocol):
     def device_serials(self) -> tuple[str, ...]: ...
     @property
     def groups(self) -> Mapping[str, str]: ...
+    @property
+    def kit(self) -> KitFacts: ...
 
 
 class ClaimLevel(StrEnum):
@@ -160,15 +165,7 @@ def configuration(run: RunView) -> tuple[tuple[str, str], ...]:
     if plan is None:
         return ()
     options = plan.options
-    filters = []
-    if options.get("keyword"):
-        filters.append(f"-k {options['keyword']}")
-    filters.extend(f"--scenario {i}" for i in _scenario_ids(options))
-    clauses = options.get("clauses")
-    if isinstance(clauses, list):
-        filters.extend(f"--clause {c}" for c in clauses)
-    if options.get("scenarios"):
-        filters.append(f"--scenarios {options['scenarios']}")
+    filters = plan_filters(options).flags()
     return (
         ("target", _text(plan.target)),
         ("impl", _text(options.get("impl"), "vnpu")),
@@ -187,43 +184,17 @@ def partial_reasons(run: RunView) -> tuple[str, ...]:
     if plan is None:
         return ()
     reasons: list[str] = []
-    options = plan.options
     if plan.profile != NORMATIVE_PROFILE:
         reasons.append(f"profile {plan.profile or '?'} (only {NORMATIVE_PROFILE} is normative)")
-    if options.get("keyword"):
-        reasons.append(f"filtered with -k {options['keyword']}")
-    scenario_ids = _scenario_ids(options)
-    if scenario_ids:
-        reasons.append("filtered with " + " ".join(f"--scenario {i}" for i in scenario_ids))
-    clauses = options.get("clauses")
-    if isinstance(clauses, list) and clauses:
-        reasons.append("filtered with " + " ".join(f"--clause {c}" for c in clauses))
-    if options.get("scenarios"):
-        reasons.append(f"scenarios from {options['scenarios']}")
-    basis = plan.claim_basis
-    released = basis.get("kit_corpus_hash") if basis else None
-    if isinstance(released, str) and released and plan.corpus_hash != released:
+    reasons.extend(plan_filters(plan.options).reasons())
+    if plan.corpus_hash != run.kit.basis.corpus_hash:
         reasons.append("the corpus is not the one this kit released (corpus hash differs)")
     return tuple(reasons)
 
 
-def _scenario_ids(options: Mapping[str, object]) -> list[str]:
-    """The plan's --scenario ids (options.scenario_ids; absent from plans of older kits)."""
-    value = options.get("scenario_ids")
-    return [str(i) for i in value] if isinstance(value, list) else []
-
-
-def device_testable_clauses(plan: PlanView | None) -> frozenset[str] | None:
-    """The clauses a claim can require: the plan's claim basis `device_testable` (None: no basis recorded,
-    as in a run of an older kit)."""
-    basis = plan.claim_basis if plan is not None else None
-    return _strings(basis.get("device_testable")) if basis else None
-
-
-def _strings(value: object) -> frozenset[str] | None:
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return frozenset(value)
-    return None
+def device_testable_clauses(run: RunView) -> frozenset[str]:
+    """The clauses a claim can require: this kit's, never the plan's."""
+    return run.kit.basis.device_testable
 
 
 def _device_without_buffers(info: Mapping[str, object]) -> bool:
@@ -234,7 +205,7 @@ def _device_without_buffers(info: Mapping[str, object]) -> bool:
 def _why(records: Sequence[ResultView]) -> str:
     if not records:
         return "no planned scenario cites it"
-    for verdict in (Verdict.FAIL, Verdict.CRASH, *_UNJUDGED, Verdict.WAIVED):
+    for verdict in (v for v in reversed(SEVERITY) if not v.exercises and v is not Verdict.NOT_APPLICABLE):
         hit = next((r for r in records if r.verdict is verdict), None)
         if hit is not None:
             return f"{verdict.value}: {hit.reason}" if hit.reason else verdict.value
@@ -247,7 +218,7 @@ def _why(records: Sequence[ResultView]) -> str:
 
 def exercises(record: ResultView) -> bool:
     """Whether a result exercised its clauses: a PASS or WARN whose allocations the device did not refuse."""
-    return record.verdict.value in _EXERCISING and not record.allocations_refused
+    return record.verdict.exercises and not record.allocations_refused
 
 
 # The capabilities that decide NOT_APPLICABLE: devices of one shard group must agree on them for the
@@ -277,10 +248,11 @@ def _units(run: RunView) -> list[tuple[str, tuple[str, ...]]]:
 
 def _gaps(run: RunView, label: str, serials: tuple[str, ...], required: frozenset[str]) -> list[Gap]:
     records = [r for r in run.results if r.device in serials]
-    exercised = {c for r in records if exercises(r) for c in r.clauses}
+    cited = {id(r): run.kit.clauses_of(r.scenario) for r in records}  # the kit's, never the record's
+    exercised = {c for r in records if exercises(r) for c in cited[id(r)]}
     by_why: dict[str, list[str]] = {}
     for clause in sorted(required - exercised):
-        citing = [r for r in records if clause in r.clauses]
+        citing = [r for r in records if clause in cited[id(r)]]
         by_why.setdefault(_why(citing), []).append(clause)
     return [Gap(label, why, tuple(clauses)) for why, clauses in sorted(by_why.items(), key=lambda i: -len(i[1]))]
 
@@ -294,7 +266,7 @@ def claim_of(run: RunView) -> Claim:
     config = configuration(run)
     verdicts = [r.verdict for r in run.results]
     waivers = sum(1 for v in verdicts if v is Verdict.WAIVED)
-    warnings = sum(1 for v in verdicts if v.value == "WARN")
+    warnings = sum(1 for v in verdicts if v is Verdict.WARN)
 
     def make(
         level: ClaimLevel,
@@ -313,30 +285,25 @@ def claim_of(run: RunView) -> Claim:
     if not run.results:
         return make(ClaimLevel.INCOMPLETE, "incomplete: nothing ran")
     partial = partial_reasons(run)
-    blocking = [v for v in (Verdict.FAIL, Verdict.CRASH) if v in verdicts]
+    blocking = [v for v in SEVERITY if v.blocking and v in verdicts]
     suffix = f" ({PARTIAL_HEADLINE})" if partial else ""
     if blocking:
         counts = ", ".join(f"{sum(1 for v in verdicts if v is b)} {b.value}" for b in blocking)
         return make(ClaimLevel.NON_CONFORMANT, f"non-conformant: {counts}{suffix}", partial)
-    unjudged = [(v, sum(1 for x in verdicts if x is v)) for v in _UNJUDGED if v in verdicts]
+    unjudged = [(v, sum(1 for x in verdicts if x is v)) for v in UNJUDGED_ORDER if v in verdicts]
     if unjudged:
         counts = ", ".join(f"{n} {v.value}" for v, n in unjudged)
-        reasons = Counter(r.reason for r in run.results if r.verdict in _UNJUDGED and r.reason)
+        reasons = Counter(r.reason for r in run.results if r.verdict in UNJUDGED_ORDER and r.reason)
         why = f" ({reasons.most_common(1)[0][0]})" if reasons else ""
         return make(ClaimLevel.INCOMPLETE, f"incomplete: {counts} not judged{why}{suffix}", partial)
     if partial:
         return make(ClaimLevel.PARTIAL, f"{PARTIAL_HEADLINE}: {'; '.join(partial)}", partial)
-    basis = plan.claim_basis or {}
-    testable = device_testable_clauses(plan)
-    if testable is None:
-        return make(
-            ClaimLevel.INCOMPLETE,
-            "incomplete: the plan records no claim basis (a run of an older kit); run it again to make a claim",
-        )
-    no_buffer_clauses = _strings(basis.get("without_buffers")) or frozenset()
+    basis = run.kit.basis
+    testable = basis.device_testable
+    no_buffer_clauses = basis.without_buffers
     gaps: list[Gap] = []
     scope: list[str] = []
-    pointer_64_only = _strings(basis.get("pointer_64_only")) or frozenset()
+    pointer_64_only = basis.pointer_64_only
     units = _units(run)
     for label, serials in units:
         infos = [run.devices.get(serial, {}) for serial in serials]

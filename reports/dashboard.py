@@ -7,7 +7,7 @@ autoescape, StrictUndefined, text hygiene). Definitions:
   on each; the latest build is the one of its newest run, the previous build the one before it;
 - a scenario's verdict on a build is the one of the newest run of that build that has it
   (NOT_EXECUTED only when no run of that build executed it);
-- a clause's verdict on a build is the worst verdict (reports.results.SEVERITY) among the scenarios
+- a clause's verdict on a build is the worst verdict (reference_model.verdicts.SEVERITY) among the scenarios
   citing it;
 - a regression is a clause that is PASS on the device's previous build and FAIL or CRASH on its
   latest build;
@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from reference_model.verdicts import BLOCKING_VERDICTS, Verdict
+from reference_model.verdicts import SEVERITY, Verdict, worst
 
-from .html import VERDICT_SHORT, environment
-from .results import SEVERITY, worst
+from .html import environment
 from .safe_io import output_dir, write_text
 from .store import StoreEngine, describe_location, open_store
 
@@ -197,7 +196,7 @@ def is_regression(previous: Build | None, latest: Build | None, clause: str) -> 
     if previous is None or latest is None:
         return False
     before, now = previous.clause_verdicts.get(clause), latest.clause_verdicts.get(clause)
-    return before is Verdict.PASS and now in BLOCKING_VERDICTS
+    return before is Verdict.PASS and now is not None and now.blocking
 
 
 def _cell(build: Build | None, previous: Build | None, clause: str, where: str) -> Cell:
@@ -212,7 +211,7 @@ def _cell(build: Build | None, previous: Build | None, clause: str, where: str) 
     regression = is_regression(previous, build, clause)
     if regression:
         tooltip = "REGRESSION: " + tooltip
-    return Cell(str(verdict), VERDICT_SHORT[verdict], tooltip, regression)
+    return Cell(str(verdict), verdict.label, tooltip, regression)
 
 
 TREND_WIDTH: Final = 560

@@ -13,20 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from reference_model.verdicts import Verdict
+from reference_model.verdicts import FINDING_ORDER, Verdict
 
 from .claim import exercises
 from .replay import replay_command
 from .results import ResultRecord, RunResults, clause_matrix, render_value
-
-# The verdicts listed as failures, most severe first. WARN is listed by name: a run whose verdict set
-# has it shows its WARNs last; a run without it is unaffected.
-FAILURE_ORDER: Final[tuple[str, ...]] = ("CRASH", "FAIL", "TIMEOUT", "ERROR", "WARN")
-_FAILURE_RANK: Final = {name: rank for rank, name in enumerate(FAILURE_ORDER)}
-
-# A clause is a coverage gap on a device when no result there exercised it (reports/claim.py's rule, so
-# the report's coverage agrees with the claim) and none failed it (failures are listed above).
-FAILED: Final = frozenset({Verdict.FAIL, Verdict.CRASH, Verdict.WAIVED})
 
 EXCERPT_RADIUS: Final = 10  # lines shown either side of the focus line
 _TRACE_LINE = re.compile(r"trace line (\d+)")
@@ -160,8 +151,8 @@ def _finding(run: RunResults, record: ResultRecord) -> Finding:
 
 def findings(run: RunResults) -> tuple[Finding, ...]:
     """Every CRASH, FAIL, TIMEOUT, ERROR and WARN, most severe first; within a verdict, plan order."""
-    listed = [r for r in run.results if str(r.verdict) in _FAILURE_RANK]
-    listed.sort(key=lambda r: _FAILURE_RANK[str(r.verdict)])  # stable: plan order within a verdict
+    listed = [r for r in run.results if r.verdict.finding]
+    listed.sort(key=lambda r: FINDING_ORDER.index(r.verdict))  # stable: plan order within a verdict
     return tuple(_finding(run, r) for r in listed)
 
 
@@ -186,7 +177,7 @@ def coverage_gaps(run: RunResults) -> tuple[Gap, ...]:
     gaps: list[Gap] = []
     for clause, by_device in clause_matrix(run).items():
         for device, records in by_device.items():
-            if records and not any(exercises(r) or r.verdict in FAILED for r in records):
+            if records and not any(exercises(r) or r.verdict.failed for r in records):
                 reasons = tuple((r.scenario, str(r.verdict), r.reason or "no reason recorded") for r in records)
                 gaps.append(Gap(clause, device, reasons))
     gaps.sort(key=lambda g: (order.get(g.device, len(order)), g.clause))

@@ -20,11 +20,10 @@ from typing import Final
 import jinja2
 from markupsafe import Markup
 
-from reference_model.verdicts import Verdict
+from reference_model.verdicts import FINDING_ORDER, SEVERITY, Verdict, worst
 
 from .claim import device_testable_clauses
 from .findings import (
-    FAILURE_ORDER,
     Finding,
     Gap,
     clause_chapters,
@@ -32,7 +31,6 @@ from .findings import (
     findings,
 )
 from .results import (
-    SEVERITY,
     ResultRecord,
     RunResults,
     alloc_callback_latencies_ns,
@@ -41,23 +39,11 @@ from .results import (
     counts_by_chapter,
     render_value,
     safe_text,
-    worst,
 )
 from .safe_io import write_text
 
 TEMPLATES_DIR: Final = Path(__file__).parent / "templates"
 
-VERDICT_SHORT: Final = {
-    Verdict.PASS: "PASS",
-    Verdict.WARN: "WARN",
-    Verdict.FAIL: "FAIL",
-    Verdict.NOT_APPLICABLE: "N/A",
-    Verdict.WAIVED: "WAIV",
-    Verdict.CRASH: "CRSH",
-    Verdict.TIMEOUT: "TIME",
-    Verdict.ERROR: "ERR",
-    Verdict.NOT_EXECUTED: "N/E",
-}
 
 # Latency histogram bin edges in ns: 1-2-5 steps from 1 µs to 10 s (plus "< 1 µs" and "≥ 10 s").
 _LATENCY_EDGES_NS: Final[tuple[int, ...]] = (*(m * 10**e for e in range(3, 10) for m in (1, 2, 5)), 10**10)
@@ -199,15 +185,13 @@ class GapCount:
         return f"Clauses not exercised ({self.total}: {split})"
 
 
-_FAILING: Final = frozenset(FAILURE_ORDER)
-
-
 def _matrix(run: RunResults, devices: Sequence[str]) -> tuple[MatrixChapter, ...]:
     """Clause rows grouped by the chapter that cites each clause most (findings.clause_chapters)."""
     chapters = clause_chapters(run)
     grouped: dict[str, list[MatrixRow]] = {}
     for clause, by_device in clause_matrix(run).items():
         cells: list[Cell] = []
+        failing = False
         for serial in devices:
             records = by_device.get(serial, [])
             verdict = worst(r.verdict for r in records)
@@ -215,9 +199,8 @@ def _matrix(run: RunResults, devices: Sequence[str]) -> tuple[MatrixChapter, ...
                 cells.append(Cell("", "", f"{clause} on {serial}: no scenario"))
                 continue
             listed = "; ".join(f"{r.scenario} {r.verdict}" for r in records)
-            short = VERDICT_SHORT.get(verdict, str(verdict))
-            cells.append(Cell(str(verdict), short, f"{clause} on {serial}: {verdict} ({listed})"))
-        failing = any(cell.verdict in _FAILING for cell in cells)
+            cells.append(Cell(str(verdict), verdict.label, f"{clause} on {serial}: {verdict} ({listed})"))
+            failing = failing or verdict.finding
         grouped.setdefault(chapters.get(clause, ""), []).append(MatrixRow(clause, tuple(cells), failing))
     out: list[MatrixChapter] = []
     for chapter, rows in sorted(grouped.items()):
@@ -423,7 +406,7 @@ def render_html(run: RunResults) -> str:
     rows = _rows(run, anchors)
     failing_counts = Counter(v.finding.verdict for v in failures)
     claim = run.claim
-    testable = device_testable_clauses(run.plan)
+    testable = device_testable_clauses(run)
     gaps = _gap_views(coverage_gaps(run), testable)
     meta = [
         ("run", run.run_id or "(no plan)"),
@@ -475,7 +458,7 @@ def render_html(run: RunResults) -> str:
         failures=failures,
         failure_groups=_failure_groups(failures),
         open_excerpts=OPEN_EXCERPTS,
-        failure_counts=[(name, failing_counts[name]) for name in FAILURE_ORDER if failing_counts[name]],
+        failure_counts=[(str(v), failing_counts[str(v)]) for v in FINDING_ORDER if failing_counts[str(v)]],
         gaps=gaps,
         gap_heading=_gap_count(gaps, testable).heading(),
     )

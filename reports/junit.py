@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
 
 import junitparser
 from junitparser import xunit2
@@ -18,9 +17,6 @@ from reference_model.verdicts import Verdict
 from .findings import trace_excerpt
 from .results import ResultRecord, RunResults, render_value, safe_text
 from .safe_io import atomic_output
-
-_ERROR_VERDICTS: Final = frozenset({Verdict.CRASH, Verdict.TIMEOUT, Verdict.ERROR})
-_SKIPPED_VERDICTS: Final = frozenset({Verdict.NOT_APPLICABLE, Verdict.NOT_EXECUTED})
 
 
 def _exit_text(record: ResultRecord) -> str:
@@ -58,22 +54,22 @@ def _system_out(record: ResultRecord) -> str:
 
 def _result_element(record: ResultRecord) -> junitparser.Failure | junitparser.Error | junitparser.Skipped | None:
     verdict = record.verdict
-    if verdict is Verdict.FAIL:
+    if verdict.shown == "failure":
         if record.divergence is not None:
             failure = junitparser.Failure(safe_text(record.divergence.one_line()), str(verdict))
             failure.text = safe_text(record.divergence.full_text())
         else:
             failure = junitparser.Failure(safe_text(record.reason or "FAIL (no divergence recorded)"), str(verdict))
         return failure
-    if verdict in _ERROR_VERDICTS:
+    if verdict.shown == "error":
         error = junitparser.Error(safe_text(f"{verdict}: {record.reason or verdict.lower()}"), str(verdict))
         body = "\n".join(x for x in (record.reason, _exit_text(record)) if x)
         if body:
             error.text = safe_text(body)
         return error
-    if verdict in _SKIPPED_VERDICTS:
+    if verdict.shown == "skipped":
         return junitparser.Skipped(safe_text(f"{verdict}: {record.reason or verdict.lower()}"), str(verdict))
-    return None  # PASS, WAIVED
+    return None  # shown as passed: PASS, WARN, WAIVED
 
 
 def junit_seconds(duration_ms: float | None) -> float | None:

@@ -7,6 +7,7 @@ Planned scenario × device pairs with no result record become NOT_EXECUTED.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,27 +16,17 @@ from pathlib import Path
 from typing import Final
 
 from reference_model.errors import KitError
-from reference_model.verdicts import RunExit, Verdict
+from reference_model.verdicts import RunExit, Verdict, worst
 
 from .claim import Claim, claim_of
+from .kit import KitFacts, kit_facts
 from .limits import limit, over
+from .plan_filters import plan_filters
 
 RESULTS_SCHEMA: Final = 1
 RESULTS_NAME: Final = "results.jsonl"
 
 # Worst last: the order a matrix cell uses to pick "the worst verdict" among several scenarios.
-SEVERITY: Final[tuple[Verdict, ...]] = (
-    Verdict.PASS,
-    Verdict.WARN,
-    Verdict.NOT_APPLICABLE,
-    Verdict.WAIVED,
-    Verdict.NOT_EXECUTED,
-    Verdict.ERROR,
-    Verdict.TIMEOUT,
-    Verdict.FAIL,
-    Verdict.CRASH,
-)
-_RANK: Final = {verdict: rank for rank, verdict in enumerate(SEVERITY)}
 
 NOT_EXECUTED_REASON: Final = "planned, but results.jsonl holds no result for it"
 
@@ -179,6 +170,7 @@ class RunResults:
     end: EndRecord | None
     problems: tuple[str, ...] = field(default=())
     groups: Mapping[str, str] = field(default_factory=dict)  # device -> shard group (device records' `group`)
+    kit: KitFacts = field(default_factory=kit_facts)  # what the claim takes from the kit, not the records
 
     @property
     def run_id(self) -> str:
@@ -213,12 +205,6 @@ class RunResults:
 
 # ---------------------------------------------------------------------------------------------
 # aggregation helpers
-
-
-def worst(verdicts: Iterable[Verdict]) -> Verdict | None:
-    """The most severe verdict (SEVERITY order), None for none."""
-    ranked = [_RANK[v] for v in verdicts]
-    return SEVERITY[max(ranked)] if ranked else None
 
 
 def empty_counts() -> dict[Verdict, int]:
@@ -538,8 +524,11 @@ def _split_lines(data: bytes) -> Sequence[bytes]:
     return lines
 
 
-def load_results(path: Path) -> RunResults:
-    """Read results.jsonl (or the run directory holding it) into values; see the module docstring."""
+def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
+    """Read results.jsonl (or the run directory holding it) into values; see the module docstring.
+
+    `kit` (default: this kit's own, reports/kit.py) gives the clauses a released scenario cites: a
+    record's own `clauses` are shown only for scenarios the kit did not release, and never count."""
     if path.is_dir():
         path = path / RESULTS_NAME
     try:
@@ -638,12 +627,14 @@ def load_results(path: Path) -> RunResults:
     if plan is None:
         problems.append(f"{name}: no plan record; NOT_EXECUTED cannot be computed and the run counts as incomplete")
 
+    if plan is not None:
+        problems.extend(safe_text(f"{name}: {m}") for m in plan_filters(plan.options).malformed)
     results = (
         _sharded_results(plan, groups, chosen) if plan is not None and plan.shard else _ordered_results(plan, chosen)
     )
-    run = RunResults(
-        path=path, plan=plan, devices=devices, results=results, end=end, problems=tuple(problems), groups=groups
-    )
+    kit = kit if kit is not None else kit_facts()
+    results = tuple(_cited_by_kit(r, kit) for r in results)
+    run = RunResults(path, plan, devices, results, end, tuple(problems), groups, kit)
     if end is not None and end.exit_code is not None and end.exit_code != run.exit_code:
         problems.append(
             safe_text(
@@ -651,10 +642,13 @@ def load_results(path: Path) -> RunResults:
                 f"the results give {int(run.exit_code)} ({run.claim.headline}); the results are used"
             )
         )
-        run = RunResults(
-            path=path, plan=plan, devices=devices, results=results, end=end, problems=tuple(problems), groups=groups
-        )
+        run = dataclasses.replace(run, problems=tuple(problems))
     return run
+
+
+def _cited_by_kit(record: ResultRecord, kit: KitFacts) -> ResultRecord:
+    cited = kit.clauses_of(record.scenario)
+    return dataclasses.replace(record, clauses=cited) if cited and cited != record.clauses else record
 
 
 def _ordered_results(plan: Plan | None, chosen: Mapping[tuple[str, str], ResultRecord]) -> tuple[ResultRecord, ...]:

@@ -17,8 +17,6 @@ from reference_model.verdicts import Verdict
 from ..run import DeviceRun, ResultsWriter, RunPlan
 from ..targets import Device, Target
 
-DIVERGENT = frozenset({Verdict.FAIL, Verdict.CRASH})
-
 
 @dataclass(frozen=True, slots=True)
 class Result:
@@ -33,7 +31,7 @@ class Result:
 
     @property
     def divergent(self) -> bool:
-        return self.verdict in DIVERGENT
+        return self.verdict.blocking
 
     @property
     def signature(self) -> str:

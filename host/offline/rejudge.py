@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from reference_model.caps import DeviceCaps
 from reference_model.profiles import PROFILES
@@ -25,12 +25,11 @@ from reports.jsonl import first_of_kind, raw_objects, write_jsonl
 from reports.safe_io import output_dir
 
 from ..errors import UsageError
-from ..run import caps_from_info, judge_lines, now_iso
+from ..probe import Pairs
+from ..run import DeviceFacts, Judging, now_iso
 from ..suite import SCENARIO_ROOT, corpus_hash, load_catalogue, load_corpus, load_waiver_file, model_hash
+from .recorded import decide_record, recorded_devices
 from .run_dir import load_planned_run
-
-# Verdicts given without judging a trace: rejudging keeps them as they are.
-KEPT_VERDICTS: Final = frozenset({Verdict.NOT_APPLICABLE, Verdict.NOT_EXECUTED, Verdict.ERROR})
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +86,7 @@ def rejudge_run(
     waivers: Sequence[Waiver] | None = None,
     today: dt.date | None = None,
 ) -> Rejudged:
-    """Judge every recorded result of `run` again.
+    """Decide every recorded result of `run` again (host.run.decide, as `verify` does), ERRORs included.
 
     `waivers` None keeps the waivers the run recorded (a result that still FAILs stays WAIVED with its
     stored waiver); a sequence (possibly empty) decides alone, as `npuconf run --waivers` would.
@@ -95,16 +94,14 @@ def rejudge_run(
     records: list[dict[str, Any]] = []
     changes: list[VerdictChange] = []
     missing: list[tuple[str, str]] = []
-    notes: list[str] = []
+    devices = recorded_devices(run)
+    notes: list[str] = list(devices.problems)
+    judging = Judging(catalogue, profile, waivers or (), today)
     judged = 0
-    caps_by_device: dict[str, DeviceCaps] = {}
+    unknown = DeviceFacts(DeviceCaps(), Pairs(None, None))
     for serial in run.device_serials:
-        info = run.devices.get(serial)
-        if info is None:
-            if any(r.recorded and r.device == serial for r in run.results):
-                notes.append(f"device {serial} has no device record; its traces are judged with unknown capabilities")
-            info = {}
-        caps_by_device[serial] = caps_from_info(info)
+        if serial not in devices.facts and any(r.recorded and r.device == serial for r in run.results):
+            notes.append(f"device {serial} has no device record; its traces are judged with unknown capabilities")
     for record in run.results:
         if not record.recorded or record.line is None:
             continue  # NOT_EXECUTED computed by the loader: nothing was stored
@@ -113,30 +110,14 @@ def rejudge_run(
             continue
         new: dict[str, Any] = dict(stored)
         scenario = corpus.get(record.scenario)
-        if record.verdict in KEPT_VERDICTS:
-            records.append(new)
-            continue
         if scenario is None:
             missing.append((record.device, record.scenario))
             records.append(new)
             continue
-        if not record.trace:
-            notes.append(f"{record.device} {record.scenario}: no trace stored; verdict {record.verdict} kept")
-            records.append(new)
-            continue
         info = run.devices.get(record.device, {})
-        fingerprint = info.get("fingerprint")
-        outcome = judge_lines(
-            scenario,
-            record.trace,
-            caps_by_device.get(record.device, DeviceCaps()),
-            catalogue,
-            profile,
-            waivers or (),
-            fingerprint if isinstance(fingerprint, str) and fingerprint else record.device,
-            today,
-        )
-        judged += 1
+        decision = decide_record(record, scenario, devices.facts.get(record.device, unknown), info, judging)
+        outcome = decision.outcome
+        judged += decision.judged
         verdict: Verdict = outcome.verdict
         waiver: object = outcome.waiver
         if waivers is None and verdict is Verdict.FAIL and record.verdict is Verdict.WAIVED:
@@ -153,6 +134,10 @@ def rejudge_run(
                 "waiver": waiver,
             }
         )
+        if verdict is Verdict.PASS and decision.allocations_refused:
+            new["allocations_refused"] = True
+        else:
+            new.pop("allocations_refused", None)
         records.append(new)
         if verdict is not record.verdict:
             changes.append(VerdictChange(record.device, record.scenario, record.verdict, verdict, outcome.discrepancy))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import tarfile
 import tempfile
@@ -15,29 +14,18 @@ from typing import Any, Final
 
 from junitparser import xunit2
 
-from reference_model.caps import DeviceCaps
 from reference_model.profiles import PROFILES
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports import ResultRecord, RunResults, load_results
+from reports import RunResults, load_results
 from reports.claim import Claim, ClaimLevel
 from reports.jsonl import raw_objects
 from reports.limits import limit, over
+from reports.plan_filters import plan_filters
 from reports.summary import build_summary
 
-from ..probe import CompileError, Pairs, ScenarioTrace, api_missing_symbols, compile_scenario, exit_event_scenario
-from ..run import (
-    DISCOVERY_ID,
-    allocation_refused,
-    caps_from_info,
-    judge_lines,
-    missing_capability,
-    needs_discovery,
-    parse_discovery,
-    pointer_bits,
-    probed_pairs,
-)
+from ..run import Judging
 from ..suite import (
     HASHED_PARTS,
     SCENARIO_ROOT,
@@ -52,6 +40,7 @@ from ..suite import (
 )
 from . import signing
 from .bundle import BUNDLE_FILES, BUNDLE_SCHEMA, MANIFEST, BundleUnreadable, device_fingerprints, sha256_hex
+from .recorded import decide_record, recorded_devices
 from .rejudge import corpus_by_id
 
 
@@ -268,12 +257,14 @@ def _kit_problems(run: RunResults, corpus: Mapping[str, Scenario], basis: Mappin
     if recorded is None:
         problems.append(Problem("plan", "the plan records no claim basis (an older kit): no claim can be verified"))
     else:
-        for key in ("kit_corpus_hash", "device_testable", "without_buffers"):
+        for key in sorted(basis):
             if recorded.get(key) != basis[key]:
                 problems.append(Problem("plan", f"the plan's claim basis {key} is not this kit's"))
-    if plan.corpus_hash == basis["kit_corpus_hash"] and not plan.options.get("scenarios"):
+    filters = plan_filters(plan.options)
+    problems.extend(Problem("plan", message) for message in filters.malformed)
+    if plan.corpus_hash == basis["kit_corpus_hash"]:
         planned = {s.id for s in plan.scenarios}
-        if plan.options.get("keyword") or plan.options.get("clauses") or plan.options.get("scenario_ids"):
+        if filters.narrowed:
             return problems
         absent = sorted(set(corpus) - planned)
         if absent:
@@ -288,111 +279,22 @@ def _kit_problems(run: RunResults, corpus: Mapping[str, Scenario], basis: Mappin
     return problems
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceEvidence:
-    caps: DeviceCaps
-    pairs: Pairs
-    discovery_failed: str | None
-
-
-def _device_evidence(run: RunResults) -> tuple[dict[str, DeviceEvidence], list[Problem]]:
-    """Each device's pairs and vnpu control derived again from its raw discovery trace."""
-    evidence: dict[str, DeviceEvidence] = {}
-    problems: list[Problem] = []
-    for serial in run.device_serials:
-        info = run.devices.get(serial)
-        if info is None:
-            if any(r.recorded and r.device == serial for r in run.results):
-                problems.append(Problem("device", f"{serial}: results but no device record"))
-            continue
-        lines = info.get("discovery_trace")
-        failed_recorded = info.get("discovery_failed")
-        if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
-            if info.get("supported_pairs") is not None or failed_recorded is None:
-                problems.append(
-                    Problem("device", f"{serial}: no discovery trace; its pairs and capabilities cannot be re-derived")
-                )
-            caps = caps_from_info(info)
-            evidence[serial] = DeviceEvidence(caps, Pairs.from_caps(caps, probed_pairs()), None)
-            continue
-        found = parse_discovery(ScenarioTrace(DISCOVERY_ID, tuple(lines), 0.0))
-        derived_pairs = sorted([list(p) for p in found.supported_pairs]) if found.supported_pairs is not None else None
-        failed = f"pair discovery failed: {found.problem}" if found.problem else None
-        if not lines:
-            failed = "pair discovery failed: the probe wrote no discovery trace"
-        if derived_pairs != info.get("supported_pairs"):
-            problems.append(Problem("device", f"{serial}: recorded supported pairs differ from its discovery trace"))
-        if found.vnpu_control != (info.get("vnpu_control") is True):
-            problems.append(Problem("device", f"{serial}: recorded vnpu control differs from its discovery trace"))
-        if (failed is None) != (failed_recorded is None):
-            problems.append(Problem("device", f"{serial}: recorded discovery outcome differs from its discovery trace"))
-        if "pointer_bits" in info and info.get("pointer_bits") != pointer_bits(info):
-            # The claim drops 64-bit-cookie clauses on a 32-bit device: the width must follow its ABI.
-            problems.append(Problem("device", f"{serial}: recorded pointer width differs from its ABI"))
-        caps = caps_from_info(info)
-        evidence[serial] = DeviceEvidence(caps, Pairs.from_caps(caps, probed_pairs()), failed)
-    return evidence, problems
-
-
-def _trace_end(record: ResultRecord) -> str:
-    """'probe' (the probe closed the scenario), 'host-timeout' (the host gave up) or 'open' (no exit event)."""
-    for line in reversed(record.trace):
-        if exit_event_scenario(line) == record.scenario:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                return "open"
-            if event.get("host") is True:
-                return "host-timeout" if event.get("status") == "timeout" else "open"
-            return "probe"
-    return "open"
-
-
-def expected_verdicts(
-    record: ResultRecord,
-    scenario: Scenario,
-    device: DeviceEvidence,
-    catalogue: Mapping[str, str],
-    profile: str,
-    waivers: Sequence[Waiver],
-    fingerprint: str,
-    as_of: dt.date | None = None,
-) -> tuple[frozenset[Verdict], str]:
-    """The verdicts this kit allows for a recorded result, and on what evidence (for the message)."""
-    if device.discovery_failed is not None and needs_discovery(scenario):
-        return frozenset({Verdict.ERROR}), "pair discovery failed on this device and the scenario needs its pairs"
-    missing = missing_capability(scenario, device.caps, device.pairs)
-    if missing is None:
-        try:
-            compile_scenario(scenario, device.pairs)
-        except CompileError as exc:
-            missing = str(exc)
-    if missing is not None:
-        return frozenset({Verdict.NOT_APPLICABLE}), f"requirements: {missing}"
-    if any(api_missing_symbols(line) for line in record.trace):
-        return frozenset({Verdict.NOT_APPLICABLE}), "the trace shows API functions missing from the implementation"
-    end = _trace_end(record)
-    if end == "host-timeout":
-        return frozenset({Verdict.TIMEOUT}), "the host's timeout marker ends the trace"
-    if end == "open":
-        return frozenset({Verdict.ERROR, Verdict.NOT_EXECUTED}), "the trace never reaches the scenario's exit"
-    outcome = judge_lines(scenario, record.trace, device.caps, catalogue, profile, waivers, fingerprint, as_of)
-    return frozenset({outcome.verdict}), "the model judged the trace"
-
-
 def _check_verdicts(
     run: RunResults, corpus: Mapping[str, Scenario], catalogue: Mapping[str, str], waivers: Sequence[Waiver]
 ) -> tuple[int, list[Problem]]:
+    """Every stored verdict decided again (host.run.decide) from the record's own evidence."""
     plan = run.plan
     if plan is None:
         return 0, []
     if plan.profile not in PROFILES:
         return 0, [Problem("verdict", f"profile {plan.profile!r} is unknown to this kit; verdicts not re-derived")]
-    evidence, problems = _device_evidence(run)
+    devices = recorded_devices(run)
+    problems = [Problem("device", message) for message in devices.problems]
     # Waivers are applied as of the day the run applied them, not the day of the check.
     as_of = waivers_as_of(plan.options, plan.started)
     if waivers and as_of is None:
         problems.append(Problem("verdict", "the plan records no date its waivers were applied on; judged as of today"))
+    judging = Judging(catalogue, plan.profile, waivers, as_of)
     derived = 0
     for record in run.results:
         if not record.recorded:
@@ -401,45 +303,29 @@ def _check_verdicts(
         if scenario is None:
             problems.append(Problem("verdict", f"{record.scenario} on {record.device}: not in this kit's corpus"))
             continue
-        device = evidence.get(record.device)
+        device = devices.facts.get(record.device)
         if device is None:
             problems.append(Problem("verdict", f"{record.scenario} on {record.device}: no device record"))
             continue
-        fingerprint = run.devices.get(record.device, {}).get("fingerprint")
-        allowed, why = expected_verdicts(
-            record,
-            scenario,
-            device,
-            catalogue,
-            plan.profile,
-            waivers,
-            fingerprint if isinstance(fingerprint, str) and fingerprint else record.device,
-            as_of,
-        )
+        decision = decide_record(record, scenario, device, run.devices.get(record.device, {}), judging)
         derived += 1
-        if (
-            record.verdict is Verdict.PASS
-            and allocation_refused(record.trace, device.caps) != record.allocations_refused
-        ):
+        where = f"{record.scenario} on {record.device}"
+        if record.verdict is Verdict.PASS and decision.allocations_refused != record.allocations_refused:
             problems.append(
                 Problem(
                     "verdict",
-                    f"{record.scenario} on {record.device}: allocations_refused is "
-                    f"{str(record.allocations_refused).lower()}, its trace says otherwise",
+                    f"{where}: allocations_refused is {str(record.allocations_refused).lower()}, "
+                    "its trace says otherwise",
                 )
             )
-        if record.verdict not in allowed:
-            expected = " or ".join(sorted(v.value for v in allowed))
+        if record.verdict is not decision.verdict:
+            why = decision.basis
             if record.verdict is Verdict.NOT_APPLICABLE:
                 why = "its requirements hold on this device and its trace shows no missing API function"
             if record.verdict is Verdict.WAIVED:
                 why += "; waivers come only from `verify --waivers`, never from the bundle"
-            problems.append(
-                Problem(
-                    "verdict",
-                    f"{record.scenario} on {record.device}: stored {record.verdict}, re-derived {expected} ({why})",
-                )
-            )
+            stored = f"stored {record.verdict}, re-derived {decision.verdict}"
+            problems.append(Problem("verdict", f"{where}: {stored} ({why})"))
     return derived, problems
 
 

@@ -26,6 +26,8 @@ from .trace import LineSplitter as LineSplitter
 from .trace import PendingTrace as PendingTrace
 from .trace import RawLine as RawLine
 from .trace import ScenarioTrace as ScenarioTrace
+from .trace import api_missing_line as api_missing_line
 from .trace import api_missing_symbols as api_missing_symbols
 from .trace import check_listed_op_table as check_listed_op_table
 from .trace import exit_event_scenario as exit_event_scenario
+from .trace import host_exit_line as host_exit_line

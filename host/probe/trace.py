@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,13 @@ class ScenarioTrace:
     infra_error: str | None = None  # the probe process itself failed: verdict ERROR
     timed_out: str | None = None  # the host's watchdog gave up on the device: verdict TIMEOUT
 
+    def recorded_lines(self) -> tuple[str, ...]:
+        """The lines as results.jsonl keeps them: a probe failure is ended by the host's `exit` marker
+        saying why, so whoever re-decides the verdict from the record sees what the run saw."""
+        if self.infra_error is None:
+            return self.lines
+        return (*self.lines, host_exit_line(self.scenario_id, "error", self.infra_error))
+
 
 @dataclass(frozen=True, slots=True)
 class BatchOutcome:
@@ -29,6 +37,21 @@ class BatchOutcome:
     api_missing: tuple[str, ...] | None
     error: str | None
     stderr: str = ""  # what the probe and the implementation printed (sanitizer reports land here)
+
+
+def host_exit_line(scenario_id: str, status: str, reason: str) -> str:
+    """The `exit` event the host writes when it, not the probe, ends a scenario (`timeout`, `error`)."""
+    event = {
+        "ev": "exit",
+        "scenario": scenario_id,
+        "status": status,
+        "code": None,
+        "signal": None,
+        "host": True,
+        "reason": reason,
+        "t": time.monotonic_ns(),
+    }
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
 
 
 def exit_event_scenario(line: str) -> str | None:
@@ -44,6 +67,11 @@ def exit_event_scenario(line: str) -> str | None:
         if isinstance(scenario, str):
             return scenario
     return None
+
+
+def api_missing_line(symbols: Sequence[str]) -> str:
+    """The probe's `api_missing` event, kept as the evidence of NOT_APPLICABLE in a scenario's record."""
+    return json.dumps({"ev": "api_missing", "symbols": list(symbols)})
 
 
 def api_missing_symbols(line: str) -> tuple[str, ...] | None:

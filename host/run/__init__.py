@@ -5,10 +5,17 @@ and the offline commands use."""
 
 from .answer import print_answer as print_answer
 from .command import run_command as run_command
+from .decision import Decision as Decision
+from .decision import DeviceFacts as DeviceFacts
+from .decision import Judging as Judging
+from .decision import NotRun as NotRun
+from .decision import WhatHappened as WhatHappened
+from .decision import decide as decide
+from .decision import fingerprint_of as fingerprint_of
+from .decision import missing_capability as missing_capability
+from .decision import needs_discovery as needs_discovery
 from .device_session import DeviceSession as DeviceSession
 from .device_session import caps_from_info as caps_from_info
-from .device_session import missing_capability as missing_capability
-from .device_session import needs_discovery as needs_discovery
 from .device_session import pointer_bits as pointer_bits
 from .device_session import prepare_device as prepare_device
 from .discovery import DISCOVERY_ID as DISCOVERY_ID

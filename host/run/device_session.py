@@ -4,17 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from reference_model.caps import DeviceCaps
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 
 from .. import KIT_VERSION
-from ..probe import CompileError, Pairs, ScenarioTrace, compile_program, compile_scenario
+from ..probe import Pairs, ScenarioTrace, api_missing_line, compile_program, compile_scenario
 from ..targets import Device, Target
+from .decision import (
+    Decision,
+    Judging,
+    NotRun,
+    WhatHappened,
+    after_running,
+    before_running,
+    device_facts,
+    device_fingerprint,
+)
 from .discovery import DISCOVERY_ID, discovery_scenario, parse_discovery, probed_pairs
-from .judging import Outcome, judge_lines, not_run
+from .judging import Outcome
 
 DISCOVERY_LIMIT_S = 30.0
 
@@ -91,35 +101,6 @@ def prepare_device(target: Target) -> Device:
     return Device(target.serial, info, caps_from_info(info), notes, failed)
 
 
-# Requirements a scenario may have and still run when pair discovery failed: it then needs nothing that
-# discovery finds (pairs, the vnpu control). Such scenarios keep judging what the device does get
-# right or wrong (isSupported's own answers, requests, cookies); the rest are ERROR.
-WITHOUT_DISCOVERY: Final = frozenset({"pointer-64"})
-
-
-def needs_discovery(scenario: Scenario) -> bool:
-    return not scenario.requires <= WITHOUT_DISCOVERY
-
-
-def missing_capability(scenario: Scenario, caps: DeviceCaps, pairs: Pairs) -> str | None:
-    """Why the device cannot exercise the scenario, or None when it can."""
-    for need in sorted(scenario.requires):
-        if need == "supported-pair" and pairs.supported is None:
-            return "the device supports no (device number, buffer type) pair"
-        if need == "unsupported-pair" and pairs.unsupported is None:
-            return "no unsupported (device number, buffer type) pair was found to test with"
-        if need == "vnpu-control" and not caps.vnpu_control:
-            return "the implementation has no vnpu control entry point (real devices cannot be preempted on demand)"
-        if need == "capacity" and caps.capacity_bytes is None:
-            return "the device declares no capacity"
-        if need == "pointer-64" and caps.pointer_bits == 32:
-            return "the device's pointers are 32 bits wide: a 64-bit raw cookie does not fit in one"
-        if need.startswith("policy-") and (caps.policy != need[7:] or caps.capacity_bytes is None):
-            declared = f"policy {caps.policy}" if caps.policy and caps.capacity_bytes is not None else "no policy"
-            return f"the scenario predicts the {need[7:]} allocation policy; the device declares {declared}"
-    return None
-
-
 @dataclass
 class DeviceSession:
     target: Target
@@ -136,30 +117,20 @@ class DeviceSession:
         return Pairs.from_caps(self.device.caps, probed_pairs())
 
     def run(self, scenario: Scenario, timeout_multiplier: float = 1.0) -> Outcome:
-        """Run one scenario in its own batch and judge it (the pytest path)."""
-        if self.device.discovery_failed is not None and needs_discovery(scenario):
-            return not_run(Verdict.ERROR, self.device.discovery_failed)
-        missing = missing_capability(scenario, self.device.caps, self.pairs)
-        if missing is not None:
-            return not_run(Verdict.NOT_APPLICABLE, missing)
-        try:
-            compiled = compile_scenario(scenario, self.pairs)
-        except CompileError as exc:
-            return not_run(Verdict.NOT_APPLICABLE, str(exc))
+        """Run one scenario in its own batch and decide its verdict (the pytest path)."""
+        facts = device_facts(self.device)
+        compiled = before_running(scenario, facts)
+        if isinstance(compiled, Decision):
+            return compiled.outcome
         traces: list[ScenarioTrace] = []
         limit = (scenario.timeout_ms / 1000.0 + 2.0) * timeout_multiplier
         outcome = self.target.run_batch(compile_program([compiled]), [scenario.id], [limit], traces.append)
+        lines = traces[0].recorded_lines() if traces else ()
         if outcome.api_missing is not None:
-            return not_run(Verdict.NOT_APPLICABLE, "implementation lacks " + ", ".join(outcome.api_missing))
-        if not traces:
-            return not_run(Verdict.NOT_EXECUTED, outcome.error or "the probe stopped before the scenario ran")
-        trace = traces[0]
-        if trace.infra_error is not None:
-            return not_run(Verdict.ERROR, trace.infra_error)
-        if trace.timed_out is not None:
-            return not_run(Verdict.TIMEOUT, trace.timed_out)
-        fingerprint = str(self.device.info.get("fingerprint", self.device.serial))
-        return judge_lines(scenario, trace.lines, self.device.caps, self.catalogue, self.profile, (), fingerprint)
+            lines = (api_missing_line(outcome.api_missing),)
+        unreached = NotRun(Verdict.NOT_EXECUTED, outcome.error or "the probe stopped before the scenario ran")
+        happened = WhatHappened(scenario, facts, device_fingerprint(self.device), lines, unreached)
+        return after_running(happened, Judging(self.catalogue, self.profile)).outcome
 
     def info(self) -> dict[str, Any]:
         return self.device.info

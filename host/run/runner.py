@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from reference_model.caps import DeviceCaps
 from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
@@ -16,11 +16,22 @@ from reports import load_results
 from reports.safe_io import DISK_ERRNOS, OutputFailed, output_dir
 
 from ..errors import UsageError
-from ..probe import CompiledScenario, CompileError, Pairs, ScenarioTrace, compile_program, compile_scenario
+from ..probe import CompiledScenario, Pairs, ScenarioTrace, api_missing_line, compile_program
 from ..targets import Device, Target
-from .device_session import missing_capability, needs_discovery, prepare_device
-from .discovery import probed_pairs
-from .judging import MAX_ATTEMPTS, Outcome, allocation_refused, judge_lines, not_run
+from .decision import (
+    Decision,
+    DeviceFacts,
+    Judging,
+    NotRun,
+    WhatHappened,
+    after_running,
+    before_running,
+    decide,
+    device_facts,
+    device_fingerprint,
+)
+from .device_session import prepare_device
+from .judging import MAX_ATTEMPTS, Outcome, not_run
 from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter, now_iso, plan_record, result_record
 from .shard import EstimatesFn, execute_sharded
@@ -118,20 +129,15 @@ class DeviceRun:
                 serial = self.target.serial
                 self.writer.write({"kind": "device", "device": serial, "info": {"serial": serial}})
             reason = self.prepare_error or "device preparation failed"
+            unavailable = DeviceFacts(DeviceCaps(), Pairs(None, None), unavailable=reason)
+            judging = Judging(self.plan.catalogue, self.plan.profile)
             for scenario in self.scenarios:
-                self._record(scenario, not_run(Verdict.ERROR, reason), extra=self.prepare_extra)
+                happened = WhatHappened(scenario, unavailable, self.target.serial)
+                self._record(scenario, decide(happened, judging).outcome, extra=self.prepare_extra)
             return None
         if self.describe:
             self.writer.write({"kind": "device", "device": device.serial, "info": device.info})
-        scenarios = self.scenarios
-        if device.discovery_failed is not None:
-            # What needs the pairs cannot be judged (discovery failure is ERROR, never a note); what does
-            # not still runs, so a device whose isSupported is broken gets its FAILs.
-            for scenario in scenarios:
-                if needs_discovery(scenario):
-                    self._record(scenario, not_run(Verdict.ERROR, device.discovery_failed))
-            scenarios = tuple(s for s in scenarios if not needs_discovery(s))
-        self._run_scenarios(device, scenarios)
+        self._run_scenarios(device, self.scenarios)
         return device
 
     def _run_scenarios(self, device: Device, scenarios: Sequence[Scenario]) -> None:
@@ -144,18 +150,17 @@ class DeviceRun:
             thread.join()
 
     def compile_for(self, device: Device, scenarios: Sequence[Scenario]) -> list[CompiledScenario]:
-        """The scenarios the device can run, compiled; the others are recorded NOT_APPLICABLE here."""
-        pairs = Pairs.from_caps(device.caps, probed_pairs())
+        """The scenarios the device can run, compiled; the others get their verdict here (decision.py,
+        steps 1-2: a failed discovery is ERROR for what needs the pairs, never a note, while what does
+        not still runs, so a device whose isSupported is broken gets its FAILs)."""
+        facts = device_facts(device)
         runnable: list[CompiledScenario] = []
         for scenario in scenarios:
-            missing = missing_capability(scenario, device.caps, pairs)
-            if missing is not None:
-                self._record(scenario, not_run(Verdict.NOT_APPLICABLE, missing))
-                continue
-            try:
-                runnable.append(compile_scenario(scenario, pairs))
-            except CompileError as exc:
-                self._record(scenario, not_run(Verdict.NOT_APPLICABLE, str(exc)))
+            decided = before_running(scenario, facts)
+            if isinstance(decided, Decision):
+                self._record(scenario, decided.outcome)
+            else:
+                runnable.append(decided)
         return runnable
 
     def _run_lane(self, device: Device, lane: list[CompiledScenario]) -> None:
@@ -193,28 +198,16 @@ class DeviceRun:
     ) -> Unrun:
         by_id = {c.scenario.id: c for c in lane}
         reported: set[str] = set()
-        fingerprint = str(device.info.get("fingerprint", device.serial))
+        facts = device_facts(device)
+        fingerprint = device_fingerprint(device)
+        judging = Judging(self.plan.catalogue, self.plan.profile, self.plan.waivers, self.plan.waivers_as_of)
 
         def on_trace(trace: ScenarioTrace) -> None:
             compiled = by_id[trace.scenario_id]
             reported.add(trace.scenario_id)
-            refused = False
-            if trace.infra_error is not None:
-                outcome = not_run(Verdict.ERROR, trace.infra_error)
-            elif trace.timed_out is not None:
-                outcome = not_run(Verdict.TIMEOUT, trace.timed_out)
-            else:
-                outcome = judge_lines(
-                    compiled.scenario,
-                    trace.lines,
-                    device.caps,
-                    self.plan.catalogue,
-                    self.plan.profile,
-                    self.plan.waivers,
-                    fingerprint,
-                    self.plan.waivers_as_of,
-                )
-                refused = outcome.verdict is Verdict.PASS and allocation_refused(trace.lines, device.caps)
+            lines = trace.recorded_lines()
+            decision = after_running(WhatHappened(compiled.scenario, facts, fingerprint, lines), judging)
+            outcome, refused = decision.outcome, decision.allocations_refused
             attempt = attempts[trace.scenario_id]
             if refused and attempt < MAX_ATTEMPTS:
                 retry.append(compiled)  # not recorded: the next attempt's result is
@@ -231,7 +224,7 @@ class DeviceRun:
             self._record(
                 compiled.scenario,
                 outcome,
-                lines=trace.lines,
+                lines=lines,
                 slots=dict(compiled.slots),
                 duration_ms=trace.duration_ms,
                 extra=extra,
@@ -244,20 +237,22 @@ class DeviceRun:
         except Exception as exc:
             reason = f"batch stopped after {time.monotonic() - started:.1f} s: {exc}"
             if _host_origin(exc):
+                failed = NotRun(Verdict.ERROR, reason)
                 for compiled in lane:
                     if compiled.scenario.id not in reported:
-                        self._record(compiled.scenario, not_run(Verdict.ERROR, reason), extra=_host_origin(exc))
+                        happened = WhatHappened(compiled.scenario, facts, fingerprint, not_run=failed)
+                        decided = after_running(happened, judging).outcome
+                        self._record(compiled.scenario, decided, extra=_host_origin(exc))
                 return None
         else:
             if outcome.api_missing is not None:
-                missing = ", ".join(outcome.api_missing)
+                # The probe's api_missing event is kept as the evidence the verdict is decided from.
+                evidence = (api_missing_line(outcome.api_missing),)
                 for compiled in lane:
                     if compiled.scenario.id not in reported:
                         reported.add(compiled.scenario.id)
-                        reason = f"implementation lacks {missing}"
-                        # The probe's api_missing event is kept as the evidence `verify` re-derives this from.
-                        evidence = json.dumps({"ev": "api_missing", "symbols": list(outcome.api_missing)})
-                        self._record(compiled.scenario, not_run(Verdict.NOT_APPLICABLE, reason), lines=(evidence,))
+                        happened = WhatHappened(compiled.scenario, facts, fingerprint, evidence)
+                        self._record(compiled.scenario, after_running(happened, judging).outcome, lines=evidence)
                 return None
             reason = outcome.error or "the probe stopped before this scenario ran"
         unreported = [c.scenario for c in lane if c.scenario.id not in reported]

@@ -36,7 +36,7 @@ from reference_model.verdicts import Verdict
 
 from ..probe import CompiledScenario
 from ..targets import Device, Target
-from .device_session import needs_discovery
+from .decision import needs_discovery
 from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter
 

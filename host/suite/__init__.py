@@ -1,8 +1,12 @@
 """What the kit runs and judges with, read from this checkout: the scenario corpus, the clause catalogue,
 waiver files, and content hashes of the kit's parts (recorded in plans and bundles)."""
 
+from reports.kit import provide_kit_facts
+
 from .basis import DEVICE_TESTABLE as DEVICE_TESTABLE
+from .basis import basis_of as basis_of
 from .basis import claim_basis as claim_basis
+from .basis import kit_facts as kit_facts
 from .catalogue import Catalogue as Catalogue
 from .catalogue import Clause as Clause
 from .catalogue import load_catalogue as load_catalogue
@@ -22,3 +26,6 @@ from .waivers import check_waiver_ids as check_waiver_ids
 from .waivers import expiry_notes as expiry_notes
 from .waivers import load_waiver_file as load_waiver_file
 from .waivers import waivers_as_of as waivers_as_of
+
+# The reports compute claims with the kit's own facts, never a record's (reports/kit.py).
+provide_kit_facts(kit_facts)

@@ -9,29 +9,44 @@ hash of the corpus this kit ships.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from reference_model.scenario import Scenario
+from reports.kit import ClaimBasis, KitFacts
 
-from .catalogue import Catalogue
+from .catalogue import Catalogue, load_catalogue
 from .checkout import SCENARIO_ROOT
-from .corpus import corpus_hash
+from .corpus import corpus_hash, load_corpus
 
 DEVICE_TESTABLE = frozenset({"device", "death-test"})
 # What a device without NPU buffers can still offer a scenario (no pair, no capacity, no vnpu control).
 WITHOUT_BUFFERS_CAN_MEET = frozenset({"unsupported-pair", "pointer-64"})
 
 
-def claim_basis(catalogue: Catalogue, released: Iterable[Scenario]) -> dict[str, object]:
+def basis_of(catalogue: Catalogue, released: Iterable[Scenario]) -> ClaimBasis:
     """The basis for this kit's catalogue and released corpus (`released`: conformance/scenarios)."""
-    testable = sorted(c.id for c in catalogue.clauses if c.testability in DEVICE_TESTABLE)
+    testable = frozenset(c.id for c in catalogue.clauses if c.testability in DEVICE_TESTABLE)
     released = list(released)
     without = {c for s in released if s.requires <= WITHOUT_BUFFERS_CAN_MEET for c in s.clauses}
     wide = {c for s in released if "pointer-64" not in s.requires for c in s.clauses}
-    return {
-        "kit_corpus_hash": corpus_hash(SCENARIO_ROOT),
-        "device_testable": testable,
-        "without_buffers": [c for c in testable if c in without],
+    return ClaimBasis(
+        corpus_hash=corpus_hash(SCENARIO_ROOT),
+        device_testable=testable,
+        without_buffers=testable & without,
         # Clauses only scenarios needing 64-bit pointers exercise: not asked of a 32-bit device.
-        "pointer_64_only": [c for c in testable if c not in wide],
-    }
+        pointer_64_only=testable - wide,
+    )
+
+
+def claim_basis(catalogue: Catalogue, released: Iterable[Scenario]) -> dict[str, object]:
+    """The basis as the plan records it."""
+    return basis_of(catalogue, released).to_json()
+
+
+@functools.cache
+def kit_facts() -> KitFacts:
+    """This checkout's own facts (reports/kit.py), read once per process from its catalogue and corpus."""
+    catalogue = load_catalogue()
+    released = load_corpus(SCENARIO_ROOT, known_clauses=catalogue.ids())
+    return KitFacts({s.id: tuple(s.clauses) for s in released}, basis_of(catalogue, released))

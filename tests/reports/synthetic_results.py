@@ -6,6 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from reports.kit import ClaimBasis, KitFacts
+from reports.results import RunResults, load_results
+
 
 def trace_lines(scenario: str, *, alloc_latencies_ns: tuple[int, ...] = (), status: str = "ok") -> list[str]:
     """A short, well-formed trace: begin, one alloc call per latency followed by its callback, end, exit."""
@@ -206,3 +209,35 @@ def populate_mixed(builder: ResultsBuilder) -> ResultsBuilder:
     b.result("emulator-5554", "free.twice", "PASS")
     # vnpu-1 / free.twice: planned, never recorded -> NOT_EXECUTED
     return b
+
+
+def synthetic_kit(path: Path) -> KitFacts:
+    """The kit a synthetic run is judged against: its own plan's scenarios and claim basis. These runs
+    cite made-up clauses, so the test stands in for the kit (reports/kit.py) with the plan it wrote."""
+    plan: dict[str, Any] = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("kind") == "plan":
+            plan = obj
+            break
+    scenarios = plan.get("scenarios") if isinstance(plan.get("scenarios"), list) else []
+    basis = plan.get("claim_basis") if isinstance(plan.get("claim_basis"), dict) else {}
+    cited = {s["id"]: tuple(s.get("clauses", ())) for s in scenarios if isinstance(s, dict) and "id" in s}
+    return KitFacts(
+        cited,
+        ClaimBasis(
+            corpus_hash=str(basis.get("kit_corpus_hash", "")),
+            device_testable=frozenset(basis.get("device_testable", ())),
+            without_buffers=frozenset(basis.get("without_buffers", ())),
+            pointer_64_only=frozenset(basis.get("pointer_64_only", ())),
+        ),
+    )
+
+
+def load(path: Path) -> RunResults:
+    """load_results against the synthetic run's own kit (synthetic_kit)."""
+    results = path / "results.jsonl" if path.is_dir() else path
+    return load_results(path, kit=synthetic_kit(results) if results.is_file() else None)

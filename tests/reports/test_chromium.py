@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-from synthetic_results import ResultsBuilder
+from synthetic_results import ResultsBuilder, load
 
-from reports import write_reports
+from reports import write_run_reports
 from tests.chromium import chromium, console_lines, needs_chromium
 from tests.conftest import npuconf
 
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.chromium, needs_chromium]
 @pytest.fixture
 def report(mixed_run: ResultsBuilder, tmp_path: Path) -> Path:
     mixed_run.device("vnpu-1", model="<script>alert(1)</script>\x01\x1b[31m")
-    return write_reports(mixed_run.write(), tmp_path / "out")["html"]
+    return write_run_reports(load(mixed_run.write()), tmp_path / "out")["html"]
 
 
 def test_console_detection_works(tmp_path: Path):

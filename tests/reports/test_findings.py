@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from synthetic_results import DIVERGENCE, ResultsBuilder, scenario, trace_lines
+from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario, trace_lines
 
 from reports.findings import coverage_gaps, findings, focus_line, replay_command, trace_excerpt
-from reports.results import load_results
 
 
 def test_replay_repeats_the_options_that_change_what_runs(builder: ResultsBuilder):
     options = {"impl": "/tmp/my lib.so", "personality": "aosp-2026", "policy": "budget", "profile": "aosp-2026"}
     builder.plan(["local"], [scenario("alloc.x")], target="local", profile="aosp-2026", options=options)
-    run = load_results(builder.result("local", "alloc.x", "FAIL", divergence=DIVERGENCE).write())
+    run = load(builder.result("local", "alloc.x", "FAIL", divergence=DIVERGENCE).write())
     assert replay_command(run, run.results[0]) == (
         "npuconf run --target local --impl '/tmp/my lib.so' --personality aosp-2026 --profile aosp-2026"
         " --scenario alloc.x"
@@ -25,7 +24,7 @@ def test_focus_is_the_divergence_the_error_line_or_the_end(builder: ResultsBuild
     builder.result("d", "a.error", "ERROR", reason="trace line 25: ret without its call", trace=long)
     builder.result("d", "a.crash", "CRASH", reason="SIGSEGV", trace=trace_lines("a.crash", status="signal"))
     builder.result("d", "a.bad_event", "FAIL", divergence={**DIVERGENCE, "event": 99}, trace=long)
-    run = load_results(builder.write())
+    run = load(builder.write())
     by_id = {r.scenario: r for r in run.results}
     assert focus_line(by_id["a.fail"]) == 12
     assert focus_line(by_id["a.error"]) == 25
@@ -39,7 +38,7 @@ def test_focus_is_the_divergence_the_error_line_or_the_end(builder: ResultsBuild
 
 
 def test_failures_are_sorted_by_severity_then_plan_order(mixed_run: ResultsBuilder):
-    run = load_results(mixed_run.write())
+    run = load(mixed_run.write())
     assert [(f.verdict, f.device, f.scenario) for f in findings(run)] == [
         ("CRASH", "emulator-5554", "cookie.replace"),
         ("FAIL", "emulator-5554", "alloc.enomem"),
@@ -52,4 +51,4 @@ def test_a_clause_exercised_by_one_scenario_is_no_gap(builder: ResultsBuilder):
     builder.plan(["d"], [scenario("a.one", ["c-1"]), scenario("a.two", ["c-1", "c-2"])])
     builder.result("d", "a.one", "NOT_APPLICABLE", reason="requires vnpu-control")
     builder.result("d", "a.two", "PASS")
-    assert coverage_gaps(load_results(builder.write())) == ()
+    assert coverage_gaps(load(builder.write())) == ()

@@ -7,10 +7,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from synthetic_results import DIVERGENCE, ResultsBuilder, scenario
+from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario
 
 from reports.html import format_ns, render_html, write_html
-from reports.results import load_results
 
 HOSTILE = "<script>alert(1)</script>\x01\x1b[31m\ud800"
 
@@ -35,7 +34,7 @@ class _Collector(HTMLParser):
 
 
 def _html(builder: ResultsBuilder) -> str:
-    return render_html(load_results(builder.write()))
+    return render_html(load(builder.write()))
 
 
 def test_answer_and_counts_lead(mixed_run: ResultsBuilder):
@@ -154,7 +153,7 @@ def test_hostile_text_is_escaped(builder: ResultsBuilder, tmp_path: Path):
     builder.device("d", model=HOSTILE)
     builder.result("d", "alloc.x", "FAIL", reason=HOSTILE, divergence={**DIVERGENCE, "quote": HOSTILE}, trace=[HOSTILE])
     path = tmp_path / "report.html"
-    write_html(load_results(builder.write()), path)
+    write_html(load(builder.write()), path)
     html = path.read_text(encoding="utf-8")
     assert "<script>alert(1)" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;\\x01\\x1b[31m\\ud800" in html

@@ -6,17 +6,16 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from junitparser import Error, Failure, Skipped, xunit2
-from synthetic_results import DIVERGENCE, ResultsBuilder, scenario
+from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario
 
 from reports.junit import write_junit
-from reports.results import load_results
 
 HOSTILE = "<script>alert(1)</script>\x01\x1b[31mred\x00&amp;\ud800"
 
 
 def _junit(builder: ResultsBuilder, tmp_path: Path) -> xunit2.JUnitXml:
     path = tmp_path / "junit.xml"
-    write_junit(load_results(builder.write()), path)
+    write_junit(load(builder.write()), path)
     return xunit2.JUnitXml.fromfile(str(path))
 
 
@@ -111,7 +110,7 @@ def test_verdict_mapping(mixed_run: ResultsBuilder, tmp_path: Path):
 
 def test_statistics(mixed_run: ResultsBuilder, tmp_path: Path):
     path = tmp_path / "junit.xml"
-    write_junit(load_results(mixed_run.write()), path)
+    write_junit(load(mixed_run.write()), path)
     root = ET.parse(path).getroot()
     assert root.tag == "testsuites"
     assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("14", "1", "3", "2")
@@ -128,7 +127,7 @@ def test_trace_excerpt_is_centred_on_the_line_named(mixed_run: ResultsBuilder, t
 def test_times_are_rounded_to_the_millisecond(builder: ResultsBuilder, tmp_path: Path):
     builder.plan(["a"], [scenario("alloc.x")]).result("a", "alloc.x", "PASS", duration_ms=35.095999999999995)
     path = tmp_path / "junit.xml"
-    write_junit(load_results(builder.write()), path)
+    write_junit(load(builder.write()), path)
     assert 'time="0.035"' in path.read_text(encoding="utf-8")
 
 
@@ -145,7 +144,7 @@ def test_hostile_device_text_yields_valid_xml(builder: ResultsBuilder, tmp_path:
     )
     builder.result("dev<1>", "alloc.y", "ERROR", reason=HOSTILE, trace=["\x02\x03"])
     path = tmp_path / "junit.xml"
-    write_junit(load_results(builder.write()), path)
+    write_junit(load(builder.write()), path)
 
     root = ET.parse(path).getroot()  # the standard library parser accepts it
     assert root.find("testsuite").get("name") == "dev<1>"

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from synthetic_results import ResultsBuilder, scenario, trace_lines
+from synthetic_results import ResultsBuilder, load, scenario, trace_lines
 
-from reports import write_reports
+from reports import write_run_reports
 from tests.chromium import chromium, console_lines, needs_chromium
 
 pytestmark = [pytest.mark.chromium, needs_chromium]
@@ -95,7 +95,7 @@ def _run(builder: ResultsBuilder) -> Path:
     builder.result("local", LONG_SCENARIO, "FAIL", divergence=DIVERGENCE, discrepancy="D2,D3,D12", trace=trace)
     for s in others:
         builder.result("local", s["id"], "PASS", reason="every event is allowed by the model")
-    return write_reports(builder.write(), builder.directory / "out")["html"]
+    return write_run_reports(load(builder.write()), builder.directory / "out")["html"]
 
 
 def _measure(report: Path, tmp_path: Path, width: int) -> dict[str, Any]:

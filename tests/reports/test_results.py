@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from synthetic_results import DIVERGENCE, ResultsBuilder, scenario, trace_lines
+from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario, trace_lines
 
 from reference_model.errors import KitError
 from reference_model.verdicts import RunExit, Verdict
@@ -18,7 +18,6 @@ from reports.results import (
     counts_by_chapter,
     counts_by_clause,
     counts_by_device,
-    load_results,
     safe_text,
     worst,
     worst_by_clause,
@@ -26,7 +25,7 @@ from reports.results import (
 
 
 def test_mixed_run_is_read_in_plan_order(mixed_run: ResultsBuilder):
-    run = load_results(mixed_run.write())
+    run = load(mixed_run.write())
     assert run.problems == ()
     assert run.plan is not None and run.plan.run_id == "run-20260101-000000"
     assert run.device_serials == ("emulator-5554", "vnpu-1")
@@ -46,7 +45,7 @@ def test_mixed_run_is_read_in_plan_order(mixed_run: ResultsBuilder):
 
 
 def test_not_executed_for_planned_pairs_without_results(mixed_run: ResultsBuilder):
-    run = load_results(mixed_run.write())
+    run = load(mixed_run.write())
     missing = [r for r in run.results if r.verdict is Verdict.NOT_EXECUTED]
     assert [(r.device, r.scenario) for r in missing] == [("vnpu-1", "free.twice")]
     (record,) = missing
@@ -59,7 +58,7 @@ def test_not_executed_for_planned_pairs_without_results(mixed_run: ResultsBuilde
 def test_a_device_without_any_result_is_all_not_executed(builder: ResultsBuilder):
     builder.plan(["a", "lost"], [scenario("alloc.x"), scenario("free.y")])
     builder.result("a", "alloc.x", "PASS").result("a", "free.y", "PASS").end()
-    run = load_results(builder.write())
+    run = load(builder.write())
     assert [r.verdict for r in run.for_device("lost")] == [Verdict.NOT_EXECUTED] * 2
     assert run.answer == "incomplete"
     assert run.exit_code is RunExit.INCOMPLETE
@@ -76,7 +75,7 @@ def test_corrupted_lines_are_reported_with_their_number_and_skipped(builder: Res
     builder.record({"kind": "gossip"})  # line 8
     builder.record({"device": "a"})  # line 9
     builder.result("a", "alloc.z", "PASS", duration_ms="fast")  # line 10: kept, field ignored
-    run = load_results(builder.write())
+    run = load(builder.write())
     text = "\n".join(run.problems)
     assert "results.jsonl line 4: not JSON" in text
     assert "results.jsonl line 5: expected a JSON object" in text
@@ -99,7 +98,7 @@ def test_invalid_utf8_is_replaced_and_reported(builder: ResultsBuilder):
     path = builder.write()
     with path.open("ab") as f:
         f.write(b'{"kind":"result","device":"a","scenario":"alloc.x","verdict":"PASS","reason":"\xff\xfe bytes"}\n')
-    run = load_results(path)
+    run = load(path)
     assert any("line 2: not valid UTF-8" in p for p in run.problems)
     assert run.results[0].verdict is Verdict.PASS
     assert "\ufffd" in run.results[0].reason
@@ -111,14 +110,14 @@ def test_latest_finished_wins_for_duplicates(builder: ResultsBuilder):
     builder.result("a", "alloc.x", "FAIL", finished="2026-01-01T00:00:02Z")
     builder.result("a", "alloc.x", "TIMEOUT", finished="2026-01-01T00:00:09Z")
     builder.result("a", "alloc.x", "ERROR", finished="2026-01-01T00:00:01Z")
-    run = load_results(builder.write())
+    run = load(builder.write())
     assert [r.verdict for r in run.results] == [Verdict.TIMEOUT]
 
 
 def test_results_for_unplanned_pairs_are_kept(builder: ResultsBuilder):
     builder.plan(["a"], [scenario("alloc.x")])
     builder.result("a", "alloc.x", "PASS").result("b", "extra.one", "FAIL")
-    run = load_results(builder.write())
+    run = load(builder.write())
     assert [(r.device, r.scenario, r.verdict) for r in run.results] == [
         ("a", "alloc.x", Verdict.PASS),
         ("b", "extra.one", Verdict.FAIL),
@@ -128,7 +127,7 @@ def test_results_for_unplanned_pairs_are_kept(builder: ResultsBuilder):
 
 def test_missing_plan_makes_the_run_incomplete(builder: ResultsBuilder):
     builder.result("a", "alloc.x", "PASS")
-    run = load_results(builder.write())
+    run = load(builder.write())
     assert run.plan is None
     assert any("no plan record" in p for p in run.problems)
     assert run.answer == "incomplete"
@@ -138,9 +137,9 @@ def test_missing_plan_makes_the_run_incomplete(builder: ResultsBuilder):
 def test_empty_file_and_empty_plan_are_incomplete(tmp_path: Path, builder: ResultsBuilder):
     empty = tmp_path / "results.jsonl"
     empty.write_text("")
-    assert load_results(empty).answer == "incomplete"
+    assert load(empty).answer == "incomplete"
     builder.plan([], [])
-    assert load_results(builder.write()).answer == "incomplete"
+    assert load(builder.write()).answer == "incomplete"
 
 
 def test_plan_must_come_first_and_only_once(builder: ResultsBuilder):
@@ -148,7 +147,7 @@ def test_plan_must_come_first_and_only_once(builder: ResultsBuilder):
     builder.plan(["a"], [scenario("alloc.x")])
     builder.plan(["a"], [scenario("alloc.y")])
     builder.result("a", "alloc.x", "PASS")
-    run = load_results(builder.write())
+    run = load(builder.write())
     assert run.plan is not None and [s.id for s in run.plan.scenarios] == ["alloc.x"]
     assert any("line 2: the plan record should be the first line" in p for p in run.problems)
     assert any("line 3: a second plan record" in p for p in run.problems)
@@ -156,7 +155,7 @@ def test_plan_must_come_first_and_only_once(builder: ResultsBuilder):
 
 def test_end_record_disagreeing_with_results_is_a_problem(builder: ResultsBuilder):
     builder.plan(["a"], [scenario("alloc.x")]).result("a", "alloc.x", "FAIL", divergence=DIVERGENCE).end(exit_code=0)
-    run = load_results(builder.write())
+    run = load(builder.write())
     assert run.end is not None and run.end.exit_code == 0
     assert run.exit_code is RunExit.NON_CONFORMANT
     assert any("line 3: the end record says exit code 0, the results give 1" in p for p in run.problems)
@@ -165,18 +164,18 @@ def test_end_record_disagreeing_with_results_is_a_problem(builder: ResultsBuilde
 def test_run_directory_is_accepted(builder: ResultsBuilder):
     builder.plan(["a"], [scenario("alloc.x")]).result("a", "alloc.x", "PASS").end()
     path = builder.write()
-    assert load_results(path.parent).answer == "conformant"
+    assert load(path.parent).answer == "conformant"
 
 
 def test_unreadable_results_raise_a_kit_error(tmp_path: Path):
     with pytest.raises(ResultsUnreadable) as info:
-        load_results(tmp_path / "nope" / "results.jsonl")
+        load(tmp_path / "nope" / "results.jsonl")
     assert isinstance(info.value, KitError)
     assert "nope/results.jsonl" in str(info.value)
 
 
 def test_counts_helpers(mixed_run: ResultsBuilder):
-    run = load_results(mixed_run.write())
+    run = load(mixed_run.write())
     counts = count_verdicts(run.results)
     assert counts[Verdict.PASS] == 7 and sum(counts.values()) == 14
     assert counts[Verdict.WARN] == 0  # the mixed run predates WARN: one of every other verdict
@@ -198,7 +197,7 @@ def test_alloc_callback_latencies(builder: ResultsBuilder):
     trace = trace_lines("alloc.x", alloc_latencies_ns=(3_000, 70_000))
     trace.insert(2, "not json at all")
     builder.plan(["a"], [scenario("alloc.x")]).result("a", "alloc.x", "PASS", trace=trace)
-    (record,) = load_results(builder.write()).results
+    (record,) = load(builder.write()).results
     assert alloc_callback_latencies_ns(record) == [3_000, 70_000]
 
 
@@ -209,5 +208,5 @@ def test_safe_text_escapes_what_xml_forbids():
 
 def test_trace_entries_that_are_not_strings_are_kept_as_json(builder: ResultsBuilder):
     builder.plan(["a"], [scenario("alloc.x")]).result("a", "alloc.x", "PASS", trace=[{"ev": "begin"}, "raw"])
-    (record,) = load_results(builder.write()).results
+    (record,) = load(builder.write()).results
     assert record.trace == (json.dumps({"ev": "begin"}, separators=(",", ":")), "raw")

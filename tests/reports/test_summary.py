@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from synthetic_results import ResultsBuilder, scenario
+from synthetic_results import ResultsBuilder, load, scenario
 
-from reports import write_reports
-from reports.results import load_results
+from reports import write_run_reports
 from reports.summary import SUMMARY_SCHEMA, write_summary
 
 
 def test_summary_fields(mixed_run: ResultsBuilder, tmp_path: Path):
     path = tmp_path / "summary.json"
-    write_summary(load_results(mixed_run.write()), path)
+    write_summary(load(mixed_run.write()), path)
     summary = json.loads(path.read_text(encoding="utf-8"))
     assert summary["schema"] == SUMMARY_SCHEMA
     assert summary["run_id"] == "run-20260101-000000"
@@ -84,7 +83,7 @@ def test_summary_of_a_conformant_run(builder: ResultsBuilder, tmp_path: Path):
     builder.plan(["a"], [scenario("alloc.x"), scenario("map.y")], claim_basis=basis)
     builder.result("a", "alloc.x", "PASS").result("a", "map.y", "NOT_APPLICABLE").end(exit_code=0)
     path = tmp_path / "summary.json"
-    write_summary(load_results(builder.write()), path)
+    write_summary(load(builder.write()), path)
     summary = json.loads(path.read_text(encoding="utf-8"))
     assert (summary["answer"], summary["exit_code"], summary["failures"]) == ("conformant", 0, [])
     assert summary["claim"]["headline"] == "conformant"
@@ -93,7 +92,7 @@ def test_summary_of_a_conformant_run(builder: ResultsBuilder, tmp_path: Path):
 
 def test_write_reports_writes_all_three(mixed_run: ResultsBuilder, tmp_path: Path):
     out = tmp_path / "reports"
-    paths = write_reports(mixed_run.write(), out)
+    paths = write_run_reports(load(mixed_run.write()), out)
     assert set(paths) == {"junit", "html", "summary"}
     assert paths == {"junit": out / "junit.xml", "html": out / "report.html", "summary": out / "summary.json"}
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths.values())

@@ -30,6 +30,7 @@ from ...probe import (
     PendingTrace,
     ScenarioTrace,
     api_missing_symbols,
+    host_exit_line,
 )
 from .deployment import DEVICE_DIR, PROFILE_NAME, RUN_DIR
 from .transport import COMMAND_TIMEOUT_S, DeviceLost, DeviceTransport, bounded
@@ -319,14 +320,11 @@ class BatchRunner:
     ) -> None:
         """Report a host-side timeout: the trace so far plus an `exit` event marked as written by the host."""
         self._note_timeout()
-        line = (
-            f'{{"ev":"exit","scenario":"{scenario_id}","status":"timeout","code":null,"signal":null,'
-            f'"host":true,"t":{time.monotonic_ns()}}}'
-        )
         reason = (
             f"no result from the device within {wait_s:.1f} s ({HOST_WAIT_FACTOR:g}x the scenario's limit"
             f"{' plus the program push' if not pending else ''}): device unresponsive"
         )
+        line = host_exit_line(scenario_id, "timeout", reason)
         elapsed_ms = (time.monotonic() - began) * 1000.0
         on_trace(ScenarioTrace(scenario_id, (*pending, line), elapsed_ms, timed_out=reason))
         completed.append(scenario_id)
