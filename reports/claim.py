@@ -14,7 +14,7 @@ Levels and exit codes:
   feature and supports no pair, judged on the device-testable clauses that apply without a buffer;
 - non-conformant (1): any FAIL or CRASH, also in a partial run;
 - incomplete (2): nothing failed, but something was not judged or a device-testable clause was not
-  exercised on some device (named, with why);
+  exercised on some device (named, with why); also a run whose plan records no claim basis (older kit);
 - partial (0): a filtered run (or one whose filters are malformed), another profile or another corpus:
   never a conformance claim.
 """
@@ -296,6 +296,11 @@ def claim_of(run: RunView) -> Claim:
         reasons = Counter(r.reason for r in run.results if r.verdict in UNJUDGED_ORDER and r.reason)
         why = f" ({reasons.most_common(1)[0][0]})" if reasons else ""
         return make(ClaimLevel.INCOMPLETE, f"incomplete: {counts} not judged{why}{suffix}", partial)
+    if plan.claim_basis is None:
+        return make(
+            ClaimLevel.INCOMPLETE,
+            "incomplete: the plan records no claim basis (a run of an older kit); run it again to make a claim",
+        )
     if partial:
         return make(ClaimLevel.PARTIAL, f"{PARTIAL_HEADLINE}: {'; '.join(partial)}", partial)
     basis = run.kit.basis

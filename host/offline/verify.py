@@ -228,6 +228,20 @@ def _check_coverage(run: RunResults, raw: Mapping[int, Mapping[str, object]]) ->
     return problems
 
 
+def _check_cited_clauses(raw: Mapping[int, Mapping[str, object]], corpus: Mapping[str, Scenario]) -> list[Problem]:
+    """A record of a released scenario cites exactly that scenario's clauses (the claim never reads them
+    from the record, but a record that says otherwise was edited)."""
+    problems: list[Problem] = []
+    for obj in raw.values():
+        scenario = corpus.get(str(obj.get("scenario"))) if obj.get("kind") == "result" else None
+        if scenario is not None and obj.get("clauses") != list(scenario.clauses):
+            problems.append(
+                Problem("results", f"{scenario.id} on {obj.get('device')}: its record cites other clauses than "
+                                   "the kit's scenario does")
+            )
+    return problems
+
+
 def _sharded_units(run: RunResults, problems: list[Problem]) -> dict[str, tuple[str, ...]]:
     """A sharded run's groups (group -> devices), each checked to be its devices' recorded build: a group
     is what lets one device's result stand for another's, so it must not be a label anyone could choose."""
@@ -422,6 +436,7 @@ def verify_bundle(
             problems.append(Problem("results", "the manifest's device fingerprints differ from results.jsonl"))
         problems.extend(_kit_problems(run, corpus, basis))
         problems.extend(_check_coverage(run, raw))
+        problems.extend(_check_cited_clauses(raw, corpus))
         derived, verdict_problems = _check_verdicts(run, corpus, catalogue, waivers)
         problems.extend(verdict_problems)
         problems.extend(_check_reports(run, members, workdir))

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -258,36 +259,44 @@ def test_keyword_run_is_partial_in_summary_junit_report_and_bundle(tmp_path, pro
 
 def test_claim_names_clauses_not_exercised_and_old_runs_never_claim(tmp_path):
     from reports import load_results
+    from reports.kit import ClaimBasis, KitFacts
     from tests.store.runs import CLAIM_BASIS, CORPUS, create_then_free_trace, device_info, judged_record, plan
 
     scenario = "requests.create_then_free"
-    basis = dict(CLAIM_BASIS, device_testable=[*sorted(CORPUS[scenario].clauses), "alloc-async"])
-    # Every plan of this test names the released corpus hash: the claim can be made or refused on coverage.
+    cited = {scenario: tuple(CORPUS[scenario].clauses)}
+    # The claim takes the kit's facts, never the plan's: these tests hand it a small kit of their own.
     hash_ = CLAIM_BASIS["kit_corpus_hash"]
+    testable = frozenset([*CORPUS[scenario].clauses, "alloc-async"])
+    kit = KitFacts(cited, ClaimBasis(hash_, testable, frozenset(), frozenset()))
     info = device_info("phone-1")
     record = judged_record("phone-1", info, scenario, create_then_free_trace(), "published-37", "2026-01-01T00:00:01Z")
-    run_plan = plan("r1", "2026-01-01T00:00:00Z", ["phone-1"], [scenario], claim_basis=basis, corpus_hash=hash_)
+    run_plan = plan("r1", "2026-01-01T00:00:00Z", ["phone-1"], [scenario], claim_basis=CLAIM_BASIS, corpus_hash=hash_)
     write_results(tmp_path / "a", [run_plan, {"kind": "device", "device": "phone-1", "info": info}, record])
-    claim = load_results(tmp_path / "a").claim
+    claim = load_results(tmp_path / "a", kit).claim
     assert (claim.level, int(claim.exit_code)) == ("incomplete", 2)
     assert (
         claim.headline == "incomplete: 1 device-testable clause not exercised on phone-1 (no planned scenario cites it)"
     )
     assert [(g.device, g.clauses) for g in claim.gaps] == [("phone-1", ("alloc-async",))]
 
+    # A record citing the missing clause itself earns nothing: the clauses come from the kit.
+    forged = dict(record, clauses=[*record["clauses"], "alloc-async"])
+    write_results(tmp_path / "f", [run_plan, {"kind": "device", "device": "phone-1", "info": info}, forged])
+    assert load_results(tmp_path / "f", kit).claim.gaps == claim.gaps
+
     # The same run from an older kit (no claim basis in the plan): never conformant.
     old_plan = {k: v for k, v in run_plan.items() if k != "claim_basis"}
     write_results(tmp_path / "b", [old_plan, {"kind": "device", "device": "phone-1", "info": info}, record])
-    claim = load_results(tmp_path / "b").claim
+    claim = load_results(tmp_path / "b", kit).claim
     assert claim.level == "incomplete" and "no claim basis" in claim.headline
 
     # A device without the feature and without pairs: judged on what applies without buffers.
     bare = device_info("phone-2", npu_feature=False, supported_pairs=[])
     record2 = judged_record("phone-2", bare, scenario, create_then_free_trace(), "published-37", "2026-01-01T00:00:01Z")
-    basis2 = dict(basis, without_buffers=sorted(CORPUS[scenario].clauses))
-    plan2 = plan("r2", "2026-01-01T00:00:00Z", ["phone-2"], [scenario], claim_basis=basis2, corpus_hash=hash_)
+    bare_kit = KitFacts(cited, ClaimBasis(hash_, testable, frozenset(CORPUS[scenario].clauses), frozenset()))
+    plan2 = plan("r2", "2026-01-01T00:00:00Z", ["phone-2"], [scenario], claim_basis=CLAIM_BASIS, corpus_hash=hash_)
     write_results(tmp_path / "c", [plan2, {"kind": "device", "device": "phone-2", "info": bare}, record2])
-    claim = load_results(tmp_path / "c").claim
+    claim = load_results(tmp_path / "c", bare_kit).claim
     assert (claim.level, int(claim.exit_code), claim.headline) == (
         "conformant without NPU buffers",
         0,
@@ -295,14 +304,14 @@ def test_claim_names_clauses_not_exercised_and_old_runs_never_claim(tmp_path):
     )
 
     # A clause only 64-bit pointers can exercise is not asked of a 32-bit device, and only of it.
-    wide = dict(basis, device_testable=[*sorted(CORPUS[scenario].clauses), "cookie-raw-integer"],
-                pointer_64_only=["cookie-raw-integer"])
+    wide = frozenset([*CORPUS[scenario].clauses, "cookie-raw-integer"])
+    wide_kit = KitFacts(cited, ClaimBasis(hash_, wide, frozenset(), frozenset({"cookie-raw-integer"})))
     for bits, level in ((32, "conformant"), (64, "incomplete")):
         narrow = device_info("phone-3") | {"pointer_bits": bits}
         record3 = judged_record("phone-3", narrow, scenario, create_then_free_trace(), "published-37", "2026-01-01")
-        plan3 = plan("r3", "2026-01-01T00:00:00Z", ["phone-3"], [scenario], claim_basis=wide, corpus_hash=hash_)
+        plan3 = plan("r3", "2026-01-01T00:00:00Z", ["phone-3"], [scenario], claim_basis=CLAIM_BASIS, corpus_hash=hash_)
         write_results(tmp_path / f"p{bits}", [plan3, {"kind": "device", "device": "phone-3", "info": narrow}, record3])
-        claim = load_results(tmp_path / f"p{bits}").claim
+        claim = load_results(tmp_path / f"p{bits}", wide_kit).claim
         assert claim.level == level, (bits, claim.headline)
 
 
@@ -655,15 +664,22 @@ def test_legally_refused_allocations_are_retried_a_bounded_recorded_number_of_ti
     assert record.get("allocations_refused", False) is refused
 
     # In a run that claims, a refused PASS does not exercise its clauses: the gap names why.
+    from host.suite import kit_facts
     from reports import load_results
+    from reports.kit import KitFacts
     from reports.results import RESULTS_NAME
 
     records = results(out)
     plan = next(r for r in records if r["kind"] == "plan")
     plan["options"]["keyword"] = None
-    plan["claim_basis"]["device_testable"] = list(record["clauses"])
+    # A kit whose corpus is this one scenario: the claim then rests on it alone.
+    kit = kit_facts()
+    one = KitFacts(
+        {scenario: kit.clauses_of(scenario)},
+        replace(kit.basis, device_testable=frozenset(record["clauses"]), pointer_64_only=frozenset()),
+    )
     write_results(tmp_path / "unfiltered", records)
-    claim = load_results(tmp_path / "unfiltered" / RESULTS_NAME).claim
+    claim = load_results(tmp_path / "unfiltered" / RESULTS_NAME, one).claim
     if refused:
         assert claim.level == "incomplete"
         assert claim.gaps[0].why == "the device refused the allocations (ENOMEM) in 3 attempts"
