@@ -18,6 +18,7 @@ from junitparser import xunit2
 from reference_model.caps import DeviceCaps
 from reference_model.profiles import PROFILES
 from reference_model.scenario import Scenario
+from reference_model.trace import Exit, read_line
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import ResultRecord, RunResults, load_results
@@ -338,12 +339,9 @@ def _trace_end(record: ResultRecord) -> str:
     """'probe' (the probe closed the scenario), 'host-timeout' (the host gave up) or 'open' (no exit event)."""
     for line in reversed(record.trace):
         if exit_event_scenario(line) == record.scenario:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                return "open"
-            if event.get("host") is True:
-                return "host-timeout" if event.get("status") == "timeout" else "open"
+            event = read_line(line)
+            if isinstance(event, Exit) and event.host:
+                return "host-timeout" if event.status == "timeout" else "open"
             return "probe"
     return "open"
 

@@ -19,6 +19,7 @@ from typing import Final
 import adbutils
 from adbutils import AdbClient
 
+from reference_model.trace import exit_line
 from reports.limits import TraceLimits
 
 from ...errors import InfraError
@@ -319,10 +320,7 @@ class BatchRunner:
     ) -> None:
         """Report a host-side timeout: the trace so far plus an `exit` event marked as written by the host."""
         self._note_timeout()
-        line = (
-            f'{{"ev":"exit","scenario":"{scenario_id}","status":"timeout","code":null,"signal":null,'
-            f'"host":true,"t":{time.monotonic_ns()}}}'
-        )
+        line = exit_line(scenario_id, "timeout", host=True, t=time.monotonic_ns())
         reason = (
             f"no result from the device within {wait_s:.1f} s ({HOST_WAIT_FACTOR:g}x the scenario's limit"
             f"{' plus the program push' if not pending else ''}): device unresponsive"
