@@ -429,7 +429,7 @@ def _conform(obj: dict[str, object], kind: str) -> None:
             if required:
                 raise _Bad(f"{kind} event lacks field {name!r}")
         elif type(v) not in types:
-            raise _Bad(f"field {name!r} of a {kind} event must be {words}, found {_shown(v)}")
+            raise _Bad(f"field {name!r} of the {kind} event must be {words}, found {_shown(v)}")
 
 
 def _event(obj: object, line: int) -> Event:
