@@ -295,8 +295,10 @@ def _ret(obj: dict[str, object], line: int) -> Ret:
     th = obj.get("th", MAIN)
     if th is not MAIN and th != MAIN:
         th = _th(obj)
-    # Seven fields besides th and in_cb: no op-specific result.
-    plain = 7 + ("th" in obj) + ("in_cb" in obj)
+    # Only the fields every ret may carry: no op-specific result. (The probe writes ret, errno, dur_ns and t
+    # always; a ret without them still keeps its results.)
+    plain = (3 + ("ret" in obj) + ("errno" in obj) + ("dur_ns" in obj) + ("t" in obj) + ("th" in obj)
+             + ("in_cb" in obj) + ("skipped" in obj))
     extra = {k: v for k, v in obj.items() if k not in _RET_FIELDS} if len(obj) > plain else EMPTY_ARGS
     ret = obj.get("ret")
     if ret is not None and type(ret) is not int:

@@ -94,3 +94,10 @@ def test_every_schema_kind_has_a_reader():
     for kind in EventKind:
         assert kind in TRACE_EVENTS
         assert "unknown event type" not in str(read_line(json.dumps({"ev": kind.value})))
+
+
+def test_a_ret_without_timing_fields_keeps_its_results():
+    event = read_line('{"ev":"ret","step":8,"op":"is_supported","ret":0,"errno":null,"results":[true,false]}')
+    assert event.extra == {"results": [True, False]}  # type: ignore[union-attr]
+    event = read_line('{"ev":"ret","step":8,"op":"is_supported","ret":0,"errno":null,"dur_ns":1,"t":2}')
+    assert event.extra == {}  # type: ignore[union-attr]
