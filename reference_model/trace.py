@@ -1,5 +1,12 @@
 """Trace parsing (docs/formats.md §5): raw JSON lines -> typed events, or a TraceError with its line.
 
+This is the kit's one reader of trace lines: ``read_events``/``parse_trace`` for a whole trace,
+``read_line`` for one line out of context, ``closing_scenario`` for the stream reader, and
+``exit_line`` the one writer (the host's timeout marker). Every event is checked against the schema
+generated from ndk_probe/vocabulary.yaml (``TRACE_EVENTS``): each declared field has a declared type.
+A line is bounded (``MAX_LINE_CHARS``), bytes are decoded with replacement, and an integer too long
+for Python's int-string limit is a TraceError, not a ValueError.
+
 Parsing never raises: garbage, a missing field, a truncated trace or an out-of-order event (an event
 before `begin`, a `ret` without its `call`, anything after `exit`) is returned as a TraceError naming
 the 1-based line number.
@@ -16,11 +23,22 @@ these happens and orjson's result is the event.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 import orjson
+
+from .vocabulary import (
+    CALLBACK_KINDS,
+    CALLBACK_THREADS,
+    EXIT_STATUSES,
+    SETTLE_TARGETS,
+    TRACE_EVENTS,
+    EventKind,
+    FieldSpec,
+)
 
 EMPTY_ARGS: Final[Mapping[str, object]] = {}
 
@@ -53,6 +71,7 @@ class Call(NamedTuple):
     th: str = MAIN
     in_cb: str | None = None
     lane: str = MAIN
+    t: int | None = None  # the probe's clock, ns (informational)
 
 
 class Ret(NamedTuple):
@@ -80,6 +99,7 @@ class Cb(NamedTuple):
     cookie_deleted: bool
     th: str = MAIN
     lane: str = MAIN
+    t: int | None = None  # the probe's clock, ns (informational)
 
 
 class CbReturn(NamedTuple):
@@ -117,10 +137,15 @@ class End(NamedTuple):
 
 
 class Exit(NamedTuple):
+    """``host``: written by the host (its timeout or error marker, with its ``reason``), not by the probe."""
+
     line: int
     status: str
     code: int | None
     signal: str | None
+    scenario: str | None = None
+    host: bool = False
+    reason: str | None = None
 
 
 class ApiMissing(NamedTuple):
@@ -147,10 +172,12 @@ class Trace:
 
 
 LONG_LINE: Final = 1024
-CB_KINDS: Final = frozenset({"alloc", "load", "preempt"})
-THREADS: Final = frozenset({"caller", "other"})
-SETTLE_WHATS: Final = frozenset({"alloc", "load", "preempt", "deleters"})
-EXIT_STATUSES: Final = frozenset({"ok", "code", "signal", "timeout"})
+# The longest line read (the host's default trace_line_bytes): a longer one is a TraceError, unread.
+MAX_LINE_CHARS: Final = 1 << 20
+CB_KINDS: Final = frozenset(CALLBACK_KINDS)
+THREADS: Final = frozenset(CALLBACK_THREADS)
+SETTLE_WHATS: Final = frozenset(SETTLE_TARGETS)
+EXITS: Final = frozenset(EXIT_STATUSES)
 
 
 class _Bad(Exception):
@@ -170,8 +197,10 @@ def _decode_reference(raw: str) -> object:
     """The standard library's reading of a line (see the module docstring); raises _Bad or RecursionError."""
     try:
         obj, end = _DECODE(raw, _skip_ws(raw))
-    except ValueError:
+    except json.JSONDecodeError:
         raise _Bad("not JSON") from None
+    except ValueError:  # the int-string conversion limit: the only other ValueError decoding raises
+        raise _Bad(f"an integer of more than {sys.get_int_max_str_digits()} digits") from None
     if raw[end:].strip():
         raise _Bad("extra data after the JSON object")
     return obj
@@ -246,7 +275,7 @@ def _call(obj: dict[str, object], line: int) -> Call:
     in_cb = obj.get("in_cb")
     if in_cb is not None and in_cb not in CB_KINDS:
         raise _Bad(f"field 'in_cb' must be a callback kind, found {in_cb!r}")
-    return _new(Call, (line, step, op, args, obj.get("teardown") is True, th, in_cb, th))
+    return _new(Call, (line, step, op, args, obj.get("teardown") is True, th, in_cb, th, obj.get("t")))
 
 
 _RET_FIELDS: Final = frozenset({"ev", "step", "op", "ret", "errno", "skipped", "dur_ns", "t", "th", "in_cb"})
@@ -267,8 +296,10 @@ def _ret(obj: dict[str, object], line: int) -> Ret:
     th = obj.get("th", MAIN)
     if th is not MAIN and th != MAIN:
         th = _th(obj)
-    # Seven fields besides th and in_cb: no op-specific result.
-    plain = 7 + ("th" in obj) + ("in_cb" in obj)
+    # Only the fields every ret may carry: no op-specific result. (The probe writes ret, errno, dur_ns and t
+    # always; a ret without them still keeps its results.)
+    plain = (3 + ("ret" in obj) + ("errno" in obj) + ("dur_ns" in obj) + ("t" in obj) + ("th" in obj)
+             + ("in_cb" in obj) + ("skipped" in obj))
     extra = {k: v for k, v in obj.items() if k not in _RET_FIELDS} if len(obj) > plain else EMPTY_ARGS
     ret = obj.get("ret")
     if ret is not None and type(ret) is not int:
@@ -288,9 +319,11 @@ def _cb(obj: dict[str, object], line: int) -> Cb:
     cookie = _str(obj, "cookie", nullable=True)
     deleted = obj.get("cookie_deleted") is True
     th = _th(obj)
+    t = obj.get("t")
+    t = t if type(t) is int else None  # any other type is refused by the schema check
     if kind == "preempt":
-        return Cb(line, kind, cookie, None, None, thread, deleted, th, th)
-    return Cb(line, kind, cookie, _error(obj), _str(obj, "buf", nullable=True), thread, deleted, th, th)
+        return Cb(line, kind, cookie, None, None, thread, deleted, th, th, t)
+    return Cb(line, kind, cookie, _error(obj), _str(obj, "buf", nullable=True), thread, deleted, th, th, t)
 
 
 def _cb_return(obj: dict[str, object], line: int) -> CbReturn:
@@ -341,10 +374,11 @@ def _end(obj: dict[str, object], line: int) -> End:
 
 def _exit(obj: dict[str, object], line: int) -> Exit:
     status = _str(obj, "status")
-    if status not in EXIT_STATUSES:
+    if status not in EXITS:
         raise _Bad(f"unknown exit status {status!r}")
     assert status is not None
-    return Exit(line, status, _int(obj, "code", nullable=True), _str(obj, "signal", nullable=True))
+    return Exit(line, status, _int(obj, "code", nullable=True), _str(obj, "signal", nullable=True),
+                _str(obj, "scenario", nullable=True), obj.get("host") is True, _str(obj, "reason", nullable=True))
 
 
 def _api_missing(obj: dict[str, object], line: int) -> ApiMissing:
@@ -355,10 +389,83 @@ def _api_missing(obj: dict[str, object], line: int) -> ApiMissing:
 
 
 _BUILDERS: Final[dict[str, Callable[[dict[str, object], int], Event]]] = {
-    "call": _call, "ret": _ret, "cb": _cb, "cb_return": _cb_return, "deleter": _deleter, "settle": _settle,
-    "begin": _begin, "end": _end,
-    "exit": _exit, "api_missing": _api_missing,
+    EventKind.CALL: _call, EventKind.RET: _ret, EventKind.CB: _cb, EventKind.CB_RETURN: _cb_return,
+    EventKind.DELETER: _deleter, EventKind.SETTLE: _settle, EventKind.BEGIN: _begin, EventKind.END: _end,
+    EventKind.EXIT: _exit, EventKind.API_MISSING: _api_missing,
 }
+assert set(_BUILDERS) == set(TRACE_EVENTS), "every event kind of the schema has its builder"
+
+# The schema compiled for the check: per kind, (field, the Python types it may hold, required, in words).
+_JSON_TYPES: Final[dict[str, tuple[type, ...]]] = {
+    "int": (int,), "str": (str,), "bool": (bool,), "null": (type(None),), "object": (dict,), "list": (list,),
+    "number": (int, float),
+}
+_JSON_WORDS: Final[dict[str, str]] = {
+    "int": "an integer", "str": "a string", "bool": "true or false", "null": "null", "object": "an object",
+    "list": "a list", "number": "a number",
+}
+_ABSENT: Final = object()
+
+
+def _compiled(fields: tuple[FieldSpec, ...]) -> tuple[tuple[str, frozenset[type], bool, str], ...]:
+    return tuple(
+        (f.name, frozenset(t for name in f.types for t in _JSON_TYPES[name]), not f.optional,
+         " or ".join(_JSON_WORDS[name] for name in f.types))
+        for f in fields
+    )
+
+
+# Fields a builder already holds to exactly their schema type (and presence): the check skips them, so
+# the two frequent events pay only for the rest (tests/model/test_trace_reader.py tries every field).
+_BUILDER_CHECKED: Final[dict[str, frozenset[str]]] = {
+    EventKind.CALL: frozenset({"step", "op", "args", "th"}),
+    EventKind.RET: frozenset({"step", "op", "ret", "errno", "th"}),
+}
+_SCHEMA: Final = {
+    str(kind): tuple(f for f in _compiled(fields) if f[0] not in _BUILDER_CHECKED.get(kind, frozenset()))
+    for kind, fields in TRACE_EVENTS.items()
+}
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _predicate(fields: tuple[tuple[str, frozenset[type], bool, str], ...]) -> Callable[[dict[str, object]], bool]:
+    """The schema check of one kind as straight-line code (no loop, no tuple unpacking): it runs on every
+    line, and _conform only words a refusal."""
+    names = {int: "int", str: "str", bool: "bool", type(None): "NoneType", dict: "dict", list: "list",
+             float: "float"}
+    body = ["def conforms(obj):"]
+    for name, types, required, _words in fields:
+        wrong = " and ".join(f"type(v) is not {names[t]}" for t in sorted(types, key=names.__getitem__))
+        body.append(f"    v = obj.get({name!r}, ABSENT)")
+        body.append(f"    if v is ABSENT: {'return False' if required else 'pass'}")
+        body.append(f"    elif {wrong}: return False")
+    body.append("    return True")
+    namespace: dict[str, object] = {"ABSENT": _ABSENT, "NoneType": type(None)}
+    exec("\n".join(body), namespace)  # the source is built from the generated schema alone
+    conforms = namespace["conforms"]
+    assert callable(conforms)
+    return conforms
+
+
+_CONFORMS: Final = {kind: _predicate(fields) for kind, fields in _SCHEMA.items()}
+
+
+def _conform(obj: dict[str, object], kind: str) -> None:
+    """Raise _Bad unless every field the schema declares for ``kind`` has a declared type (or is absent
+    where the schema allows it). Fields the schema does not declare are left to the CI check of the probe."""
+    if _CONFORMS[kind](obj):
+        return
+    for name, types, required, words in _SCHEMA[kind]:
+        v = obj.get(name, _ABSENT)
+        if v is _ABSENT:
+            if required:
+                raise _Bad(f"{kind} event lacks field {name!r}")
+        elif type(v) not in types:
+            raise _Bad(f"field {name!r} of the {kind} event must be {words}, found {_shown(v)}")
 
 
 def _event(obj: object, line: int) -> Event:
@@ -367,7 +474,9 @@ def _event(obj: object, line: int) -> Event:
     ev = obj.get("ev")
     build = _BUILDERS.get(ev) if isinstance(ev, str) else None
     if build is not None:
-        return build(obj, line)
+        event = build(obj, line)
+        _conform(obj, ev)  # type: ignore[arg-type]  # ev is a str whenever build is found
+        return event
     if ev is None:
         raise _Bad("no 'ev' field")
     raise _Bad(f"unknown event type {ev!r}")
@@ -386,6 +495,7 @@ def parse_line(raw: str, line: int) -> Event:
             if build is not None:
                 try:
                     event = build(obj, line)
+                    _conform(obj, ev)  # type: ignore[arg-type]  # ev is a str whenever build is found
                 except _Bad:
                     pass  # worded from the reference decoding below
                 else:
@@ -394,7 +504,70 @@ def parse_line(raw: str, line: int) -> Event:
                             return event
                     elif not isinstance(event, Ret) or not event.extra or not _holds_float(event.extra.values()):
                         return event
+    if len(raw) > MAX_LINE_CHARS:
+        raise _Bad(f"a line of {len(raw)} characters, longer than the {MAX_LINE_CHARS} a trace line may hold")
     return _event(_decode_reference(raw), line)
+
+
+def _text(raw: object) -> str | None:
+    """A line as text: str as it is, bytes decoded with replacement (bounded first), else None."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bytes | bytearray):
+        if len(raw) > MAX_LINE_CHARS:
+            raise _Bad(f"a line of {len(raw)} bytes, longer than the {MAX_LINE_CHARS} a trace line may hold")
+        return bytes(raw).decode("utf-8", errors="replace")
+    return None
+
+
+def read_line(raw: str | bytes, line: int = 1) -> Event | TraceError:
+    """One line on its own, without the envelope checks of ``read_events`` (an event is not checked
+    against its neighbours): the event, or a TraceError naming ``line``."""
+    try:
+        text = _text(raw)
+        if text is None:
+            return TraceError(line, "not a text line")
+        return parse_line(text, line)
+    except _Bad as exc:
+        return TraceError(line, str(exc))
+    except RecursionError:
+        return TraceError(line, "JSON nested too deeply")
+
+
+_EXIT_MARK: Final = json.dumps(EventKind.EXIT.value)  # every exit line spells its kind so
+
+
+def closing_scenario(raw: str) -> str | None:
+    """The scenario an ``exit`` line closes, or None for any other line. A malformed exit event that
+    still names its scenario closes it too: the stream moves on and the judge reports the line."""
+    if _EXIT_MARK not in raw:
+        return None
+    event = read_line(raw)
+    if isinstance(event, Exit):
+        return event.scenario
+    try:
+        obj = _decode_reference(raw) if len(raw) <= MAX_LINE_CHARS else None
+    except (_Bad, RecursionError):
+        return None
+    if isinstance(obj, dict) and obj.get("ev") == EventKind.EXIT:
+        scenario = obj.get("scenario")
+        return scenario if isinstance(scenario, str) else None
+    return None
+
+
+def exit_line(scenario: str, status: str, *, host: bool, t: int, reason: str | None = None) -> str:
+    """An ``exit`` event as one line: the host's markers (`timeout`, `error`, with the host's reason) are
+    the only exits the kit writes itself."""
+    if status not in EXITS:
+        raise ValueError(f"unknown exit status {status!r}")
+    fields: dict[str, object] = {"ev": EventKind.EXIT.value, "scenario": scenario, "status": status, "code": None,
+                                 "signal": None}
+    if host:
+        fields["host"] = True
+    if reason is not None:
+        fields["reason"] = reason
+    fields["t"] = t
+    return json.dumps(fields, separators=(",", ":"))
 
 
 def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
@@ -418,8 +591,15 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
     for index, raw in enumerate(lines):
         line = index + 1
         if not isinstance(raw, str):
-            yield TraceError(line, "not a text line")
-            return
+            try:
+                text = _text(raw)
+            except _Bad as exc:
+                yield TraceError(line, str(exc))
+                return
+            if text is None:
+                yield TraceError(line, "not a text line")
+                return
+            raw = text
         if not raw.strip():
             continue
         last = line

@@ -224,3 +224,106 @@ PROBE_LIST_LINES: Final[tuple[str, ...]] = (
     "op par_end -",
     "op cb_action - kind:text action:text count:u64",
 )
+
+
+PAGE_SIZE: Final = 4096
+PROT_BITS: Final[dict[str, int]] = {"READ": 1, "WRITE": 2, "EXEC": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class CbActionSpec:
+    """A cb_action action: `word`, or `word` followed by a value of kind `value` (within min..max)."""
+
+    word: str
+    value: ArgKind | None
+    min: int | None
+    max: int | None
+
+
+CB_ACTIONS: Final[tuple[CbActionSpec, ...]] = (
+    CbActionSpec("none", None, None, None),
+    CbActionSpec("free_buf", None, None, None),
+    CbActionSpec("map_unmap", None, None, None),
+    CbActionSpec("wait_return", None, None, None),
+    CbActionSpec("set_priority_", ArgKind.I32, None, None),
+    CbActionSpec("alloc_", ArgKind.REQ, None, None),
+    CbActionSpec("sleep_", ArgKind.U64, 1, 9999),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class VnpuCommandSpec:
+    """A vnpu control command `key=value`; `value`: target, u64, u32, errno or words."""
+
+    key: str
+    value: str
+    words: tuple[str, ...]
+
+
+VNPU_COMMANDS: Final[dict[str, VnpuCommandSpec]] = {
+    "preempt": VnpuCommandSpec("preempt", "target", ()),
+    "preempt_late": VnpuCommandSpec("preempt_late", "target", ()),
+    "pressure": VnpuCommandSpec("pressure", "u64", ()),
+    "delay_ms": VnpuCommandSpec("delay_ms", "u32", ()),
+    "callback_thread": VnpuCommandSpec("callback_thread", "words", ('caller', 'other')),
+    "fail_next": VnpuCommandSpec("fail_next", "errno", ()),
+}
+
+
+class EventKind(StrEnum):
+    BEGIN = "begin"
+    CALL = "call"
+    RET = "ret"
+    CB = "cb"
+    CB_RETURN = "cb_return"
+    DELETER = "deleter"
+    SETTLE = "settle"
+    END = "end"
+    EXIT = "exit"
+    API_MISSING = "api_missing"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """A trace field: its JSON types (see vocabulary.yaml); optional: may be absent."""
+
+    name: str
+    types: tuple[str, ...]
+    optional: bool
+
+
+TRACE_EVENTS: Final[dict[EventKind, tuple[FieldSpec, ...]]] = {
+    EventKind.BEGIN: (FieldSpec("scenario", ('str',), False), FieldSpec("trace", ('int',), True), FieldSpec("pid", ('int',), True), FieldSpec("t", ('int',), True), ),
+    EventKind.CALL: (FieldSpec("step", ('int',), False), FieldSpec("op", ('str',), False), FieldSpec("args", ('object',), False), FieldSpec("th", ('str',), True), FieldSpec("in_cb", ('str',), True), FieldSpec("teardown", ('bool',), True), FieldSpec("t", ('int',), True), ),
+    EventKind.RET: (FieldSpec("step", ('int',), False), FieldSpec("op", ('str',), False), FieldSpec("ret", ('int', 'null'), True), FieldSpec("errno", ('str', 'null'), True), FieldSpec("skipped", ('str',), True), FieldSpec("dur_ns", ('number',), True), FieldSpec("th", ('str',), True), FieldSpec("in_cb", ('str',), True), FieldSpec("t", ('int',), True), ),
+    EventKind.CB: (FieldSpec("kind", ('str',), False), FieldSpec("cookie", ('str', 'null'), True), FieldSpec("error", ('int', 'str'), True), FieldSpec("buf", ('str', 'null'), True), FieldSpec("thread", ('str',), False), FieldSpec("th", ('str',), True), FieldSpec("cookie_deleted", ('bool',), True), FieldSpec("t", ('int',), True), ),
+    EventKind.CB_RETURN: (FieldSpec("kind", ('str',), False), FieldSpec("cookie", ('str', 'null'), True), FieldSpec("th", ('str',), True), FieldSpec("t", ('int',), True), ),
+    EventKind.DELETER: (FieldSpec("cookie", ('str', 'null'), True), FieldSpec("thread", ('str',), False), FieldSpec("th", ('str',), True), FieldSpec("fn", ('int',), True), FieldSpec("cookie_deleted", ('bool',), True), FieldSpec("t", ('int',), True), ),
+    EventKind.SETTLE: (FieldSpec("what", ('str',), False), FieldSpec("reached", ('bool',), False), FieldSpec("expected", ('int',), True), FieldSpec("got", ('int',), True), FieldSpec("t", ('int',), True), ),
+    EventKind.END: (FieldSpec("scenario", ('str',), False), FieldSpec("t", ('int',), True), ),
+    EventKind.EXIT: (FieldSpec("scenario", ('str',), True), FieldSpec("status", ('str',), False), FieldSpec("code", ('int', 'null'), True), FieldSpec("signal", ('str', 'null'), True), FieldSpec("host", ('bool',), True), FieldSpec("reason", ('str',), True), FieldSpec("t", ('int',), True), ),
+    EventKind.API_MISSING: (FieldSpec("symbols", ('list',), False), ),
+}
+
+RET_RESULTS: Final[dict[Op, tuple[FieldSpec, ...]]] = {
+    Op.REQ_CREATE: (FieldSpec("null", ('bool',), True), ),
+    Op.IS_SUPPORTED: (FieldSpec("results", ('list',), True), FieldSpec("canary", ('bool',), True), ),
+    Op.ALLOC: (FieldSpec("blocked", ('bool',), True), ),
+    Op.BUF_LOAD: (FieldSpec("blocked", ('bool',), True), ),
+    Op.AWAIT_ALLOC: (FieldSpec("reached", ('bool',), True), FieldSpec("got", ('int',), True), ),
+    Op.AWAIT_LOAD: (FieldSpec("reached", ('bool',), True), FieldSpec("got", ('int',), True), ),
+    Op.AWAIT_PREEMPT: (FieldSpec("reached", ('bool',), True), FieldSpec("got", ('int',), True), ),
+    Op.BIND: (FieldSpec("handle", ('str', 'null'), True), ),
+    Op.MAP_READ: (FieldSpec("digest", ('str',), True), ),
+    Op.FD_CHECK: (FieldSpec("closed", ('bool',), True), FieldSpec("position", ('int',), True), ),
+    Op.AWAIT_CLOSED: (FieldSpec("closed", ('bool',), True), FieldSpec("position", ('int',), True), FieldSpec("waited_ms", ('int',), True), ),
+}
+
+CALLBACK_KINDS: Final[tuple[str, ...]] = ('alloc', 'load', 'preempt')
+CALLBACK_THREADS: Final[tuple[str, ...]] = ('caller', 'other')
+SETTLE_TARGETS: Final[tuple[str, ...]] = ('alloc', 'load', 'preempt', 'deleters')
+EXIT_STATUSES: Final[tuple[str, ...]] = ('ok', 'code', 'signal', 'timeout', 'error')
+
+TRACE_UNEMITTED: Final[dict[EventKind, str]] = {
+    EventKind.API_MISSING: "written only when the implementation lacks API functions; the kit's vnpu exports them all",
+}

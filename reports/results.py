@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Final
 
 from reference_model.errors import KitError
+from reference_model.trace import Call, Cb, read_line
 from reference_model.verdicts import RunExit, Verdict, worst
+from reference_model.vocabulary import Op
 
 from .claim import Claim, claim_of
 from .kit import KitFacts, kit_facts
@@ -254,20 +256,12 @@ def alloc_callback_latencies_ns(record: ResultRecord) -> list[int]:
     """For each `cb kind=alloc` in the trace: its `t` minus the `t` of the latest preceding `alloc` call."""
     latencies: list[int] = []
     last_alloc_call: int | None = None
-    for line in record.trace:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(event, dict):
-            continue
-        t = _optional_int(event.get("t"))
-        if t is None:
-            continue
-        if event.get("ev") == "call" and event.get("op") == "alloc":
-            last_alloc_call = t
-        elif event.get("ev") == "cb" and event.get("kind") == "alloc" and last_alloc_call is not None:
-            latencies.append(max(0, t - last_alloc_call))
+    for number, line in enumerate(record.trace, 1):
+        event = read_line(line, number)  # a malformed line is skipped: the latencies of the others stand
+        if isinstance(event, Call) and event.op == Op.ALLOC and event.t is not None:
+            last_alloc_call = event.t
+        elif isinstance(event, Cb) and event.kind == "alloc" and event.t is not None and last_alloc_call is not None:
+            latencies.append(max(0, event.t - last_alloc_call))
     return latencies
 
 

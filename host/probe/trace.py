@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from reference_model.trace import ApiMissing, closing_scenario, exit_line, read_line
 from reference_model.vocabulary import PROBE_LIST_LINES
 from reports.limits import TraceLimits, over
 
@@ -41,32 +42,12 @@ class BatchOutcome:
 
 def host_exit_line(scenario_id: str, status: str, reason: str) -> str:
     """The `exit` event the host writes when it, not the probe, ends a scenario (`timeout`, `error`)."""
-    event = {
-        "ev": "exit",
-        "scenario": scenario_id,
-        "status": status,
-        "code": None,
-        "signal": None,
-        "host": True,
-        "reason": reason,
-        "t": time.monotonic_ns(),
-    }
-    return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    return exit_line(scenario_id, status, host=True, t=time.monotonic_ns(), reason=reason)
 
 
 def exit_event_scenario(line: str) -> str | None:
     """The scenario an `exit` event closes, or None when the line is anything else."""
-    if '"exit"' not in line:
-        return None
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return None
-    if isinstance(event, dict) and event.get("ev") == "exit":
-        scenario = event.get("scenario")
-        if isinstance(scenario, str):
-            return scenario
-    return None
+    return closing_scenario(line)
 
 
 def api_missing_line(symbols: Sequence[str]) -> str:
@@ -75,15 +56,9 @@ def api_missing_line(symbols: Sequence[str]) -> str:
 
 
 def api_missing_symbols(line: str) -> tuple[str, ...] | None:
-    if '"api_missing"' not in line:
-        return None
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return None
-    if isinstance(event, dict) and event.get("ev") == "api_missing":
-        return tuple(str(s) for s in event.get("symbols", ()))
-    return None
+    """The symbols an `api_missing` event names, or None when the line is anything else."""
+    event = read_line(line)
+    return event.symbols if isinstance(event, ApiMissing) else None
 
 
 def check_listed_op_table(probe: str, lines: Sequence[str], returncode: int) -> None:

@@ -18,13 +18,13 @@ which rebuild it from a stored record, decide exactly as the run did:
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from reference_model.caps import DeviceCaps
 from reference_model.scenario import Scenario
+from reference_model.trace import Exit, read_line
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 
@@ -206,13 +206,11 @@ def trace_end(lines: Sequence[str], scenario_id: str) -> tuple[str, str | None]:
     for line in reversed(lines):
         if exit_event_scenario(line) != scenario_id:
             continue
-        try:
-            event = json.loads(line)
-        except ValueError:
+        event = read_line(line)
+        if not isinstance(event, Exit):
             return NEVER_ENDED, None
-        if event.get("host") is not True:
+        if not event.host:
             return ENDED_BY_PROBE, None
-        given = event.get("reason")
-        reason = given[:REASON_BYTES] if isinstance(given, str) and given else None
-        return (ENDED_BY_HOST_TIMEOUT if event.get("status") == "timeout" else ENDED_BY_HOST_ERROR), reason
+        reason = event.reason[:REASON_BYTES] if event.reason else None
+        return (ENDED_BY_HOST_TIMEOUT if event.status == "timeout" else ENDED_BY_HOST_ERROR), reason
     return NEVER_ENDED, None

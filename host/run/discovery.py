@@ -3,12 +3,13 @@ the vnpu control entry point is there. Scenarios adapt to the answer (`$pair.*`,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from reference_model.scenario import Scenario, parse_scenario
+from reference_model.trace import Exit, Ret, read_line
+from reference_model.vocabulary import Op
 
 from ..probe import ScenarioTrace
 
@@ -41,31 +42,25 @@ class Discovered:
 
 
 def parse_discovery(trace: ScenarioTrace) -> Discovered:
-    events = []
-    for line in trace.lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
+    # Each line on its own: a malformed line is skipped here (the discovery answer is what it found).
+    events = [read_line(line, number) for number, line in enumerate(trace.lines, 1)]
     pairs: frozenset[tuple[int, int]] | None = None
     control = False
     problem = trace.infra_error
     for event in events:
-        if event.get("ev") != "ret":
+        if not isinstance(event, Ret):
             continue
-        if event.get("op") == "is_supported":
-            results = event.get("results")
-            if event.get("ret") == 0 and isinstance(results, list) and len(results) == len(GRID):
+        if event.op == Op.IS_SUPPORTED:
+            results = event.extra.get("results")
+            if event.ret == 0 and isinstance(results, list) and len(results) == len(GRID):
                 pairs = frozenset(p for p, ok in zip(GRID, results, strict=True) if ok is True)
             else:
-                problem = f"isSupported returned {event.get('ret')} errno {event.get('errno')} during discovery"
-        elif event.get("op") == "vnpu":
-            control = event.get("ret") == 0
+                problem = f"isSupported returned {event.ret} errno {event.errno} during discovery"
+        elif event.op == Op.VNPU:
+            control = event.ret == 0
     if pairs is None and problem is None:
-        exits = [e for e in events if e.get("ev") == "exit"]
-        status = exits[-1].get("status") if exits else None
+        exits = [e for e in events if isinstance(e, Exit)]
+        status = exits[-1].status if exits else None
         if status == "timeout" or trace.timed_out is not None:
             problem = "isSupported did not return within the discovery limit"
         else:

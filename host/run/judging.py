@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from reference_model.caps import DeviceCaps
 from reference_model.judge import judge
 from reference_model.scenario import Scenario
+from reference_model.trace import Cb, read_line
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver, find_waiver
 
@@ -25,19 +25,11 @@ def allocation_refused(lines: Sequence[str], caps: DeviceCaps) -> bool:
     ENOMEMs predicted exactly by the model: those are what the scenario tests, not a refusal."""
     if caps.capacity_bytes is not None:
         return False
-    for line in lines:
-        if '"ENOMEM"' not in line:
+    for number, line in enumerate(lines, 1):
+        if '"ENOMEM"' not in line:  # cheap filter: only such a line can carry the refusal
             continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if (
-            isinstance(event, dict)
-            and event.get("ev") == "cb"
-            and event.get("kind") == "alloc"
-            and (event.get("error") == "ENOMEM")
-        ):
+        event = read_line(line, number)
+        if isinstance(event, Cb) and event.kind == "alloc" and event.error == "ENOMEM":
             return True
     return False
 

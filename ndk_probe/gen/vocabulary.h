@@ -191,4 +191,22 @@ static const struct npuconf_errno_name NPUCONF_ERRNOS[] = {
 #define PROBE_EXIT_BAD_PROGRAM 3
 #define PROBE_EXIT_API_MISSING 4
 
+#define NPUCONF_PAGE_SIZE 4096
+#define NPUCONF_PROT_NONE 0
+#define NPUCONF_PROT_READ 1
+#define NPUCONF_PROT_WRITE 2
+#define NPUCONF_PROT_EXEC 4
+
+#define NPUCONF_EV_BEGIN "begin"
+#define NPUCONF_EV_CALL "call"
+#define NPUCONF_EV_RET "ret"
+#define NPUCONF_EV_CB "cb"
+#define NPUCONF_EV_CB_RETURN "cb_return"
+#define NPUCONF_EV_DELETER "deleter"
+#define NPUCONF_EV_SETTLE "settle"
+#define NPUCONF_EV_END "end"
+#define NPUCONF_EV_EXIT "exit"
+#define NPUCONF_EV_API_MISSING "api_missing"
+#define NPUCONF_EV__COUNT 10
+
 #endif

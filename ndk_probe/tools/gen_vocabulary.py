@@ -103,8 +103,89 @@ def render_c(vocab: dict) -> str:
     for code, value in vocab["probe_exit_codes"].items():
         out.append(f"#define PROBE_EXIT_{code} {value}")
     out.append("")
+    out += render_c_trace(vocab)
     out.append("#endif")
     return "\n".join(out) + "\n"
+
+
+FIELD_TYPES = ("int", "str", "bool", "null", "object", "list", "number")
+
+
+def field_type(kind: str, name: str, spec: str) -> tuple[tuple[str, ...], bool]:
+    """A schema type such as `int|null?` -> (its alternatives, whether the field may be absent)."""
+    optional = spec.endswith("?")
+    types = tuple(spec.removesuffix("?").split("|"))
+    unknown = [t for t in types if t not in FIELD_TYPES]
+    if unknown:
+        raise SystemExit(f"vocabulary.yaml: field {name!r} of {kind!r}: unknown type {unknown[0]!r} "
+                         f"(expected {', '.join(FIELD_TYPES)})")
+    return types, optional
+
+
+def render_c_trace(vocab: dict) -> list[str]:
+    """Page size, protection bits and the trace's event kind names (the schema's C side)."""
+    out = [f"#define NPUCONF_PAGE_SIZE {vocab['page_size']}", "#define NPUCONF_PROT_NONE 0"]
+    out += [f"#define NPUCONF_PROT_{name} {bit}" for name, bit in vocab["prot_bits"].items()]
+    out.append("")
+    out += [f'#define NPUCONF_EV_{kind.upper()} "{kind}"' for kind in vocab["trace_events"]]
+    out.append(f"#define NPUCONF_EV__COUNT {len(vocab['trace_events'])}")
+    out.append("")
+    return out
+
+
+def _field_specs(kind: str, fields: dict) -> str:
+    specs = []
+    for name, spec in fields.items():
+        types, optional = field_type(kind, name, spec)
+        specs.append(f"FieldSpec({json.dumps(name)}, {types!r}, {optional}), ")
+    return "(" + "".join(specs) + ")"
+
+
+def render_py_trace(vocab: dict) -> list[str]:
+    """The trace schema, the grammars, the page size and the protection bits (the schema's Python side)."""
+    out = ["", "", f"PAGE_SIZE: Final = {vocab['page_size']}"]
+    bits = ", ".join(f'"{name}": {bit}' for name, bit in vocab["prot_bits"].items())
+    out.append(f"PROT_BITS: Final[dict[str, int]] = {{{bits}}}")
+    out += ["", "", "@dataclass(frozen=True, slots=True)", "class CbActionSpec:"]
+    out.append('    """A cb_action action: `word`, or `word` followed by a value of kind `value` (within min..max)."""')
+    out += ["", "    word: str", "    value: ArgKind | None", "    min: int | None", "    max: int | None", "", ""]
+    out.append("CB_ACTIONS: Final[tuple[CbActionSpec, ...]] = (")
+    for word, spec in vocab["cb_actions"].items():
+        value = f"ArgKind.{spec['value'].upper()}" if spec.get("value") else "None"
+        out.append(f"    CbActionSpec({json.dumps(word)}, {value}, {spec.get('min')}, {spec.get('max')}),")
+    out += [")", "", "", "@dataclass(frozen=True, slots=True)", "class VnpuCommandSpec:"]
+    out.append('    """A vnpu control command `key=value`; `value`: target, u64, u32, errno or words."""')
+    out += ["", "    key: str", "    value: str", "    words: tuple[str, ...]", "", ""]
+    out.append("VNPU_COMMANDS: Final[dict[str, VnpuCommandSpec]] = {")
+    for key, value in vocab["vnpu_commands"].items():
+        words = tuple(value) if isinstance(value, list) else ()
+        out.append(f'    "{key}": VnpuCommandSpec("{key}", "{"words" if words else value}", {words!r}),')
+    out += ["}", "", ""]
+    out.append("class EventKind(StrEnum):")
+    out += [f'    {kind.upper()} = "{kind}"' for kind in vocab["trace_events"]]
+    out += ["", "", "@dataclass(frozen=True, slots=True)", "class FieldSpec:"]
+    out.append('    """A trace field: its JSON types (see vocabulary.yaml); optional: may be absent."""')
+    out += ["", "    name: str", "    types: tuple[str, ...]", "    optional: bool", "", ""]
+    out.append("TRACE_EVENTS: Final[dict[EventKind, tuple[FieldSpec, ...]]] = {")
+    for kind, fields in vocab["trace_events"].items():
+        out.append(f"    EventKind.{kind.upper()}: {_field_specs(kind, fields)},")
+    out += ["}", ""]
+    out.append("RET_RESULTS: Final[dict[Op, tuple[FieldSpec, ...]]] = {")
+    for op, fields in vocab["ret_results"].items():
+        if op not in {o["name"] for o in vocab["ops"]}:
+            raise SystemExit(f"vocabulary.yaml: ret_results names {op!r}, which is not an op")
+        out.append(f"    Op.{op.upper()}: {_field_specs(op, fields)},")
+    out += ["}", ""]
+    for name, words in vocab["trace_words"].items():
+        out.append(f"{name.upper()}: Final[tuple[str, ...]] = {tuple(words)!r}")
+    out.append("")
+    out.append("TRACE_UNEMITTED: Final[dict[EventKind, str]] = {")
+    for kind, why in vocab["trace_unemitted"].items():
+        if kind not in vocab["trace_events"]:
+            raise SystemExit(f"vocabulary.yaml: trace_unemitted names {kind!r}, which is not an event kind")
+        out.append(f"    EventKind.{kind.upper()}: {json.dumps(why)},")
+    out.append("}")
+    return out
 
 
 def render_py(vocab: dict) -> str:
@@ -166,6 +247,7 @@ def render_py(vocab: dict) -> str:
     out.append("PROBE_LIST_LINES: Final[tuple[str, ...]] = (")
     out += [f"    {json.dumps(line)}," for line in list_lines(vocab)]
     out.append(")")
+    out += render_py_trace(vocab)
     return "\n".join(out) + "\n"
 
 

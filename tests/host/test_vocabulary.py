@@ -30,3 +30,53 @@ def test_check_reports_a_stale_file(tmp_path, monkeypatch):
     monkeypatch.setattr(gen_vocabulary, "PY_MODULE", tmp_path / "vocabulary.py")
     (tmp_path / "vocabulary.py").write_text((ROOT / "reference_model" / "vocabulary.py").read_text())
     assert gen_vocabulary.main(["--check"]) == 1
+
+
+def test_page_size_and_protection_bits_match_the_model():
+    from reference_model import scenario, state
+    from reference_model.vocabulary import PAGE_SIZE, PROT_BITS
+
+    assert PAGE_SIZE == state.PAGE == scenario.SYMBOLIC_INTS["PAGE"]
+    assert PROT_BITS == {"READ": state.PROT_READ, "WRITE": state.PROT_WRITE, "EXEC": state.PROT_EXEC}
+    assert tuple(PROT_BITS) == scenario.PROT_NAMES
+    header = (ROOT / "ndk_probe" / "gen" / "vocabulary.h").read_text()
+    assert f"#define NPUCONF_PAGE_SIZE {PAGE_SIZE}\n" in header
+    assert all(f"#define NPUCONF_PROT_{name} {bit}\n" in header for name, bit in PROT_BITS.items())
+
+
+def test_cb_action_grammar_matches_the_scenario_reader_and_the_probe_parser():
+    import re
+
+    from reference_model.scenario import CB_ACTION, CB_KINDS
+    from reference_model.vocabulary import CALLBACK_KINDS, CB_ACTIONS, ArgKind
+
+    assert CB_KINDS == CALLBACK_KINDS
+    parser = (ROOT / "ndk_probe" / "src" / "probe" / "program.c").read_text()
+    examples = {ArgKind.I32: ["-5", "1000"], ArgKind.REQ: ["r0"]}
+    for spec in CB_ACTIONS:
+        assert f'"{spec.word}"' in parser, spec.word  # the probe's parser knows the word
+        if spec.value is None:
+            values = [""]
+        elif spec.min is not None and spec.max is not None:
+            values = [str(spec.min), str(spec.max)]
+            assert CB_ACTION.match(f"{spec.word}{spec.min - 1}") is None
+            assert CB_ACTION.match(f"{spec.word}{spec.max + 1}") is None
+            assert re.search(rf"ms < {spec.min} \|\| ms > {spec.max}\b", parser)
+        else:
+            values = examples[spec.value]
+        for value in values:
+            assert CB_ACTION.match(spec.word + value), spec.word + value
+    assert CB_ACTION.match("explode") is None
+
+
+def test_vnpu_command_grammar_matches_the_vnpu():
+    import re
+
+    from reference_model.vocabulary import VNPU_COMMANDS
+
+    source = (ROOT / "ndk_probe" / "src" / "vnpu" / "vnpu_control.c").read_text()
+    header = (ROOT / "ndk_probe" / "include" / "npuconf" / "vnpu_control.h").read_text()
+    assert set(re.findall(r'KEY\("([a-z_]+)"\)', source)) == set(VNPU_COMMANDS)
+    for key, spec in VNPU_COMMANDS.items():
+        assert f" *   {key}=" in header, key  # documented for implementers
+        assert all(f'"{word}"' in source for word in spec.words)

@@ -201,6 +201,14 @@ def test_alloc_callback_latencies(builder: ResultsBuilder):
     assert alloc_callback_latencies_ns(record) == [3_000, 70_000]
 
 
+def test_alloc_callback_latencies_skip_an_integer_beyond_the_int_string_limit(builder: ResultsBuilder):
+    trace = trace_lines("alloc.x", alloc_latencies_ns=(3_000,))
+    trace.insert(2, '{"ev":"settle","what":"alloc","reached":true,"t":' + "9" * 5000 + "}")
+    builder.plan(["a"], [scenario("alloc.x")]).result("a", "alloc.x", "PASS", trace=trace)
+    (record,) = load(builder.write()).results
+    assert alloc_callback_latencies_ns(record) == [3_000]
+
+
 def test_safe_text_escapes_what_xml_forbids():
     assert safe_text("a\x01b\x1b[0m\tc\n\ud800\uffff") == "a\\x01b\\x1b[0m\tc\n\\ud800\\uffff"
     assert safe_text("<script>é</script>") == "<script>é</script>"
