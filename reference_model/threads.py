@@ -8,7 +8,7 @@ has at most one call in flight. The state keeps the in-flight call of the lane b
 
 A call on another lane than ``main`` takes effect at some instant between its ``call`` and its
 ``ret`` event, relative to the events of the other threads. Its call-time effects are therefore kept
-*pending* (``Inflight.pending``) at its ``call`` event, and the judge (``judge._transition``) branches
+*pending* (``Inflight.pending``) at its ``call`` event, and the judge (``interleaving.advance``) branches
 before every event that reads the state: in one candidate per reachable combination the pending
 effects of other lanes are applied first (in any order; identical results merge), and the ``ret``
 event applies what is still pending. Effects applied at ``ret`` time by the chapter modules (a map, a

@@ -8,19 +8,9 @@ from typing import Final
 
 from reference_model.caps import DeviceCaps
 from reference_model.scenario import CB_ACTION, SYMBOLIC_INTS, Scenario
+from reference_model.slots import SlotError, SlotMap, assign_slots, text_token
 from reference_model.vocabulary import OPS, VOCABULARY_HASH, ArgKind, Op
 
-MAX_SLOTS: Final = 256
-SLOT_PREFIX: Final[dict[ArgKind, str]] = {
-    ArgKind.REQ: "r",
-    ArgKind.REQS: "r",
-    ArgKind.BUF: "b",
-    ArgKind.BUFS: "b",
-    ArgKind.COOKIE: "c",
-    ArgKind.MAP: "m",
-    ArgKind.FILE: "f",
-    ArgKind.FDSEL: "f",
-}
 PROT_BITS: Final = {"READ": 1, "WRITE": 2, "EXEC": 4}
 PROGRAM_FORMAT: Final = 2
 
@@ -64,8 +54,10 @@ def compile_program(compiled: Iterable[CompiledScenario]) -> str:
 
 
 def compile_scenario(scenario: Scenario, pairs: Pairs, timeout_ms: int | None = None) -> CompiledScenario:
-    slots: dict[str, str] = {}
-    counters: dict[str, int] = {}
+    try:
+        slots = assign_slots(scenario.steps)  # the one assignment; recorded with the program (judge checks it)
+    except SlotError as exc:
+        raise CompileError(f"scenario {scenario.id}: {exc}") from None
     lines = [f"scenario {scenario.id} {timeout_ms or scenario.timeout_ms}"]
     # scenario.steps is already in program order: a parallel block is par_begin, the steps of thread
     # 0..N-1 (each line prefixed @<k>), par_end; step numbers are positions in that order.
@@ -76,63 +68,41 @@ def compile_scenario(scenario: Scenario, pairs: Pairs, timeout_ms: int | None = 
             if step.op is Op.CB_ACTION and name == "action":
                 tokens.append(_cb_action(value, slots, scenario))
                 continue
-            tokens.append(_token(spec.kind, value, slots, counters, pairs, scenario, index))
+            tokens.append(_token(spec.kind, value, slots, pairs, scenario, index))
         lines.append(" ".join(tokens))
     lines.append("end")
-    return CompiledScenario(scenario, tuple(lines), dict(slots))
+    return CompiledScenario(scenario, tuple(lines), dict(slots.names))
 
 
-def _cb_action(value: object, slots: dict[str, str], scenario: Scenario) -> str:
+def _cb_action(value: object, slots: SlotMap, scenario: Scenario) -> str:
     """cb_action's action: `alloc_<request handle>` becomes `alloc_r<N>`; the others are as written."""
     assert isinstance(value, str)
     match = CB_ACTION.match(value)
     handle = match.group(3) if match is not None else None
     if handle is None:
         return value
-    slot = slots.get(handle)
+    slot = slots.names.get(handle)
     if slot is None or not slot.startswith("r"):
         raise CompileError(f"scenario {scenario.id}: cb_action {value}: {handle!r} is not a request handle")
     return f"alloc_{slot}"
 
 
-def _slot(name: str, prefix: str, slots: dict[str, str], counters: dict[str, int], scenario: Scenario) -> str:
-    existing = slots.get(name)
-    if existing is not None:
-        if existing[0] != prefix:
-            raise CompileError(f"scenario {scenario.id}: handle {name!r} is used both as {existing[0]} and {prefix}")
-        return existing
-    number = counters.get(prefix, 0)
-    if number >= MAX_SLOTS:
-        raise CompileError(f"scenario {scenario.id}: more than {MAX_SLOTS} handles of one kind")
-    counters[prefix] = number + 1
-    slots[name] = f"{prefix}{number}"
-    return slots[name]
-
-
-def _token(
-    kind: ArgKind,
-    value: object,
-    slots: dict[str, str],
-    counters: dict[str, int],
-    pairs: Pairs,
-    scenario: Scenario,
-    index: int,
-) -> str:
-    def slot(name: object, prefix: str) -> str:
+def _token(kind: ArgKind, value: object, slots: SlotMap, pairs: Pairs, scenario: Scenario, index: int) -> str:
+    def slot(name: object) -> str:
         assert isinstance(name, str)
-        return _slot(name, prefix, slots, counters, scenario)
+        return slots.names[name]
 
     if kind in (ArgKind.REQ, ArgKind.BUF, ArgKind.MAP, ArgKind.FILE):
-        return slot(value, SLOT_PREFIX[kind])
+        return slot(value)
     if kind in (ArgKind.REQS, ArgKind.BUFS):
         assert isinstance(value, tuple)
-        return ",".join(slot(v, SLOT_PREFIX[kind]) for v in value) or "-"
+        return ",".join(slot(v) for v in value) or "-"
     if kind is ArgKind.COOKIE:
         if value is None:
             return "null"
         if isinstance(value, int):
             return f"raw:{value}"
-        return slot(value, "c")
+        return slot(value)
     if kind in (ArgKind.I32, ArgKind.I64, ArgKind.U64):
         return str(_integer(value, pairs, scenario, index))
     if kind is ArgKind.PROT:
@@ -149,19 +119,16 @@ def _token(
         return "1" if value else "0"
     if kind is ArgKind.FDSEL:
         if isinstance(value, str):
-            return slot(value, "f")
+            return slot(value)
         assert isinstance(value, tuple)
         return f"fd:{dict(value)['fd']}"
     if kind is ArgKind.BINDSEL:
         assert isinstance(value, tuple)
         ((how, what),) = value
-        return f"cookie:{slot(what, 'c')}" if how == "cookie" else f"nth:{what}"
+        return f"cookie:{slot(what)}" if how == "cookie" else f"nth:{what}"
     if kind is ArgKind.TEXT:
         assert isinstance(value, str)
-        key, sep, target = value.partition("=")
-        if sep and target in slots and slots[target].startswith("b"):
-            return f"{key}={slots[target]}"
-        return value
+        return text_token(value, slots, index)
     if kind is ArgKind.ERRNO:
         assert isinstance(value, str)
         return value

@@ -1,7 +1,8 @@
 """A small trace builder for the model's tests: scenario steps and the probe's JSON lines together.
 
 Steps are written in scenario YAML form (handle names, lists of prot names); the builder derives the
-probe's echo (slots r0/c0/m0/f0, buffer handle ids, ints) the way the compiler and the probe do.
+probe's echo (buffer handle ids, ints) the way the probe does, and its slots (r0/c0/m0/f0) from the
+slot assignment the compiler and the judge use (reference_model/slots.py) over the steps so far.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import yaml
 from reference_model.caps import DeviceCaps
 from reference_model.judge import Judgement, judge
 from reference_model.scenario import Scenario, parse_scenario
+from reference_model.slots import SlotMap, assign_slots, text_token
 from reference_model.vocabulary import OPS, ArgKind, Op
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,8 +39,8 @@ class TB:
         self.sid = sid
         self.t = 0
         self.steps: list[dict[str, Any]] = []
-        self.slots: dict[str, str] = {}
-        self.counters: dict[str, int] = {}
+        self._slot_map = SlotMap({}, {})
+        self._slot_steps = 0  # how many steps self._slot_map covers
         self.bound: dict[str, str] = {}
         self.teardown_step = 1000
         self.pending_extra: dict[str, Any] = {}
@@ -52,32 +54,43 @@ class TB:
         self.t += 1
         return json.dumps({**obj, "t": self.t}, separators=(",", ":"))
 
-    def slot(self, name: str, prefix: str) -> str:
-        if name not in self.slots:
-            n = self.counters.get(prefix, 0)
-            self.counters[prefix] = n + 1
-            self.slots[name] = f"{prefix}{n}"
-        return self.slots[name]
+    def slot_map(self) -> SlotMap:
+        """The slots of the steps so far, as the compiler and the judge assign them."""
+        if self._slot_steps != len(self.steps):
+            self._slot_map = assign_slots(self.scenario().steps)
+            self._slot_steps = len(self.steps)
+        return self._slot_map
+
+    @property
+    def slots(self) -> dict[str, str]:
+        """Handle name -> slot over the steps so far."""
+        return dict(self.slot_map().names)
+
+    def slot(self, name: str) -> str:
+        slot = self.slot_map().names.get(name)
+        if slot is None:
+            raise AssertionError(f"handle {name!r} is named before any step uses it: it has no slot yet")
+        return slot
 
     def cookie(self, value: Any) -> Any:
         if value is None:
             return None
         if isinstance(value, int):
             return f"raw:{value}"
-        return self.slot(value, "c")
+        return self.slot(value)
 
-    def _echo(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+    def _echo(self, op: str, args: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+        """The call's args as the probe echoes them; ``step`` is the call's step (default: the last)."""
         out: dict[str, Any] = {}
         for spec in OPS[Op(op)].args:
             v = args.get(spec.name)
             k = spec.kind
             if k in (ArgKind.REQ, ArgKind.MAP, ArgKind.FILE):
-                out[spec.name] = self.slot(v, {"req": "r", "map": "m", "file": "f"}[k.value])
+                out[spec.name] = self.slot(v)
             elif k is ArgKind.BUF:
-                self.slot(v, "b")
                 out[spec.name] = self.bound.get(v, v if isinstance(v, str) and v.startswith("B") else None)
             elif k is ArgKind.REQS:
-                out[spec.name] = [self.slot(x, "r") for x in v]
+                out[spec.name] = [self.slot(x) for x in v]
             elif k is ArgKind.BUFS:
                 out[spec.name] = [self.bound.get(x, x if x.startswith("B") else None) for x in v]
             elif k is ArgKind.COOKIE:
@@ -87,12 +100,11 @@ class TB:
             elif k is ArgKind.MAPFLAGS:
                 out[spec.name] = v if isinstance(v, int) else sum(MAPFLAG[x] for x in v)
             elif k is ArgKind.FDSEL:
-                out[spec.name] = self.slot(v, "f") if isinstance(v, str) else v["fd"]
+                out[spec.name] = self.slot(v) if isinstance(v, str) else v["fd"]
             elif k is ArgKind.BINDSEL:
                 out[spec.name] = {"cookie": self.cookie(v["cookie"])} if "cookie" in v else {"nth": v["nth"]}
             elif k is ArgKind.TEXT:
-                key, _, target = str(v).partition("=")
-                out[spec.name] = f"{key}={self.slots[target]}" if target in self.slots else v
+                out[spec.name] = text_token(str(v), self.slot_map(), len(self.steps) - 1 if step is None else step)
             else:
                 out[spec.name] = v
         return out
@@ -107,7 +119,7 @@ class TB:
         else:
             step = len(self.steps)
             self.steps.append({op: scenario_args or None})
-        echo = self._echo(op, args)
+        echo = self._echo(op, args, min(step, len(self.steps)))
         if ret == "default":
             ret = 0 if op in INT_RET_OPS else None
         call_ev: dict[str, Any] = {"ev": "call", "step": step, "op": op, "args": echo}

@@ -1,0 +1,85 @@
+"""Verdict assembly: from where the replay stopped (a rejection, the exit event) to the verdict and
+its reason (docs/model.md §2, steps 4 and 5), and the reading and discrepancy tags a history carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ._context import Ctx
+from .interleaving import in_flight
+from .readings import READINGS
+from .rules import Reject
+from .scenario import Scenario
+from .state import State
+from .trace import Call, Exit
+from .verdicts import Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A replay's answer: the verdict and its reason; for a FAIL the rejection, its trace line and the
+    step in flight; the tags (readings, discrepancies) of the history that passed."""
+
+    verdict: Verdict
+    reason: str
+    reject: Reject | None = None
+    line: int = 0
+    step: int | None = None
+    dids: frozenset[str] = frozenset()
+
+
+def failed(reject: Reject, line: int, step_index: int | None) -> Result:
+    """FAIL at the first event no candidate accepts (the divergence)."""
+    return Result(Verdict.FAIL, f"{reject.clause}: observed {reject.observed}", reject, line, step_index)
+
+
+def ending(scenario: Scenario, last: Exit, complete: bool, candidates: list[State], call: Call | None,
+           ctx: Ctx | None = None, calls: Mapping[str, Call] | None = None) -> Result:
+    """The verdict at the exit event: TIMEOUT, an expected death (PASS) or a CRASH, ERROR without an
+    end event, else PASS or WARN."""
+    if last.status == "timeout":
+        return Result(Verdict.TIMEOUT, f"scenario {scenario.id} exceeded its time budget")
+    died = last.status == "signal" or (last.status == "code" and last.code not in (0, None))
+    if died:
+        how = last.signal if last.status == "signal" and last.signal else f"exit code {last.code}"
+        for cand in candidates:
+            for inflight in in_flight(cand, ctx, calls or {}):
+                if inflight.crash is None:
+                    continue
+                dids = frozenset({inflight.crash_did}) if inflight.crash_did else frozenset()
+                return Result(Verdict.PASS, f"expected death in {inflight.op} at step {inflight.step} ({how}): "
+                                             f"{inflight.crash}", dids=dids | cand.dids)
+        where = f"during step {call.step} ({call.op})" if call is not None else "outside any call"
+        return Result(Verdict.CRASH, f"the probe died {where}: {how}")
+    if not complete:
+        return Result(Verdict.ERROR, f"trace line {last.line}: the probe exited normally without an end event")
+    return _passed(candidates)
+
+
+def _passed(candidates: list[State]) -> Result:
+    """PASS, or WARN when every surviving history departs from a reading of silent text (tags ``R<n>``,
+    docs/model.md §4): the history with the fewest departures is the one reported."""
+    best = min(candidates, key=lambda c: len(readings_of(c.dids)))
+    warns = readings_of(best.dids)
+    if warns:
+        return Result(Verdict.WARN, "allowed by the text, but departs from the kit's reading(s) "
+                                     + ", ".join(f"{w} ({READINGS.get(w, '?')})" for w in warns), dids=best.dids)
+    return Result(Verdict.PASS, "every event is allowed by the model", dids=best.dids)
+
+
+def readings_of(tags: frozenset[str]) -> list[str]:
+    """The reading IDs (``R<n>``) among a history's tags, in order."""
+    return sorted((t for t in tags if t.startswith("R")), key=lambda t: (len(t), t))
+
+
+def discrepancies_of(tags: frozenset[str]) -> list[str]:
+    """The AOSP discrepancy IDs (``D<n>``) among a history's tags, in order."""
+    return sorted((t for t in tags if t.startswith("D")), key=_did_order)
+
+
+def _did_order(did: str) -> tuple[int, str]:
+    digits = did.lstrip("D")
+    return (int(digits), did) if digits.isdigit() else (1 << 30, did)
+
