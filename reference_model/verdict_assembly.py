@@ -41,6 +41,8 @@ def ending(scenario: Scenario, last: Exit, complete: bool, candidates: list[Stat
     end event, else PASS or WARN."""
     if last.status == "timeout":
         return Result(Verdict.TIMEOUT, f"scenario {scenario.id} exceeded its time budget")
+    if last.status == "error":  # the host's marker status: a probe that writes it has not run the scenario
+        return Result(Verdict.ERROR, f"trace line {last.line}: the scenario ended with status error")
     died = last.status == "signal" or (last.status == "code" and last.code not in (0, None))
     if died:
         how = last.signal if last.status == "signal" and last.signal else f"exit code {last.code}"
