@@ -31,9 +31,10 @@ from typing import Any, Final
 
 from reference_model.vocabulary import PREEMPT_LATE_MS
 
+from .caller import PAGE, PREEMPT_KEYS
 from .execute import Result
 from .generate import AWAIT_MS, PREEMPT_PAUSE_MS
-from .legal import PAGE, PREEMPT_KEYS, check, preempted_without_onpreempt, refusable_with_onpreempt
+from .legal import check, preempted_without_onpreempt, refusable_with_onpreempt
 
 Program = dict[str, Any]
 RunFn = Callable[[Sequence[Program]], list[Result | None]]
