@@ -427,6 +427,9 @@ MOVES: Final = (
     _Move(_preempt, 3, lambda s: not s.model.pressure and bool(_preemptable(s)), control=True),
     _Move(_pressure, 1, lambda s: True, control=True),
 )
+# With 8 requests alive a new request gives way to a submission; with none, a submission to a new request.
+_GIVES_WAY_TO: Final[dict[Callable[[_Pen], None], Callable[[_Pen], None]]] = {
+    _new_request: _submit, _submit: _new_request}
 
 
 def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True,
@@ -440,9 +443,14 @@ def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True,
     moves = [m for m in MOVES if (s.control or not m.control) and (s.allow_loads or not m.loads)]
     length = rng.randint(8, 40)
     _new_request(s)
+    weights = [m.weight for m in moves]
     while len(s.steps) < length:
-        enabled = [m for m in moves if m.enabled(s)]
-        rng.choices(enabled, weights=[m.weight for m in enabled])[0].draw(s)
+        move = rng.choices(moves, weights=weights)[0]
+        if move.enabled(s):
+            move.draw(s)
+        elif move.draw in _GIVES_WAY_TO:
+            _GIVES_WAY_TO[move.draw](s)
+        # Any other move the state does not allow is drawn again: the moves it allows keep their weights.
     ops = {op for item in s.steps for op, _ in item_steps(item)}
     requires = ["supported-pair"] if pair else []
     if ops & {"buf_load", "req_set_file"}:
