@@ -180,9 +180,10 @@ def _submit(s: _Pen) -> None:
             break
         # Only a success with a cookie object is bound (integers and NULL: no bind selects them; their
         # buffers are freed by teardown), and only where the bind's precondition holds.
-        bind = {"buf": f"b{s.serial + 1}", "select": {"cookie": sub.cookie}}
-        if sub.ok and sub.cookie is not None and s.model.allows("bind", bind):
-            s.serial += 1
+        if not sub.ok or sub.cookie is None:
+            continue
+        bind = {"buf": s.name("b"), "select": {"cookie": sub.cookie}}
+        if s.model.allows("bind", bind):
             s.add("bind", **bind)
 
 

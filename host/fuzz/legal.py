@@ -13,18 +13,32 @@ names the first step whose precondition fails; the shrinker runs only candidates
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from .caller import PREEMPT_KEYS, Caller, Illegal, item_steps
+from .caller import PARALLEL, PREEMPT_KEYS, Caller, Illegal, item_steps
 
 # What a malformed candidate's arguments raise in a rule (a missing key, a list where a name belongs).
 _MALFORMED = (Illegal, KeyError, TypeError)
 
 
-def _replay(program: Mapping[str, Any]) -> Iterator[tuple[int, int, str, Any, Caller, int, str | None]]:
-    """(position in ``program["steps"]``, step number, op, args, state after the step, submissions before it,
-    None) for each step taken; the last tuple has the reason when a step is illegal (and the state before it).
-    A parallel item is checked as a whole first (its threads apart), then its steps count one by one."""
+@dataclass(frozen=True)
+class _Taken:
+    """One step replayed: where it is, what it is, the state after it (before it when illegal), and why it
+    is illegal (None: legal)."""
+
+    position: int  # in program["steps"]
+    number: int  # among the steps, parallel blocks opened
+    op: str
+    args: Any
+    state: Caller
+    subs_before: int  # submissions before the step
+    illegal: str | None = None
+
+
+def _replay(program: Mapping[str, Any]) -> Iterator[_Taken]:
+    """The steps taken, up to the first illegal one (the last then, with why). A parallel item is checked
+    as a whole first (its threads apart), then its steps count one by one."""
     c = Caller()
     n = 0
     for position, item in enumerate(program["steps"]):
@@ -33,19 +47,18 @@ def _replay(program: Mapping[str, Any]) -> Iterator[tuple[int, int, str, Any, Ca
             try:
                 c.take(op, args)
             except _MALFORMED as exc:
-                yield position, n, op, args, c, before, str(exc)
+                yield _Taken(position, n, op, args, c, before, str(exc))
                 return
-            if op == "parallel":
-                continue
-            yield position, n, op, args, c, before, None
-            n += 1
+            if op != PARALLEL:
+                yield _Taken(position, n, op, args, c, before)
+                n += 1
 
 
 def check(program: Mapping[str, Any]) -> str | None:
     """None when every step is legal; else the first illegal step and why."""
-    for _, n, op, _, _, _, why in _replay(program):
-        if why is not None:
-            return f"step {n}: {why}" if op == "parallel" else f"step {n} ({op}): {why}"
+    for t in _replay(program):
+        if t.illegal is not None:
+            return f"step {t.number}: {t.illegal}" if t.op == PARALLEL else f"step {t.number} ({t.op}): {t.illegal}"
     return None
 
 
@@ -57,9 +70,9 @@ def _positions(program: Mapping[str, Any], hit: Callable[[Caller, str, Any, int]
     """Positions (in ``program["steps"]``) of the steps for which ``hit(state after the step, op, args,
     submissions before it)`` holds; the steps are replayed as ``check`` does, up to the first illegal one."""
     out: list[int] = []
-    for position, _, op, args, c, before, why in _replay(program):
-        if why is None and position not in out and hit(c, op, args, before):
-            out.append(position)
+    for t in _replay(program):
+        if t.illegal is None and t.position not in out and hit(t.state, t.op, t.args, t.subs_before):
+            out.append(t.position)
     return out
 
 
