@@ -216,9 +216,11 @@ def _map(c: Caller, name: str) -> Map:
 
 def _within_file(c: Caller, a: Mapping[str, Any], buffer_pages: int | None) -> None:
     fd = a["fd"]
-    size = c.files.get(fd) if isinstance(fd, str) else None
+    if not isinstance(fd, str) or fd not in c.created_files:
+        raise Illegal(f"file {fd!r} was never created")
+    size = c.files.get(fd)
     if size is None:
-        raise Illegal(f"{fd!r} is not a file of the program that is not handed over yet")
+        raise Illegal(f"file {fd!r} was handed over already")
     offset, length, at = _int(a["file_offset"]), _int(a["length"]), _int(a["buffer_offset"])
     if offset < 0 or length <= 0 or offset + length > size or at < 0:
         raise Illegal("the range does not lie within its file")
