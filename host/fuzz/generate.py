@@ -1,24 +1,27 @@
 """Random API programs built from the caller's state, so that every call is one the text lets a caller make.
 
-The generator keeps the state the probe's slot table will have: live requests (with their cookie),
-bound buffers (mapped pages, preempted or not), mappings, files and the callbacks owed. Each step is
-drawn among the actions legal in that state, so a program never uses a freed request, an unbound or
-freed buffer, an unmapped page or a failed mapping (the judge's Unjudgeable cases, docs/formats.md §2).
-Weights favour deep states: many requests and buffers alive, cookies replaced while submissions hold
-them, maps and partial unmaps, loads while mapped, frees during loads, priorities, and, where the
-device has vnpu control, preemption and pressure. Programs are plain scenario mappings (the YAML form)
-so that the shrinker edits and writes them as they are.
+The state is the caller's model (host.fuzz.caller), the one the legality check and the shrinker replay
+programs through: live requests (with their cookie), submissions, bound buffers (mapped pages, preempted
+or not), mappings, files and the callbacks owed. Each move is drawn among those the state allows
+(``_Move.enabled``), draws its arguments from the state, and makes every step through the model's rules,
+so a program never uses a freed request, an unbound or freed buffer, an unmapped page or a failed mapping
+(the judge's Unjudgeable cases, docs/formats.md §2). Weights favour deep states: many requests and buffers
+alive, cookies replaced while submissions hold them, maps and partial unmaps, loads while mapped, frees
+during loads, priorities, and, where the device has vnpu control, preemption and pressure. Programs are
+plain scenario mappings (the YAML form) so that the shrinker edits and writes them as they are.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from reference_model.vocabulary import PREEMPT_LATE_MS
 
-PAGE: Final = 4096
+from .caller import PAGE, Caller, item_steps
+
 # Sizes stay far below the vnpu's default capacity (256 MiB) while nothing presses on it: every
 # allocation of a program without pressure succeeds on a conforming device, so its buffer can be bound.
 SIZES_PAGES: Final = (1, 1, 2, 3, 4, 8, 16)
@@ -43,61 +46,67 @@ BLIND_TYPES: Final = (0, 1, 2, 3, 4, 9)
 
 
 @dataclass
-class _Buffer:
-    name: str
-    pages: int
-    cookie: str
-    onpreempt: bool
-    maybe_preempted: bool = False
-    loading: bool = False
-    # Files loaded into it whose onLoad was awaited: once it is freed, nothing needs their descriptors.
-    loaded_files: list[str] = field(default_factory=list)
+class _Pen:
+    """A program being drawn: the caller's model (host.fuzz.caller), through whose rules every step goes,
+    and what only drawing needs (the random stream, the device's capabilities, fresh names)."""
 
-
-@dataclass
-class _Map:
-    name: str
-    buf: str
-    pages: set[int]
-    writable: bool
-
-
-@dataclass
-class _State:
     rng: random.Random
-    control: bool
+    control: bool  # the device has vnpu control
+    pair: bool  # a supported pair is known: allocations succeed and their buffers are bound
+    allow_loads: bool  # the device may be asked to load files (the `load` capability)
+    pointer64: bool  # the device has a 64-bit ABI: raw cookies above 2^32 (and 2^48) are allowed
+    model: Caller = field(default_factory=Caller)
     steps: list[dict[str, Any]] = field(default_factory=list)
     serial: int = 0
-    # name -> (cookie, pages, onPreempt): the cookie is a cookie handle (a str), an integer or None (NULL);
-    # only buffers of a cookie handle are bound (a bind selects by cookie handle).
-    requests: dict[str, tuple[Any, int, bool]] = field(default_factory=dict)
-    buffers: dict[str, _Buffer] = field(default_factory=dict)
-    maps: dict[str, _Map] = field(default_factory=dict)
-    submitted: int = 0  # onAlloc callbacks owed so far
-    loads: int = 0  # onLoad callbacks owed so far
-    loads_known: bool = True  # False once a buffer was freed during its load (its onLoad is not counted on)
-    preempts: int = 0  # onPreempt callbacks owed by preempt commands so far
-    pressure: bool = False  # allocations may fail from now on: their buffers are never bound
-    used_load: bool = False
-    used_control: bool = False
-    pair: bool = True  # a supported pair is known: allocations succeed and their buffers are bound
-    allow_loads: bool = True  # the device may be asked to load files (the `load` capability)
-    pointer64: bool = False  # the device has a 64-bit ABI: raw cookies above 2^32 (and 2^48) are allowed
-    released_files: list[str] = field(default_factory=list)  # descriptors nothing needs any more
-    raw_values: list[int] = field(default_factory=list)  # integer cookies used so far (handed over again at times)
-    wide_cookie: bool = False  # a raw cookie above 2^32 was used (the program requires pointer-64)
-    # Mappings whose buffer was freed while they were live: valid until unmapped (free-mapping-valid).
-    orphans: dict[str, _Map] = field(default_factory=dict)
 
     def name(self, prefix: str) -> str:
         self.serial += 1
         return f"{prefix}{self.serial}"
 
     def add(self, op: str, **args: Any) -> None:
-        self.steps.append({op: args})
+        self.add_item({op: args})
+
+    def add_item(self, item: dict[str, Any]) -> None:
+        # A precondition that refuses here is a move drawing a step its state does not allow: Illegal.
+        for op, args in item_steps(item):
+            self.model.take(op, args)
+        self.steps.append(item)
 
 
-def _cookie(s: _State) -> Any:
+# --- what the moves draw from ------------------------------------------------------------------------
+
+def _usable(s: _Pen) -> list[str]:
+    """Buffers that may be mapped or loaded (not maybe preempted)."""
+    return [name for name, b in s.model.bufs.items() if not b.preempted]
+
+
+def _mapped(s: _Pen) -> list[str]:
+    """Live buffers with a live mapping."""
+    return [name for name in s.model.bufs if s.model.live_mapped(name)]
+
+
+def _freeable(s: _Pen) -> list[str]:
+    """Live buffers without a live mapping."""
+    return [name for name in s.model.bufs if not s.model.live_mapped(name)]
+
+
+def _live_maps(s: _Pen) -> list[str]:
+    """Mappings of live buffers."""
+    return [name for name, m in s.model.maps.items() if m.buf in s.model.bufs]
+
+
+def _orphans(s: _Pen) -> list[str]:
+    """Mappings whose buffer was freed while they were live: valid until unmapped (free-mapping-valid)."""
+    return [name for name, m in s.model.maps.items() if m.buf not in s.model.bufs]
+
+
+def _preemptable(s: _Pen) -> list[str]:
+    return [name for name in _usable(s) if not s.model.live_mapped(name)]
+
+
+# --- the moves ---------------------------------------------------------------------------------------
+
+def _cookie(s: _Pen) -> Any:
     """A cookie for setCookie: mostly a new cookie object (its cookie_new step added); sometimes a raw
     integer (above 2^48 on a 64-bit ABI: cookie-raw-integer), at times one used before, or NULL."""
     roll = s.rng.random()
@@ -105,12 +114,10 @@ def _cookie(s: _State) -> Any:
         s.serial += 1
         number = s.serial * 8 + s.rng.randint(1, 7)
         if s.pointer64 and s.rng.random() < 0.6:
-            s.wide_cookie = True
             number |= s.rng.randint(1, 0xFFFF) << 48
-        s.raw_values.append(number)
         return number
-    if roll < 0.17 and s.raw_values:
-        return s.rng.choice(s.raw_values)  # an integer handed over before: the same value again
+    if roll < 0.17 and s.model.raw_cookies:
+        return s.rng.choice(s.model.raw_cookies)  # an integer handed over before: the same value again
     if roll < 0.22:
         return None
     c = s.name("c")
@@ -118,12 +125,12 @@ def _cookie(s: _State) -> Any:
     return c
 
 
-def _set_cookie(s: _State, r: str, c: Any) -> None:
-    deleter = s.rng.random() < 0.85
-    s.add("req_set_cookie", req=r, cookie=c, deleter=deleter)
+def _set_cookie(s: _Pen, r: str) -> None:
+    c = _cookie(s)
+    s.add("req_set_cookie", req=r, cookie=c, deleter=s.rng.random() < 0.85)
 
 
-def _new_request(s: _State) -> None:
+def _new_request(s: _Pen) -> None:
     r = s.name("r")
     pages = s.rng.choice(SIZES_PAGES)
     s.add("req_create", req=r)
@@ -138,8 +145,7 @@ def _new_request(s: _State) -> None:
     if s.rng.random() < 0.5:
         s.add("req_set_priority", req=r, priority=s.rng.choice(PRIORITIES))
     s.add("req_set_onalloc", req=r, set=True)
-    onpreempt = s.rng.random() < 0.6
-    if onpreempt:
+    if s.rng.random() < 0.6:
         s.add("req_set_onpreempt", req=r, set=True)
     if s.allow_loads and s.rng.random() < 0.12:
         # A file segment loaded at allocation (setFileSegmentToLoad): the request owns the descriptor.
@@ -147,159 +153,116 @@ def _new_request(s: _State) -> None:
         seg = s.rng.randint(1, pages)
         s.add("file_new", file=f, size=seg * PAGE, seed=s.rng.randint(1, 1000))
         s.add("req_set_file", req=r, fd=f, file_offset=0, length=seg * PAGE, buffer_offset=0)
-        s.used_load = True
-    c = _cookie(s)
-    _set_cookie(s, r, c)
-    s.requests[r] = (c, pages, onpreempt)
+    _set_cookie(s, r)
 
 
-def _replace_cookie(s: _State, r: str) -> None:
-    c = _cookie(s)
-    _set_cookie(s, r, c)
-    s.requests[r] = (c, *s.requests[r][1:])
-
-
-def _submit(s: _State) -> None:
+def _submit(s: _Pen) -> None:
     """allocAsync of one to three live requests, then (usually) the wait, and the binds by cookie."""
-    names = list(s.requests)
+    names = list(s.model.reqs)
     chosen = s.rng.sample(names, k=min(len(names), s.rng.choice((1, 1, 1, 2, 3))))
-    held = [s.requests[r] for r in chosen]
+    before = len(s.model.subs)
     s.add("alloc", reqs=chosen)
-    s.submitted += len(chosen)
+    held = s.model.subs[before:]
     # Replacing a cookie while the submission holds the old one, or freeing the request at once:
     # the submission keeps what it took (alloc-no-request-ownership, the cookie rules).
     for r in chosen:
         roll = s.rng.random()
         if roll < 0.3:
-            _replace_cookie(s, r)
+            _set_cookie(s, r)
         elif roll < 0.45:
             s.add("req_free", req=r)
-            del s.requests[r]
     # A bind waits for the onAlloc it names, so the wait may be left to the binds (never under pressure,
     # where nothing is bound).
-    if s.pressure or s.rng.random() < 0.75:
-        s.add("await_alloc", count=s.submitted, timeout_ms=AWAIT_MS)
-    if s.pressure:
-        return  # an allocation may have been refused: nothing of this submission is bound
-    for cookie, pages, onpreempt in held:
-        if len(s.buffers) >= MAX_LIVE_BUFFERS:
+    if s.model.pressure or s.rng.random() < 0.75:
+        s.add("await_alloc", count=s.model.onallocs, timeout_ms=AWAIT_MS)
+    for sub in held:
+        if len(s.model.bufs) >= MAX_LIVE_BUFFERS:
             break
-        if not isinstance(cookie, str) or not s.pair:
-            continue  # an integer or NULL cookie: no bind selects it (its buffer is freed by teardown)
-        b = s.name("b")
-        s.add("bind", buf=b, select={"cookie": cookie})
-        s.buffers[b] = _Buffer(b, pages, cookie, onpreempt)
+        # Only a success with a cookie object is bound (integers and NULL: no bind selects them; their
+        # buffers are freed by teardown), and only where the bind's precondition holds.
+        if not sub.ok or sub.cookie is None:
+            continue
+        bind = {"buf": s.name("b"), "select": {"cookie": sub.cookie}}
+        if s.model.allows("bind", bind):
+            s.add("bind", **bind)
 
 
-def _usable(s: _State) -> list[_Buffer]:
-    return [b for b in s.buffers.values() if not b.maybe_preempted]
-
-
-def _add_map(s: _State, b: _Buffer, writable: bool | None = None, flags: str | None = None) -> tuple[str, int, bool]:
+def _add_map(s: _Pen, b: str, writable: bool | None = None, flags: str | None = None) -> tuple[str, int, bool]:
     """A buf_map of the first pages of ``b`` (how many, and unless given whether writable and its flags,
     drawn): the mapping's name, pages and writability."""
     m = s.name("m")
-    pages = s.rng.randint(1, b.pages)
+    pages = s.rng.randint(1, s.model.bufs[b].pages)
     if writable is None:
         writable = s.rng.random() < 0.7
     if flags is None:
         flags = s.rng.choice(("SHARED", "SHARED", "PRIVATE"))
-    s.add("buf_map", map=m, buf=b.name, length=pages * PAGE, prot=["READ", "WRITE"] if writable else ["READ"],
+    s.add("buf_map", map=m, buf=b, length=pages * PAGE, prot=["READ", "WRITE"] if writable else ["READ"],
           flags=[flags], offset=0)
-    s.maps[m] = _Map(m, b.name, set(range(pages)), writable)
     return m, pages, writable
 
 
-def _map(s: _State) -> None:
-    choices = _usable(s)
-    if not choices:
-        return
-    m, pages, writable = _add_map(s, s.rng.choice(choices))
+def _map(s: _Pen) -> None:
+    m, pages, writable = _add_map(s, s.rng.choice(_usable(s)))
     if writable and s.rng.random() < 0.7:
         s.add("map_write", map=m, offset=0, length=pages * PAGE, seed=s.rng.randint(1, 1000))
     if s.rng.random() < 0.6:
         s.add("map_read", map=m, offset=0, length=pages * PAGE)
 
 
-def _touch_map(s: _State) -> None:
-    if not s.maps:
-        return
-    m = s.rng.choice(list(s.maps.values()))
+def _touch_map(s: _Pen) -> None:
+    name = s.rng.choice(_live_maps(s))
+    m = s.model.maps[name]
     page = s.rng.choice(sorted(m.pages))
     if m.writable and s.rng.random() < 0.5:
-        s.add("map_write", map=m.name, offset=page * PAGE, length=PAGE, seed=s.rng.randint(1, 1000))
+        s.add("map_write", map=name, offset=page * PAGE, length=PAGE, seed=s.rng.randint(1, 1000))
     else:
-        s.add("map_read", map=m.name, offset=page * PAGE, length=PAGE)
+        s.add("map_read", map=name, offset=page * PAGE, length=PAGE)
 
 
-def _unmap(s: _State) -> None:
-    if s.orphans and (not s.maps or s.rng.random() < 0.5):
-        _unmap_orphan(s)
-        return
-    if not s.maps:
-        return
-    m = s.maps[s.rng.choice(list(s.maps))]
-    pages = sorted(m.pages)
-    if len(pages) > 1 and s.rng.random() < 0.6:
-        page = s.rng.choice(pages)  # a partial unmap: one page of the mapping
-        s.add("buf_unmap", map=m.name, offset=page * PAGE, length=PAGE)
-        m.pages.discard(page)
-        return
-    # The first contiguous run of the pages still mapped (never a range over a hole a partial unmap left).
+def _first_run(pages: list[int]) -> tuple[int, int]:
+    """The first contiguous run of the sorted pages (never a range over a hole a partial unmap left)."""
     low = high = pages[0]
-    while high + 1 in m.pages:
+    while high + 1 in pages:
         high += 1
-    s.add("buf_unmap", map=m.name, offset=low * PAGE, length=(high - low + 1) * PAGE)
-    m.pages -= set(range(low, high + 1))
-    if not m.pages:
-        del s.maps[m.name]
+    return low, high
 
 
-def _unmap_orphan(s: _State) -> None:
-    """Unmapping, page by page or whole, a mapping whose buffer was freed: its memory goes with the last page."""
-    m = s.orphans[s.rng.choice(list(s.orphans))]
-    pages = sorted(m.pages)
-    if s.rng.random() < 0.5:
-        low = high = pages[0]
-        while high + 1 in m.pages:
-            high += 1
-        s.add("buf_unmap", map=m.name, offset=low * PAGE, length=(high - low + 1) * PAGE)
-        m.pages -= set(range(low, high + 1))
+def _unmap(s: _Pen) -> None:
+    """A partial unmap (one page) or the first run of pages of a mapping; at times of one whose buffer was
+    freed (its memory goes with its last page)."""
+    orphans, live = _orphans(s), _live_maps(s)
+    if orphans and (not live or s.rng.random() < 0.5):
+        name = s.rng.choice(orphans)
+        one_page = s.rng.random() >= 0.5
     else:
-        page = s.rng.choice(pages)
-        s.add("buf_unmap", map=m.name, offset=page * PAGE, length=PAGE)
-        m.pages.discard(page)
-    if not m.pages:
-        del s.orphans[m.name]
+        name = s.rng.choice(live)
+        one_page = len(s.model.maps[name].pages) > 1 and s.rng.random() < 0.6
+    pages = sorted(s.model.maps[name].pages)
+    if one_page:
+        s.add("buf_unmap", map=name, offset=s.rng.choice(pages) * PAGE, length=PAGE)
+        return
+    low, high = _first_run(pages)
+    s.add("buf_unmap", map=name, offset=low * PAGE, length=(high - low + 1) * PAGE)
 
 
-def _free_mapped(s: _State) -> None:
+def _free_mapped(s: _Pen) -> None:
     """ANpuBuffer_free of a buffer that is still mapped: the text lets the mapping stay valid until it is
     unmapped (free-mapping-valid-after-free), and the device may not preempt it meanwhile
     (preempt-never-while-mapped). The mappings are unmapped by later steps (or by teardown)."""
-    mapped = [b for b in s.buffers.values() if any(m.buf == b.name for m in s.maps.values())]
+    mapped = _mapped(s)
     if not mapped:
         # None mapped yet: map one first (not one that may be preempted, as _map; during a load is fine, R15).
-        idle = _usable(s)
-        if not idle:
-            return
-        b = s.rng.choice(idle)
+        b = s.rng.choice(_usable(s))
         _add_map(s, b, writable=True, flags="SHARED")
         mapped = [b]
-    b = s.rng.choice(mapped)
-    s.add("buf_free", bufs=[b.name])
-    if b.loading:
-        s.loads_known = False
-    del s.buffers[b.name]
-    for name in [m.name for m in s.maps.values() if m.buf == b.name]:
-        s.orphans[name] = s.maps.pop(name)
+    s.add("buf_free", bufs=[s.rng.choice(mapped)])
 
 
-def _is_supported(s: _State) -> None:
+def _is_supported(s: _Pen) -> None:
     """ANpuManager_isSupported of live requests (cookies, callbacks and priorities set: ignored fields), one
     of them listed twice at times, and at times a request with an invalid type or a negative device (which
     may also be submitted, with onPreempt: its onAlloc fails and no onPreempt may follow)."""
-    live = list(s.requests)
+    live = list(s.model.reqs)
     reqs = s.rng.sample(live, k=min(len(live), s.rng.choice((1, 1, 2, 3)))) if live else []
     if reqs and s.rng.random() < 0.35:
         reqs.insert(s.rng.randrange(len(reqs) + 1), s.rng.choice(reqs))
@@ -323,113 +286,63 @@ def _is_supported(s: _State) -> None:
         if s.rng.random() < 0.7:
             s.add("req_set_onpreempt", req=extra, set=True)
         s.add("alloc", reqs=[extra])
-        s.submitted += 1
-        s.add("await_alloc", count=s.submitted, timeout_ms=AWAIT_MS)
+        s.add("await_alloc", count=s.model.onallocs, timeout_ms=AWAIT_MS)
     s.add("req_free", req=extra)
 
 
-def _callbacks_after(s: _State) -> None:
+def _callbacks_after(s: _Pen) -> None:
     """setOnPreempt (a callback, or NULL) or setOnAlloc again on a request, usually one already submitted:
     the submissions made keep the callbacks of their snapshot (alloc-snapshot), later ones take the new."""
-    if not s.requests:
-        return
-    r = s.rng.choice(list(s.requests))
-    cookie, pages, onpreempt = s.requests[r]
+    r = s.rng.choice(list(s.model.reqs))
     roll = s.rng.random()
     if roll < 0.7:
-        onpreempt = not onpreempt if roll < 0.5 else onpreempt
-        s.add("req_set_onpreempt", req=r, set=onpreempt)
-        s.requests[r] = (cookie, pages, onpreempt)
+        onpreempt = s.model.reqs[r].onpreempt
+        s.add("req_set_onpreempt", req=r, set=not onpreempt if roll < 0.5 else onpreempt)
     else:
         s.add("req_set_onalloc", req=r, set=True)
 
 
-def _load(s: _State) -> None:
-    choices = _usable(s)
-    if not choices:
-        return
-    b = s.rng.choice(choices)
+def _load(s: _Pen) -> None:
+    b = s.rng.choice(_usable(s))
     f = s.name("f")
-    pages = s.rng.randint(1, b.pages)
+    pages = s.rng.randint(1, s.model.bufs[b].pages)
     s.add("file_new", file=f, size=pages * PAGE, seed=s.rng.randint(1, 1000))
     onload = s.rng.random() < 0.8
-    s.add("buf_load", buf=b.name, fd=f, file_offset=0, length=pages * PAGE, buffer_offset=0, onload=onload)
-    s.used_load = True
-    if not onload:
-        return
-    s.loads += 1
-    b.loading = True
-    if s.loads_known and s.rng.random() < 0.6:
-        s.add("await_load", count=s.loads, timeout_ms=AWAIT_MS)
-        for other in s.buffers.values():
-            other.loading = False
-        b.loaded_files.append(f)
+    s.add("buf_load", buf=b, fd=f, file_offset=0, length=pages * PAGE, buffer_offset=0, onload=onload)
+    if onload and s.model.loads_known and s.rng.random() < 0.6:
+        s.add("await_load", count=s.model.loads, timeout_ms=AWAIT_MS)
 
 
-def _released(s: _State, b: _Buffer) -> None:
-    """``b`` is freed and unmapped: the descriptors of its answered loads are needed by nothing now."""
-    s.released_files.extend(b.loaded_files)
-
-
-def _await_closed(s: _State) -> None:
+def _await_closed(s: _Pen) -> None:
     """A descriptor handed over to a load, answered, into a buffer since freed: the owner must close it
     (load-fd-ownership); the probe waits for that, polling, and the model requires it closed by the end."""
-    if s.released_files:
-        f = s.released_files.pop(s.rng.randrange(len(s.released_files)))
-        s.add("await_closed", file=f, timeout_ms=CLOSE_WAIT_MS)
+    s.add("await_closed", file=s.rng.choice(s.model.released_files), timeout_ms=CLOSE_WAIT_MS)
 
 
-def _freeable(s: _State) -> list[_Buffer]:
-    """Buffers without a live mapping."""
-    return [b for b in s.buffers.values() if all(m.buf != b.name for m in s.maps.values())]
-
-
-def _free(s: _State) -> None:
-    """ANpuBuffer_free of one or two buffers (possibly during their load)."""
+def _free(s: _Pen) -> None:
+    """ANpuBuffer_free of one or two unmapped buffers (possibly during their load)."""
     free = _freeable(s)
-    if not free:
-        return
-    chosen = s.rng.sample(free, k=min(len(free), s.rng.choice((1, 1, 2))))
-    s.add("buf_free", bufs=[b.name for b in chosen])
-    for b in chosen:
-        if b.loading:
-            s.loads_known = False
-        _released(s, b)
-        del s.buffers[b.name]
+    s.add("buf_free", bufs=s.rng.sample(free, k=min(len(free), s.rng.choice((1, 1, 2)))))
 
 
-def _priority(s: _State) -> None:
-    if s.buffers:
-        b = s.rng.choice(list(s.buffers))
-        s.add("buf_set_priority", buf=b, priority=s.rng.choice(PRIORITIES))
+def _priority(s: _Pen) -> None:
+    s.add("buf_set_priority", buf=s.rng.choice(list(s.model.bufs)), priority=s.rng.choice(PRIORITIES))
 
 
-def _free_request(s: _State) -> None:
-    free = list(s.requests)
-    if free:
-        r = s.rng.choice(free)
-        s.add("req_free", req=r)
-        del s.requests[r]
+def _free_request(s: _Pen) -> None:
+    s.add("req_free", req=s.rng.choice(list(s.model.reqs)))
 
 
-def _preempt(s: _State) -> None:
-    if s.pressure:
-        return  # the onPreempts owed are not counted any more
-    choices = [b for b in s.buffers.values()
-               if all(m.buf != b.name for m in s.maps.values()) and not b.maybe_preempted]
-    if not choices:
-        return
-    b = s.rng.choice(choices)
+def _preempt(s: _Pen) -> None:
+    b = s.rng.choice(_preemptable(s))
     late = s.rng.random() < LATE_SHARE
-    s.add("vnpu", command=f"{'preempt_late' if late else 'preempt'}={b.name}")
-    b.maybe_preempted = True
-    s.used_control = True
-    if b.onpreempt:
+    owed = s.model.preempts
+    s.add("vnpu", command=f"{'preempt_late' if late else 'preempt'}={b}")
+    if s.model.preempts > owed:
         # The commanded preemption's onPreempt comes on a device thread, by teardown's preempt settle at
         # the latest: the program waits for it only sometimes.
-        s.preempts += 1
         if s.rng.random() < 0.5:
-            s.add("await_preempt", count=s.preempts, timeout_ms=AWAIT_MS)
+            s.add("await_preempt", count=s.model.preempts, timeout_ms=AWAIT_MS)
     else:
         # No onPreempt in the submission's snapshot: none may come (req-onpreempt-default-null, also when
         # the request's onPreempt was set after allocAsync). A short pause lets one that comes anyway show
@@ -437,33 +350,27 @@ def _preempt(s: _State) -> None:
         s.add("sleep_ms", ms=PREEMPT_PAUSE_MS + (PREEMPT_LATE_MS if late else 0))
 
 
-def _pressure(s: _State) -> None:
+def _pressure(s: _Pen) -> None:
     # The device may preempt any buffer to make room, mapped ones too: mappings go first.
-    for m in [*s.maps.values(), *s.orphans.values()]:
+    for name, m in list(s.model.maps.items()):
         for page in sorted(m.pages):
-            s.add("buf_unmap", map=m.name, offset=page * PAGE, length=PAGE)
-    s.maps.clear()
-    s.orphans.clear()
+            s.add("buf_unmap", map=name, offset=page * PAGE, length=PAGE)
     # With at most MAX_LIVE_BUFFERS of at most 16 pages alive, 255 MiB of the 256 MiB leaves room for them
     # all (nothing is preempted, so no onPreempt is owed at an unknown time) and little for new ones; the
     # whole capacity is reserved only while no buffer is alive.
-    mib = s.rng.choice((128, 255, 255) if s.buffers else (128, 255, 256))
+    mib = s.rng.choice((128, 255, 255) if s.model.bufs else (128, 255, 256))
     s.add("vnpu", command=f"pressure={mib * 1024 * 1024}")
-    s.pressure = True
-    s.used_control = True
-    for b in s.buffers.values():
-        b.maybe_preempted = True
 
 
-def _parallel(s: _State) -> None:
+def _parallel(s: _Pen) -> None:
     """Two or three threads, each on its own slots: set a priority, or free a buffer, or create, set and
     free a request of its own."""
     lists: list[list[dict[str, Any]]] = []
     taken: set[str] = set()
-    unmapped = [b.name for b in _freeable(s)]
+    unmapped = _freeable(s)
     for _ in range(s.rng.choice((2, 2, 3))):
         roll = s.rng.random()
-        spare = [b for b in s.buffers if b not in taken]
+        spare = [b for b in s.model.bufs if b not in taken]
         if roll < 0.35 and spare:
             b = s.rng.choice(spare)
             taken.add(b)
@@ -471,8 +378,6 @@ def _parallel(s: _State) -> None:
         elif roll < 0.6 and [b for b in unmapped if b not in taken]:
             b = s.rng.choice([b for b in unmapped if b not in taken])
             taken.add(b)
-            if s.buffers[b].loading:
-                s.loads_known = False
             lists.append([{"buf_free": {"bufs": [b]}}])
         else:
             r, c = s.name("r"), s.name("c")
@@ -483,39 +388,49 @@ def _parallel(s: _State) -> None:
                 {"req_set_priority": {"req": r, "priority": s.rng.choice(PRIORITIES)}},
                 {"req_free": {"req": r}},
             ])
-    s.steps.append({"parallel": lists})
-    for block in lists:
-        for step in block:
-            if "buf_free" in step:
-                _released(s, s.buffers.pop(step["buf_free"]["bufs"][0]))
+    s.add_item({"parallel": lists})
 
 
-def _replace(s: _State) -> None:
-    free = list(s.requests)
-    if free:
-        _replace_cookie(s, s.rng.choice(free))
+def _replace(s: _Pen) -> None:
+    _set_cookie(s, s.rng.choice(list(s.model.reqs)))
 
 
-# action -> (weight, needs vnpu control)
-_ACTIONS: Final = (
-    (_new_request, 14, False),
-    (_submit, 16, False),
-    (_replace, 6, False),
-    (_map, 10, False),
-    (_touch_map, 6, False),
-    (_unmap, 7, False),
-    (_load, 7, False),
-    (_free, 8, False),
-    (_priority, 5, False),
-    (_free_request, 4, False),
-    (_parallel, 3, False),
-    (_is_supported, 3, False),
-    (_callbacks_after, 3, False),
-    (_free_mapped, 3, False),
-    (_await_closed, 3, False),
-    (_preempt, 3, True),
-    (_pressure, 1, True),
+@dataclass(frozen=True)
+class _Move:
+    """One generator move: its weight, whether it needs vnpu control or loads, when the state allows it
+    (then it adds at least one step), and how it draws its steps."""
+
+    draw: Callable[[_Pen], None]
+    weight: int
+    enabled: Callable[[_Pen], bool]
+    control: bool = False
+    loads: bool = False
+
+
+MOVES: Final = (
+    # At most 8 requests alive: more add nothing but teardown work.
+    _Move(_new_request, 14, lambda s: len(s.model.reqs) < 8),
+    _Move(_submit, 16, lambda s: bool(s.model.reqs)),
+    _Move(_replace, 6, lambda s: bool(s.model.reqs)),
+    _Move(_map, 10, lambda s: bool(_usable(s))),
+    _Move(_touch_map, 6, lambda s: bool(_live_maps(s))),
+    _Move(_unmap, 7, lambda s: bool(s.model.maps)),
+    _Move(_load, 7, lambda s: bool(_usable(s)), loads=True),
+    _Move(_free, 8, lambda s: bool(_freeable(s))),
+    _Move(_priority, 5, lambda s: bool(s.model.bufs)),
+    _Move(_free_request, 4, lambda s: bool(s.model.reqs)),
+    _Move(_parallel, 3, lambda s: True),
+    _Move(_is_supported, 3, lambda s: True),
+    _Move(_callbacks_after, 3, lambda s: bool(s.model.reqs)),
+    _Move(_free_mapped, 3, lambda s: bool(_mapped(s) or _usable(s))),
+    _Move(_await_closed, 3, lambda s: bool(s.model.released_files)),
+    # Under pressure the onPreempts owed are not counted any more.
+    _Move(_preempt, 3, lambda s: not s.model.pressure and bool(_preemptable(s)), control=True),
+    _Move(_pressure, 1, lambda s: True, control=True),
 )
+# With 8 requests alive a new request gives way to a submission; with none, a submission to a new request.
+_GIVES_WAY_TO: Final[dict[Callable[[_Pen], None], Callable[[_Pen], None]]] = {
+    _new_request: _submit, _submit: _new_request}
 
 
 def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True,
@@ -525,24 +440,25 @@ def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True,
     discovery failed, so the program requires no pair and binds no buffer (as `npuconf run` still runs the
     scenarios that need no discovery on such a device)."""
     rng = random.Random(f"{seed}:{index}")
-    s = _State(rng, vnpu_control and pair, allow_loads=loads and pair, pointer64=pointer64, pair=pair)
-    actions = [(fn, w) for fn, w, control in _ACTIONS if s.control or not control]
-    actions = [(fn, w) for fn, w in actions if s.allow_loads or fn is not _load]
+    s = _Pen(rng, control=vnpu_control and pair, pair=pair, allow_loads=loads and pair, pointer64=pointer64)
+    moves = [m for m in MOVES if (s.control or not m.control) and (s.allow_loads or not m.loads)]
     length = rng.randint(8, 40)
     _new_request(s)
+    weights = [m.weight for m in moves]
     while len(s.steps) < length:
-        fn = rng.choices([a for a, _ in actions], weights=[w for _, w in actions])[0]
-        if fn is _new_request and len(s.requests) >= 8:
-            fn = _submit
-        if fn is _submit and not s.requests:
-            fn = _new_request
-        fn(s)
+        move = rng.choices(moves, weights=weights)[0]
+        if move.enabled(s):
+            move.draw(s)
+        elif move.draw in _GIVES_WAY_TO:
+            _GIVES_WAY_TO[move.draw](s)
+        # Any other move the state does not allow is drawn again: the moves it allows keep their weights.
+    ops = {op for item in s.steps for op, _ in item_steps(item)}
     requires = ["supported-pair"] if pair else []
-    if s.used_load:
+    if ops & {"buf_load", "req_set_file"}:
         requires.append("load")
-    if s.used_control:
+    if "vnpu" in ops:
         requires.append("vnpu-control")
-    if s.wide_cookie:
+    if any(value >= 1 << 32 for value in s.model.raw_cookies):
         requires.append("pointer-64")
     return {
         "id": f"fuzz.s{seed}_{index}",

@@ -16,11 +16,13 @@ must not come shows in the trace only if the program is still running when it co
 runs below cannot tell a program that shows it by design from one that showed it by luck (an edit that
 drops such a pause is put back, and the candidate equal to the kept program never runs).
 
-Every candidate must be a legal program (host.fuzz.legal: no step on a freed or never-bound handle, no
-map beyond the request's protection, no wait for callbacks nobody owes...): an illegal one never runs,
-even if it would give the same FAIL. Legal candidates run on the target, many in one probe batch; one is
-kept only when it gives the same verdict with the same clause, and gives it again in CONFIRM more runs
-(a divergence shown by one run's timing alone does not make the kept program)."""
+Every candidate must be a legal program (host.fuzz.legal.check, the one validity notion here: the steps
+replayed through the preconditions of host.fuzz.caller's rules, which the generator draws under: no step
+on a freed or never-bound handle, no map beyond the request's protection, no wait for callbacks nobody
+owes...): an illegal one never runs, even if it would give the same FAIL. Legal candidates run on the
+target, many in one probe batch; one is kept only when it gives the same verdict with the same clause,
+and gives it again in CONFIRM more runs (a divergence shown by one run's timing alone does not make the
+kept program)."""
 
 from __future__ import annotations
 
@@ -31,9 +33,10 @@ from typing import Any, Final
 
 from reference_model.vocabulary import PREEMPT_LATE_MS
 
+from .caller import PAGE, PREEMPT_KEYS
 from .execute import Result
 from .generate import AWAIT_MS, PREEMPT_PAUSE_MS
-from .legal import PAGE, PREEMPT_KEYS, check, preempted_without_onpreempt, refusable_with_onpreempt
+from .legal import check, preempted_without_onpreempt, refusable_with_onpreempt
 
 Program = dict[str, Any]
 RunFn = Callable[[Sequence[Program]], list[Result | None]]
