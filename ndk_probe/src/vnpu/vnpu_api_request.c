@@ -17,9 +17,9 @@ void vnpu_request_check(const ANpuManager_AllocRequest *req)
 }
 
 /* Whether the request's fd means "load this segment" in the active personality. */
-static bool is_no_file(int fd)
+static bool is_no_file(const struct vnpu_device *dev, int fd)
 {
-    return vnpu_aosp() ? fd < 0 : fd == -1; /* aosp-2026: any negative fd (D11) */
+    return vnpu_aosp(dev) ? fd < 0 : fd == -1; /* aosp-2026: any negative fd (D11) */
 }
 
 VNPU_API ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void)
@@ -40,14 +40,14 @@ VNPU_API ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void)
 
 VNPU_API void ANpuManager_AllocRequest_free(ANpuManager_AllocRequest *req)
 {
+    struct vnpu_device *dev = vnpu_dev();
     if (req == NULL) {
-        if (vnpu_aosp()) /* aosp-2026 rebuilds an owning pointer from NULL (D4, facts REQ-FREE-2) */
+        if (vnpu_aosp(dev)) /* aosp-2026 rebuilds an owning pointer from NULL (D4, facts REQ-FREE-2) */
             vnpu_null_deref("ANpuManager_AllocRequest_free");
         return;
     }
-    vnpu_dev();
     vnpu_request_check(req);
-    if (!is_no_file(req->fd))
+    if (!is_no_file(dev, req->fd))
         close(req->fd);
     struct vnpu_cookie *cookie = req->cookie;
     req->magic = 0;
@@ -103,9 +103,9 @@ VNPU_API void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocReq
                                                             int64_t fileOffset, int64_t segmentLength,
                                                             int64_t bufferOffset)
 {
-    vnpu_dev();
+    struct vnpu_device *dev = vnpu_dev();
     vnpu_request_check(req);
-    if (!is_no_file(req->fd) && req->fd != fdToOwn)
+    if (!is_no_file(dev, req->fd) && req->fd != fdToOwn)
         close(req->fd); /* the replaced fd was ours */
     req->fd = fdToOwn;
     req->file_offset = fileOffset;

@@ -64,13 +64,13 @@ static void forget(ANpuBuffer *buf, uintptr_t start, uintptr_t end)
     }
 }
 
-void vnpu_maps_forget_all_locked(uintptr_t start, uintptr_t end, ANpuBuffer **reap)
+void vnpu_maps_forget_all_locked(struct vnpu_device *dev, uintptr_t start, uintptr_t end, ANpuBuffer **reap)
 {
-    for (ANpuBuffer *b = vnpu_dev()->buffers, *next; b != NULL; b = next) {
+    for (ANpuBuffer *b = dev->buffers, *next; b != NULL; b = next) {
         next = b->next;
         if (b->nranges == 0)
             continue;
         forget(b, start, end);
-        vnpu_buffer_settle_locked(b, reap);
+        vnpu_buffer_settle_locked(dev, b, reap);
     }
 }
