@@ -27,11 +27,11 @@ struct trace_buf {
     ANpuBuffer *ptr;
     unsigned id;
     bool live;
-    const void *cookie; /* as received by its onAlloc */
-    bool may_onpreempt; /* a submission that may have produced it had onPreempt set */
-    bool targeted;      /* named by a vnpu preempt=<buffer> (its onPreempt may come before the call returns) */
-    bool commanded;     /* a vnpu preempt=<buffer> confirmed preempting it */
-    bool credited;      /* an onPreempt was given to it (what onPreempt's actions act on) */
+    const void *cookie;   /* as received by its onAlloc */
+    bool may_onpreempt;   /* a submission that may have produced it had onPreempt set */
+    bool targeted;        /* named by a vnpu preempt=<buffer> (its onPreempt may come before the call returns) */
+    bool commanded;       /* a vnpu preempt=<buffer> confirmed preempting it */
+    bool credited;        /* an onPreempt was given to it (what onPreempt's actions act on) */
     uint64_t seen_before; /* onPreempts of its cookie seen before the command naming it was made */
 };
 
@@ -83,10 +83,10 @@ struct trace_state {
     size_t nsucc, capsucc;
     const struct probe_api *api;
     struct trace_armed armed[CB_KIND__COUNT];
-    unsigned busy;        /* callbacks running a cb_action job */
-    unsigned inside;      /* callbacks between their `cb` and `cb_return` events */
-    unsigned gen;         /* scenario generation: thread names are per scenario */
-    unsigned next_worker; /* the N of the next "w<N>" */
+    unsigned busy;           /* callbacks running a cb_action job */
+    unsigned inside;         /* callbacks between their `cb` and `cb_return` events */
+    unsigned gen;            /* scenario generation: thread names are per scenario */
+    unsigned next_worker;    /* the N of the next "w<N>" */
     unsigned async_inflight; /* allocAsync / loadAsync calls not returned yet */
     unsigned async_blocked;  /* wait_return callbacks that timed out waiting for those calls */
     struct trace_reqinfo *reqs;

@@ -85,21 +85,15 @@ struct trace_state *trace_lock(void) {
     return &g_state;
 }
 
-void trace_unlock(struct trace_state *st) {
-    pthread_mutex_unlock(&st->mu);
-}
+void trace_unlock(struct trace_state *st) { pthread_mutex_unlock(&st->mu); }
 
-void trace_sleep_locked(struct trace_state *st) {
-    pthread_cond_wait(&st->cv, &st->mu);
-}
+void trace_sleep_locked(struct trace_state *st) { pthread_cond_wait(&st->cv, &st->mu); }
 
 bool trace_sleep_until_locked(struct trace_state *st, const struct timespec *deadline) {
     return pthread_cond_timedwait(&st->cv, &st->mu, deadline) != ETIMEDOUT;
 }
 
-void trace_wake_all_locked(struct trace_state *st) {
-    pthread_cond_broadcast(&st->cv);
-}
+void trace_wake_all_locked(struct trace_state *st) { pthread_cond_broadcast(&st->cv); }
 
 void *trace_grow(void *arr, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) {

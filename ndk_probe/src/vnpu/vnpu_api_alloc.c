@@ -11,14 +11,10 @@
 
 #include "vnpu_internal.h"
 
-static bool type_in_enum(int32_t type)
-{
-    return type >= ANPUBUFFER_TYPE_UNKNOWN && type <= ANPUBUFFER_TYPE_AUXILIARY;
-}
+static bool type_in_enum(int32_t type) { return type >= ANPUBUFFER_TYPE_UNKNOWN && type <= ANPUBUFFER_TYPE_AUXILIARY; }
 
 VNPU_API int ANpuManager_isSupported(ANpuManager_AllocRequest *const *requests, size_t requestsLen,
-                                     bool *outIsSupported)
-{
+                                     bool *outIsSupported) {
     struct vnpu_device *dev = vnpu_dev();
     if (requestsLen == 0)
         return 0;
@@ -47,8 +43,7 @@ struct submission {
     bool segment;
 };
 
-static int segment_error(const struct submission *s)
-{
+static int segment_error(const struct submission *s) {
     const ANpuManager_AllocRequest *r = &s->snap;
     if (r->file_offset < 0 || r->length < 0 || r->buffer_offset < 0)
         return EINVAL;
@@ -59,8 +54,7 @@ static int segment_error(const struct submission *s)
 
 /* Published: EINVAL for every documented invalid value, ENODEV for a valid but unconfigured pair,
  * then the budget (ENOMEM). */
-static int published_error(struct vnpu_device *dev, const struct submission *s)
-{
+static int published_error(struct vnpu_device *dev, const struct submission *s) {
     const ANpuManager_AllocRequest *r = &s->snap;
     if (r->type < ANPUBUFFER_TYPE_MODEL_EXECUTABLE || r->type > ANPUBUFFER_TYPE_AUXILIARY || r->device < 0 ||
         r->priority < ANPUBUFFER_PRIORITY_MIN || r->priority > ANPUBUFFER_PRIORITY_MAX || r->size <= 0 ||
@@ -81,8 +75,7 @@ static int published_error(struct vnpu_device *dev, const struct submission *s)
 }
 
 /* aosp-2026, in the service's order (facts ALLOC-SVC-1): no priority or prot checks (D3, D12). */
-static int aosp_error(struct vnpu_device *dev, const struct submission *s)
-{
+static int aosp_error(struct vnpu_device *dev, const struct submission *s) {
     const ANpuManager_AllocRequest *r = &s->snap;
     if (!type_in_enum(r->type))
         return EINVAL;
@@ -98,8 +91,7 @@ static int aosp_error(struct vnpu_device *dev, const struct submission *s)
     return err;
 }
 
-static int new_memfd(int64_t size, uint64_t seq, int *out)
-{
+static int new_memfd(int64_t size, uint64_t seq, int *out) {
     char name[64];
     snprintf(name, sizeof name, "npubuf-%ld-%llu", (long)getpid(), (unsigned long long)seq);
     int fd = memfd_create(name, MFD_CLOEXEC);
@@ -115,8 +107,7 @@ static int new_memfd(int64_t size, uint64_t seq, int *out)
 }
 
 /* Decides one submission under the lock: a job with a new buffer, or one carrying the error. */
-static struct vnpu_job *decide_locked(struct vnpu_device *dev, struct submission *s, struct vnpu_cookie *cookie)
-{
+static struct vnpu_job *decide_locked(struct vnpu_device *dev, struct submission *s, struct vnpu_cookie *cookie) {
     struct vnpu_job *job = vnpu_job_new(VNPU_JOB_ALLOC);
     job->on_alloc = s->snap.on_alloc;
     int err;
@@ -148,8 +139,7 @@ static struct vnpu_job *decide_locked(struct vnpu_device *dev, struct submission
     return job;
 }
 
-VNPU_API void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, size_t requestsLen)
-{
+VNPU_API void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, size_t requestsLen) {
     struct vnpu_device *dev = vnpu_dev();
     for (size_t i = 0; i < requestsLen; i++) {
         vnpu_request_check(requests[i]);

@@ -10,8 +10,7 @@
  * freed, so a NULL item or a buffer already freed crashes the process; each freed buffer leaves the
  * client map at once, which drops its cookie (the deleter runs here, mapped or not, unless a callback
  * using it still runs; an onLoad still to come is dropped, see vnpu_jobs.c). */
-static int free_aosp(struct vnpu_device *dev, ANpuBuffer *const *buffers, size_t buffersLen)
-{
+static int free_aosp(struct vnpu_device *dev, ANpuBuffer *const *buffers, size_t buffersLen) {
     struct vnpu_cookie **cookies = calloc(buffersLen, sizeof *cookies);
     if (cookies == NULL)
         abort();
@@ -45,8 +44,7 @@ static int free_aosp(struct vnpu_device *dev, ANpuBuffer *const *buffers, size_t
     return rc;
 }
 
-VNPU_API int ANpuBuffer_free(ANpuBuffer *const *buffers, size_t buffersLen)
-{
+VNPU_API int ANpuBuffer_free(ANpuBuffer *const *buffers, size_t buffersLen) {
     struct vnpu_device *dev = vnpu_dev();
     if (buffersLen == 0)
         return 0;
@@ -77,8 +75,7 @@ VNPU_API int ANpuBuffer_free(ANpuBuffer *const *buffers, size_t buffersLen)
     return rc;
 }
 
-static int map_error_locked(const struct vnpu_device *dev, const ANpuBuffer *buf, int prot)
-{
+static int map_error_locked(const struct vnpu_device *dev, const ANpuBuffer *buf, int prot) {
     if (!vnpu_buffer_is_registered_locked(dev, buf) || !buf->user_ref)
         return EINVAL; /* map after free is undefined; refuse it */
     if (vnpu_aosp(dev))
@@ -92,8 +89,7 @@ static int map_error_locked(const struct vnpu_device *dev, const ANpuBuffer *buf
     return 0;
 }
 
-VNPU_API void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot, int flags, off_t offset)
-{
+VNPU_API void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot, int flags, off_t offset) {
     struct vnpu_device *dev = vnpu_dev();
     ANpuBuffer *reap = NULL;
     vnpu_lock(dev);
@@ -121,8 +117,7 @@ VNPU_API void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int pr
     return p;
 }
 
-VNPU_API int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length)
-{
+VNPU_API int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length) {
     struct vnpu_device *dev = vnpu_dev();
     uintptr_t start = (uintptr_t)addr, end = start + vnpu_page_round_up(length);
     ANpuBuffer *reap = NULL;
@@ -130,13 +125,15 @@ VNPU_API int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length)
     vnpu_lock(dev);
     /* Published: only this buffer's mappings. aosp-2026 ignores the buffer and calls munmap
      * (facts MAP-3); either way the bookkeeping follows what was unmapped. */
-    if (!vnpu_aosp(dev) && (!vnpu_buffer_is_registered_locked(dev, buf) || length == 0 || (start & (vnpu_page_size() - 1)) != 0 || end < start ||
-                         !vnpu_maps_covers_locked(buf, start, end)))
+    if (!vnpu_aosp(dev) &&
+        (!vnpu_buffer_is_registered_locked(dev, buf) || length == 0 || (start & (vnpu_page_size() - 1)) != 0 ||
+         end < start || !vnpu_maps_covers_locked(buf, start, end)))
         err = EINVAL;
 #ifdef VNPU_DEFECT_PARTIAL_UNMAP_REFUSED
     /* deliberate defect for the kit's own tests: a range inside a longer mapping is refused */
-    else if (!vnpu_aosp(dev) && (vnpu_maps_covers_locked(buf, start, end + vnpu_page_size()) ||
-                              (start >= vnpu_page_size() && vnpu_maps_covers_locked(buf, start - vnpu_page_size(), end))))
+    else if (!vnpu_aosp(dev) &&
+             (vnpu_maps_covers_locked(buf, start, end + vnpu_page_size()) ||
+              (start >= vnpu_page_size() && vnpu_maps_covers_locked(buf, start - vnpu_page_size(), end))))
         err = EINVAL;
 #endif
     else if (munmap(addr, length) != 0)
@@ -152,14 +149,14 @@ VNPU_API int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length)
     return 0;
 }
 
-VNPU_API int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t newBufferPriority)
-{
+VNPU_API int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t newBufferPriority) {
     struct vnpu_device *dev = vnpu_dev();
     int err = 0;
     vnpu_lock(dev);
     if (!vnpu_buffer_is_registered_locked(dev, buf) || !buf->user_ref)
         err = EINVAL;
-    else if (!vnpu_aosp(dev) && (newBufferPriority < ANPUBUFFER_PRIORITY_MIN || newBufferPriority > ANPUBUFFER_PRIORITY_MAX))
+    else if (!vnpu_aosp(dev) &&
+             (newBufferPriority < ANPUBUFFER_PRIORITY_MIN || newBufferPriority > ANPUBUFFER_PRIORITY_MAX))
         err = EINVAL; /* aosp-2026 accepts any value (D3) */
 #ifdef VNPU_DEFECT_PRIORITY_MAX_REFUSED
     else if (newBufferPriority == ANPUBUFFER_PRIORITY_MAX)

@@ -9,9 +9,7 @@
 
 #include "vnpu_internal.h"
 
-static int published_error_locked(const ANpuBuffer *buf, int src, int dup_err, int64_t off, int64_t len,
-                                  int64_t boff)
-{
+static int published_error_locked(const ANpuBuffer *buf, int src, int dup_err, int64_t off, int64_t len, int64_t boff) {
     if (!buf->user_ref)
         return EINVAL;
     if (buf->preempted)
@@ -29,8 +27,7 @@ static int published_error_locked(const ANpuBuffer *buf, int src, int dup_err, i
 
 /* aosp-2026: client-side refusals are immediate (facts LOAD-4); the service's come later. */
 static int aosp_error_locked(const ANpuBuffer *buf, int src, int dup_err, int64_t off, int64_t len, int64_t boff,
-                             bool *immediate)
-{
+                             bool *immediate) {
     *immediate = true;
     if (!buf->user_ref || buf->preempted || buf->state != VNPU_ALLOCATED)
         return EINVAL;
@@ -45,8 +42,7 @@ static int aosp_error_locked(const ANpuBuffer *buf, int src, int dup_err, int64_
 }
 
 VNPU_API void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fdToOwn, int64_t fileOffset, int64_t segmentLength,
-                                   int64_t bufferOffset, ANpuManager_LoadCallback onLoad)
-{
+                                   int64_t bufferOffset, ANpuManager_LoadCallback onLoad) {
     struct vnpu_device *dev = vnpu_dev();
     if (fdToOwn == -1 && vnpu_aosp(dev)) {
         /* aosp-2026: the fd is wrapped in an owned-fd type before any check (facts LOAD-1), and

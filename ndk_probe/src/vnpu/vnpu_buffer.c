@@ -7,16 +7,14 @@
 
 #include "vnpu_internal.h"
 
-void vnpu_buffer_release_memory_locked(ANpuBuffer *buf)
-{
+void vnpu_buffer_release_memory_locked(ANpuBuffer *buf) {
     if (buf->memfd >= 0) {
         close(buf->memfd);
         buf->memfd = -1;
     }
 }
 
-void vnpu_buffer_settle_locked(struct vnpu_device *dev, ANpuBuffer *buf, ANpuBuffer **reap)
-{
+void vnpu_buffer_settle_locked(struct vnpu_device *dev, ANpuBuffer *buf, ANpuBuffer **reap) {
     if (buf->dead)
         return;
     /* Freed and unmapped: the memory is no longer the app's (budget accounting ends here). */
@@ -35,8 +33,7 @@ void vnpu_buffer_settle_locked(struct vnpu_device *dev, ANpuBuffer *buf, ANpuBuf
     *reap = buf;
 }
 
-void vnpu_buffer_reap(ANpuBuffer *reap)
-{
+void vnpu_buffer_reap(ANpuBuffer *reap) {
     while (reap != NULL) {
         ANpuBuffer *buf = reap;
         reap = buf->next_dead;
@@ -50,8 +47,7 @@ void vnpu_buffer_reap(ANpuBuffer *reap)
     }
 }
 
-struct vnpu_cookie *vnpu_buffer_take_cookie_locked(const struct vnpu_device *dev, ANpuBuffer *buf)
-{
+struct vnpu_cookie *vnpu_buffer_take_cookie_locked(const struct vnpu_device *dev, ANpuBuffer *buf) {
     if (!vnpu_aosp(dev) || buf->user_ref || buf->jobs != buf->quiet_jobs)
         return NULL;
     struct vnpu_cookie *cookie = buf->cookie;
@@ -59,8 +55,7 @@ struct vnpu_cookie *vnpu_buffer_take_cookie_locked(const struct vnpu_device *dev
     return cookie;
 }
 
-bool vnpu_buffer_is_registered_locked(const struct vnpu_device *dev, const ANpuBuffer *buf)
-{
+bool vnpu_buffer_is_registered_locked(const struct vnpu_device *dev, const ANpuBuffer *buf) {
     for (const ANpuBuffer *b = dev->buffers; b != NULL; b = b->next)
         if (b == buf)
             return true;

@@ -7,8 +7,7 @@
 #include "vnpu_internal.h"
 
 /* Caching: pressure turns into preemption, in victim order, until the block fits. */
-static void make_room_and_take(struct vnpu_device *dev, ANpuBuffer *buf)
-{
+static void make_room_and_take(struct vnpu_device *dev, ANpuBuffer *buf) {
     while (!vnpu_caching_fits_locked(dev, buf->size)) {
         ANpuBuffer *victim = vnpu_victim_below_locked(dev, buf->priority);
         if (victim == NULL || vnpu_preempt_locked(dev, victim) != 0)
@@ -17,8 +16,7 @@ static void make_room_and_take(struct vnpu_device *dev, ANpuBuffer *buf)
     vnpu_caching_take_after_preemption_locked(dev, buf);
 }
 
-static void take_block(struct vnpu_device *dev, ANpuBuffer *buf)
-{
+static void take_block(struct vnpu_device *dev, ANpuBuffer *buf) {
     buf->accounted = true;
     switch (dev->profile.policy) {
     case VNPU_POLICY_ACL:
@@ -38,8 +36,7 @@ static void take_block(struct vnpu_device *dev, ANpuBuffer *buf)
 }
 
 ANpuBuffer *vnpu_buffer_new_locked(struct vnpu_device *dev, const ANpuManager_AllocRequest *snap,
-                                   struct vnpu_cookie *cookie, int memfd)
-{
+                                   struct vnpu_cookie *cookie, int memfd) {
     ANpuBuffer *buf = calloc(1, sizeof *buf);
     if (buf == NULL)
         abort();

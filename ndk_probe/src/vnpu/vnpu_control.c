@@ -22,8 +22,7 @@
  * fuzz generator reads too. */
 #define VNPU_PREEMPT_LATE_MS NPUCONF_PREEMPT_LATE_MS
 
-static bool parse_u64(const char *s, int base, uint64_t *out)
-{
+static bool parse_u64(const char *s, int base, uint64_t *out) {
     if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ')
         return false;
     errno = 0;
@@ -37,8 +36,7 @@ static bool parse_u64(const char *s, int base, uint64_t *out)
 
 /* preempt=<target> (late_ns 0) and preempt_late=<target> (VNPU_PREEMPT_LATE_MS): the same targets
  * and errors; only the onPreempt is due later. */
-static int cmd_preempt(struct vnpu_device *dev, const char *arg, uint64_t late_ns)
-{
+static int cmd_preempt(struct vnpu_device *dev, const char *arg, uint64_t late_ns) {
     int err = ENOENT;
     vnpu_lock(dev);
     if (strcmp(arg, "lowest") == 0) {
@@ -62,8 +60,7 @@ static int cmd_preempt(struct vnpu_device *dev, const char *arg, uint64_t late_n
 
 /* Reserves capacity, preempting (lowest priority first) until used + reserved fits. The
  * reservation stays in force even when it cannot be met (ENOMEM). */
-static int cmd_pressure(struct vnpu_device *dev, uint64_t bytes)
-{
+static int cmd_pressure(struct vnpu_device *dev, uint64_t bytes) {
     int err = 0;
     vnpu_lock(dev);
     dev->reserved = bytes;
@@ -75,8 +72,7 @@ static int cmd_pressure(struct vnpu_device *dev, uint64_t bytes)
     return err;
 }
 
-static int errno_by_name(const char *name, int *out)
-{
+static int errno_by_name(const char *name, int *out) {
     if (strcmp(name, "none") == 0) {
         *out = 0;
         return 0;
@@ -90,8 +86,7 @@ static int errno_by_name(const char *name, int *out)
 }
 
 /* command is "<key>=<arg>", eq its first '='. */
-static int run(struct vnpu_device *dev, const char *command, const char *eq)
-{
+static int run(struct vnpu_device *dev, const char *command, const char *eq) {
     size_t klen = (size_t)(eq - command);
     const char *arg = eq + 1;
     uint64_t n;
@@ -132,8 +127,7 @@ static int run(struct vnpu_device *dev, const char *command, const char *eq)
     return EINVAL;
 }
 
-VNPU_API int vnpu_control(const char *command)
-{
+VNPU_API int vnpu_control(const char *command) {
     /* A malformed command is refused before the device is resolved (it may not exist yet). */
     const char *eq = command != NULL ? strchr(command, '=') : NULL;
     int err = eq == NULL ? EINVAL : run(vnpu_dev(), command, eq);

@@ -18,8 +18,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static bool g_profile_ok;
 static char g_profile_err[512];
 
-static void init_cond(void)
-{
+static void init_cond(void) {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -29,33 +28,24 @@ static void init_cond(void)
 
 /* fork(): the child gets a consistent copy of the state (the lock is held across fork) but no
  * worker; the next enqueue in the child starts one. */
-static void atfork_prepare(void)
-{
-    pthread_mutex_lock(&g_dev.lock);
-}
+static void atfork_prepare(void) { pthread_mutex_lock(&g_dev.lock); }
 
-static void atfork_parent(void)
-{
-    pthread_mutex_unlock(&g_dev.lock);
-}
+static void atfork_parent(void) { pthread_mutex_unlock(&g_dev.lock); }
 
-static void atfork_child(void)
-{
+static void atfork_child(void) {
     pthread_mutex_unlock(&g_dev.lock);
     init_cond();
     g_dev.worker_started = false;
 }
 
-static void init_once(void)
-{
+static void init_once(void) {
     init_cond();
     g_profile_ok = vnpu_profile_load(&g_dev.profile, g_profile_err, sizeof g_profile_err) == 0;
     g_dev.next_seq = 1;
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-struct vnpu_device *vnpu_dev(void)
-{
+struct vnpu_device *vnpu_dev(void) {
     pthread_once(&g_once, init_once);
     if (!g_profile_ok) {
         /* Fail loudly and early: every API call ends the process until the profile is fixed. */
@@ -65,8 +55,7 @@ struct vnpu_device *vnpu_dev(void)
     return &g_dev;
 }
 
-_Noreturn void vnpu_null_deref(const char *what)
-{
+_Noreturn void vnpu_null_deref(const char *what) {
     fprintf(stderr, "vnpu: %s: invalid pointer dereferenced (aosp-2026)\n", what);
     raise(SIGSEGV); /* as the fault would: an app's SIGSEGV handler runs first */
     abort();        /* a handler that returns: end the process all the same */

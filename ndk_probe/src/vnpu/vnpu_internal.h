@@ -26,9 +26,9 @@
 #define VNPU_API __attribute__((visibility("default")))
 
 #define VNPU_REQUEST_MAGIC 0x52514e56u /* "VNQR" */
-#define VNPU_BUFFER_MAGIC 0x46424e56u  /* "VNBF": helps spot stale pointers in a debugger */
-#define VNPU_PROT_ALL 0x7              /* PROT_READ | PROT_WRITE | PROT_EXEC */
-#define VNPU_MAX_PAIRS 64
+#define VNPU_BUFFER_MAGIC  0x46424e56u /* "VNBF": helps spot stale pointers in a debugger */
+#define VNPU_PROT_ALL      0x7         /* PROT_READ | PROT_WRITE | PROT_EXEC */
+#define VNPU_MAX_PAIRS     64
 
 struct vnpu_device;
 
@@ -117,13 +117,13 @@ struct ANpuBuffer {
     int memfd; /* -1 once the memory is released (preemption) */
     int32_t priority;
     enum vnpu_buf_state state;
-    bool user_ref;       /* the user may still call ANpuBuffer_free */
-    bool delivered;      /* onAlloc(0, buf) has started */
+    bool user_ref;  /* the user may still call ANpuBuffer_free */
+    bool delivered; /* onAlloc(0, buf) has started */
     bool preempted;
-    bool cancel_pending; /* aosp-2026: preempted while allocating/loading */
+    bool cancel_pending;     /* aosp-2026: preempted while allocating/loading */
     uint64_t cancel_late_ns; /* aosp-2026: with cancel_pending, the onPreempt's extra delay */
-    bool load_poisoned;  /* aosp-2026: a failed load wedges later loads (LOAD-6) */
-    bool accounted;      /* counted by the budget / the policy */
+    bool load_poisoned;      /* aosp-2026: a failed load wedges later loads (LOAD-6) */
+    bool accounted;          /* counted by the budget / the policy */
     /* The block the policy gave it (acl, caching, arena): bytes taken, region, arena offset. */
     uint64_t pol_charge, pol_start;
     int pol_region;
@@ -264,8 +264,8 @@ struct vnpu_device {
     struct vnpu_profile profile;
     ANpuBuffer *buffers; /* registry: every buffer struct not yet destroyed */
     uint64_t next_seq;
-    uint64_t used;     /* budget: bytes of accounted buffers */
-    uint64_t reserved; /* budget: pressure=<bytes> */
+    uint64_t used;                /* budget: bytes of accounted buffers */
+    uint64_t reserved;            /* budget: pressure=<bytes> */
     struct vnpu_policy_state pol; /* acl, caching, arena */
     /* control state */
     uint64_t delay_ms;
@@ -285,20 +285,11 @@ struct vnpu_device *vnpu_dev(void);
  * process dies with SIGSEGV. `what` goes to stderr first. */
 _Noreturn void vnpu_null_deref(const char *what);
 
-static inline bool vnpu_aosp(const struct vnpu_device *dev)
-{
-    return dev->profile.personality == VNPU_AOSP_2026;
-}
+static inline bool vnpu_aosp(const struct vnpu_device *dev) { return dev->profile.personality == VNPU_AOSP_2026; }
 
-static inline void vnpu_lock(struct vnpu_device *dev)
-{
-    pthread_mutex_lock(&dev->lock);
-}
+static inline void vnpu_lock(struct vnpu_device *dev) { pthread_mutex_lock(&dev->lock); }
 
-static inline void vnpu_unlock(struct vnpu_device *dev)
-{
-    pthread_mutex_unlock(&dev->lock);
-}
+static inline void vnpu_unlock(struct vnpu_device *dev) { pthread_mutex_unlock(&dev->lock); }
 
 /* How long an asynchronous load takes at least. A real NPU copies the segment over a bus; without this
  * floor the worker finished a small load within microseconds and whether the application's next call

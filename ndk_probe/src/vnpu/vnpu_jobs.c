@@ -17,8 +17,7 @@
 
 #define VNPU_COPY_CHUNK (64 * 1024)
 
-struct vnpu_job *vnpu_job_new(enum vnpu_job_kind kind)
-{
+struct vnpu_job *vnpu_job_new(enum vnpu_job_kind kind) {
     struct vnpu_job *job = calloc(1, sizeof *job);
     if (job == NULL)
         abort();
@@ -27,8 +26,7 @@ struct vnpu_job *vnpu_job_new(enum vnpu_job_kind kind)
     return job;
 }
 
-int vnpu_check_file_bounds(int fd, int64_t off, int64_t len)
-{
+int vnpu_check_file_bounds(int fd, int64_t off, int64_t len) {
     struct stat64 st;
     if (fstat64(fd, &st) != 0)
         return errno;
@@ -37,8 +35,7 @@ int vnpu_check_file_bounds(int fd, int64_t off, int64_t len)
     return 0;
 }
 
-int vnpu_copy_segment(int src, int64_t off, int64_t len, int dst, int64_t dst_off)
-{
+int vnpu_copy_segment(int src, int64_t off, int64_t len, int dst, int64_t dst_off) {
     char *chunk = malloc(VNPU_COPY_CHUNK);
     if (chunk == NULL)
         return ENOMEM;
@@ -72,8 +69,7 @@ int vnpu_copy_segment(int src, int64_t off, int64_t len, int dst, int64_t dst_of
 
 /* aosp-2026: the onPreempt owed after an ECANCELED result, on this thread at once, or (the buffer
  * was preempted by preempt_late=) as a job of its own, due that much later. */
-static void cancelled_preempt(struct vnpu_device *dev, ANpuBuffer *buf, void *cookie)
-{
+static void cancelled_preempt(struct vnpu_device *dev, ANpuBuffer *buf, void *cookie) {
     if (buf->on_preempt == NULL)
         return;
     vnpu_lock(dev);
@@ -90,8 +86,7 @@ static void cancelled_preempt(struct vnpu_device *dev, ANpuBuffer *buf, void *co
 }
 
 /* Drops the job's reference on its buffer after the callbacks returned. */
-static void job_done(struct vnpu_device *dev, ANpuBuffer *buf)
-{
+static void job_done(struct vnpu_device *dev, ANpuBuffer *buf) {
     ANpuBuffer *reap = NULL;
     vnpu_lock(dev);
     buf->jobs--;
@@ -102,8 +97,7 @@ static void job_done(struct vnpu_device *dev, ANpuBuffer *buf)
     vnpu_cookie_unref(cookie);
 }
 
-static void run_alloc(struct vnpu_device *dev, struct vnpu_job *job)
-{
+static void run_alloc(struct vnpu_device *dev, struct vnpu_job *job) {
     ANpuBuffer *buf = job->buf;
     if (buf == NULL) { /* refused at admission */
         job->on_alloc(vnpu_cookie_value(job->cookie), job->error, NULL);
@@ -139,8 +133,7 @@ static void run_alloc(struct vnpu_device *dev, struct vnpu_job *job)
     job_done(dev, buf);
 }
 
-static void run_load(struct vnpu_device *dev, struct vnpu_job *job)
-{
+static void run_load(struct vnpu_device *dev, struct vnpu_job *job) {
     ANpuBuffer *buf = job->buf;
     int err = job->error;
     bool copying = job->fd >= 0; /* only then is the buffer in VNPU_LOADING */
@@ -177,8 +170,7 @@ static void run_load(struct vnpu_device *dev, struct vnpu_job *job)
     job_done(dev, buf);
 }
 
-void vnpu_job_run(struct vnpu_device *dev, struct vnpu_job *job)
-{
+void vnpu_job_run(struct vnpu_device *dev, struct vnpu_job *job) {
     switch (job->kind) {
     case VNPU_JOB_ALLOC:
         run_alloc(dev, job);
@@ -194,15 +186,13 @@ void vnpu_job_run(struct vnpu_device *dev, struct vnpu_job *job)
     free(job);
 }
 
-static uint64_t mono_ns(void)
-{
+static uint64_t mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void *worker_main(void *arg)
-{
+static void *worker_main(void *arg) {
     struct vnpu_device *dev = arg;
     vnpu_lock(dev);
     for (;;) {
@@ -228,8 +218,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void start_worker_locked(struct vnpu_device *dev)
-{
+static void start_worker_locked(struct vnpu_device *dev) {
     pthread_attr_t attr;
     pthread_t tid;
     sigset_t all, old;
@@ -252,17 +241,13 @@ static void start_worker_locked(struct vnpu_device *dev)
     dev->worker_started = true;
 }
 
-void vnpu_enqueue_locked(struct vnpu_device *dev, struct vnpu_job *job)
-{
-    vnpu_enqueue_late_locked(dev, job, 0);
-}
+void vnpu_enqueue_locked(struct vnpu_device *dev, struct vnpu_job *job) { vnpu_enqueue_late_locked(dev, job, 0); }
 
 /* The queue is strictly FIFO by insertion and the worker only ever takes the head (worker_main):
  * a job due late (preempt_late=) holds every job queued after it until it has run. That keeps the
  * orders the model relies on (onAlloc before that buffer's onLoad and onPreempt, callbacks in
  * submission order); it only delays the later callbacks, which the text allows. */
-void vnpu_enqueue_late_locked(struct vnpu_device *dev, struct vnpu_job *job, uint64_t extra_ns)
-{
+void vnpu_enqueue_late_locked(struct vnpu_device *dev, struct vnpu_job *job, uint64_t extra_ns) {
     uint64_t delay_ns = dev->delay_ms * 1000000u + dev->profile.callback_delay_us * 1000u + extra_ns;
     job->due_ns = mono_ns() + delay_ns;
     job->next = NULL;

@@ -11,8 +11,7 @@
 
 #include "vnpu_internal.h"
 
-int vnpu_policy_admit_locked(struct vnpu_device *dev, const ANpuManager_AllocRequest *r)
-{
+int vnpu_policy_admit_locked(struct vnpu_device *dev, const ANpuManager_AllocRequest *r) {
     if (r->size < 0)
         return ENOMEM;
     switch (dev->profile.policy) {
@@ -33,8 +32,7 @@ int vnpu_policy_admit_locked(struct vnpu_device *dev, const ANpuManager_AllocReq
     return 0;
 }
 
-void vnpu_policy_release_locked(struct vnpu_device *dev, ANpuBuffer *buf)
-{
+void vnpu_policy_release_locked(struct vnpu_device *dev, ANpuBuffer *buf) {
     if (!buf->accounted)
         return;
     buf->accounted = false;
@@ -54,13 +52,11 @@ void vnpu_policy_release_locked(struct vnpu_device *dev, ANpuBuffer *buf)
     dev->used -= (uint64_t)buf->size;
 }
 
-static bool exceeds(const struct vnpu_device *dev, uint64_t used)
-{
+static bool exceeds(const struct vnpu_device *dev, uint64_t used) {
     return dev->reserved > dev->profile.capacity || used > dev->profile.capacity - dev->reserved;
 }
 
-bool vnpu_policy_over_locked(struct vnpu_device *dev)
-{
+bool vnpu_policy_over_locked(struct vnpu_device *dev) {
     switch (dev->profile.policy) {
     case VNPU_POLICY_ACL:
         return exceeds(dev, dev->pol.used_normal);

@@ -8,23 +8,18 @@
 
 #include "vnpu_internal.h"
 
-#define ACL_GRANULE 32u
-#define ACL_ALIGN 64u
-#define ACL_HUGE_PAGE (2u * 1024u * 1024u)
+#define ACL_GRANULE        32u
+#define ACL_ALIGN          64u
+#define ACL_HUGE_PAGE      (2u * 1024u * 1024u)
 #define ACL_HUGE_THRESHOLD (1u * 1024u * 1024u)
 
-static uint64_t round_up(uint64_t n, uint64_t to)
-{
-    return (n + to - 1) / to * to;
-}
+static uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
-static uint64_t huge_capacity(const struct vnpu_device *dev)
-{
+static uint64_t huge_capacity(const struct vnpu_device *dev) {
     return dev->profile.capacity / 8 / ACL_HUGE_PAGE * ACL_HUGE_PAGE;
 }
 
-int vnpu_acl_place_locked(struct vnpu_device *dev, int64_t size, ANpuBuffer *buf)
-{
+int vnpu_acl_place_locked(struct vnpu_device *dev, int64_t size, ANpuBuffer *buf) {
     uint64_t base = round_up((uint64_t)size, ACL_GRANULE) + ACL_GRANULE;
     if ((uint64_t)size > ACL_HUGE_THRESHOLD) {
         uint64_t huge = round_up(base, ACL_HUGE_PAGE);
@@ -50,8 +45,7 @@ int vnpu_acl_place_locked(struct vnpu_device *dev, int64_t size, ANpuBuffer *buf
     return 0;
 }
 
-void vnpu_acl_release_locked(struct vnpu_device *dev, ANpuBuffer *buf)
-{
+void vnpu_acl_release_locked(struct vnpu_device *dev, ANpuBuffer *buf) {
     if (buf->pol_region == VNPU_REGION_HUGE)
         dev->pol.used_huge -= buf->pol_charge;
     else

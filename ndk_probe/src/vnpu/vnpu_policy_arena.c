@@ -11,13 +11,9 @@
 
 #define ARENA_ALIGN 16u
 
-static uint64_t arena_end(const struct vnpu_device *dev)
-{
-    return dev->profile.capacity / ARENA_ALIGN * ARENA_ALIGN;
-}
+static uint64_t arena_end(const struct vnpu_device *dev) { return dev->profile.capacity / ARENA_ALIGN * ARENA_ALIGN; }
 
-static uint64_t head(const struct vnpu_device *dev)
-{
+static uint64_t head(const struct vnpu_device *dev) {
     const struct vnpu_policy_state *p = &dev->pol;
     uint64_t h = 0;
     for (size_t i = 0; i < p->nblocks; i++)
@@ -26,8 +22,7 @@ static uint64_t head(const struct vnpu_device *dev)
     return h;
 }
 
-static uint64_t tail(const struct vnpu_device *dev)
-{
+static uint64_t tail(const struct vnpu_device *dev) {
     const struct vnpu_policy_state *p = &dev->pol;
     uint64_t t = arena_end(dev);
     for (size_t i = 0; i < p->nblocks; i++)
@@ -36,18 +31,13 @@ static uint64_t tail(const struct vnpu_device *dev)
     return t;
 }
 
-uint64_t vnpu_arena_used_locked(const struct vnpu_device *dev)
-{
-    return head(dev) + arena_end(dev) - tail(dev);
-}
+uint64_t vnpu_arena_used_locked(const struct vnpu_device *dev) { return head(dev) + arena_end(dev) - tail(dev); }
 
-static bool persistent(int8_t type)
-{
+static bool persistent(int8_t type) {
     return type == ANPUBUFFER_TYPE_MODEL_WEIGHTS || type == ANPUBUFFER_TYPE_MODEL_EXECUTABLE;
 }
 
-int vnpu_arena_place_locked(struct vnpu_device *dev, int64_t size, int8_t type, ANpuBuffer *buf)
-{
+int vnpu_arena_place_locked(struct vnpu_device *dev, int64_t size, int8_t type, ANpuBuffer *buf) {
     uint64_t h = head(dev), t = tail(dev), used = h + arena_end(dev) - t, cap = dev->profile.capacity;
     uint64_t start, charge;
     int region;
@@ -81,16 +71,15 @@ int vnpu_arena_place_locked(struct vnpu_device *dev, int64_t size, int8_t type, 
         p->blocks = grown;
         p->cap_blocks = n;
     }
-    p->blocks[p->nblocks++] = (struct vnpu_block){.seq = buf->seq, .start = start, .charge = charge,
-                                                  .region = region, .hole = false};
+    p->blocks[p->nblocks++] =
+        (struct vnpu_block){.seq = buf->seq, .start = start, .charge = charge, .region = region, .hole = false};
     buf->pol_charge = charge;
     buf->pol_start = start;
     buf->pol_region = region;
     return 0;
 }
 
-void vnpu_arena_release_locked(struct vnpu_device *dev, ANpuBuffer *buf)
-{
+void vnpu_arena_release_locked(struct vnpu_device *dev, ANpuBuffer *buf) {
     struct vnpu_policy_state *p = &dev->pol;
     for (size_t i = 0; i < p->nblocks; i++)
         if (p->blocks[i].seq == buf->seq)

@@ -13,34 +13,27 @@
 
 #define CACHING_STEP 1024u
 
-static bool fits(const struct vnpu_device *dev, uint64_t used, uint64_t size)
-{
+static bool fits(const struct vnpu_device *dev, uint64_t used, uint64_t size) {
     uint64_t cap = dev->profile.capacity;
     return dev->reserved <= cap && used <= cap - dev->reserved && size <= cap - dev->reserved - used;
 }
 
-static void collect(struct vnpu_device *dev)
-{
+static void collect(struct vnpu_device *dev) {
     struct vnpu_policy_state *p = &dev->pol;
     p->ncache = 0;
     p->cached = 0;
 }
 
-static void take(struct vnpu_device *dev, ANpuBuffer *buf, uint64_t rounded)
-{
+static void take(struct vnpu_device *dev, ANpuBuffer *buf, uint64_t rounded) {
     dev->pol.locked += rounded;
     buf->pol_charge = rounded;
     buf->pol_region = VNPU_REGION_NORMAL;
 }
 
 /* Only called with a size that place accepted (not above UINT64_MAX - CACHING_STEP). */
-static uint64_t rounded_size(int64_t size)
-{
-    return ((uint64_t)size + CACHING_STEP - 1) / CACHING_STEP * CACHING_STEP;
-}
+static uint64_t rounded_size(int64_t size) { return ((uint64_t)size + CACHING_STEP - 1) / CACHING_STEP * CACHING_STEP; }
 
-int vnpu_caching_place_locked(struct vnpu_device *dev, int64_t size, int32_t priority, ANpuBuffer *buf)
-{
+int vnpu_caching_place_locked(struct vnpu_device *dev, int64_t size, int32_t priority, ANpuBuffer *buf) {
     struct vnpu_policy_state *p = &dev->pol;
     if ((uint64_t)size > UINT64_MAX - CACHING_STEP)
         return ENOMEM;
@@ -76,19 +69,16 @@ int vnpu_caching_place_locked(struct vnpu_device *dev, int64_t size, int32_t pri
     return buf == NULL ? 0 : VNPU_CACHING_MUST_PREEMPT;
 }
 
-bool vnpu_caching_fits_locked(const struct vnpu_device *dev, int64_t size)
-{
+bool vnpu_caching_fits_locked(const struct vnpu_device *dev, int64_t size) {
     return fits(dev, dev->pol.locked, rounded_size(size));
 }
 
-void vnpu_caching_take_after_preemption_locked(struct vnpu_device *dev, ANpuBuffer *buf)
-{
+void vnpu_caching_take_after_preemption_locked(struct vnpu_device *dev, ANpuBuffer *buf) {
     collect(dev);
     take(dev, buf, rounded_size(buf->size));
 }
 
-void vnpu_caching_release_locked(struct vnpu_device *dev, ANpuBuffer *buf)
-{
+void vnpu_caching_release_locked(struct vnpu_device *dev, ANpuBuffer *buf) {
     struct vnpu_policy_state *p = &dev->pol;
     if (p->ncache == p->cap_cache) {
         size_t n = p->cap_cache ? p->cap_cache * 2 : 16;
@@ -103,8 +93,7 @@ void vnpu_caching_release_locked(struct vnpu_device *dev, ANpuBuffer *buf)
     p->cached += buf->pol_charge;
 }
 
-bool vnpu_caching_over_locked(struct vnpu_device *dev)
-{
+bool vnpu_caching_over_locked(struct vnpu_device *dev) {
     struct vnpu_policy_state *p = &dev->pol;
     if (!fits(dev, p->locked + p->cached, 0) && p->ncache > 0)
         collect(dev);

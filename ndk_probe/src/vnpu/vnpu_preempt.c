@@ -7,15 +7,11 @@
 
 #include "vnpu_internal.h"
 
-int vnpu_preempt_locked(struct vnpu_device *dev, ANpuBuffer *buf)
-{
-    return vnpu_preempt_late_locked(dev, buf, 0);
-}
+int vnpu_preempt_locked(struct vnpu_device *dev, ANpuBuffer *buf) { return vnpu_preempt_late_locked(dev, buf, 0); }
 
 /* preempt_late= differs from preempt= only in when the onPreempt is due: the buffer is preempted
  * now (maps fail ENOENT, its memory is released), the callback comes late_ns later than usual. */
-int vnpu_preempt_late_locked(struct vnpu_device *dev, ANpuBuffer *buf, uint64_t late_ns)
-{
+int vnpu_preempt_late_locked(struct vnpu_device *dev, ANpuBuffer *buf, uint64_t late_ns) {
     int err = vnpu_preempt_error_locked(dev, buf);
     if (err != 0)
         return err;

@@ -4,8 +4,7 @@
 
 #include "vnpu_internal.h"
 
-int vnpu_preempt_error_locked(const struct vnpu_device *dev, const ANpuBuffer *buf)
-{
+int vnpu_preempt_error_locked(const struct vnpu_device *dev, const ANpuBuffer *buf) {
     if (buf->dead || !buf->user_ref || buf->preempted)
         return ENOENT;
     if (!vnpu_aosp(dev) && !buf->delivered)
@@ -17,16 +16,14 @@ int vnpu_preempt_error_locked(const struct vnpu_device *dev, const ANpuBuffer *b
     return 0;
 }
 
-bool vnpu_preemptable_locked(const struct vnpu_device *dev, const ANpuBuffer *buf)
-{
+bool vnpu_preemptable_locked(const struct vnpu_device *dev, const ANpuBuffer *buf) {
     return vnpu_preempt_error_locked(dev, buf) == 0;
 }
 
 /* Lowest priority first: the numerically greatest priority value (Android's convention, as in
  * the NPU HAL: 0 is the most important). Ties: the oldest admission first. Only buffers of
  * region `region` (VNPU_REGION_NONE: any) whose priority value is greater than `above`. */
-static ANpuBuffer *pick(const struct vnpu_device *dev, int region, int64_t above)
-{
+static ANpuBuffer *pick(const struct vnpu_device *dev, int region, int64_t above) {
     ANpuBuffer *victim = NULL;
     for (ANpuBuffer *b = dev->buffers; b != NULL; b = b->next) {
         if (!vnpu_preemptable_locked(dev, b) || (int64_t)b->priority <= above)
@@ -40,17 +37,12 @@ static ANpuBuffer *pick(const struct vnpu_device *dev, int region, int64_t above
     return victim;
 }
 
-ANpuBuffer *vnpu_victim_lowest_locked(const struct vnpu_device *dev)
-{
-    return pick(dev, VNPU_REGION_NONE, INT64_MIN);
-}
+ANpuBuffer *vnpu_victim_lowest_locked(const struct vnpu_device *dev) { return pick(dev, VNPU_REGION_NONE, INT64_MIN); }
 
-ANpuBuffer *vnpu_victim_pressure_locked(const struct vnpu_device *dev)
-{
+ANpuBuffer *vnpu_victim_pressure_locked(const struct vnpu_device *dev) {
     return pick(dev, dev->profile.policy == VNPU_POLICY_ACL ? VNPU_REGION_NORMAL : VNPU_REGION_NONE, INT64_MIN);
 }
 
-ANpuBuffer *vnpu_victim_below_locked(const struct vnpu_device *dev, int32_t prio)
-{
+ANpuBuffer *vnpu_victim_below_locked(const struct vnpu_device *dev, int32_t prio) {
     return pick(dev, VNPU_REGION_NONE, prio);
 }
