@@ -180,6 +180,9 @@ static void cookie_deleter3(void *cookie) { trace_record_deleter(cookie, 3); }
 _Static_assert(NPUCONF_COOKIE_DELETERS == 4, "one function per deleter index");
 
 const struct probe_callbacks PROBE_CALLBACKS = {
-    on_alloc, on_preempt, on_load, cookie_deleter0,
+    on_alloc,
+    on_preempt,
+    on_load,
+    cookie_deleter0,
     {cookie_deleter0, cookie_deleter1, cookie_deleter2, cookie_deleter3},
 };

@@ -7,16 +7,16 @@
 #ifndef NPUCONF_PROBE_CTX_H
 #define NPUCONF_PROBE_CTX_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "impl.h"
 #include "program.h"
 
-#define PROBE_MAP_RANGES 8
+#define PROBE_MAP_RANGES      8
 #define PROBE_SUPERSEDED_MAPS 64
 
 struct probe_options {
@@ -40,10 +40,10 @@ struct probe_map_range {
 
 struct probe_map_slot {
     unsigned char *base;
-    size_t len;     /* as mapped */
+    size_t len;      /* as mapped */
     int64_t buf_off; /* the buffer offset passed to ANpuBuffer_map() */
-    size_t buf;     /* registry index of the mapped buffer */
-    size_t nranges; /* 0: nothing of it is mapped */
+    size_t buf;      /* registry index of the mapped buffer */
+    size_t nranges;  /* 0: nothing of it is mapped */
     struct probe_map_range ranges[PROBE_MAP_RANGES];
 };
 
@@ -56,8 +56,8 @@ struct probe_superseded_map {
 struct probe_file_slot {
     bool live;
     bool handed; /* fd given to the implementation, which now owns it */
-    int fd;    /* the descriptor f<N> hands over */
-    int watch; /* a private dup: same open file description, never handed over */
+    int fd;      /* the descriptor f<N> hands over */
+    int watch;   /* a private dup: same open file description, never handed over */
     dev_t dev;
     ino_t ino;
 };

@@ -13,7 +13,7 @@
 
 /* Compile-time proof that the table's types are buffer.h's (the function is named, never called). */
 #define PROBE_API_CHECK(name, ret, params) \
-    _Static_assert(_Generic(&name, ret(*) params: 1, default: 0), #name " differs from buffer.h");
+    _Static_assert(_Generic(&name, ret(*) params : 1, default : 0), #name " differs from buffer.h");
 PROBE_API_FUNCTIONS(PROBE_API_CHECK)
 
 #define PROBE_API_ENTRY(name, ret, params) {#name, offsetof(struct probe_api, name)},

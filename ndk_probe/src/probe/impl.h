@@ -13,7 +13,7 @@
 #include <npuconf/vnpu_control.h>
 
 /* X(name, return type, parameter list): the 18 public functions, spelled as in buffer.h. */
-#define PROBE_API_FUNCTIONS(X)                                                                                    \
+#define PROBE_API_FUNCTIONS(X)                                                                                   \
     X(ANpuManager_AllocRequest_create, ANpuManager_AllocRequest *, (void))                                       \
     X(ANpuManager_AllocRequest_free, void, (ANpuManager_AllocRequest *))                                         \
     X(ANpuManager_AllocRequest_setCookie, void, (ANpuManager_AllocRequest *, void *, ANpuManager_CookieDeleter)) \
@@ -38,7 +38,7 @@
 
 struct probe_api {
     PROBE_API_FUNCTIONS(PROBE_API_MEMBER)
-    vnpu_control_fn vnpu_control;           /* optional: absent on real devices */
+    vnpu_control_fn vnpu_control;             /* optional: absent on real devices */
     bool (*binder_set_max_threads)(uint32_t); /* Android: libbinder_ndk.so, optional */
     void (*binder_start_pool)(void);
 };

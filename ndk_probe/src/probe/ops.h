@@ -13,12 +13,12 @@
 #include "program.h"
 
 struct op_result {
-    bool has_ret;     /* false: "ret":null (void functions) */
+    bool has_ret; /* false: "ret":null (void functions) */
     int64_t ret;
-    bool failed;      /* the op reported failure: "errno" carries a name */
+    bool failed; /* the op reported failure: "errno" carries a name */
     int err;
     uint64_t dur_ns;
-    char skipped[96]; /* non-empty: the API was not called, and why */
+    char skipped[96];  /* non-empty: the API was not called, and why */
     struct jbuf extra; /* op-specific fields, each written with a leading key */
 };
 
@@ -35,15 +35,15 @@ void ops_ret_event(size_t step, enum npuconf_op op, struct op_result *res);
 void ops_result_init(struct op_result *res);
 
 /* Brackets an implementation call: the caller flag, errno = 0, timing and the saved errno. */
-#define API_CALL(res, stmt)                                  \
-    do {                                                     \
-        uint64_t api_t0_ = probe_now_ns();                   \
-        trace_api_enter();                                   \
-        errno = 0;                                           \
-        stmt;                                                \
-        (res)->err = errno;                                  \
-        trace_api_leave();                                   \
-        (res)->dur_ns = probe_now_ns() - api_t0_;            \
+#define API_CALL(res, stmt)                       \
+    do {                                          \
+        uint64_t api_t0_ = probe_now_ns();        \
+        trace_api_enter();                        \
+        errno = 0;                                \
+        stmt;                                     \
+        (res)->err = errno;                       \
+        trace_api_leave();                        \
+        (res)->dur_ns = probe_now_ns() - api_t0_; \
     } while (0)
 
 void op_skip(struct op_result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -72,8 +72,7 @@ void op_buf_load(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
         trace_count_add(TC_SUB_LOAD, 1);
     }
     unsigned blocked = trace_async_enter();
-    API_CALL(res, ctx->api->ANpuBuffer_loadAsync(buf, fd, st->args[2].v.i64, st->args[3].v.i64, st->args[4].v.i64,
-                                                 cb));
+    API_CALL(res, ctx->api->ANpuBuffer_loadAsync(buf, fd, st->args[2].v.i64, st->args[3].v.i64, st->args[4].v.i64, cb));
     if (trace_async_leave(blocked)) {
         jb_bool(&res->extra, "blocked", true); /* returned only after a callback gave up waiting for it */
     }

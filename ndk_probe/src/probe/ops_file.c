@@ -97,8 +97,8 @@ void op_file_new(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
         fail_errno(res, err);
         return;
     }
-    *f = (struct probe_file_slot){.live = true, .handed = false, .fd = fd, .watch = watch, .dev = sb.st_dev,
-                                  .ino = sb.st_ino};
+    *f = (struct probe_file_slot){
+        .live = true, .handed = false, .fd = fd, .watch = watch, .dev = sb.st_dev, .ino = sb.st_ino};
     op_int_result(res, 0);
 }
 
@@ -173,8 +173,7 @@ static void await_closed_until(const struct probe_file_slot *f, uint64_t deadlin
 void op_await_closed(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
     const struct probe_file_slot *f = live_file(ctx, st, res);
     if (f != NULL) {
-        await_closed_until(f, probe_now_ns() + probe_scaled_ns(st->args[1].v.u64, ctx->opt->timeout_multiplier),
-                           res);
+        await_closed_until(f, probe_now_ns() + probe_scaled_ns(st->args[1].v.u64, ctx->opt->timeout_multiplier), res);
     }
 }
 

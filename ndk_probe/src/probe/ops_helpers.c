@@ -18,8 +18,8 @@ void op_cookie_new(struct probe_ctx *ctx, const struct probe_step *st, struct op
 
 static void await(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res, enum trace_counter c) {
     uint64_t got;
-    bool reached = trace_wait(c, st->args[0].v.u64, probe_scaled_ns(st->args[1].v.u64, ctx->opt->timeout_multiplier),
-                              &got);
+    bool reached =
+        trace_wait(c, st->args[0].v.u64, probe_scaled_ns(st->args[1].v.u64, ctx->opt->timeout_multiplier), &got);
     op_int_result(res, 0);
     jb_bool(&res->extra, "reached", reached);
     jb_u64(&res->extra, "got", got);
@@ -156,8 +156,8 @@ void op_cb_action(struct probe_ctx *ctx, const struct probe_step *st, struct op_
         op_skip(res, "unknown cb_action"); /* the parser rejects these; kept for safety */
         return;
     }
-    action.wait_ns = probe_scaled_ns(action.act == CB_ACT_SLEEP ? action.sleep_ms : WAIT_RETURN_MS,
-                                     ctx->opt->timeout_multiplier);
+    action.wait_ns =
+        probe_scaled_ns(action.act == CB_ACT_SLEEP ? action.sleep_ms : WAIT_RETURN_MS, ctx->opt->timeout_multiplier);
     ANpuManager_AllocRequest *req = NULL;
     if (action.act == CB_ACT_ALLOC) {
         if (!ctx->req[action.req_slot].live) {

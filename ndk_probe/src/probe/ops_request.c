@@ -168,8 +168,8 @@ void op_req_set_file(struct probe_ctx *ctx, const struct probe_step *st, struct 
     if (req == NULL || !file_fdsel(ctx, &st->args[1], res, &fd)) {
         return;
     }
-    API_CALL(res, ctx->api->ANpuManager_AllocRequest_setFileSegmentToLoad(req, fd, st->args[2].v.i64,
-                                                                          st->args[3].v.i64, st->args[4].v.i64));
+    API_CALL(res, ctx->api->ANpuManager_AllocRequest_setFileSegmentToLoad(req, fd, st->args[2].v.i64, st->args[3].v.i64,
+                                                                          st->args[4].v.i64));
 }
 
 void op_is_supported(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {

@@ -84,8 +84,7 @@ static bool parse_slot(const char *s, char prefix, unsigned *out) {
 }
 
 /* `NONE`, a `|`-joined subset of `names`, or a decimal int32. */
-static bool parse_bits(char *s, const char *const *names, const int *values, size_t n, bool allow_none,
-                       int64_t *out) {
+static bool parse_bits(char *s, const char *const *names, const int *values, size_t n, bool allow_none, int64_t *out) {
     if (allow_none && strcmp(s, "NONE") == 0) {
         *out = 0;
         return true;
@@ -369,8 +368,10 @@ static bool parse_op_line(struct parser *p, char **toks, size_t ntoks, struct pr
     if (st->op == OP_CB_ACTION) {
         struct probe_cb_action act;
         if (!program_cb_action(st->args[0].v.text, st->args[1].v.text, &act)) {
-            return fail(p, "cb_action: expected kind alloc|load|preempt and action none|free_buf|set_priority_<n>|"
-                           "map_unmap|wait_return|alloc_r<N>|sleep_<ms>, found '%s %s'", st->args[0].v.text, st->args[1].v.text);
+            return fail(p,
+                        "cb_action: expected kind alloc|load|preempt and action none|free_buf|set_priority_<n>|"
+                        "map_unmap|wait_return|alloc_r<N>|sleep_<ms>, found '%s %s'",
+                        st->args[0].v.text, st->args[1].v.text);
         }
         if ((act.act == CB_ACT_NONE) != (st->args[2].v.u64 == 0)) {
             return fail(p, "cb_action: count must be 0 for action none and at least 1 otherwise, found %llu",
@@ -412,8 +413,10 @@ static bool place_step(struct parser *p, struct par_block *blk, struct probe_ste
             return fail(p, "%s inside a parallel block: blocks do not nest", NPUCONF_OPS[st->op].name);
         }
         if (st->thread < blk->last || st->thread > blk->last + 1) {
-            return fail(p, "@%d after @%d: the steps of thread k follow those of thread k-1 (each thread has at "
-                           "least one step)", st->thread, blk->last);
+            return fail(p,
+                        "@%d after @%d: the steps of thread k follow those of thread k-1 (each thread has at "
+                        "least one step)",
+                        st->thread, blk->last);
         }
         blk->last = st->thread;
         return true;

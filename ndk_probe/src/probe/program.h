@@ -11,7 +11,7 @@
 
 #include "vocabulary.h"
 
-#define PROBE_SLOTS 256
+#define PROBE_SLOTS       256
 #define PROBE_MAX_THREADS 16 /* probe threads of one parallel block (par_begin N: 2 <= N <= 16) */
 #define PROBE_MIN_THREADS 2
 
@@ -20,15 +20,15 @@ enum cookie_sel { COOKIE_SLOT, COOKIE_NULL, COOKIE_RAW };
 struct probe_arg {
     enum npuconf_arg_kind kind;
     union {
-        unsigned slot;         /* req, buf, map, file */
-        int64_t i64;           /* i32, i64, prot, mapflags, errno (the number) */
-        uint64_t u64;          /* u64 */
-        bool flag;             /* bool */
-        const char *text;      /* text (points into the program's text buffer) */
+        unsigned slot;    /* req, buf, map, file */
+        int64_t i64;      /* i32, i64, prot, mapflags, errno (the number) */
+        uint64_t u64;     /* u64 */
+        bool flag;        /* bool */
+        const char *text; /* text (points into the program's text buffer) */
         struct {
             size_t n;
             unsigned char *slots;
-        } list;                /* reqs, bufs */
+        } list; /* reqs, bufs */
         struct {
             enum cookie_sel sel;
             unsigned slot;

@@ -1,7 +1,7 @@
 /*
  * Teardown (docs/formats.md §4): settle, release everything the scenario still holds, settle the
- * deleters, await the handed-over descriptors closed. Ownership rules (every buffer freed, every handed cookie deleted once) can only be
- * judged once the probe has given everything back.
+ * deleters, await the handed-over descriptors closed. Ownership rules (every buffer freed, every handed cookie deleted
+ * once) can only be judged once the probe has given everything back.
  */
 #include <errno.h>
 #include <stdio.h>

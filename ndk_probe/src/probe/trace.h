@@ -4,6 +4,11 @@
  * the buffer-handle registry, the cookie pool) lives here behind one mutex, with one condvar for
  * the await ops. Every line goes out in one write(2) while the mutex is held, so the trace order is
  * the order in which the probe observed the events.
+ *
+ * One file per concern, all behind the writer's lock (trace_state.h): trace_writer.c (the state, the
+ * lock, writing), trace_thread.c (thread names), trace_names.c (cookie and error names),
+ * trace_bufs.c (buffer handles), trace_cb.c (callback events and cb_actions), trace_preempt.c (owed
+ * onPreempts), trace_waits.c (counters and the async-return wait).
  */
 #ifndef NPUCONF_PROBE_TRACE_H
 #define NPUCONF_PROBE_TRACE_H

@@ -11,14 +11,10 @@
 
 #include "vnpu_internal.h"
 
-static bool type_in_enum(int32_t type)
-{
-    return type >= ANPUBUFFER_TYPE_UNKNOWN && type <= ANPUBUFFER_TYPE_AUXILIARY;
-}
+static bool type_in_enum(int32_t type) { return type >= ANPUBUFFER_TYPE_UNKNOWN && type <= ANPUBUFFER_TYPE_AUXILIARY; }
 
 VNPU_API int ANpuManager_isSupported(ANpuManager_AllocRequest *const *requests, size_t requestsLen,
-                                     bool *outIsSupported)
-{
+                                     bool *outIsSupported) {
     struct vnpu_device *dev = vnpu_dev();
     if (requestsLen == 0)
         return 0;
@@ -28,7 +24,7 @@ VNPU_API int ANpuManager_isSupported(ANpuManager_AllocRequest *const *requests, 
     }
     for (size_t i = 0; i < requestsLen; i++) {
         vnpu_request_check(requests[i]);
-        if (vnpu_aosp() && !type_in_enum(requests[i]->type)) {
+        if (vnpu_aosp(dev) && !type_in_enum(requests[i]->type)) {
             errno = EINVAL; /* aosp-2026: the whole call fails (D10) */
             return -1;
         }
@@ -47,8 +43,7 @@ struct submission {
     bool segment;
 };
 
-static int segment_error(const struct submission *s)
-{
+static int segment_error(const struct submission *s) {
     const ANpuManager_AllocRequest *r = &s->snap;
     if (r->file_offset < 0 || r->length < 0 || r->buffer_offset < 0)
         return EINVAL;
@@ -59,8 +54,7 @@ static int segment_error(const struct submission *s)
 
 /* Published: EINVAL for every documented invalid value, ENODEV for a valid but unconfigured pair,
  * then the budget (ENOMEM). */
-static int published_error(const struct submission *s, const struct vnpu_profile *p)
-{
+static int published_error(struct vnpu_device *dev, const struct submission *s) {
     const ANpuManager_AllocRequest *r = &s->snap;
     if (r->type < ANPUBUFFER_TYPE_MODEL_EXECUTABLE || r->type > ANPUBUFFER_TYPE_AUXILIARY || r->device < 0 ||
         r->priority < ANPUBUFFER_PRIORITY_MIN || r->priority > ANPUBUFFER_PRIORITY_MAX || r->size <= 0 ||
@@ -73,33 +67,31 @@ static int published_error(const struct submission *s, const struct vnpu_profile
         if (err != 0)
             return err;
     }
-    if (!vnpu_profile_has_pair(p, r->device, r->type))
+    if (!vnpu_profile_has_pair(&dev->profile, r->device, r->type))
         return ENODEV;
     if ((uint64_t)r->size > SIZE_MAX)
         return ENOMEM;
-    return vnpu_policy_admit_locked(r);
+    return vnpu_policy_admit_locked(dev, r);
 }
 
 /* aosp-2026, in the service's order (facts ALLOC-SVC-1): no priority or prot checks (D3, D12). */
-static int aosp_error(const struct submission *s, const struct vnpu_profile *p)
-{
+static int aosp_error(struct vnpu_device *dev, const struct submission *s) {
     const ANpuManager_AllocRequest *r = &s->snap;
     if (!type_in_enum(r->type))
         return EINVAL;
-    if (!vnpu_profile_has_pair(p, r->device, r->type))
+    if (!vnpu_profile_has_pair(&dev->profile, r->device, r->type))
         return ENOSYS; /* includes device -1 and UNKNOWN (D2) */
     if (r->size == 0)
         return EINVAL; /* the heap refuses a zero length */
     if (r->size < 0 || (uint64_t)r->size > SIZE_MAX)
         return ENOMEM; /* a negative size is cast to a huge unsigned one */
-    int err = vnpu_policy_admit_locked(r);
+    int err = vnpu_policy_admit_locked(dev, r);
     if (err == 0 && s->segment)
         err = segment_error(s);
     return err;
 }
 
-static int new_memfd(int64_t size, uint64_t seq, int *out)
-{
+static int new_memfd(int64_t size, uint64_t seq, int *out) {
     char name[64];
     snprintf(name, sizeof name, "npubuf-%ld-%llu", (long)getpid(), (unsigned long long)seq);
     int fd = memfd_create(name, MFD_CLOEXEC);
@@ -115,8 +107,7 @@ static int new_memfd(int64_t size, uint64_t seq, int *out)
 }
 
 /* Decides one submission under the lock: a job with a new buffer, or one carrying the error. */
-static struct vnpu_job *decide_locked(struct vnpu_device *dev, struct submission *s, struct vnpu_cookie *cookie)
-{
+static struct vnpu_job *decide_locked(struct vnpu_device *dev, struct submission *s, struct vnpu_cookie *cookie) {
     struct vnpu_job *job = vnpu_job_new(VNPU_JOB_ALLOC);
     job->on_alloc = s->snap.on_alloc;
     int err;
@@ -124,7 +115,7 @@ static struct vnpu_job *decide_locked(struct vnpu_device *dev, struct submission
         err = dev->fail_next; /* control: inject the next allocation's result */
         dev->fail_next = 0;
     } else {
-        err = vnpu_aosp() ? aosp_error(s, &dev->profile) : published_error(s, &dev->profile);
+        err = vnpu_aosp(dev) ? aosp_error(dev, s) : published_error(dev, s);
     }
     int memfd = -1;
     if (err == 0)
@@ -136,7 +127,7 @@ static struct vnpu_job *decide_locked(struct vnpu_device *dev, struct submission
             close(s->fd);
         return job;
     }
-    job->buf = vnpu_buffer_new_locked(&s->snap, cookie, memfd);
+    job->buf = vnpu_buffer_new_locked(dev, &s->snap, cookie, memfd);
     if (s->segment && s->snap.length > 0) {
         job->fd = s->fd; /* the job copies, then closes its dup */
         job->file_offset = s->snap.file_offset;
@@ -148,8 +139,7 @@ static struct vnpu_job *decide_locked(struct vnpu_device *dev, struct submission
     return job;
 }
 
-VNPU_API void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, size_t requestsLen)
-{
+VNPU_API void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, size_t requestsLen) {
     struct vnpu_device *dev = vnpu_dev();
     for (size_t i = 0; i < requestsLen; i++) {
         vnpu_request_check(requests[i]);
@@ -164,7 +154,7 @@ VNPU_API void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, 
     struct vnpu_job **jobs = calloc(requestsLen, sizeof *jobs);
     if (subs == NULL || jobs == NULL)
         abort();
-    bool aosp = vnpu_aosp();
+    bool aosp = vnpu_aosp(dev);
     for (size_t i = 0; i < requestsLen; i++) {
         struct submission *s = &subs[i];
         s->snap = *requests[i];
@@ -180,7 +170,7 @@ VNPU_API void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, 
     /* aosp-2026 reports a failed dup immediately, on this thread, after sending the rest
      * (facts ALLOC-IMM-2); the published personality treats it like any other error. */
     bool caller = false;
-    vnpu_lock();
+    vnpu_lock(dev);
     for (size_t i = 0; i < requestsLen; i++) {
         struct vnpu_cookie *cookie = vnpu_cookie_ref(subs[i].snap.cookie);
         if (aosp && subs[i].dup_error != 0) {
@@ -195,11 +185,11 @@ VNPU_API void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, 
     caller = dev->callback_caller;
     for (size_t i = 0; i < requestsLen && !caller; i++)
         if (!(aosp && subs[i].dup_error != 0))
-            vnpu_enqueue_locked(jobs[i]);
-    vnpu_unlock();
+            vnpu_enqueue_locked(dev, jobs[i]);
+    vnpu_unlock(dev);
     for (size_t i = 0; i < requestsLen; i++)
         if (caller || (aosp && subs[i].dup_error != 0))
-            vnpu_job_run(jobs[i]);
+            vnpu_job_run(dev, jobs[i]);
     free(jobs);
     free(subs);
 }

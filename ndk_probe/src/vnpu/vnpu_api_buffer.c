@@ -10,17 +10,16 @@
  * freed, so a NULL item or a buffer already freed crashes the process; each freed buffer leaves the
  * client map at once, which drops its cookie (the deleter runs here, mapped or not, unless a callback
  * using it still runs; an onLoad still to come is dropped, see vnpu_jobs.c). */
-static int free_aosp(ANpuBuffer *const *buffers, size_t buffersLen)
-{
+static int free_aosp(struct vnpu_device *dev, ANpuBuffer *const *buffers, size_t buffersLen) {
     struct vnpu_cookie **cookies = calloc(buffersLen, sizeof *cookies);
     if (cookies == NULL)
         abort();
     ANpuBuffer *reap = NULL;
-    vnpu_lock();
+    vnpu_lock(dev);
     for (size_t i = 0; i < buffersLen; i++) {
         ANpuBuffer *buf = buffers[i];
-        if (buf == NULL || !vnpu_buffer_is_registered_locked(buf) || !buf->user_ref) {
-            vnpu_unlock();
+        if (buf == NULL || !vnpu_buffer_is_registered_locked(dev, buf) || !buf->user_ref) {
+            vnpu_unlock(dev);
             vnpu_null_deref("ANpuBuffer_free");
         }
     }
@@ -32,10 +31,10 @@ static int free_aosp(ANpuBuffer *const *buffers, size_t buffersLen)
             continue;
         }
         buf->user_ref = false;
-        cookies[i] = vnpu_buffer_take_cookie_locked(buf);
-        vnpu_buffer_settle_locked(buf, &reap);
+        cookies[i] = vnpu_buffer_take_cookie_locked(dev, buf);
+        vnpu_buffer_settle_locked(dev, buf, &reap);
     }
-    vnpu_unlock();
+    vnpu_unlock(dev);
     vnpu_buffer_reap(reap);
     for (size_t i = 0; i < buffersLen; i++)
         vnpu_cookie_unref(cookies[i]); /* the deleter runs on this thread */
@@ -45,43 +44,41 @@ static int free_aosp(ANpuBuffer *const *buffers, size_t buffersLen)
     return rc;
 }
 
-VNPU_API int ANpuBuffer_free(ANpuBuffer *const *buffers, size_t buffersLen)
-{
-    vnpu_dev();
+VNPU_API int ANpuBuffer_free(ANpuBuffer *const *buffers, size_t buffersLen) {
+    struct vnpu_device *dev = vnpu_dev();
     if (buffersLen == 0)
         return 0;
     if (buffers == NULL) {
-        if (vnpu_aosp())
+        if (vnpu_aosp(dev))
             vnpu_null_deref("ANpuBuffer_free");
         errno = EINVAL;
         return -1;
     }
-    if (vnpu_aosp())
-        return free_aosp(buffers, buffersLen);
+    if (vnpu_aosp(dev))
+        return free_aosp(dev, buffers, buffersLen);
     int rc = 0;
     ANpuBuffer *reap = NULL;
-    vnpu_lock();
+    vnpu_lock(dev);
     for (size_t i = 0; i < buffersLen; i++) {
         ANpuBuffer *buf = buffers[i];
-        if (buf == NULL || !vnpu_buffer_is_registered_locked(buf) || !buf->user_ref) {
+        if (buf == NULL || !vnpu_buffer_is_registered_locked(dev, buf) || !buf->user_ref) {
             rc = -1; /* NULL, unknown or already freed: the others are still freed */
             continue;
         }
         buf->user_ref = false;
-        vnpu_buffer_settle_locked(buf, &reap);
+        vnpu_buffer_settle_locked(dev, buf, &reap);
     }
-    vnpu_unlock();
+    vnpu_unlock(dev);
     vnpu_buffer_reap(reap); /* deleters run on this thread unless a callback is in flight */
     if (rc != 0)
         errno = EINVAL;
     return rc;
 }
 
-static int map_error_locked(const ANpuBuffer *buf, int prot)
-{
-    if (!vnpu_buffer_is_registered_locked(buf) || !buf->user_ref)
+static int map_error_locked(const struct vnpu_device *dev, const ANpuBuffer *buf, int prot) {
+    if (!vnpu_buffer_is_registered_locked(dev, buf) || !buf->user_ref)
         return EINVAL; /* map after free is undefined; refuse it */
-    if (vnpu_aosp())
+    if (vnpu_aosp(dev))
         return buf->preempted || buf->state != VNPU_ALLOCATED ? ENOMEM : 0; /* D1; no prot check (D13) */
     if (buf->preempted)
         return ENOENT;
@@ -92,12 +89,11 @@ static int map_error_locked(const ANpuBuffer *buf, int prot)
     return 0;
 }
 
-VNPU_API void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot, int flags, off_t offset)
-{
-    vnpu_dev();
+VNPU_API void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot, int flags, off_t offset) {
+    struct vnpu_device *dev = vnpu_dev();
     ANpuBuffer *reap = NULL;
-    vnpu_lock();
-    int err = map_error_locked(buf, prot);
+    vnpu_lock(dev);
+    int err = map_error_locked(dev, buf, prot);
     void *p = MAP_FAILED;
     if (err == 0) {
         /* Under the lock, so preemption cannot slip between the checks and the mapping. */
@@ -106,7 +102,7 @@ VNPU_API void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int pr
             err = errno;
         } else {
             uintptr_t start = (uintptr_t)p, end = start + vnpu_page_round_up(length);
-            vnpu_maps_forget_all_locked(start, end, &reap); /* MAP_FIXED may replace mappings */
+            vnpu_maps_forget_all_locked(dev, start, end, &reap); /* MAP_FIXED may replace mappings */
             if (vnpu_maps_add_locked(buf, start, end) != 0) {
                 munmap(p, length);
                 p = MAP_FAILED;
@@ -114,36 +110,37 @@ VNPU_API void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int pr
             }
         }
     }
-    vnpu_unlock();
+    vnpu_unlock(dev);
     vnpu_buffer_reap(reap);
     if (p == MAP_FAILED)
         errno = err;
     return p;
 }
 
-VNPU_API int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length)
-{
-    vnpu_dev();
+VNPU_API int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length) {
+    struct vnpu_device *dev = vnpu_dev();
     uintptr_t start = (uintptr_t)addr, end = start + vnpu_page_round_up(length);
     ANpuBuffer *reap = NULL;
     int err = 0;
-    vnpu_lock();
+    vnpu_lock(dev);
     /* Published: only this buffer's mappings. aosp-2026 ignores the buffer and calls munmap
      * (facts MAP-3); either way the bookkeeping follows what was unmapped. */
-    if (!vnpu_aosp() && (!vnpu_buffer_is_registered_locked(buf) || length == 0 || (start & (vnpu_page_size() - 1)) != 0 || end < start ||
-                         !vnpu_maps_covers_locked(buf, start, end)))
+    if (!vnpu_aosp(dev) &&
+        (!vnpu_buffer_is_registered_locked(dev, buf) || length == 0 || (start & (vnpu_page_size() - 1)) != 0 ||
+         end < start || !vnpu_maps_covers_locked(buf, start, end)))
         err = EINVAL;
 #ifdef VNPU_DEFECT_PARTIAL_UNMAP_REFUSED
     /* deliberate defect for the kit's own tests: a range inside a longer mapping is refused */
-    else if (!vnpu_aosp() && (vnpu_maps_covers_locked(buf, start, end + vnpu_page_size()) ||
-                              (start >= vnpu_page_size() && vnpu_maps_covers_locked(buf, start - vnpu_page_size(), end))))
+    else if (!vnpu_aosp(dev) &&
+             (vnpu_maps_covers_locked(buf, start, end + vnpu_page_size()) ||
+              (start >= vnpu_page_size() && vnpu_maps_covers_locked(buf, start - vnpu_page_size(), end))))
         err = EINVAL;
 #endif
     else if (munmap(addr, length) != 0)
         err = errno;
     else
-        vnpu_maps_forget_all_locked(start, end, &reap);
-    vnpu_unlock();
+        vnpu_maps_forget_all_locked(dev, start, end, &reap);
+    vnpu_unlock(dev);
     vnpu_buffer_reap(reap); /* the last unmap of a freed buffer destroys it */
     if (err != 0) {
         errno = err;
@@ -152,14 +149,14 @@ VNPU_API int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length)
     return 0;
 }
 
-VNPU_API int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t newBufferPriority)
-{
-    vnpu_dev();
+VNPU_API int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t newBufferPriority) {
+    struct vnpu_device *dev = vnpu_dev();
     int err = 0;
-    vnpu_lock();
-    if (!vnpu_buffer_is_registered_locked(buf) || !buf->user_ref)
+    vnpu_lock(dev);
+    if (!vnpu_buffer_is_registered_locked(dev, buf) || !buf->user_ref)
         err = EINVAL;
-    else if (!vnpu_aosp() && (newBufferPriority < ANPUBUFFER_PRIORITY_MIN || newBufferPriority > ANPUBUFFER_PRIORITY_MAX))
+    else if (!vnpu_aosp(dev) &&
+             (newBufferPriority < ANPUBUFFER_PRIORITY_MIN || newBufferPriority > ANPUBUFFER_PRIORITY_MAX))
         err = EINVAL; /* aosp-2026 accepts any value (D3) */
 #ifdef VNPU_DEFECT_PRIORITY_MAX_REFUSED
     else if (newBufferPriority == ANPUBUFFER_PRIORITY_MAX)
@@ -167,7 +164,7 @@ VNPU_API int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t newBufferPriority)
 #endif
     else
         buf->priority = newBufferPriority; /* also on a preempted buffer: it is still live */
-    vnpu_unlock();
+    vnpu_unlock(dev);
     if (err != 0) {
         errno = err;
         return -1;

@@ -9,9 +9,7 @@
 
 #include "vnpu_internal.h"
 
-static int published_error_locked(const ANpuBuffer *buf, int src, int dup_err, int64_t off, int64_t len,
-                                  int64_t boff)
-{
+static int published_error_locked(const ANpuBuffer *buf, int src, int dup_err, int64_t off, int64_t len, int64_t boff) {
     if (!buf->user_ref)
         return EINVAL;
     if (buf->preempted)
@@ -29,8 +27,7 @@ static int published_error_locked(const ANpuBuffer *buf, int src, int dup_err, i
 
 /* aosp-2026: client-side refusals are immediate (facts LOAD-4); the service's come later. */
 static int aosp_error_locked(const ANpuBuffer *buf, int src, int dup_err, int64_t off, int64_t len, int64_t boff,
-                             bool *immediate)
-{
+                             bool *immediate) {
     *immediate = true;
     if (!buf->user_ref || buf->preempted || buf->state != VNPU_ALLOCATED)
         return EINVAL;
@@ -45,10 +42,9 @@ static int aosp_error_locked(const ANpuBuffer *buf, int src, int dup_err, int64_
 }
 
 VNPU_API void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fdToOwn, int64_t fileOffset, int64_t segmentLength,
-                                   int64_t bufferOffset, ANpuManager_LoadCallback onLoad)
-{
-    vnpu_dev();
-    if (fdToOwn == -1 && vnpu_aosp()) {
+                                   int64_t bufferOffset, ANpuManager_LoadCallback onLoad) {
+    struct vnpu_device *dev = vnpu_dev();
+    if (fdToOwn == -1 && vnpu_aosp(dev)) {
         /* aosp-2026: the fd is wrapped in an owned-fd type before any check (facts LOAD-1), and
          * that type's constructor asserts fd != -1: the process aborts. */
         fprintf(stderr, "vnpu: ANpuBuffer_loadAsync: cannot own fd -1 (aosp-2026)\n");
@@ -65,13 +61,13 @@ VNPU_API void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fdToOwn, int64_t fileOff
     struct vnpu_job *job = vnpu_job_new(VNPU_JOB_LOAD);
     job->buf = buf;
     job->on_load = onLoad;
-    vnpu_lock();
-    if (!vnpu_buffer_is_registered_locked(buf)) {
-        vnpu_unlock();
+    vnpu_lock(dev);
+    if (!vnpu_buffer_is_registered_locked(dev, buf)) {
+        vnpu_unlock(dev);
         fprintf(stderr, "vnpu: ANpuBuffer_loadAsync: %p is not a live ANpuBuffer\n", (void *)buf);
         abort(); /* no cookie to call onLoad with */
     }
-    if (vnpu_aosp())
+    if (vnpu_aosp(dev))
         job->error = aosp_error_locked(buf, src, dup_err, fileOffset, segmentLength, bufferOffset, &job->immediate);
     else
         job->error = published_error_locked(buf, src, dup_err, fileOffset, segmentLength, bufferOffset);
@@ -84,17 +80,17 @@ VNPU_API void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fdToOwn, int64_t fileOff
         src = -1;
     }
     buf->jobs++;
-    if (!job->immediate && vnpu_aosp())
+    if (!job->immediate && vnpu_aosp(dev))
         buf->quiet_jobs++; /* until it decides to call onLoad (vnpu_jobs.c) */
     bool immediate = job->immediate;
     int err = job->error;
     if (!immediate)
-        vnpu_enqueue_late_locked(job, VNPU_LOAD_NS); /* the worker owns it from here */
-    vnpu_unlock();
+        vnpu_enqueue_late_locked(dev, job, VNPU_LOAD_NS); /* the worker owns it from here */
+    vnpu_unlock(dev);
     if (src >= 0)
         close(src);
     if (immediate) {
-        vnpu_job_run(job);
+        vnpu_job_run(dev, job);
         errno = err;
     }
 }

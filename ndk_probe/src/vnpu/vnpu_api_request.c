@@ -8,8 +8,7 @@
 
 #include "vnpu_internal.h"
 
-void vnpu_request_check(const ANpuManager_AllocRequest *req)
-{
+void vnpu_request_check(const ANpuManager_AllocRequest *req) {
     if (req == NULL || req->magic != VNPU_REQUEST_MAGIC) {
         fprintf(stderr, "vnpu: %p is not a live ANpuManager_AllocRequest\n", (const void *)req);
         abort();
@@ -17,13 +16,11 @@ void vnpu_request_check(const ANpuManager_AllocRequest *req)
 }
 
 /* Whether the request's fd means "load this segment" in the active personality. */
-static bool is_no_file(int fd)
-{
-    return vnpu_aosp() ? fd < 0 : fd == -1; /* aosp-2026: any negative fd (D11) */
+static bool is_no_file(const struct vnpu_device *dev, int fd) {
+    return vnpu_aosp(dev) ? fd < 0 : fd == -1; /* aosp-2026: any negative fd (D11) */
 }
 
-VNPU_API ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void)
-{
+VNPU_API ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void) {
     vnpu_dev();
     ANpuManager_AllocRequest *req = calloc(1, sizeof *req);
     if (req == NULL)
@@ -38,16 +35,15 @@ VNPU_API ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void)
     return req;
 }
 
-VNPU_API void ANpuManager_AllocRequest_free(ANpuManager_AllocRequest *req)
-{
+VNPU_API void ANpuManager_AllocRequest_free(ANpuManager_AllocRequest *req) {
+    struct vnpu_device *dev = vnpu_dev();
     if (req == NULL) {
-        if (vnpu_aosp()) /* aosp-2026 rebuilds an owning pointer from NULL (D4, facts REQ-FREE-2) */
+        if (vnpu_aosp(dev)) /* aosp-2026 rebuilds an owning pointer from NULL (D4, facts REQ-FREE-2) */
             vnpu_null_deref("ANpuManager_AllocRequest_free");
         return;
     }
-    vnpu_dev();
     vnpu_request_check(req);
-    if (!is_no_file(req->fd))
+    if (!is_no_file(dev, req->fd))
         close(req->fd);
     struct vnpu_cookie *cookie = req->cookie;
     req->magic = 0;
@@ -56,8 +52,7 @@ VNPU_API void ANpuManager_AllocRequest_free(ANpuManager_AllocRequest *req)
 }
 
 VNPU_API void ANpuManager_AllocRequest_setCookie(ANpuManager_AllocRequest *req, void *cookie,
-                                                 ANpuManager_CookieDeleter deleter)
-{
+                                                 ANpuManager_CookieDeleter deleter) {
     vnpu_dev();
     vnpu_request_check(req);
     struct vnpu_cookie *old = req->cookie;
@@ -71,29 +66,25 @@ VNPU_API void ANpuManager_AllocRequest_setCookie(ANpuManager_AllocRequest *req, 
     req->cookie = cookie == NULL && deleter == NULL ? NULL : vnpu_cookie_new(cookie, deleter);
 }
 
-VNPU_API void ANpuManager_AllocRequest_setDeviceNumber(ANpuManager_AllocRequest *req, int32_t deviceNumber)
-{
+VNPU_API void ANpuManager_AllocRequest_setDeviceNumber(ANpuManager_AllocRequest *req, int32_t deviceNumber) {
     vnpu_dev();
     vnpu_request_check(req);
     req->device = deviceNumber;
 }
 
-VNPU_API void ANpuManager_AllocRequest_setBufferType(ANpuManager_AllocRequest *req, ANpuBuffer_Type bufferType)
-{
+VNPU_API void ANpuManager_AllocRequest_setBufferType(ANpuManager_AllocRequest *req, ANpuBuffer_Type bufferType) {
     vnpu_dev();
     vnpu_request_check(req);
     req->type = bufferType;
 }
 
-VNPU_API void ANpuManager_AllocRequest_setSize(ANpuManager_AllocRequest *req, int64_t size)
-{
+VNPU_API void ANpuManager_AllocRequest_setSize(ANpuManager_AllocRequest *req, int64_t size) {
     vnpu_dev();
     vnpu_request_check(req);
     req->size = size;
 }
 
-VNPU_API void ANpuManager_AllocRequest_setBufferPriority(ANpuManager_AllocRequest *req, int32_t bufferPriority)
-{
+VNPU_API void ANpuManager_AllocRequest_setBufferPriority(ANpuManager_AllocRequest *req, int32_t bufferPriority) {
     vnpu_dev();
     vnpu_request_check(req);
     req->priority = bufferPriority;
@@ -101,11 +92,10 @@ VNPU_API void ANpuManager_AllocRequest_setBufferPriority(ANpuManager_AllocReques
 
 VNPU_API void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocRequest *req, int fdToOwn,
                                                             int64_t fileOffset, int64_t segmentLength,
-                                                            int64_t bufferOffset)
-{
-    vnpu_dev();
+                                                            int64_t bufferOffset) {
+    struct vnpu_device *dev = vnpu_dev();
     vnpu_request_check(req);
-    if (!is_no_file(req->fd) && req->fd != fdToOwn)
+    if (!is_no_file(dev, req->fd) && req->fd != fdToOwn)
         close(req->fd); /* the replaced fd was ours */
     req->fd = fdToOwn;
     req->file_offset = fileOffset;
@@ -113,15 +103,13 @@ VNPU_API void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocReq
     req->buffer_offset = bufferOffset;
 }
 
-VNPU_API void ANpuManager_AllocRequest_setProtectionFlags(ANpuManager_AllocRequest *req, int32_t prot)
-{
+VNPU_API void ANpuManager_AllocRequest_setProtectionFlags(ANpuManager_AllocRequest *req, int32_t prot) {
     vnpu_dev();
     vnpu_request_check(req);
     req->prot = prot;
 }
 
-VNPU_API void ANpuManager_AllocRequest_setOnAlloc(ANpuManager_AllocRequest *req, ANpuManager_AllocCallback onAlloc)
-{
+VNPU_API void ANpuManager_AllocRequest_setOnAlloc(ANpuManager_AllocRequest *req, ANpuManager_AllocCallback onAlloc) {
     vnpu_dev();
     vnpu_request_check(req);
     if (onAlloc == NULL) {
@@ -132,8 +120,7 @@ VNPU_API void ANpuManager_AllocRequest_setOnAlloc(ANpuManager_AllocRequest *req,
 }
 
 VNPU_API void ANpuManager_AllocRequest_setOnPreempt(ANpuManager_AllocRequest *req,
-                                                    ANpuManager_PreemptCallback onPreempt)
-{
+                                                    ANpuManager_PreemptCallback onPreempt) {
     vnpu_dev();
     vnpu_request_check(req);
     req->on_preempt = onPreempt;

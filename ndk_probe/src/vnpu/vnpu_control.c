@@ -22,8 +22,7 @@
  * fuzz generator reads too. */
 #define VNPU_PREEMPT_LATE_MS NPUCONF_PREEMPT_LATE_MS
 
-static bool parse_u64(const char *s, int base, uint64_t *out)
-{
+static bool parse_u64(const char *s, int base, uint64_t *out) {
     if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ')
         return false;
     errno = 0;
@@ -37,47 +36,43 @@ static bool parse_u64(const char *s, int base, uint64_t *out)
 
 /* preempt=<target> (late_ns 0) and preempt_late=<target> (VNPU_PREEMPT_LATE_MS): the same targets
  * and errors; only the onPreempt is due later. */
-static int cmd_preempt(const char *arg, uint64_t late_ns)
-{
+static int cmd_preempt(struct vnpu_device *dev, const char *arg, uint64_t late_ns) {
     int err = ENOENT;
-    vnpu_lock();
+    vnpu_lock(dev);
     if (strcmp(arg, "lowest") == 0) {
-        ANpuBuffer *victim = vnpu_policy_victim_locked();
+        ANpuBuffer *victim = vnpu_victim_lowest_locked(dev);
         if (victim != NULL)
-            err = vnpu_preempt_late_locked(victim, late_ns);
+            err = vnpu_preempt_late_locked(dev, victim, late_ns);
     } else {
         uint64_t addr;
         if (strncmp(arg, "0x", 2) != 0 || !parse_u64(arg + 2, 16, &addr) || addr > UINTPTR_MAX) {
             err = EINVAL;
         } else {
             /* Compared with live buffers only; an unknown address is never dereferenced. */
-            for (ANpuBuffer *b = vnpu_dev()->buffers; b != NULL; b = b->next)
+            for (ANpuBuffer *b = dev->buffers; b != NULL; b = b->next)
                 if ((uintptr_t)b == (uintptr_t)addr)
-                    err = vnpu_preempt_late_locked(b, late_ns);
+                    err = vnpu_preempt_late_locked(dev, b, late_ns);
         }
     }
-    vnpu_unlock();
+    vnpu_unlock(dev);
     return err;
 }
 
 /* Reserves capacity, preempting (lowest priority first) until used + reserved fits. The
  * reservation stays in force even when it cannot be met (ENOMEM). */
-static int cmd_pressure(uint64_t bytes)
-{
+static int cmd_pressure(struct vnpu_device *dev, uint64_t bytes) {
     int err = 0;
-    vnpu_lock();
-    struct vnpu_device *dev = vnpu_dev();
+    vnpu_lock(dev);
     dev->reserved = bytes;
-    while (err == 0 && vnpu_policy_over_locked()) {
-        ANpuBuffer *victim = vnpu_policy_pressure_victim_locked();
-        err = victim != NULL ? vnpu_preempt_locked(victim) : ENOMEM;
+    while (err == 0 && vnpu_policy_over_locked(dev)) {
+        ANpuBuffer *victim = vnpu_victim_pressure_locked(dev);
+        err = victim != NULL ? vnpu_preempt_locked(dev, victim) : ENOMEM;
     }
-    vnpu_unlock();
+    vnpu_unlock(dev);
     return err;
 }
 
-static int errno_by_name(const char *name, int *out)
-{
+static int errno_by_name(const char *name, int *out) {
     if (strcmp(name, "none") == 0) {
         *out = 0;
         return 0;
@@ -90,57 +85,52 @@ static int errno_by_name(const char *name, int *out)
     return EINVAL;
 }
 
-static int run(const char *command)
-{
-    if (command == NULL)
-        return EINVAL;
-    const char *eq = strchr(command, '=');
-    if (eq == NULL)
-        return EINVAL;
+/* command is "<key>=<arg>", eq its first '='. */
+static int run(struct vnpu_device *dev, const char *command, const char *eq) {
     size_t klen = (size_t)(eq - command);
     const char *arg = eq + 1;
-    struct vnpu_device *dev = vnpu_dev();
     uint64_t n;
 #define KEY(k) (klen == sizeof(k) - 1 && strncmp(command, k, klen) == 0)
     if (KEY("preempt"))
-        return cmd_preempt(arg, 0);
+        return cmd_preempt(dev, arg, 0);
     if (KEY("preempt_late"))
-        return cmd_preempt(arg, (uint64_t)VNPU_PREEMPT_LATE_MS * 1000000u);
+        return cmd_preempt(dev, arg, (uint64_t)VNPU_PREEMPT_LATE_MS * 1000000u);
     if (KEY("pressure"))
-        return parse_u64(arg, 10, &n) ? cmd_pressure(n) : EINVAL;
+        return parse_u64(arg, 10, &n) ? cmd_pressure(dev, n) : EINVAL;
     if (KEY("delay_ms")) {
         if (!parse_u64(arg, 10, &n) || n > UINT32_MAX)
             return EINVAL;
-        vnpu_lock();
+        vnpu_lock(dev);
         dev->delay_ms = n;
-        vnpu_unlock();
+        vnpu_unlock(dev);
         return 0;
     }
     if (KEY("callback_thread")) {
         bool caller = strcmp(arg, "caller") == 0;
         if (!caller && strcmp(arg, "other") != 0)
             return EINVAL;
-        vnpu_lock();
+        vnpu_lock(dev);
         dev->callback_caller = caller;
-        vnpu_unlock();
+        vnpu_unlock(dev);
         return 0;
     }
     if (KEY("fail_next")) {
         int e;
         if (errno_by_name(arg, &e) != 0)
             return EINVAL;
-        vnpu_lock();
+        vnpu_lock(dev);
         dev->fail_next = e;
-        vnpu_unlock();
+        vnpu_unlock(dev);
         return 0;
     }
 #undef KEY
     return EINVAL;
 }
 
-VNPU_API int vnpu_control(const char *command)
-{
-    int err = run(command);
+VNPU_API int vnpu_control(const char *command) {
+    /* A malformed command is refused before the device is resolved (it may not exist yet). */
+    const char *eq = command != NULL ? strchr(command, '=') : NULL;
+    int err = eq == NULL ? EINVAL : run(vnpu_dev(), command, eq);
     if (err != 0) {
         errno = err;
         return -1;

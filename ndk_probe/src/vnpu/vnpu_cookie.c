@@ -4,8 +4,7 @@
 
 #include "vnpu_internal.h"
 
-struct vnpu_cookie *vnpu_cookie_new(void *value, ANpuManager_CookieDeleter deleter)
-{
+struct vnpu_cookie *vnpu_cookie_new(void *value, ANpuManager_CookieDeleter deleter) {
     struct vnpu_cookie *c = malloc(sizeof *c);
     if (c == NULL)
         abort(); /* the API has no way to report it */
@@ -15,15 +14,13 @@ struct vnpu_cookie *vnpu_cookie_new(void *value, ANpuManager_CookieDeleter delet
     return c;
 }
 
-struct vnpu_cookie *vnpu_cookie_ref(struct vnpu_cookie *c)
-{
+struct vnpu_cookie *vnpu_cookie_ref(struct vnpu_cookie *c) {
     if (c != NULL)
         atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
     return c;
 }
 
-void vnpu_cookie_unref(struct vnpu_cookie *c)
-{
+void vnpu_cookie_unref(struct vnpu_cookie *c) {
     if (c == NULL)
         return;
     /* acq_rel: whoever runs the deleter sees every write made before the other releases. */
@@ -34,7 +31,4 @@ void vnpu_cookie_unref(struct vnpu_cookie *c)
     free(c);
 }
 
-void *vnpu_cookie_value(const struct vnpu_cookie *c)
-{
-    return c != NULL ? c->value : NULL;
-}
+void *vnpu_cookie_value(const struct vnpu_cookie *c) { return c != NULL ? c->value : NULL; }

@@ -1,7 +1,11 @@
 /*
  * Internal interfaces of the virtual NPU (libvnpu.so). See docs/vnpu.md for the behaviour.
  *
- * Locking: one process-wide mutex (vnpu_lock) protects every buffer's mutable state, the buffer
+ * State as a parameter: only the public entry points (the NDK API functions and vnpu_control)
+ * resolve the one device with vnpu_dev(); every internal function takes it as `dev`. The files call
+ * each other in layers, never in a circle (tests/probe/test_c_calls.py checks it).
+ *
+ * Locking: one process-wide mutex (dev->lock, vnpu_lock) protects every buffer's mutable state, the buffer
  * registry, the budget and the job queue. Request objects are not locked (the API makes their
  * thread-safety the caller's job). No vnpu lock is ever held while user code runs (callbacks,
  * cookie deleters), so callbacks may call back into the API.
@@ -9,6 +13,7 @@
 #ifndef VNPU_INTERNAL_H
 #define VNPU_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,9 +26,11 @@
 #define VNPU_API __attribute__((visibility("default")))
 
 #define VNPU_REQUEST_MAGIC 0x52514e56u /* "VNQR" */
-#define VNPU_BUFFER_MAGIC 0x46424e56u  /* "VNBF": helps spot stale pointers in a debugger */
-#define VNPU_PROT_ALL 0x7              /* PROT_READ | PROT_WRITE | PROT_EXEC */
-#define VNPU_MAX_PAIRS 64
+#define VNPU_BUFFER_MAGIC  0x46424e56u /* "VNBF": helps spot stale pointers in a debugger */
+#define VNPU_PROT_ALL      0x7         /* PROT_READ | PROT_WRITE | PROT_EXEC */
+#define VNPU_MAX_PAIRS     64
+
+struct vnpu_device;
 
 /* ---- profile (vnpu_profile.c) ---- */
 
@@ -83,7 +90,7 @@ struct ANpuManager_AllocRequest {
 
 void vnpu_request_check(const ANpuManager_AllocRequest *req);
 
-/* ---- buffers (vnpu_buffer.c, vnpu_maps.c) ---- */
+/* ---- buffers (vnpu_buffer.c, vnpu_buffer_new.c, vnpu_maps.c) ---- */
 
 enum vnpu_buf_state {
     VNPU_ALLOCATING, /* admitted, onAlloc not delivered yet */
@@ -110,13 +117,13 @@ struct ANpuBuffer {
     int memfd; /* -1 once the memory is released (preemption) */
     int32_t priority;
     enum vnpu_buf_state state;
-    bool user_ref;       /* the user may still call ANpuBuffer_free */
-    bool delivered;      /* onAlloc(0, buf) has started */
+    bool user_ref;  /* the user may still call ANpuBuffer_free */
+    bool delivered; /* onAlloc(0, buf) has started */
     bool preempted;
-    bool cancel_pending; /* aosp-2026: preempted while allocating/loading */
+    bool cancel_pending;     /* aosp-2026: preempted while allocating/loading */
     uint64_t cancel_late_ns; /* aosp-2026: with cancel_pending, the onPreempt's extra delay */
-    bool load_poisoned;  /* aosp-2026: a failed load wedges later loads (LOAD-6) */
-    bool accounted;      /* counted by the budget / the policy */
+    bool load_poisoned;      /* aosp-2026: a failed load wedges later loads (LOAD-6) */
+    bool accounted;          /* counted by the budget / the policy */
     /* The block the policy gave it (acl, caching, arena): bytes taken, region, arena offset. */
     uint64_t pol_charge, pol_start;
     int pol_region;
@@ -129,26 +136,29 @@ struct ANpuBuffer {
     size_t nranges, cap_ranges;
 };
 
-ANpuBuffer *vnpu_buffer_new_locked(const ANpuManager_AllocRequest *snap, struct vnpu_cookie *cookie, int memfd);
+/* Registers a new buffer and takes its block from the policy (the caching policy may preempt less
+ * important buffers for it; the decision was made by vnpu_policy_admit_locked just before). */
+ANpuBuffer *vnpu_buffer_new_locked(struct vnpu_device *dev, const ANpuManager_AllocRequest *snap,
+                                   struct vnpu_cookie *cookie, int memfd);
 /* Applies the lifetime rules after a state change: stops accounting a freed, unmapped buffer,
  * and unlinks a buffer nobody can reach any more onto *reap. */
-void vnpu_buffer_settle_locked(ANpuBuffer *buf, ANpuBuffer **reap);
+void vnpu_buffer_settle_locked(struct vnpu_device *dev, ANpuBuffer *buf, ANpuBuffer **reap);
 /* Releases the memory of a buffer (closes its memfd). */
 void vnpu_buffer_release_memory_locked(ANpuBuffer *buf);
 /* Destroys the unlinked buffers of a reap list; cookie deleters run here. Call unlocked. */
 void vnpu_buffer_reap(ANpuBuffer *reap);
-bool vnpu_buffer_is_registered_locked(const ANpuBuffer *buf);
+bool vnpu_buffer_is_registered_locked(const struct vnpu_device *dev, const ANpuBuffer *buf);
 /* aosp-2026: once the user freed buf and no callback that uses its cookie can still run, the
  * buffer lets go of its cookie at once (the client map drops the buffer object in ANpuBuffer_free,
  * facts COOKIE-4), even while it is still mapped. Returns the cookie reference to drop unlocked
  * (the deleter may run), or NULL. */
-struct vnpu_cookie *vnpu_buffer_take_cookie_locked(ANpuBuffer *buf);
+struct vnpu_cookie *vnpu_buffer_take_cookie_locked(const struct vnpu_device *dev, ANpuBuffer *buf);
 
 /* Mapping bookkeeping. */
 int vnpu_maps_add_locked(ANpuBuffer *buf, uintptr_t start, uintptr_t end);
 bool vnpu_maps_covers_locked(const ANpuBuffer *buf, uintptr_t start, uintptr_t end);
 /* Forgets [start, end) in every buffer (a mapping replaced by MAP_FIXED, or unmapped). */
-void vnpu_maps_forget_all_locked(uintptr_t start, uintptr_t end, ANpuBuffer **reap);
+void vnpu_maps_forget_all_locked(struct vnpu_device *dev, uintptr_t start, uintptr_t end, ANpuBuffer **reap);
 uintptr_t vnpu_page_round_up(uintptr_t n);
 uintptr_t vnpu_page_size(void);
 
@@ -175,40 +185,50 @@ struct vnpu_policy_state {
 
 /* 0 when the policy admits the request now, else ENOMEM. Decides only, except that the caching
  * policy cleans its cache when it gets that far (also on a refusal, as ArrayFire's manager does);
- * vnpu_policy_account_locked applies the decision to the new buffer. */
-int vnpu_policy_admit_locked(const ANpuManager_AllocRequest *r);
-void vnpu_policy_account_locked(ANpuBuffer *buf);
-void vnpu_policy_release_locked(ANpuBuffer *buf);
+ * vnpu_buffer_new_locked applies the decision to the new buffer. */
+int vnpu_policy_admit_locked(struct vnpu_device *dev, const ANpuManager_AllocRequest *r);
+void vnpu_policy_release_locked(struct vnpu_device *dev, ANpuBuffer *buf);
 /* pressure=: true while the policy's used bytes and the reservation exceed the capacity (caching
  * cleans its cache first). */
-bool vnpu_policy_over_locked(void);
-/* The preemption victim for preempt=lowest, or NULL. */
-ANpuBuffer *vnpu_policy_victim_locked(void);
-/* The victim for pressure= (acl: only normal-page blocks relieve the normal pool), or NULL. */
-ANpuBuffer *vnpu_policy_pressure_victim_locked(void);
-/* The victim among buffers whose priority value is greater than prio (less important), or NULL. */
-ANpuBuffer *vnpu_policy_victim_below_locked(int32_t prio);
+bool vnpu_policy_over_locked(struct vnpu_device *dev);
 
 /* Per policy: with buf NULL, decide only (0 or ENOMEM); with buf, take its block (the decision
  * made just before, under the same lock, so it cannot fail). */
-int vnpu_acl_place_locked(int64_t size, ANpuBuffer *buf);
-void vnpu_acl_release_locked(ANpuBuffer *buf);
-int vnpu_caching_place_locked(int64_t size, int32_t priority, ANpuBuffer *buf);
-void vnpu_caching_release_locked(ANpuBuffer *buf);
-bool vnpu_caching_over_locked(void);
-int vnpu_arena_place_locked(int64_t size, int8_t type, ANpuBuffer *buf);
-void vnpu_arena_release_locked(ANpuBuffer *buf);
-uint64_t vnpu_arena_used_locked(void);
+int vnpu_acl_place_locked(struct vnpu_device *dev, int64_t size, ANpuBuffer *buf);
+void vnpu_acl_release_locked(struct vnpu_device *dev, ANpuBuffer *buf);
+/* The caching policy's place returns VNPU_CACHING_MUST_PREEMPT instead of taking the block when
+ * less important buffers must be preempted first: the caller preempts until
+ * vnpu_caching_fits_locked, then calls vnpu_caching_take_after_preemption_locked. */
+#define VNPU_CACHING_MUST_PREEMPT (-1)
+int vnpu_caching_place_locked(struct vnpu_device *dev, int64_t size, int32_t priority, ANpuBuffer *buf);
+bool vnpu_caching_fits_locked(const struct vnpu_device *dev, int64_t size);
+void vnpu_caching_take_after_preemption_locked(struct vnpu_device *dev, ANpuBuffer *buf);
+void vnpu_caching_release_locked(struct vnpu_device *dev, ANpuBuffer *buf);
+bool vnpu_caching_over_locked(struct vnpu_device *dev);
+int vnpu_arena_place_locked(struct vnpu_device *dev, int64_t size, int8_t type, ANpuBuffer *buf);
+void vnpu_arena_release_locked(struct vnpu_device *dev, ANpuBuffer *buf);
+uint64_t vnpu_arena_used_locked(const struct vnpu_device *dev);
+
+/* ---- victims (vnpu_victim.c) ---- */
+
+/* Why buf cannot be preempted now (ENOENT, EBUSY), or 0. */
+int vnpu_preempt_error_locked(const struct vnpu_device *dev, const ANpuBuffer *buf);
+bool vnpu_preemptable_locked(const struct vnpu_device *dev, const ANpuBuffer *buf);
+/* The preemption victim for preempt=lowest, or NULL. */
+ANpuBuffer *vnpu_victim_lowest_locked(const struct vnpu_device *dev);
+/* The victim for pressure= (acl: only normal-page blocks relieve the normal pool), or NULL. */
+ANpuBuffer *vnpu_victim_pressure_locked(const struct vnpu_device *dev);
+/* The victim among buffers whose priority value is greater than prio (less important), or NULL. */
+ANpuBuffer *vnpu_victim_below_locked(const struct vnpu_device *dev, int32_t prio);
 
 /* ---- preemption (vnpu_preempt.c) ---- */
 
 /* Preempts buf: 0, or an errno (ENOENT, EBUSY). Queues the callbacks it owes. */
-int vnpu_preempt_locked(ANpuBuffer *buf);
+int vnpu_preempt_locked(struct vnpu_device *dev, ANpuBuffer *buf);
 /* The same, its onPreempt due late_ns later than it would be (preempt_late=). */
-int vnpu_preempt_late_locked(ANpuBuffer *buf, uint64_t late_ns);
-bool vnpu_preemptable_locked(const ANpuBuffer *buf);
+int vnpu_preempt_late_locked(struct vnpu_device *dev, ANpuBuffer *buf, uint64_t late_ns);
 
-/* ---- jobs and the worker (vnpu_jobs.c, vnpu_device.c) ---- */
+/* ---- jobs, their queue and the worker (vnpu_jobs.c) ---- */
 
 enum vnpu_job_kind { VNPU_JOB_ALLOC, VNPU_JOB_LOAD, VNPU_JOB_PREEMPT };
 
@@ -228,7 +248,11 @@ struct vnpu_job {
 
 struct vnpu_job *vnpu_job_new(enum vnpu_job_kind kind);
 /* Runs one job (callbacks included) on the calling thread; frees it. Call unlocked. */
-void vnpu_job_run(struct vnpu_job *job);
+void vnpu_job_run(struct vnpu_device *dev, struct vnpu_job *job);
+/* Queues an asynchronous job (delay applied) and makes sure the worker runs. */
+void vnpu_enqueue_locked(struct vnpu_device *dev, struct vnpu_job *job);
+/* The same, due extra_ns later still. The queue stays FIFO: later jobs wait behind this one. */
+void vnpu_enqueue_late_locked(struct vnpu_device *dev, struct vnpu_job *job, uint64_t extra_ns);
 /* Copies [off, off+len) of src into dst at dst_off with pread/pwrite: 0 or an errno. */
 int vnpu_copy_segment(int src, int64_t off, int64_t len, int dst, int64_t dst_off);
 /* EINVAL when [off, off+len) ends past the end of a regular file, else 0 (or fstat's errno). */
@@ -240,8 +264,8 @@ struct vnpu_device {
     struct vnpu_profile profile;
     ANpuBuffer *buffers; /* registry: every buffer struct not yet destroyed */
     uint64_t next_seq;
-    uint64_t used;     /* budget: bytes of accounted buffers */
-    uint64_t reserved; /* budget: pressure=<bytes> */
+    uint64_t used;                /* budget: bytes of accounted buffers */
+    uint64_t reserved;            /* budget: pressure=<bytes> */
     struct vnpu_policy_state pol; /* acl, caching, arena */
     /* control state */
     uint64_t delay_ms;
@@ -250,21 +274,22 @@ struct vnpu_device {
     /* worker */
     struct vnpu_job *head, *tail;
     bool worker_started;
+    pthread_mutex_t lock; /* the one vnpu lock (see the top of this file) */
+    pthread_cond_t wake;  /* CLOCK_MONOTONIC; signals the worker */
 };
 
 /* The one process-wide device: initialised at the first API call; a bad profile ends the
- * process there (exit status 70). */
+ * process there (exit status 70). Only the public entry points call it. */
 struct vnpu_device *vnpu_dev(void);
-bool vnpu_aosp(void);
 /* aosp-2026: what the AOSP client does when it dereferences a NULL or dangling pointer: the
  * process dies with SIGSEGV. `what` goes to stderr first. */
 _Noreturn void vnpu_null_deref(const char *what);
-void vnpu_lock(void);
-void vnpu_unlock(void);
-/* Queues an asynchronous job (delay applied) and makes sure the worker runs. */
-void vnpu_enqueue_locked(struct vnpu_job *job);
-/* The same, due extra_ns later still. The queue stays FIFO: later jobs wait behind this one. */
-void vnpu_enqueue_late_locked(struct vnpu_job *job, uint64_t extra_ns);
+
+static inline bool vnpu_aosp(const struct vnpu_device *dev) { return dev->profile.personality == VNPU_AOSP_2026; }
+
+static inline void vnpu_lock(struct vnpu_device *dev) { pthread_mutex_lock(&dev->lock); }
+
+static inline void vnpu_unlock(struct vnpu_device *dev) { pthread_mutex_unlock(&dev->lock); }
 
 /* How long an asynchronous load takes at least. A real NPU copies the segment over a bus; without this
  * floor the worker finished a small load within microseconds and whether the application's next call

@@ -1,17 +1,23 @@
 /* Callback jobs: delivering onAlloc (after the load-on-alloc copy), onLoad (after the copy) and
- * onPreempt. A job runs on the worker thread, or inline inside allocAsync when
- * callback_thread=caller is set. The copy and the user callbacks run without the vnpu lock. */
+ * onPreempt, the queue they wait in and the worker thread that runs them. A job runs on the
+ * worker, or inline inside allocAsync when callback_thread=caller is set. The copy and the user
+ * callbacks run without the vnpu lock. A job may queue another (a late onPreempt), so the queue
+ * lives here with the jobs. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vnpu_internal.h"
 
 #define VNPU_COPY_CHUNK (64 * 1024)
 
-struct vnpu_job *vnpu_job_new(enum vnpu_job_kind kind)
-{
+struct vnpu_job *vnpu_job_new(enum vnpu_job_kind kind) {
     struct vnpu_job *job = calloc(1, sizeof *job);
     if (job == NULL)
         abort();
@@ -20,8 +26,7 @@ struct vnpu_job *vnpu_job_new(enum vnpu_job_kind kind)
     return job;
 }
 
-int vnpu_check_file_bounds(int fd, int64_t off, int64_t len)
-{
+int vnpu_check_file_bounds(int fd, int64_t off, int64_t len) {
     struct stat64 st;
     if (fstat64(fd, &st) != 0)
         return errno;
@@ -30,8 +35,7 @@ int vnpu_check_file_bounds(int fd, int64_t off, int64_t len)
     return 0;
 }
 
-int vnpu_copy_segment(int src, int64_t off, int64_t len, int dst, int64_t dst_off)
-{
+int vnpu_copy_segment(int src, int64_t off, int64_t len, int dst, int64_t dst_off) {
     char *chunk = malloc(VNPU_COPY_CHUNK);
     if (chunk == NULL)
         return ENOMEM;
@@ -65,38 +69,35 @@ int vnpu_copy_segment(int src, int64_t off, int64_t len, int dst, int64_t dst_of
 
 /* aosp-2026: the onPreempt owed after an ECANCELED result, on this thread at once, or (the buffer
  * was preempted by preempt_late=) as a job of its own, due that much later. */
-static void cancelled_preempt(ANpuBuffer *buf, void *cookie)
-{
+static void cancelled_preempt(struct vnpu_device *dev, ANpuBuffer *buf, void *cookie) {
     if (buf->on_preempt == NULL)
         return;
-    vnpu_lock();
+    vnpu_lock(dev);
     uint64_t late_ns = buf->cancel_late_ns;
     if (late_ns != 0) {
         struct vnpu_job *job = vnpu_job_new(VNPU_JOB_PREEMPT);
         job->buf = buf;
         buf->jobs++;
-        vnpu_enqueue_late_locked(job, late_ns);
+        vnpu_enqueue_late_locked(dev, job, late_ns);
     }
-    vnpu_unlock();
+    vnpu_unlock(dev);
     if (late_ns == 0)
         buf->on_preempt(cookie);
 }
 
 /* Drops the job's reference on its buffer after the callbacks returned. */
-static void job_done(ANpuBuffer *buf)
-{
+static void job_done(struct vnpu_device *dev, ANpuBuffer *buf) {
     ANpuBuffer *reap = NULL;
-    vnpu_lock();
+    vnpu_lock(dev);
     buf->jobs--;
-    struct vnpu_cookie *cookie = vnpu_buffer_take_cookie_locked(buf); /* aosp-2026: freed meanwhile */
-    vnpu_buffer_settle_locked(buf, &reap);
-    vnpu_unlock();
+    struct vnpu_cookie *cookie = vnpu_buffer_take_cookie_locked(dev, buf); /* aosp-2026: freed meanwhile */
+    vnpu_buffer_settle_locked(dev, buf, &reap);
+    vnpu_unlock(dev);
     vnpu_buffer_reap(reap);
     vnpu_cookie_unref(cookie);
 }
 
-static void run_alloc(struct vnpu_job *job)
-{
+static void run_alloc(struct vnpu_device *dev, struct vnpu_job *job) {
     ANpuBuffer *buf = job->buf;
     if (buf == NULL) { /* refused at admission */
         job->on_alloc(vnpu_cookie_value(job->cookie), job->error, NULL);
@@ -109,11 +110,11 @@ static void run_alloc(struct vnpu_job *job)
         close(job->fd);
     }
     void *cookie = vnpu_cookie_value(buf->cookie);
-    vnpu_lock();
+    vnpu_lock(dev);
     bool cancelled = buf->cancel_pending;
     if (err != 0 || cancelled) {
         buf->user_ref = false; /* never handed out */
-        vnpu_policy_release_locked(buf);
+        vnpu_policy_release_locked(dev, buf);
         vnpu_buffer_release_memory_locked(buf);
         if (cancelled)
             err = ECANCELED;
@@ -121,19 +122,18 @@ static void run_alloc(struct vnpu_job *job)
         buf->state = VNPU_ALLOCATED;
         buf->delivered = true;
     }
-    vnpu_unlock();
+    vnpu_unlock(dev);
     if (err != 0) {
         job->on_alloc(cookie, err, NULL);
         if (cancelled)
-            cancelled_preempt(buf, cookie);
+            cancelled_preempt(dev, buf, cookie);
     } else {
         job->on_alloc(cookie, 0, buf);
     }
-    job_done(buf);
+    job_done(dev, buf);
 }
 
-static void run_load(struct vnpu_job *job)
-{
+static void run_load(struct vnpu_device *dev, struct vnpu_job *job) {
     ANpuBuffer *buf = job->buf;
     int err = job->error;
     bool copying = job->fd >= 0; /* only then is the buffer in VNPU_LOADING */
@@ -142,7 +142,7 @@ static void run_load(struct vnpu_job *job)
         close(job->fd);
     }
     bool cancelled = false;
-    vnpu_lock();
+    vnpu_lock(dev);
     if (copying) {
         buf->state = VNPU_ALLOCATED;
         cancelled = buf->cancel_pending;
@@ -151,38 +151,112 @@ static void run_load(struct vnpu_job *job)
             err = ECANCELED;
         }
     }
-    if (err != 0 && !job->immediate && vnpu_aosp())
+    if (err != 0 && !job->immediate && vnpu_aosp(dev))
         buf->load_poisoned = true; /* the service's entry stays LOADING (facts LOAD-6) */
     /* aosp-2026: the reply of a buffer freed meanwhile finds no entry in the client map and is
      * dropped (facts ALLOC-ASYNC-4, LOAD-7): no onLoad; the cookie was let go at the free. */
     bool dropped = false;
-    if (!job->immediate && vnpu_aosp()) {
+    if (!job->immediate && vnpu_aosp(dev)) {
         buf->quiet_jobs--;
         dropped = !buf->user_ref;
     }
     void *cookie = vnpu_cookie_value(buf->cookie);
-    vnpu_unlock();
+    vnpu_unlock(dev);
     if (!dropped) {
         job->on_load(cookie, err, buf);
         if (cancelled)
-            cancelled_preempt(buf, cookie);
+            cancelled_preempt(dev, buf, cookie);
     }
-    job_done(buf);
+    job_done(dev, buf);
 }
 
-void vnpu_job_run(struct vnpu_job *job)
-{
+void vnpu_job_run(struct vnpu_device *dev, struct vnpu_job *job) {
     switch (job->kind) {
     case VNPU_JOB_ALLOC:
-        run_alloc(job);
+        run_alloc(dev, job);
         break;
     case VNPU_JOB_LOAD:
-        run_load(job);
+        run_load(dev, job);
         break;
     case VNPU_JOB_PREEMPT:
         job->buf->on_preempt(vnpu_cookie_value(job->buf->cookie));
-        job_done(job->buf);
+        job_done(dev, job->buf);
         break;
     }
     free(job);
+}
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *worker_main(void *arg) {
+    struct vnpu_device *dev = arg;
+    vnpu_lock(dev);
+    for (;;) {
+        struct vnpu_job *job = dev->head;
+        if (job == NULL) {
+            pthread_cond_wait(&dev->wake, &dev->lock);
+            continue;
+        }
+        uint64_t now = mono_ns();
+        if (job->due_ns > now) {
+            /* FIFO: later jobs wait behind a delayed one, so delivery order is submission order. */
+            struct timespec until = {(time_t)(job->due_ns / 1000000000u), (long)(job->due_ns % 1000000000u)};
+            pthread_cond_timedwait(&dev->wake, &dev->lock, &until);
+            continue;
+        }
+        dev->head = job->next;
+        if (dev->head == NULL)
+            dev->tail = NULL;
+        vnpu_unlock(dev);
+        vnpu_job_run(dev, job);
+        vnpu_lock(dev);
+    }
+    return NULL;
+}
+
+static void start_worker_locked(struct vnpu_device *dev) {
+    pthread_attr_t attr;
+    pthread_t tid;
+    sigset_t all, old;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* The worker inherits this mask: process signals (timeouts, SIGCHLD) go to the app's threads.
+     * Fault signals stay open so a crash in a user callback is reported as usual. */
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+    sigfillset(&all);
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+        sigdelset(&all, faults[i]);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&tid, &attr, worker_main, dev);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        fprintf(stderr, "vnpu: cannot start the callback thread: %s\n", strerror(rc));
+        abort();
+    }
+    dev->worker_started = true;
+}
+
+void vnpu_enqueue_locked(struct vnpu_device *dev, struct vnpu_job *job) { vnpu_enqueue_late_locked(dev, job, 0); }
+
+/* The queue is strictly FIFO by insertion and the worker only ever takes the head (worker_main):
+ * a job due late (preempt_late=) holds every job queued after it until it has run. That keeps the
+ * orders the model relies on (onAlloc before that buffer's onLoad and onPreempt, callbacks in
+ * submission order); it only delays the later callbacks, which the text allows. */
+void vnpu_enqueue_late_locked(struct vnpu_device *dev, struct vnpu_job *job, uint64_t extra_ns) {
+    uint64_t delay_ns = dev->delay_ms * 1000000u + dev->profile.callback_delay_us * 1000u + extra_ns;
+    job->due_ns = mono_ns() + delay_ns;
+    job->next = NULL;
+    if (dev->tail != NULL)
+        dev->tail->next = job;
+    else
+        dev->head = job;
+    dev->tail = job;
+    if (!dev->worker_started)
+        start_worker_locked(dev);
+    pthread_cond_signal(&dev->wake);
 }

@@ -6,19 +6,14 @@
 
 #include "vnpu_internal.h"
 
-uintptr_t vnpu_page_size(void)
-{
-    return (uintptr_t)sysconf(_SC_PAGESIZE);
-}
+uintptr_t vnpu_page_size(void) { return (uintptr_t)sysconf(_SC_PAGESIZE); }
 
-uintptr_t vnpu_page_round_up(uintptr_t n)
-{
+uintptr_t vnpu_page_round_up(uintptr_t n) {
     uintptr_t p = vnpu_page_size();
     return (n + p - 1) & ~(p - 1);
 }
 
-int vnpu_maps_add_locked(ANpuBuffer *buf, uintptr_t start, uintptr_t end)
-{
+int vnpu_maps_add_locked(ANpuBuffer *buf, uintptr_t start, uintptr_t end) {
     if (buf->nranges == buf->cap_ranges) {
         size_t cap = buf->cap_ranges != 0 ? buf->cap_ranges * 2 : 4;
         struct vnpu_range *r = realloc(buf->ranges, cap * sizeof *r);
@@ -33,8 +28,7 @@ int vnpu_maps_add_locked(ANpuBuffer *buf, uintptr_t start, uintptr_t end)
     return 0;
 }
 
-bool vnpu_maps_covers_locked(const ANpuBuffer *buf, uintptr_t start, uintptr_t end)
-{
+bool vnpu_maps_covers_locked(const ANpuBuffer *buf, uintptr_t start, uintptr_t end) {
     /* A buffer's ranges never overlap, so covered bytes add up. */
     uintptr_t covered = 0;
     for (size_t i = 0; i < buf->nranges; i++) {
@@ -46,8 +40,7 @@ bool vnpu_maps_covers_locked(const ANpuBuffer *buf, uintptr_t start, uintptr_t e
     return covered == end - start;
 }
 
-static void forget(ANpuBuffer *buf, uintptr_t start, uintptr_t end)
-{
+static void forget(ANpuBuffer *buf, uintptr_t start, uintptr_t end) {
     for (size_t i = 0; i < buf->nranges;) {
         struct vnpu_range r = buf->ranges[i];
         if (r.end <= start || r.start >= end) {
@@ -64,13 +57,12 @@ static void forget(ANpuBuffer *buf, uintptr_t start, uintptr_t end)
     }
 }
 
-void vnpu_maps_forget_all_locked(uintptr_t start, uintptr_t end, ANpuBuffer **reap)
-{
-    for (ANpuBuffer *b = vnpu_dev()->buffers, *next; b != NULL; b = next) {
+void vnpu_maps_forget_all_locked(struct vnpu_device *dev, uintptr_t start, uintptr_t end, ANpuBuffer **reap) {
+    for (ANpuBuffer *b = dev->buffers, *next; b != NULL; b = next) {
         next = b->next;
         if (b->nranges == 0)
             continue;
         forget(b, start, end);
-        vnpu_buffer_settle_locked(b, reap);
+        vnpu_buffer_settle_locked(dev, b, reap);
     }
 }

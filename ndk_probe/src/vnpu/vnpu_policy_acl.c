@@ -8,28 +8,22 @@
 
 #include "vnpu_internal.h"
 
-#define ACL_GRANULE 32u
-#define ACL_ALIGN 64u
-#define ACL_HUGE_PAGE (2u * 1024u * 1024u)
+#define ACL_GRANULE        32u
+#define ACL_ALIGN          64u
+#define ACL_HUGE_PAGE      (2u * 1024u * 1024u)
 #define ACL_HUGE_THRESHOLD (1u * 1024u * 1024u)
 
-static uint64_t round_up(uint64_t n, uint64_t to)
-{
-    return (n + to - 1) / to * to;
+static uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+static uint64_t huge_capacity(const struct vnpu_device *dev) {
+    return dev->profile.capacity / 8 / ACL_HUGE_PAGE * ACL_HUGE_PAGE;
 }
 
-static uint64_t huge_capacity(void)
-{
-    return vnpu_dev()->profile.capacity / 8 / ACL_HUGE_PAGE * ACL_HUGE_PAGE;
-}
-
-int vnpu_acl_place_locked(int64_t size, ANpuBuffer *buf)
-{
-    struct vnpu_device *dev = vnpu_dev();
+int vnpu_acl_place_locked(struct vnpu_device *dev, int64_t size, ANpuBuffer *buf) {
     uint64_t base = round_up((uint64_t)size, ACL_GRANULE) + ACL_GRANULE;
     if ((uint64_t)size > ACL_HUGE_THRESHOLD) {
         uint64_t huge = round_up(base, ACL_HUGE_PAGE);
-        if (dev->pol.used_huge + huge <= huge_capacity()) {
+        if (dev->pol.used_huge + huge <= huge_capacity(dev)) {
             if (buf != NULL) {
                 dev->pol.used_huge += huge;
                 buf->pol_charge = huge;
@@ -51,9 +45,7 @@ int vnpu_acl_place_locked(int64_t size, ANpuBuffer *buf)
     return 0;
 }
 
-void vnpu_acl_release_locked(ANpuBuffer *buf)
-{
-    struct vnpu_device *dev = vnpu_dev();
+void vnpu_acl_release_locked(struct vnpu_device *dev, ANpuBuffer *buf) {
     if (buf->pol_region == VNPU_REGION_HUGE)
         dev->pol.used_huge -= buf->pol_charge;
     else

@@ -11,14 +11,10 @@
 
 #define ARENA_ALIGN 16u
 
-static uint64_t arena_end(void)
-{
-    return vnpu_dev()->profile.capacity / ARENA_ALIGN * ARENA_ALIGN;
-}
+static uint64_t arena_end(const struct vnpu_device *dev) { return dev->profile.capacity / ARENA_ALIGN * ARENA_ALIGN; }
 
-static uint64_t head(void)
-{
-    const struct vnpu_policy_state *p = &vnpu_dev()->pol;
+static uint64_t head(const struct vnpu_device *dev) {
+    const struct vnpu_policy_state *p = &dev->pol;
     uint64_t h = 0;
     for (size_t i = 0; i < p->nblocks; i++)
         if (p->blocks[i].region == VNPU_REGION_HEAD && p->blocks[i].start + p->blocks[i].charge > h)
@@ -26,30 +22,23 @@ static uint64_t head(void)
     return h;
 }
 
-static uint64_t tail(void)
-{
-    const struct vnpu_policy_state *p = &vnpu_dev()->pol;
-    uint64_t t = arena_end();
+static uint64_t tail(const struct vnpu_device *dev) {
+    const struct vnpu_policy_state *p = &dev->pol;
+    uint64_t t = arena_end(dev);
     for (size_t i = 0; i < p->nblocks; i++)
         if (p->blocks[i].region == VNPU_REGION_TAIL && p->blocks[i].start < t)
             t = p->blocks[i].start;
     return t;
 }
 
-uint64_t vnpu_arena_used_locked(void)
-{
-    return head() + arena_end() - tail();
-}
+uint64_t vnpu_arena_used_locked(const struct vnpu_device *dev) { return head(dev) + arena_end(dev) - tail(dev); }
 
-static bool persistent(int8_t type)
-{
+static bool persistent(int8_t type) {
     return type == ANPUBUFFER_TYPE_MODEL_WEIGHTS || type == ANPUBUFFER_TYPE_MODEL_EXECUTABLE;
 }
 
-int vnpu_arena_place_locked(int64_t size, int8_t type, ANpuBuffer *buf)
-{
-    struct vnpu_device *dev = vnpu_dev();
-    uint64_t h = head(), t = tail(), used = h + arena_end() - t, cap = dev->profile.capacity;
+int vnpu_arena_place_locked(struct vnpu_device *dev, int64_t size, int8_t type, ANpuBuffer *buf) {
+    uint64_t h = head(dev), t = tail(dev), used = h + arena_end(dev) - t, cap = dev->profile.capacity;
     uint64_t start, charge;
     int region;
     if (persistent(type)) {
@@ -82,24 +71,23 @@ int vnpu_arena_place_locked(int64_t size, int8_t type, ANpuBuffer *buf)
         p->blocks = grown;
         p->cap_blocks = n;
     }
-    p->blocks[p->nblocks++] = (struct vnpu_block){.seq = buf->seq, .start = start, .charge = charge,
-                                                  .region = region, .hole = false};
+    p->blocks[p->nblocks++] =
+        (struct vnpu_block){.seq = buf->seq, .start = start, .charge = charge, .region = region, .hole = false};
     buf->pol_charge = charge;
     buf->pol_start = start;
     buf->pol_region = region;
     return 0;
 }
 
-void vnpu_arena_release_locked(ANpuBuffer *buf)
-{
-    struct vnpu_policy_state *p = &vnpu_dev()->pol;
+void vnpu_arena_release_locked(struct vnpu_device *dev, ANpuBuffer *buf) {
+    struct vnpu_policy_state *p = &dev->pol;
     for (size_t i = 0; i < p->nblocks; i++)
         if (p->blocks[i].seq == buf->seq)
             p->blocks[i].hole = true;
     bool again = true;
     while (again) { /* reclaim holes at the top of either stack */
         again = false;
-        uint64_t h = head(), t = tail();
+        uint64_t h = head(dev), t = tail(dev);
         for (size_t i = 0; i < p->nblocks;) {
             const struct vnpu_block *b = &p->blocks[i];
             bool top = (b->region == VNPU_REGION_HEAD && b->start + b->charge == h) ||

@@ -13,8 +13,7 @@
 
 #define VNPU_PROFILE_ENV "NPUCONF_VNPU_PROFILE"
 
-static void set_defaults(struct vnpu_profile *p)
-{
+static void set_defaults(struct vnpu_profile *p) {
     static const struct vnpu_pair defaults[] = {{0, 1}, {0, 2}, {0, 3}, {0, 4}, {1, 2}};
     memset(p, 0, sizeof *p);
     memcpy(p->pairs, defaults, sizeof defaults);
@@ -25,8 +24,7 @@ static void set_defaults(struct vnpu_profile *p)
     p->callback_delay_us = 0;
 }
 
-static char *trim(char *s)
-{
+static char *trim(char *s) {
     while (isspace((unsigned char)*s))
         s++;
     size_t n = strlen(s);
@@ -36,8 +34,7 @@ static char *trim(char *s)
 }
 
 /* Decimal, no sign, no suffix; the whole string must be consumed. */
-static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
+static bool parse_u64(const char *s, uint64_t max, uint64_t *out) {
     if (!isdigit((unsigned char)*s))
         return false;
     errno = 0;
@@ -49,8 +46,7 @@ static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
     return true;
 }
 
-static bool parse_pairs(char *s, struct vnpu_profile *p)
-{
+static bool parse_pairs(char *s, struct vnpu_profile *p) {
     p->npairs = 0;
     if (*s == '\0')
         return true; /* a device with no supported pair */
@@ -70,8 +66,7 @@ static bool parse_pairs(char *s, struct vnpu_profile *p)
     return true;
 }
 
-static const char *apply_key(struct vnpu_profile *p, const char *key, char *value)
-{
+static const char *apply_key(struct vnpu_profile *p, const char *key, char *value) {
     if (strcmp(key, "pairs") == 0)
         return parse_pairs(value, p) ? NULL : "expected <device>:<type 1..4>[,...]";
     if (strcmp(key, "capacity") == 0)
@@ -105,8 +100,7 @@ static const char *apply_key(struct vnpu_profile *p, const char *key, char *valu
     return "unknown key";
 }
 
-int vnpu_profile_load(struct vnpu_profile *out, char *err, size_t errlen)
-{
+int vnpu_profile_load(struct vnpu_profile *out, char *err, size_t errlen) {
     static const char *const keys[] = {"pairs", "capacity", "policy", "personality", "callback_delay_us"};
     bool seen[sizeof keys / sizeof keys[0]] = {false};
     set_defaults(out);
@@ -156,8 +150,7 @@ int vnpu_profile_load(struct vnpu_profile *out, char *err, size_t errlen)
     return rc;
 }
 
-bool vnpu_profile_has_pair(const struct vnpu_profile *p, int32_t device, int32_t type)
-{
+bool vnpu_profile_has_pair(const struct vnpu_profile *p, int32_t device, int32_t type) {
     for (size_t i = 0; i < p->npairs; i++)
         if (p->pairs[i].device == device && p->pairs[i].type == type)
             return true;
