@@ -186,6 +186,8 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
     that onPreempt were not coming, which is what fails (preempt-onpreempt-purpose).
     """
     value = ev.cookie
+    if value not in s.handed:
+        return never_handed_over(s, ev)
     bad = own_deleter(ev)
     if bad is not None:
         return bad
@@ -246,10 +248,27 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
         return reject("cookie-borrowed-in-callbacks", f"deleter({shown}) while a callback is still owed with it",
                       ["deleter after the last callback carrying the cookie"],
                       f"the cookie handed over at step {held.step} is still held by a submission, buffer or load")
-    if value in s.handed:
-        return reject("cookie-deleter-called", f"deleter({shown}) once more",
-                      ["exactly one deleter call per setCookie() with a deleter"],
-                      "every hand-over of this cookie has already been deleted")
+    return reject("cookie-deleter-called", f"deleter({shown}) once more",
+                  ["exactly one deleter call per setCookie() with a deleter"],
+                  "every hand-over of this cookie has already been deleted")
+
+
+@clause("cookie-raw-integer", "cookie-null-deleter-nothing")
+def never_handed_over(s: State, ev: Deleter) -> Reject:
+    """Spec: "This is useful if the user stores an arbitrary 64-bit integer value in the cookie (so it is not
+    a real pointer.)" (cookie-raw-integer)
+    Spec: "If the cookieDeleter is NULL, nothing will happen, even when the cookie is not NULL."
+    (cookie-null-deleter-nothing)
+
+    A deleter called with a value no setCookie() handed over with a deleter: when raw integers were
+    handed over (or this value is one), the integer did not reach the deleter as the 64-bit value it
+    was; otherwise a deleter ran for a cookie set with a NULL deleter.
+    """
+    shown = "NULL" if ev.cookie is None else ev.cookie
+    raw = (ev.cookie or "").startswith("raw:") or any((v or "").startswith("raw:") for v in s.handed)
+    if raw:
+        return reject("cookie-raw-integer", f"deleter({shown})", sorted(v or "NULL" for v in s.handed),
+                      "no cookie with this value was handed over: the integer changed on its way to the deleter")
     return reject("cookie-null-deleter-nothing", f"deleter({shown})", ["no deleter call"],
                   "this cookie value was never handed over with a non-NULL deleter")
 

@@ -8,7 +8,7 @@ from host.probe import DEFAULT_BUILD_DIR
 from host.run import RunPlan
 from host.run.progress import Progress
 from host.run.runner import execute_run
-from host.suite import load_catalogue, load_corpus, select
+from host.suite import claim_basis, load_catalogue, load_corpus, select
 from host.targets import LocalTarget, VnpuProfile
 from reports import load_results
 
@@ -46,6 +46,7 @@ def _plan(tmp_path, scenarios):
         # nothing failed (reports/claim.py).
         options={"keyword": "a subset chosen by the test"},
         shard=True,
+        claim_basis=claim_basis(catalogue, load_corpus(known_clauses=catalogue.ids())),
     )
 
 
@@ -126,7 +127,7 @@ class Named(LocalTarget):
 
 
 def test_a_build_whose_discovery_fails_still_runs_what_needs_no_pairs(tmp_path, probe_build):
-    from host.run.device_session import needs_discovery
+    from host.run.decision import needs_discovery
     from tests.adversarial.adversary import build, real_library
 
     library = build("M_SUPPORT_COUNT", tmp_path / "lib", real_library())

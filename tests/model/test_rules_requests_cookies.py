@@ -235,3 +235,20 @@ def test_replacement_after_a_failed_onalloc_may_wait_for_the_callback():
     passes(replaced_after_failed_onalloc(False, True))  # deleted once the callback returned
     # never deleted at all: a leak, found at the deleters' settle
     fails(replaced_after_failed_onalloc(False, False), "cookie-deleter-called")
+
+
+@covers("cookies.never_handed_over")
+def test_a_deleter_for_a_value_never_handed_over():
+    # A raw integer handed over with a deleter comes back changed (its high bits lost): the integer did not
+    # survive, whichever deleter function the changed value happens to select.
+    high = 0x1234_0000_0000_0005
+    b = request(TB(), cookie=high)
+    b.call("req_free", req="r", during=[b.deleter(high & 0xFFFF_FFFF_FFFF)])
+    fails(teardown(b), "cookie-raw-integer")
+    b = request(TB(), cookie=high)
+    b.call("req_free", req="r", during=[b.deleter(high)])
+    passes(teardown(b))
+    # A pointer cookie set with a NULL deleter: nothing may be called for it.
+    b = request(TB(), cookie="c", deleter=False)
+    b.call("req_free", req="r", during=[b.deleter("c")])
+    fails(teardown(b), "cookie-null-deleter-nothing")
