@@ -165,7 +165,9 @@ def test_push_through_a_symlink_leading_out_of_the_device_is_refused(fleet_facto
     payload.write_text("owned\n")
     pushed = adb_cli(fleet, "-s", serial, "push", str(payload), "/data/local/tmp/escape/dropped")
     assert pushed.returncode != 0
-    assert "outside the device filesystem" in pushed.stdout + pushed.stderr
+    # refused by the path check, or (the device being the shell user) by the directories above tmp_path
+    said = pushed.stdout + pushed.stderr
+    assert "outside the device filesystem" in said or "Permission denied" in said, said
     assert list(outside.iterdir()) == []
 
 
@@ -179,6 +181,54 @@ def test_pull_through_a_symlink_leading_out_of_the_device_is_refused(fleet_facto
     pulled = adb_cli(fleet, "-s", serial, "pull", "/data/local/tmp/leak", str(tmp_path / "got"))
     assert pulled.returncode != 0
     assert not (tmp_path / "got").exists()
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the device drops to the shell user only when run as root")
+
+
+def _ids(pid):
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    fields = {line.split(":")[0]: line.split(":")[1].split() for line in status if ":" in line}
+    return [int(v) for v in fields["Uid"]], [int(v) for v in fields["Gid"]], fields["Groups"]
+
+
+@needs_root
+def test_the_device_process_itself_runs_as_the_shell_user(fleet_factory):
+    fleet = fleet_factory(1).fleet
+    uids, gids, groups = _ids(fleet.devices[0].pid)
+    assert 0 not in uids and 0 not in gids and groups == [], (uids, gids, groups)
+
+
+@needs_root
+def test_a_root_only_file_linked_into_the_device_cannot_be_pulled(fleet_factory, tmp_path):
+    # A hard link needs no symlink and passes every path check: only the device's own identity keeps
+    # it out, as it keeps out whatever a check-then-open race (renameat2 RENAME_EXCHANGE) swaps in.
+    fleet = fleet_factory(1).fleet
+    device = fleet.devices[0]
+    secret = tmp_path / "secret"
+    secret.write_text("root only\n")
+    secret.chmod(0o600)
+    os.link(secret, device.root / "data/local/tmp/linked")
+    pulled = adb_cli(fleet, "-s", device.adb_serial, "pull", "/data/local/tmp/linked", str(tmp_path / "got"))
+    assert pulled.returncode != 0, pulled.stdout
+    assert not (tmp_path / "got").exists()
+
+
+def test_pushed_files_and_the_device_data_are_the_runs_alone(fleet_factory, tmp_path):
+    fleet = fleet_factory(1).fleet
+    device = fleet.devices[0]
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\necho ran\n")
+    tool.chmod(0o777)
+    pushed = adb_cli(fleet, "-s", device.adb_serial, "push", str(tool), "/data/local/tmp/tool")
+    assert pushed.returncode == 0, pushed.stderr
+    assert (device.root / "data/local/tmp/tool").stat().st_mode & 0o777 == 0o700
+    for top in ("data", "sdcard"):
+        assert (device.root / top).stat().st_mode & 0o077 == 0, top
+    # the device's profile lives in the device's own directory, not beside it in a shared /tmp
+    assert (device.root.parent / "profile.json").is_file()
+    ran = adb_cli(fleet, "-s", device.adb_serial, "shell", "/data/local/tmp/tool")
+    assert ran.stdout.strip() == "ran", ran.stderr
 
 
 def test_fleet_of_a_killed_run_is_stopped_by_the_next_run(tmp_path, probe_build):

@@ -16,7 +16,7 @@ from pathlib import Path
 from .auth import AuthKeyError, DeviceAuth
 from .profile import DeviceProfile, ProfileError
 from .protocol import A_VERSION, A_VERSION_MIN, MAX_PAYLOAD
-from .sandbox import Sandbox, SandboxError, shell_identity
+from .sandbox import Sandbox, SandboxError, drop_privileges, shell_identity
 from .server import DeviceConfig, serve
 
 FORBIDDEN_PORTS = range(5555, 5586)  # a fresh adb server claims listeners there as emulators
@@ -38,18 +38,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 async def amain(args: argparse.Namespace) -> int:
     profile = DeviceProfile.load(args.profile) if args.profile else DeviceProfile.default(args.name)
-    sandbox = Sandbox.create(args.root, owner=shell_identity())
+    identity = shell_identity()
+    sandbox = Sandbox.create(args.root, owner=identity)
     for name, text in profile.stub_scripts().items():
         path = sandbox.bin / name
         path.write_text(text, encoding="utf-8")
         path.chmod(0o755 if "." not in name else 0o644)
+    auth = DeviceAuth.load(args.auth_key) if args.auth_key else None
+    if identity is not None:
+        # Everything the device does from here on (sync, shell, its services) is done as the shell
+        # user, so a local user who reaches it through the adb server gains nothing root has, whatever
+        # race it wins between a path check and an open.
+        drop_privileges(*identity)
+        sandbox = Sandbox(sandbox.root, owner=None)
     config = DeviceConfig(
         profile=profile,
         sandbox=sandbox,
         version=max(A_VERSION_MIN, args.protocol_version),
         max_payload=args.max_payload,
         trace_messages=args.verbose >= 2,
-        auth=DeviceAuth.load(args.auth_key) if args.auth_key else None,
+        auth=auth,
     )
     server = await serve(config, args.host, args.port)
     port = server.sockets[0].getsockname()[1]

@@ -271,7 +271,8 @@ def launch_devices(
         root.mkdir(parents=True, exist_ok=True)
         profile = profiles[index] if profiles is not None and index < len(profiles) else None
         profile = profile or DeviceProfile.default(name)
-        profile_path = root.parent / f"{name}.profile.json"
+        # beside the device's filesystem, in its own directory: never a shared temporary directory
+        profile_path = root / "profile.json"
         write_text(profile_path, json.dumps(profile.to_json(), indent=1))
         with open_append(logs / f"{name}.log") as log:
             process = subprocess.Popen(

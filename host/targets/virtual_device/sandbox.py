@@ -58,6 +58,15 @@ def shell_identity() -> tuple[int, int] | None:
     raise SandboxError(f"running as root and none of the users {', '.join(SHELL_USERS)} exists for shell commands")
 
 
+def drop_privileges(uid: int, gid: int) -> None:
+    """Become the shell user for good: no supplementary groups, real, effective and saved ids all changed."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid):
+        raise SandboxError(f"could not become uid {uid} for the device's services")
+
+
 def reachable_by_others(path: Path) -> bool:
     """True when every directory above `path` lets other users through (o+x)."""
     for parent in path.resolve().parents:
@@ -91,6 +100,9 @@ class Sandbox:
                     sandbox.give(Path(directory))
                     for name in files:
                         sandbox.give(Path(directory) / name)
+        for top in ("data", "sdcard"):
+            # only root and the shell user get past the top: what is pushed stays the run's
+            os.chmod(root / top, 0o700)
         return sandbox
 
     def give(self, path: Path) -> None:

@@ -170,8 +170,7 @@ class SyncService:
                 return None
             if host.is_dir():
                 return f"{host.name}: Is a directory"
-            user = mode & 0o700
-            perms = user | (user >> 3) | (user >> 6)  # adbd copies the user bits to group and other
+            perms = mode & 0o700  # owner-only: other local users must not read or replace the probe
             # Write beside and rename: a probe that is running keeps its old binary.
             fd, temporary = tempfile.mkstemp(dir=host.parent, prefix=f".{host.name}.")
             try:
