@@ -16,6 +16,7 @@ from typing import IO, Final
 
 from reports.limits import TraceLimits
 
+from .reaping import BATCH_TOKEN_VAR, RUNNING_PROBES, become_subreaper, kill_orphans, new_batch_token, run_contained
 from .trace import (
     BatchOutcome,
     BoundedBytes,
@@ -37,10 +38,8 @@ QUEUE_CHUNKS: Final = 64  # chunks of lines in flight between the reader thread 
 
 def check_op_table(probe_command: Sequence[str]) -> None:
     """Compare `npuconf-probe --list` with the kit's vocabulary; raise StaleProbe on any difference."""
-    done = subprocess.run(
-        [*probe_command, "--list"], capture_output=True, encoding="utf-8", errors="replace", timeout=60, check=False
-    )
-    check_listed_op_table(shlex.join(probe_command), done.stdout.splitlines(), done.returncode)
+    returncode, stdout = run_contained([*probe_command, "--list"], timeout_s=60)
+    check_listed_op_table(shlex.join(probe_command), stdout.decode("utf-8", errors="replace").splitlines(), returncode)
 
 
 def _reader(stream: IO[bytes], sink: queue.Queue[list[RawLine] | None], line_bytes: int) -> None:
@@ -96,17 +95,21 @@ def run_batch(
     The probe enforces each scenario's deadline itself; the host only guards against the probe
     process as a whole hanging (no line for longer than a scenario's limit plus slack), and against a
     scenario that floods past the trace limits for longer than its limit. The probe runs in its own
-    process group, killed whole when the batch ends.
+    process group, killed whole when the batch ends, with what it started in sessions of its own
+    (host/probe/reaping.py).
     """
     limits = limits or TraceLimits.current()
+    become_subreaper()
+    token = new_batch_token()
     process = subprocess.Popen(
         [*command, "-"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=env,
+        env={**(os.environ if env is None else env), BATCH_TOKEN_VAR: token},
         start_new_session=True,
     )
+    RUNNING_PROBES.add(process, token)
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     lines: queue.Queue[list[RawLine] | None] = queue.Queue(maxsize=QUEUE_CHUNKS)
     reader = threading.Thread(target=_reader, args=(process.stdout, lines, limits.line_bytes), daemon=True)
@@ -167,6 +170,8 @@ def run_batch(
     finally:
         kill_group(process)
         process.wait()
+        kill_orphans(token)
+        RUNNING_PROBES.discard(process)
         _drain(lines)
         writer.join(timeout=5)
         stderr_thread.join(timeout=5)

@@ -16,7 +16,7 @@ from reports import load_results
 from reports.safe_io import DISK_ERRNOS, OutputFailed, output_dir
 
 from ..errors import UsageError
-from ..probe import CompiledScenario, Pairs, ScenarioTrace, api_missing_line, compile_program
+from ..probe import RUNNING_PROBES, CompiledScenario, Pairs, ScenarioTrace, api_missing_line, compile_program
 from ..targets import Device, Target
 from .decision import (
     Decision,
@@ -292,6 +292,7 @@ def _join(threads: Sequence[threading.Thread], runs: Sequence[DeviceRun]) -> Non
 def _stop(runs: Sequence[DeviceRun], threads: Sequence[threading.Thread] = ()) -> None:
     for run in runs:
         run.stop.set()
+    RUNNING_PROBES.kill_all()  # the lanes are daemon threads: their probes would outlive the command
     deadline = time.monotonic() + STOP_GRACE_S
     for thread in threads:
         thread.join(timeout=max(0.0, deadline - time.monotonic()))

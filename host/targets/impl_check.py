@@ -13,6 +13,7 @@ from typing import Final
 from reference_model.vocabulary import OPS
 
 from ..errors import UsageError
+from ..probe import run_contained
 
 API_FUNCTIONS: Final = tuple(sorted({spec.api for spec in OPS.values() if spec.api and spec.api.startswith("ANpu")}))
 CHECK_LIMIT_S: Final = 30.0
@@ -56,19 +57,14 @@ def check_impl(path: Path) -> tuple[str, ...]:
     if not path.is_file():
         raise UsageError(f"--impl {path}: no such file; expected a shared library exporting the 18 functions")
     try:
-        done = subprocess.run(
-            [sys.executable, "-I", "-c", _CHILD, ANSWER_MARK, str(path), *API_FUNCTIONS],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            timeout=CHECK_LIMIT_S,
-            check=False,
+        returncode, stdout = run_contained(
+            [sys.executable, "-I", "-c", _CHILD, ANSWER_MARK, str(path), *API_FUNCTIONS], timeout_s=CHECK_LIMIT_S
         )
     except subprocess.TimeoutExpired:
         raise UsageError(f"--impl {path}: loading it did not finish in {CHECK_LIMIT_S:.0f} s") from None
-    answer = _answer(done.stdout)
+    answer = _answer(stdout)
     if answer is None:
-        why = f"exit status {done.returncode}" if done.returncode >= 0 else f"signal {-done.returncode}"
+        why = f"exit status {returncode}" if returncode >= 0 else f"signal {-returncode}"
         raise UsageError(f"--impl {path}: loading it killed the process that tried ({why})")
     if "error" in answer:
         # dlerror() text can hold undecodable bytes of a file name: shown replaced, never raised on

@@ -1,0 +1,144 @@
+"""Probe processes never outlive their run: every running probe group is known and killed when the run
+ends early (Ctrl-C, SIGTERM, a host error), and what an implementation started in a session of its own
+(`setsid()`) is found and killed when its batch ends.
+
+The kit's process becomes a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`), so a descendant whose
+parent died is re-parented to the kit instead of init; each batch's processes carry a token in their
+environment, by which the kit tells them from its other children (adb servers, virtual devices).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import secrets
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Final
+
+PR_SET_CHILD_SUBREAPER: Final = 36
+BATCH_TOKEN_VAR: Final = "NPUCONF_BATCH_TOKEN"
+REAP_ROUNDS: Final = 50  # a forking orphan is chased this many rounds (each a /proc scan)
+REAP_PAUSE_S: Final = 0.005
+
+
+class _RunningProbes:
+    """The probe process groups running now in this process (one per lane); a lock, since lanes are threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[int, str] = {}
+
+    def add(self, process: subprocess.Popen[bytes], token: str) -> None:
+        with self._lock:
+            self._running[process.pid] = token
+
+    def discard(self, process: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._running.pop(process.pid, None)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            running = dict(self._running)
+        for pid, token in running.items():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            kill_orphans(token)
+
+
+# Process-wide by nature: the signal that ends a run reaches the process, not a lane.
+RUNNING_PROBES: Final = _RunningProbes()
+atexit.register(RUNNING_PROBES.kill_all)
+
+_subreaper_lock = threading.Lock()
+_subreaper = False
+
+
+def become_subreaper() -> None:
+    """Make orphaned descendants this process's children (once; nothing where the platform has no such call)."""
+    global _subreaper
+    with _subreaper_lock:
+        if _subreaper:
+            return
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        _subreaper = True
+
+
+def new_batch_token() -> str:
+    return secrets.token_hex(8)
+
+
+def kill_orphans(token: str) -> int:
+    """Kill (and reap) this process's children that carry `token`, until none is left; return how many."""
+    killed = 0
+    marker = f"{BATCH_TOKEN_VAR}={token}".encode()
+    for _ in range(REAP_ROUNDS):
+        found = [pid for pid in _children() if marker in _environment(pid)]
+        if not found:
+            return killed
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+            killed += 1
+        time.sleep(REAP_PAUSE_S)
+    return killed
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and fields[1] == str(me).encode():
+            children.append(int(entry.name))
+    return children
+
+
+def _environment(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as source:
+            return source.read(1 << 20)
+    except OSError:
+        return b""
+
+
+def run_contained(argv: list[str], timeout_s: float, output_limit: int = 1 << 20) -> tuple[int, bytes]:
+    """Run a short command that loads code from outside (a probe, an `--impl`): in a session of its own,
+    its output to a file (a leftover child holding a pipe open cannot stall the kit), and everything it
+    started killed when it ends. Returns its exit status and at most `output_limit` bytes of stdout;
+    subprocess.TimeoutExpired when it outlives `timeout_s` (it is killed first)."""
+    become_subreaper()
+    token = new_batch_token()
+    with tempfile.TemporaryFile() as output:
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.DEVNULL,
+            env={**os.environ, BATCH_TOKEN_VAR: token}, start_new_session=True,
+        )
+        try:
+            returncode = process.wait(timeout=timeout_s)
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.kill()
+            process.wait()
+            kill_orphans(token)
+        output.seek(0)
+        return returncode, output.read(output_limit)
