@@ -58,7 +58,7 @@ def test_push_pull_stat_list_and_consistent_paths(devices, tmp_path):
     device.sync.push(payload, "/data/local/tmp/t/blob.bin", mode=0o644)
     assert device.sync.read_bytes("/data/local/tmp/t/blob.bin") == payload
     info = device.sync.stat("/data/local/tmp/t/blob.bin")
-    assert info.size == len(payload) and info.mode & 0o777 == 0o666  # user bits copied to group and other
+    assert info.size == len(payload) and info.mode & 0o777 == 0o600  # owner bits only (docs/adb.md)
     assert "blob.bin" in [entry.path for entry in device.sync.list("/data/local/tmp/t")]
     assert not device.sync.exists("/data/local/tmp/t/missing")
     # the shell sees what sync wrote, under the same device path, and sync sees what the shell wrote
