@@ -4,7 +4,10 @@ The kit often runs as root on run directories other people made. So:
 - a file is written to a temporary file created exclusively (O_EXCL | O_NOFOLLOW) in the target's own
   directory, then renamed over the target: an existing symlink at the target or at a predictable
   temporary name is never written through (the rename replaces the link itself);
-- an output directory that is a symlink is refused (`UnsafeOutput`, one line);
+- an output directory is reached component by component with no symlink followed unless root or the
+  kit's own user made it, and every file operation is relative to that one directory descriptor
+  (`open_directory`): a directory swapped for a symlink mid-write redirects nothing; an output
+  directory that is itself a symlink is refused (`UnsafeOutput`, one line);
 - appends (results.jsonl, logs) open with O_NOFOLLOW: a symlink there is refused;
 - a name taken from run data (run id, device name, serial, ABI, scenario id) becomes part of a path
   only through `checked_name`;
@@ -80,44 +83,109 @@ def _disk(exc: OSError, path: Path | str) -> OSError | OutputFailed:
     return OutputFailed(path, exc) if exc.errno in DISK_ERRNOS else exc
 
 
+SYMLINK_HOPS: Final = 40  # as the kernel's own limit on symlinks in one path
+
+
+def _trusted_link(info: os.stat_result) -> bool:
+    """A symlink the kit follows on the way to an output directory: one root or the kit's own user made.
+    Anyone else's symlink (the only kind another local user can swap in) is never followed."""
+    return info.st_uid in (0, os.geteuid())
+
+
+def open_directory(directory: Path, create: bool = False) -> int:
+    """An O_PATH descriptor of `directory`, reached component by component from `/` with no symlink
+    followed unless root or the kit's own user owns it; the last component is never a symlink.
+    With `create`, missing directories are made (mkdirat) on the way. A directory swapped for
+    someone else's symlink between two writes makes the walk fail (UnsafeOutput), never write there."""
+    parts = list(Path(os.path.abspath(directory)).parts[1:])
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    hops = 0
+    try:
+        while parts:
+            name = parts.pop(0)
+            last = not parts
+            try:
+                next_fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                parts.insert(0, name)
+                continue
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if not stat.S_ISLNK(info.st_mode):
+                    raise UnsafeOutput(f"{directory}: {name} exists and is not a directory") from None
+                if last:
+                    raise UnsafeOutput(
+                        f"{directory}: is a symlink; the kit never writes into a directory through a symlink"
+                    ) from None
+                hops += 1
+                if hops > SYMLINK_HOPS or not _trusted_link(info):
+                    raise UnsafeOutput(
+                        f"{directory}: {name} is a symlink of uid {info.st_uid} (neither root nor this user); "
+                        "the kit never writes through another user's symlink"
+                    ) from None
+                target = os.readlink(name, dir_fd=fd)
+                if target.startswith("/"):
+                    os.close(fd)
+                    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                parts[:0] = [p for p in Path(target).parts if p != "/"]
+                continue
+            os.close(fd)
+            fd = next_fd
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def output_dir(directory: Path) -> Path:
     """Create `directory` (and its parents) if needed; refuse it when it is a symlink or not a directory."""
+    os.close(_output_dir_fd(directory))
+    return directory
+
+
+def _output_dir_fd(directory: Path) -> int:
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        pass
+        return open_directory(directory, create=True)
+    except UnsafeOutput:
+        raise
     except OSError as exc:
         raise _disk(exc, directory) from None
-    info = os.lstat(directory)
-    if stat.S_ISLNK(info.st_mode):
-        raise UnsafeOutput(f"{directory}: is a symlink; the kit never writes into a directory through a symlink")
-    if not stat.S_ISDIR(info.st_mode):
-        raise UnsafeOutput(f"{directory}: exists and is not a directory")
-    return directory
 
 
 @contextlib.contextmanager
 def atomic_output(path: Path) -> Iterator[IO[bytes]]:
-    """A binary file that becomes `path` (by rename) when the block ends without an exception."""
-    directory = output_dir(path.parent)
+    """A binary file that becomes `path` (by rename) when the block ends without an exception.
+
+    Every step (create, write, rename, clean-up) is relative to one descriptor of the directory, so a
+    swap of the directory during the write cannot redirect any of them."""
+    dir_fd = _output_dir_fd(path.parent)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    temporary = directory / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    temporary = f".{path.name}.{secrets.token_hex(8)}.tmp"
     try:
-        fd = os.open(temporary, flags, 0o644)
-    except OSError as exc:
-        raise _disk(exc, temporary) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-        os.replace(temporary, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise _disk(exc, path) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+        try:
+            fd = os.open(temporary, flags, 0o644, dir_fd=dir_fd)
+        except OSError as exc:
+            raise _disk(exc, path.parent / temporary) from None
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                yield handle
+            os.replace(temporary, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=dir_fd)
+            raise _disk(exc, path) from None
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=dir_fd)
+            raise
+    finally:
+        os.close(dir_fd)
 
 
 def write_bytes(path: Path, data: bytes) -> Path:
@@ -134,14 +202,16 @@ def write_text(path: Path, text: str) -> Path:
 
 def open_append(path: Path) -> IO[bytes]:
     """Open `path` for appending in binary, creating it; a symlink there is refused (O_NOFOLLOW)."""
-    output_dir(path.parent)
+    dir_fd = _output_dir_fd(path.parent)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path.name, flags, 0o644, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafeOutput(f"{path}: is a symlink; the kit never appends through a symlink") from None
         raise _disk(exc, path) from None
+    finally:
+        os.close(dir_fd)
     return os.fdopen(fd, "ab")
 
 
