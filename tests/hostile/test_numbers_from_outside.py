@@ -29,9 +29,11 @@ def _long_integer_duration(line):
 @pytest.mark.parametrize("command", ["report", "store import", "bundle"])
 def test_integer_past_the_digit_limit_is_a_named_record_problem(run_copy, tmp_path, command):
     line = _edit_result(run_copy, _long_integer_duration)
-    args = {"report": ["report", run_copy],
-            "store import": ["store", "import", "--store", tmp_path / "s.sqlite", run_copy],
-            "bundle": ["bundle", run_copy, "--out", tmp_path / "b.tar.gz"]}[command]
+    args = {
+        "report": ["report", run_copy],
+        "store import": ["store", "import", "--store", tmp_path / "s.sqlite", run_copy],
+        "bundle": ["bundle", run_copy, "--out", tmp_path / "b.tar.gz"],
+    }[command]
     done = cli(*args)
     output = text(done)
     assert done.returncode == 0 and "Traceback" not in output, output
