@@ -36,7 +36,7 @@ def raw_objects(path: Path) -> dict[int, dict[str, object]]:
             continue
         try:
             obj = json.loads(raw.decode("utf-8", errors="replace"))
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or past the int-string digit limit
             continue
         if isinstance(obj, dict):
             out[number] = obj

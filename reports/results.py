@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,13 @@ def safe_text(text: str) -> str:
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
     return _FORBIDDEN.sub(escape, text)
+
+
+def unreadable_json(exc: ValueError | RecursionError) -> str:
+    """Why a line that is JSON text could not be decoded, other than a syntax error (one line)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return f"an integer of more than {sys.get_int_max_str_digits()} digits"
 
 
 def render_value(value: object) -> str:
@@ -299,7 +308,9 @@ class _Fields:
         self.notes: list[str] = []
 
     def _wrong(self, key: str, expected: str) -> None:
-        self.notes.append(f"field {key!r} should be {expected}, found {self.obj[key]!r}; ignored")
+        found = repr(self.obj[key])
+        found = found if len(found) <= 80 else f"{found[:60]}... ({len(found)} characters)"
+        self.notes.append(f"field {key!r} should be {expected}, found {found}; ignored")
 
     def text(self, key: str, default: str = "") -> str:
         value = self.obj.get(key)
@@ -324,8 +335,13 @@ class _Fields:
         if value is None:
             return None
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        self._wrong(key, "a number")
+            try:
+                number = float(value)
+            except OverflowError:  # an integer beyond a float's range
+                number = math.inf
+            if math.isfinite(number):
+                return number
+        self._wrong(key, "a finite number")
         return None
 
     def strings(self, key: str) -> tuple[str, ...] | None:
@@ -555,6 +571,9 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             problem(number, f"not JSON ({exc.msg} at column {exc.colno}); line skipped")
+            continue
+        except (ValueError, RecursionError) as exc:  # the int-string digit limit, or nesting too deep
+            problem(number, f"not readable JSON ({unreadable_json(exc)}); line skipped")
             continue
         if not isinstance(obj, dict):
             problem(number, f"expected a JSON object, found {type(obj).__name__}; line skipped")

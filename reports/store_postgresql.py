@@ -9,10 +9,10 @@ creates it once.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
+from urllib.parse import unquote
 
 from .store_engine import Params, StoreError, first_line, rows_of
 
@@ -26,9 +26,28 @@ def is_postgresql_url(text: str) -> bool:
     return text.startswith(URL_SCHEMES)
 
 
+# Query parameters libpq takes a secret from (the key may be percent-encoded: libpq decodes it).
+SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
+
+
 def redacted(url: str) -> str:
-    """The URL without its password, for messages and the dashboard page."""
-    return re.sub(r"^(postgres(?:ql)?://[^:/@?]*):[^@/?]*@", r"\1:***@", url)
+    """The URL without its passwords (user info and query), for messages and the dashboard page."""
+    scheme, _, rest = url.partition("://")
+    authority_end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    authority, tail = rest[:authority_end], rest[authority_end:]
+    if "@" in authority:
+        user_info, hosts = authority.rsplit("@", 1)
+        user, has_password, _ = user_info.partition(":")
+        authority = f"{user}:***@{hosts}" if has_password else f"{user}@{hosts}"
+    path, has_query, query = tail.partition("?")
+    if has_query:
+        query = "&".join(_redacted_parameter(p) for p in query.split("&"))
+    return f"{scheme}://{authority}{path}{'?' if has_query else ''}{query}"
+
+
+def _redacted_parameter(parameter: str) -> str:
+    key, _, _ = parameter.partition("=")
+    return f"{key}=***" if unquote(key).strip().lower() in SECRET_PARAMETERS else parameter
 
 
 def _placeholders(sql: str) -> str:

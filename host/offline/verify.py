@@ -133,8 +133,8 @@ def _manifest(bundle: Path, members: Mapping[str, bytes]) -> dict[str, Any]:
         raise BundleUnreadable(f"{bundle}: no {MANIFEST}; expected a tar.gz from `npuconf bundle`")
     try:
         manifest = json.loads(members[MANIFEST].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleUnreadable(f"{bundle}: {MANIFEST} is not JSON ({exc})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: also the int-string limit
+        raise BundleUnreadable(f"{bundle}: {MANIFEST} is not JSON ({str(exc)[:200]})") from None
     if (
         not isinstance(manifest, dict)
         or manifest.get("kind") != "npuconf-bundle"
@@ -348,7 +348,7 @@ def _check_reports(run: RunResults, members: Mapping[str, bytes], workdir: Path)
     if "summary.json" in members:
         try:
             stored = json.loads(members["summary.json"].decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: also the int-string limit
             stored = None
         expected = json.loads(json.dumps(build_summary(run), ensure_ascii=False))
         if not isinstance(stored, dict):

@@ -46,7 +46,7 @@ def _answer(stdout: bytes) -> dict[str, object] | None:
         if line.startswith(ANSWER_MARK):
             try:
                 parsed = json.loads(line[len(ANSWER_MARK) :])
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, or past the int-string digit limit
                 return None
             return parsed if isinstance(parsed, dict) else None
     return None

@@ -83,7 +83,7 @@ def test_corrupted_lines_are_reported_with_their_number_and_skipped(builder: Res
     assert "results.jsonl line 7: verdict 'MAYBE' is not one of" in text
     assert "results.jsonl line 8: unknown kind 'gossip'" in text
     assert "results.jsonl line 9: lacks 'kind'" in text
-    assert "results.jsonl line 10: field 'duration_ms' should be a number" in text
+    assert "results.jsonl line 10: field 'duration_ms' should be a finite number" in text
     assert not any(p.startswith("results.jsonl line 3") for p in run.problems)
     by_id = {r.scenario: r for r in run.results}
     assert by_id["alloc.x"].verdict is Verdict.PASS
