@@ -3,11 +3,10 @@ would lead outside the directory, plans that name a library to load, plans too l
 
 import json
 import os
-import subprocess
 
 import pytest
 
-from tests.hostile.conftest import cli, records, text, write_records
+from tests.hostile.conftest import cli, records, text, vnpu_with, write_records
 
 VICTIM_TEXT = "precious\n"
 
@@ -115,8 +114,6 @@ def test_resume_with_a_device_name_leading_outside_is_one_line_and_creates_nothi
 
 def _library_with_constructor(tmp_path, probe_build):
     """libvnpu plus a constructor that leaves a marker: proof of being loaded."""
-    from host.probe import PROBE_SOURCE
-
     marker = tmp_path / "LOADED"
     extra = tmp_path / "hostile_ctor.c"
     extra.write_text(
@@ -124,14 +121,7 @@ def _library_with_constructor(tmp_path, probe_build):
         f'__attribute__((constructor)) static void hostile(void) {{ FILE *f = fopen("{marker}", "w"); '
         'if (f) { fputs("loaded", f); fclose(f); } }\n'
     )
-    library = tmp_path / "libhostile.so"
-    sources = sorted((PROBE_SOURCE / "src" / "vnpu").glob("*.c"))
-    subprocess.run(
-        ["gcc", "-std=c11", "-shared", "-fPIC", "-O1", "-D_GNU_SOURCE", "-pthread",
-         f"-I{PROBE_SOURCE / 'include'}", f"-I{PROBE_SOURCE / 'gen'}", f"-I{PROBE_SOURCE / 'src' / 'vnpu'}",
-         "-fvisibility=hidden", "-o", str(library), *map(str, sources), str(extra)],
-        check=True, capture_output=True,
-    )
+    library = vnpu_with(extra, tmp_path / "libhostile.so")
     return library, marker
 
 

@@ -4,7 +4,6 @@ probe that was running as well as its leftovers."""
 
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 
 from tests.adb.conftest import npuconf_popen, records, slow_corpus
 from tests.conftest import wait_until
-from tests.hostile.conftest import cli, text
+from tests.hostile.conftest import cli, text, vnpu_with
 
 pytestmark = pytest.mark.slow
 
@@ -53,19 +52,9 @@ __attribute__((constructor)) static void leave_a_child(void) {
 
 
 def _library(tmp_path):
-    from host.probe import PROBE_SOURCE
-
     extra = tmp_path / "leaves_a_child.c"
     extra.write_text(LEAVES_A_CHILD)
-    library = tmp_path / "libleaves.so"
-    sources = sorted((PROBE_SOURCE / "src" / "vnpu").glob("*.c"))
-    subprocess.run(
-        ["gcc", "-std=c11", "-shared", "-fPIC", "-O1", "-D_GNU_SOURCE", "-pthread",
-         f"-I{PROBE_SOURCE / 'include'}", f"-I{PROBE_SOURCE / 'gen'}", f"-I{PROBE_SOURCE / 'src' / 'vnpu'}",
-         "-fvisibility=hidden", "-o", str(library), *map(str, sources), str(extra)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return library
+    return vnpu_with(extra, tmp_path / "libleaves.so")
 
 
 def _alive(pid):
