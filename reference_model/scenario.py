@@ -39,6 +39,9 @@ DEFAULT_TIMEOUT_MS: Final = 5000
 PARALLEL: Final = "parallel"
 THREADS_MIN: Final = 2
 THREADS_MAX: Final = 16
+# A probe file lives in shared memory on the device; the corpus needs 2 MiB at most, and a scenario
+# from outside must not be able to fill the device's memory with one step.
+FILE_NEW_MAX_BYTES: Final = 64 * 2**20
 # Ops the compiler writes around a parallel block; a scenario never names them itself.
 BLOCK_OPS: Final = frozenset({Op.PAR_BEGIN, Op.PAR_END})
 CB_KINDS: Final = ("alloc", "load", "preempt")
@@ -237,6 +240,12 @@ def _parse_step(raw: object, source: str, sid: str, where: str, requires: frozen
         if arg.name not in args:
             raise ScenarioInvalid(source, sid, field, None, f"a value of kind {arg.kind}")
         values.append((arg.name, _check_arg(arg, args[arg.name], source, sid, field, requires)))
+    if op is Op.FILE_NEW:
+        given = dict(values)["size"]
+        size = SYMBOLIC_INTS.get(given) if isinstance(given, str) else given
+        if not isinstance(size, int) or size > FILE_NEW_MAX_BYTES:
+            raise ScenarioInvalid(source, sid, f"{where}.{name}.size", given,
+                                  f"a file size of at most {FILE_NEW_MAX_BYTES} bytes (64 MiB)")
     return Step(op, tuple(values))
 
 

@@ -263,3 +263,24 @@ def test_hanging_logcat_costs_one_deadline_then_is_not_asked_again(monkeypatch):
     assert [target.failure_context(f"s{i}") for i in range(2, 6)] == [()] * 4
     assert time.monotonic() - started < 0.1
     assert len(calls) == 1
+
+
+def test_huge_file_new_in_a_scenario_is_refused_in_one_line_before_anything_runs(tmp_path):
+    scenarios = tmp_path / "scenarios"
+    (scenarios / "loading").mkdir(parents=True)
+    (scenarios / "loading" / "huge.yaml").write_text(
+        "scenarios:\n"
+        "  - id: loading.huge_file\n"
+        "    title: A 3 GiB probe file\n"
+        "    clauses: [load-async]\n"
+        "    steps:\n"
+        "      - file_new: {file: f, size: 3221225472, seed: 1}\n"
+    )
+    started = time.monotonic()
+    done = cli("run", "--target", "local", "--scenarios", scenarios, "--out", tmp_path / "run", "-q")
+    output = text(done)
+    assert done.returncode == 3, output
+    assert len(done.stderr.decode().strip().splitlines()) == 1, output
+    assert "loading.huge_file" in output and "steps[0].file_new.size" in output and "64 MiB" in output
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "run" / "results.jsonl").exists()
