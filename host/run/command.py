@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import RunInterrupted, UsageError
+from ..errors import RunInterrupted
 from .answer import print_answer
 from .given_options import apply_run_defaults
 from .plan import RunRequest, check_target_options
@@ -16,9 +16,7 @@ from .session import start_run
 
 def run_command(args: argparse.Namespace) -> int:
     given = apply_run_defaults(args)
-    if args.jobs < 1:
-        raise UsageError(f"-j {args.jobs}: expected a number of probe processes >= 1")
-    check_target_options(args.timeout_multiplier, args.devices, args.target)
+    check_target_options(args.timeout_multiplier, args.devices, args.target, args.jobs)
     request = RunRequest(
         target=args.target or "auto",
         devices=args.devices,

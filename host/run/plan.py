@@ -49,13 +49,24 @@ class Resume:
     kept: tuple[Verdict, ...]  # verdicts of the results that stay
 
 
-def check_target_options(timeout_multiplier: float, devices: int, target: str | None) -> None:
+# Upper bounds for the numbers a run takes from its user or from a plan it resumes (a plan may come
+# from someone else): beyond them a run only hangs or exhausts the host.
+MAX_TIMEOUT_MULTIPLIER = 100.0
+MAX_JOBS = 64
+MAX_DEVICES = 64
+
+
+def check_target_options(timeout_multiplier: float, devices: int, target: str | None, jobs: int = 1) -> None:
     """The options `npuconf run` and `npuconf fuzz` share, checked alike (``target`` None: not chosen yet,
     any target may still be virtual)."""
-    if timeout_multiplier <= 0:
-        raise UsageError(f"--timeout-multiplier {timeout_multiplier}: expected a positive number")
-    if devices < 1:
-        raise UsageError(f"--devices {devices}: expected a number of virtual devices >= 1")
+    if not 0 < timeout_multiplier <= MAX_TIMEOUT_MULTIPLIER:  # also refuses nan
+        raise UsageError(
+            f"--timeout-multiplier {timeout_multiplier}: expected a number above 0, at most {MAX_TIMEOUT_MULTIPLIER:g}"
+        )
+    if not 1 <= devices <= MAX_DEVICES:
+        raise UsageError(f"--devices {devices}: expected a number of devices from 1 to {MAX_DEVICES}")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise UsageError(f"-j {jobs}: expected a number of probe processes from 1 to {MAX_JOBS}")
     if devices != 1 and target not in (None, "virtual"):
         raise UsageError(f"--devices is for --target virtual, not --target {target}")
 

@@ -15,7 +15,7 @@ from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file
 from ..targets import DEFAULT_CAPACITY, VnpuProfile
 from .given_options import check_resume_options
 from .ownership import created_here
-from .plan import Resume, RunPlan, RunRequest
+from .plan import Resume, RunPlan, RunRequest, check_target_options
 from .record import duration_estimates, record_run
 from .runner import ProgressFn, execute_run
 from .session import RunOutcome, interrupted, open_targets
@@ -80,6 +80,12 @@ def resume_run(
         for device in wanted_devices:
             checked_name(device, "planned device")
         request = _request_from_plan(plan_record.target, options, wanted_devices, build_dir)
+        try:
+            check_target_options(
+                request.timeout_multiplier, request.devices, "virtual", request.jobs
+            )
+        except UsageError as error:
+            raise UsageError(f"--resume {directory}: the plan in results.jsonl asks {error}") from None
         catalogue = load_catalogue()
         scenario_root = request.scenarios or SCENARIO_ROOT
         corpus = {s.id: s for s in load_corpus(scenario_root, known_clauses=catalogue.ids())}
@@ -167,7 +173,7 @@ def _request_from_plan(
         value = options.get(key)
         return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
-    impl, scenarios, capacity = text("impl"), text("scenarios"), options.get("capacity")
+    impl, scenarios, capacity, jobs = text("impl"), text("scenarios"), options.get("capacity"), options.get("jobs")
     return RunRequest(
         target=target,
         impl=Path(impl) if impl else None,
@@ -175,7 +181,7 @@ def _request_from_plan(
         policy=text("policy") or "budget",
         capacity=capacity if isinstance(capacity, int) else None,
         timeout_multiplier=number("timeout_multiplier", 1.0),
-        jobs=int(number("jobs", 1)),
+        jobs=jobs if isinstance(jobs, int) and not isinstance(jobs, bool) else 1,
         scenarios=Path(scenarios) if scenarios else None,
         cross=text("cross"),
         build_dir=build_dir,

@@ -3,6 +3,7 @@ would lead outside the directory, plans that name a library to load, plans too l
 
 import json
 import os
+import time
 
 import pytest
 
@@ -262,3 +263,38 @@ def test_verify_prints_device_strings_of_a_bundle_without_terminal_escapes(run_c
     assert b"bundle rejected" in output
     assert b"\x1b" not in output and b"\x07" not in output
     assert b"dev\\x1b[2J" in output
+
+
+@pytest.mark.parametrize("options, named", [
+    ({"jobs": 1000000}, "-j 1000000"),
+    ({"timeout_multiplier": 1e6}, "--timeout-multiplier 1000000.0"),
+    ({"timeout_multiplier": float("nan")}, "--timeout-multiplier nan"),
+])
+def test_resume_bounds_the_numbers_a_foreign_plan_asks_for(tmp_path, state_env, options, named):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    plan = {"kind": "plan", "schema": 1, "run_id": "r1", "started": "2026-01-01T00:00:00", "profile": "published-37",
+            "target": "local", "devices": ["local"],
+            "scenarios": [{"id": "support.empty_list", "title": "t", "chapter": "support", "clauses": []}],
+            "options": options}
+    write_records(run_dir / "results.jsonl", [plan])
+    started = time.monotonic()
+    done = cli("run", "--resume", run_dir, "-q", env=state_env, timeout=60)
+    assert done.returncode == 3, text(done)
+    assert named in text(done) and str(run_dir) in text(done)
+    assert len(text(done).strip().splitlines()) == 1
+    assert time.monotonic() - started < 30
+
+
+def test_resume_bounds_the_number_of_devices_a_foreign_plan_lists(tmp_path, state_env):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    plan = {"kind": "plan", "schema": 1, "run_id": "r1", "started": "2026-01-01T00:00:00", "profile": "published-37",
+            "target": "virtual", "devices": [f"vd{i}" for i in range(500)],
+            "scenarios": [{"id": "support.empty_list", "title": "t", "chapter": "support", "clauses": []}],
+            "options": {}}
+    write_records(run_dir / "results.jsonl", [plan])
+    done = cli("run", "--resume", run_dir, "-q", env=state_env, timeout=60)
+    assert done.returncode == 3, text(done)
+    assert "--devices 500" in text(done) and len(text(done).strip().splitlines()) == 1
+    assert not (run_dir / "virtual-devices").exists()
