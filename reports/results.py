@@ -26,6 +26,7 @@ from .claim import Claim, claim_of
 from .kit import KitFacts, kit_facts
 from .limits import limit, over
 from .plan_filters import plan_filters
+from .safe_io import visible_escape
 
 RESULTS_SCHEMA: Final = 1
 RESULTS_NAME: Final = "results.jsonl"
@@ -40,12 +41,7 @@ _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 def safe_text(text: str) -> str:
     """`text` with every character XML 1.0 forbids written as a visible escape (`\\x1b`, `\\ud800`)."""
-
-    def escape(match: re.Match[str]) -> str:
-        code = ord(match.group())
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-    return _FORBIDDEN.sub(escape, text)
+    return _FORBIDDEN.sub(visible_escape, text)
 
 
 def unreadable_json(exc: ValueError | RecursionError) -> str:

@@ -35,8 +35,9 @@ DISK_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=,-]*")
 NAME_MAX: Final = 128
 
-# Control characters (C0, DEL, C1) that a terminal would act on.
-_CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0/C1 controls, and the invisible format characters that reorder or hide what a terminal shows
+# (bidirectional overrides and isolates such as U+202E, zero-width characters, line separators).
+_CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
 class UnsafeOutput(KitError):
@@ -75,8 +76,15 @@ def checked_name(value: object, what: str) -> str:
 
 
 def console_text(text: str) -> str:
-    """`text` with terminal control characters (escape sequences, carriage returns) shown as `\\xNN`."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """`text` with terminal control characters (escape sequences, carriage returns) shown as `\\xNN`, and
+    invisible reordering characters (U+202E and the like) as `\\uNNNN`."""
+    return _CONTROL.sub(visible_escape, text)
+
+
+def visible_escape(match: re.Match[str]) -> str:
+    """The matched character as `\\xNN` (below U+0100) or `\\uNNNN`, for text shown where it may not act."""
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _disk(exc: OSError, path: Path | str) -> OSError | OutputFailed:

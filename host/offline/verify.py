@@ -122,8 +122,10 @@ def read_bundle(bundle: Path) -> dict[str, bytes]:
                 handle = tar.extractfile(member)  # a file object over the archive: nothing is written to disk
                 members[member.name] = handle.read(member.size) if handle is not None else b""
     except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+        why = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else str(exc)
+        hint = f" (for a run directory: `npuconf bundle {bundle}` first)" if bundle.is_dir() else ""
         raise BundleUnreadable(
-            f"{bundle}: not a readable bundle ({exc}); expected a tar.gz from `npuconf bundle`"
+            f"{bundle}: not a readable bundle ({why}); expected a tar.gz from `npuconf bundle`{hint}"
         ) from None
     return members
 

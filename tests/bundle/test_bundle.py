@@ -214,3 +214,12 @@ def test_cli_bundle_default_name(tmp_path):
     archive = run_dir / "20260301-120000-d2d2.bundle.tar.gz"
     assert archive.is_file() and set(members(archive)) == FILES
     assert npuconf("bundle", tmp_path / "nothing", timeout=60).returncode == 3
+
+
+def test_verify_of_a_run_directory_says_what_to_do_in_one_line(tmp_path):
+    (tmp_path / "run").mkdir()
+    done = npuconf("verify", tmp_path / "run")
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 3 and len(lines) == 1, lines
+    assert "Errno" not in lines[0] and "(is a directory)" in lines[0]
+    assert f"`npuconf bundle {tmp_path / 'run'}` first" in lines[0]

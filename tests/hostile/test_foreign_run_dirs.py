@@ -298,3 +298,15 @@ def test_resume_bounds_the_number_of_devices_a_foreign_plan_lists(tmp_path, stat
     assert done.returncode == 3, text(done)
     assert "--devices 500" in text(done) and len(text(done).strip().splitlines()) == 1
     assert not (run_dir / "virtual-devices").exists()
+
+
+def test_bidirectional_override_from_run_data_never_reaches_the_console_raw(run_copy, state_env):
+    objects = records(run_copy)
+    plan = next(o for o in objects if o["kind"] == "plan")
+    plan["options"]["keyword"] = "free\u202eSSAP\u2066x\u200b"
+    write_records(run_copy / "results.jsonl", objects)
+    done = cli("run", "--resume", run_copy, "-q", env=state_env)
+    output = (done.stdout + done.stderr).decode()
+    assert done.returncode in (0, 1), output
+    assert not {"\u202e", "\u2066", "\u200b"} & set(output), output
+    assert "free\\u202eSSAP\\u2066x\\u200b" in output
