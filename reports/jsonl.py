@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .results import RESULTS_NAME, ResultsUnreadable
+from .results import RESULTS_NAME, read_results_bytes
 from .safe_io import atomic_output
 
 
@@ -26,10 +26,7 @@ def raw_objects(path: Path) -> dict[int, dict[str, object]]:
     Lines that do not are left out; `load_results` describes them in `RunResults.problems`.
     """
     path = results_file(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ResultsUnreadable(path, exc.strerror or type(exc).__name__) from exc
+    data = read_results_bytes(path)
     out: dict[int, dict[str, object]] = {}
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():

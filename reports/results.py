@@ -8,6 +8,7 @@ Planned scenario × device pairs with no result record become NOT_EXECUTED.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import re
@@ -26,7 +27,7 @@ from .claim import Claim, claim_of
 from .kit import KitFacts, kit_facts
 from .limits import limit, over
 from .plan_filters import plan_filters
-from .safe_io import visible_escape
+from .safe_io import UnsafeOutput, read_unfollowed, visible_escape
 
 RESULTS_SCHEMA: Final = 1
 RESULTS_NAME: Final = "results.jsonl"
@@ -56,6 +57,18 @@ def render_value(value: object) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def read_results_bytes(path: Path) -> bytes:
+    """The bytes of a results.jsonl, never read through a symlink (safe_io.read_unfollowed)."""
+    try:
+        return read_unfollowed(path)
+    except UnsafeOutput:
+        raise ResultsUnreadable(path, "another user's symlink is on its path, never read through") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ResultsUnreadable(path, "it is a symlink; the kit never reads a run's results through one") from None
+        raise ResultsUnreadable(path, exc.strerror or type(exc).__name__) from exc
 
 
 class ResultsUnreadable(KitError, OSError):
@@ -537,10 +550,7 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
     record's own `clauses` are shown only for scenarios the kit did not release, and never count."""
     if path.is_dir():
         path = path / RESULTS_NAME
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ResultsUnreadable(path, exc.strerror or type(exc).__name__) from exc
+    data = read_results_bytes(path)
 
     name = path.name
     problems: list[str] = []

@@ -278,6 +278,22 @@ def host_state_dir() -> Path:
     return Path(base) / "npuconf"
 
 
+def read_unfollowed(path: Path) -> bytes:
+    """The bytes of the regular file `path`: its directory reached as `open_directory` reaches one, the
+    file opened without following a symlink. A run's results.jsonl swapped for a link to a file only
+    root may read is never read, so never published in a report. Raises OSError (ELOOP for a symlink,
+    EINVAL for a file that is not regular) or UnsafeOutput (another user's symlink on the way)."""
+    directory = open_directory(path.parent)
+    try:
+        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=directory)
+    finally:
+        os.close(directory)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return handle.read()
+
+
 def read_small(path: Path, limit_bytes: int) -> bytes | None:
     """The bytes of a small regular file, not following a symlink; None when absent, unsafe or too large."""
     try:

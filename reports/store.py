@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from .jsonl import results_file
-from .results import RunResults, load_results, safe_text
+from .results import RunResults, load_results, read_results_bytes, safe_text
 from .store_engine import StoreEngine, StoreError
 from .store_postgresql import PostgresqlEngine, is_postgresql_url, redacted
 from .store_sqlite import SqliteEngine
@@ -198,7 +198,7 @@ def import_run(
 ) -> ImportOutcome:
     """Import one run (its directory or results.jsonl) into the store; see the module docstring."""
     path = results_file(path)
-    data = results_bytes if results_bytes is not None else path.read_bytes()
+    data = results_bytes if results_bytes is not None else read_results_bytes(path)
     run = load_results(path)
     if run.plan is None:
         return ImportOutcome(path, "", "skipped", 0, "no plan record, so no run id")

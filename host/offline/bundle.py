@@ -21,7 +21,8 @@ from typing import Any, Final
 
 from reference_model.errors import KitError
 from reports import RunResults, write_reports
-from reports.safe_io import atomic_output, checked_name
+from reports.results import read_results_bytes
+from reports.safe_io import atomic_output, checked_name, read_unfollowed
 
 from .. import KIT_VERSION
 from ..suite import checkout_tree_hashes
@@ -64,8 +65,8 @@ def make_bundle(run_dir: Path, out: Path | None = None, sign_key: Path | None = 
     path, run, plan = load_planned_run(run_dir, "a bundle")
     default_name = f"{checked_name(plan.run_id, 'run_id')}.bundle.tar.gz" if out is None else ""
     reports = write_reports(path, path.parent)
-    contents = {"results.jsonl": path.read_bytes()}
-    contents.update({p.name: p.read_bytes() for p in reports.values()})
+    contents = {"results.jsonl": read_results_bytes(path)}
+    contents.update({p.name: read_unfollowed(p) for p in reports.values()})
     manifest: dict[str, Any] = {
         "kind": "npuconf-bundle",
         "schema": BUNDLE_SCHEMA,

@@ -310,3 +310,26 @@ def test_bidirectional_override_from_run_data_never_reaches_the_console_raw(run_
     assert done.returncode in (0, 1), output
     assert not {"\u202e", "\u2066", "\u200b"} & set(output), output
     assert "free\\u202eSSAP\\u2066x\\u200b" in output
+
+
+@pytest.mark.parametrize("command", ["report", "store import", "bundle", "rejudge"])
+def test_a_results_file_that_is_a_symlink_is_never_read(run_copy, tmp_path, command):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    secret = private / "results.jsonl"
+    os.rename(run_copy / "results.jsonl", secret)  # a real run's records: readable if followed
+    os.symlink(secret, run_copy / "results.jsonl")
+    for report in ("report.html", "summary.json", "junit.xml"):
+        (run_copy / report).unlink(missing_ok=True)
+    args = {
+        "report": ["report", run_copy],
+        "store import": ["store", "import", "--store", tmp_path / "s.sqlite", run_copy],
+        "bundle": ["bundle", run_copy, "--out", tmp_path / "b.tar.gz"],
+        "rejudge": ["rejudge", run_copy, "--out", tmp_path / "rejudged"],
+    }[command]
+    done = cli(*args)
+    output = text(done)
+    assert done.returncode != 0 and "Traceback" not in output, output
+    assert "is a symlink; the kit never reads a run's results through one" in output, output
+    assert not (run_copy / "report.html").exists() and not (tmp_path / "b.tar.gz").exists()
+    assert not (tmp_path / "rejudged").exists() or not any((tmp_path / "rejudged").rglob("results.jsonl"))
