@@ -19,7 +19,7 @@ from adbutils import AdbClient, AdbDevice
 from adbutils._adb import AdbConnection
 
 from ...errors import InfraError, UsageError
-from ..virtual_device import AdbServerError, device_states, host_request, server_answers
+from ..adb_host import AdbServerError, device_states, host_request, server_answers
 
 DEFAULT_SERVER_PORT: Final = 5037
 COMMAND_TIMEOUT_S: Final = 20.0
