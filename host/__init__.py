@@ -4,7 +4,8 @@ Rooms, lowest first (a room imports only from rooms below it; tests/host/test_la
 `suite` (the corpus, the clause catalogue, waiver files and content hashes of this checkout),
 `probe` (building the probe, compiling scenarios into probe programs, what a probe run hands back),
 `targets` (where the probe runs: local, adb devices, the embedded virtual devices),
-`run` (a run from request to results.jsonl), `offline` (commands on recorded runs), and `cli.py`.
+`run` (a run from request to results.jsonl), `offline` (commands on recorded runs), `fuzz`
+(model-based fuzzing on any target), and `cli.py`.
 `errors.py` holds the harness's errors; `KIT_VERSION` is the version every record carries.
 """
 
