@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -14,26 +15,42 @@ from reference_model.scenario import Scenario, parse_scenario
 
 from ..errors import UsageError
 from .checkout import SCENARIO_ROOT
-from .safe_yaml import load_yaml_file
+from .safe_yaml import load_yaml_text, read_yaml_bytes
 
 
 def load_file(path: Path, chapter: str, known_clauses: frozenset[str] | None) -> list[Scenario]:
     source = _display(path)
     try:
-        data = load_yaml_file(path)
+        raw = read_yaml_bytes(path)
     except OSError as exc:
         raise ScenarioInvalid(source, None, "file", exc.strerror, "a readable file") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "file"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioInvalid(source, None, where, problem, "valid YAML") from None
+        raise _not_yaml(exc, source) from None
+    return list(_parsed(raw, source, chapter, known_clauses))
+
+
+def _not_yaml(exc: yaml.YAMLError, source: str) -> ScenarioInvalid:
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}" if mark is not None else "file"
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return ScenarioInvalid(source, None, where, problem, "valid YAML")
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(raw: bytes, source: str, chapter: str, known_clauses: frozenset[str] | None) -> tuple[Scenario, ...]:
+    """A scenario file's scenarios, parsed once per process for the same bytes: a run reads the corpus
+    for its plan and again for the claim's facts, and parsing is most of a short run's fixed cost.
+    Scenarios are frozen values, so sharing them is safe; an edited file has other bytes."""
+    try:
+        data = load_yaml_text(raw.decode("utf-8", errors="replace"), source)
+    except yaml.YAMLError as exc:
+        raise _not_yaml(exc, source) from None
     if isinstance(data, Mapping) and "scenarios" in data:
         items = data["scenarios"]
         if not isinstance(items, list) or not items:
             raise ScenarioInvalid(source, None, "scenarios", items, "a non-empty list of scenarios")
-        return [parse_scenario(item, source, chapter, known_clauses) for item in items]
-    return [parse_scenario(data, source, chapter, known_clauses)]
+        return tuple(parse_scenario(item, source, chapter, known_clauses) for item in items)
+    return (parse_scenario(data, source, chapter, known_clauses),)
 
 
 SCENARIO_LAYOUT = "<chapter>/<id>.yaml files under it (docs/formats.md §2)"

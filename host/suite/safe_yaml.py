@@ -23,6 +23,33 @@ class YamlRefused(yaml.YAMLError):
 
 def _expanded_size(root: yaml.Node, bound: int) -> int:
     """Nodes in the document with every alias expanded; stops counting once past `bound`."""
+    plain = _tree_size(root, bound)
+    return plain if plain is not None else _shared_size(root, bound)
+
+
+def _tree_size(root: yaml.Node, bound: int) -> int | None:
+    """The node count of a document in which no node is reached twice (no alias: every scenario file),
+    or None as soon as one is, or the count is past `bound`, so the full expansion must decide."""
+    seen: set[int] = set()
+    stack: list[yaml.Node] = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            return None
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.append(key)
+                stack.append(value)
+        if len(seen) > bound:
+            return None
+    return len(seen)
+
+
+def _shared_size(root: yaml.Node, bound: int) -> int:
+    """`_expanded_size` for a document with aliases: each alias counts the whole node it names."""
     sizes: dict[int, int] = {}
     # iterative post-order walk; a node seen again (an alias) reuses its computed size
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -74,11 +101,16 @@ def load_yaml_text(text: str, source: str) -> object:
         loader.dispose()
 
 
-def load_yaml_file(path: Path) -> object:
-    """Read and parse a YAML file from a user, within limits `yaml_bytes` and `yaml_nodes` (OSError as is)."""
+def read_yaml_bytes(path: Path) -> bytes:
+    """The bytes of a YAML file from a user, within limit `yaml_bytes` (OSError as is)."""
     bound = limit("yaml_bytes")
     with path.open("rb") as handle:
         data = handle.read(bound + 1)
     if len(data) > bound:
         raise YamlRefused(over("yaml_bytes", f"{path} is larger than {bound} bytes"))
-    return load_yaml_text(data.decode("utf-8", errors="replace"), str(path))
+    return data
+
+
+def load_yaml_file(path: Path) -> object:
+    """Read and parse a YAML file from a user, within limits `yaml_bytes` and `yaml_nodes` (OSError as is)."""
+    return load_yaml_text(read_yaml_bytes(path).decode("utf-8", errors="replace"), str(path))
