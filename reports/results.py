@@ -275,6 +275,8 @@ def alloc_callback_latencies_ns(record: ResultRecord) -> list[int]:
     latencies: list[int] = []
     last_alloc_call: int | None = None
     for number, line in enumerate(record.trace, 1):
+        if "alloc" not in line and "cb" not in line:
+            continue  # neither an alloc call nor a callback: not worth decoding
         event = read_line(line, number)  # a malformed line is skipped: the latencies of the others stand
         if isinstance(event, Call) and event.op == Op.ALLOC and event.t is not None:
             last_alloc_call = event.t

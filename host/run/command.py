@@ -16,7 +16,7 @@ from .session import start_run
 
 def run_command(args: argparse.Namespace) -> int:
     given = apply_run_defaults(args)
-    check_target_options(args.timeout_multiplier, args.devices, args.target, args.jobs)
+    check_target_options(args.timeout_multiplier, args.devices, args.target, 1 if args.jobs is None else args.jobs)
     request = RunRequest(
         target=args.target or "auto",
         devices=args.devices,

@@ -42,7 +42,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("clause", "--clause", "clauses", ()),
     RunOption("scenarios", "--scenarios", "scenarios", None),
     RunOption("timeout_multiplier", "--timeout-multiplier", "timeout_multiplier", 1.0),
-    RunOption("jobs", "-j", "jobs", 1),
+    RunOption("jobs", "-j", "jobs", None),  # None: lanes.default_lanes(target)
     RunOption("cross", "--cross", "cross", None),
     RunOption("shard", "--shard", "shard", False),
 )

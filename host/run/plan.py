@@ -85,7 +85,7 @@ class RunRequest:
     clauses: tuple[str, ...] = ()
     out: Path | None = None
     timeout_multiplier: float = 1.0
-    jobs: int = 1
+    jobs: int | None = None  # -j; None: lanes.default_lanes(target)
     build_dir: Path | None = None
     scenarios: Path | None = None
     cross: str | None = None

@@ -80,9 +80,10 @@ def resume_run(
         for device in wanted_devices:
             checked_name(device, "planned device")
         request = _request_from_plan(plan_record.target, options, wanted_devices, build_dir)
+        jobs = request.jobs if request.jobs is not None else 1  # always set from the plan
         try:
             check_target_options(
-                request.timeout_multiplier, request.devices, "virtual", request.jobs
+                request.timeout_multiplier, request.devices, "virtual", jobs
             )
         except UsageError as error:
             raise UsageError(f"--resume {directory}: the plan in results.jsonl asks {error}") from None
@@ -102,7 +103,7 @@ def resume_run(
             target_name=plan_record.target,
             waivers=load_waiver_file(Path(str(options["waivers"]))) if options.get("waivers") else (),
             waivers_as_of=waivers_as_of(options, plan_record.started),
-            jobs=request.jobs,
+            jobs=jobs,
             timeout_multiplier=request.timeout_multiplier,
             corpus_hash=plan_record.corpus_hash,
             model_hash=plan_record.model_hash,
@@ -120,7 +121,7 @@ def resume_run(
             described=frozenset(previous.devices),
             kept=tuple(finished.values()),
         )
-        estimates = duration_estimates(directory, store) if sharded else None
+        estimates = duration_estimates(directory, store)
         try:
             with open_targets(request, plan_record.target, directory, profile) as targets:
                 chosen = [t for t in targets if t.serial in wanted_devices]

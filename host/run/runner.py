@@ -32,9 +32,10 @@ from .decision import (
 )
 from .device_session import prepare_device
 from .judging import MAX_ATTEMPTS, Outcome, not_run
+from .lanes import EstimatesFn, deal_lanes, known_estimates
 from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter, now_iso, plan_record, result_record
-from .shard import EstimatesFn, execute_sharded
+from .shard import execute_sharded, group_of
 
 # Per-scenario budget the probe gets on top of the scenario's own timeout: teardown settling.
 SETTLE_ALLOWANCE_S = 2.0
@@ -57,9 +58,11 @@ class DeviceRun:
         writer: ResultsWriter | None = None,
         progress: ProgressFn | None = None,
         resume: Resume | None = None,
+        estimates: EstimatesFn | None = None,
     ) -> None:
         self.plan = plan
         self.target = target
+        self.estimates = estimates  # measured durations, to deal the lanes longest first
         self._writer = writer
         self.progress = progress
         self.scenarios = plan.scenarios
@@ -142,8 +145,9 @@ class DeviceRun:
 
     def _run_scenarios(self, device: Device, scenarios: Sequence[Scenario]) -> None:
         runnable = self.compile_for(device, scenarios)
-        lanes = [runnable[i :: self.plan.jobs] for i in range(self.plan.jobs)]
-        threads = [threading.Thread(target=self._run_lane, args=(device, lane)) for lane in lanes if lane]
+        known = known_estimates(self.estimates, group_of(device))
+        lanes = deal_lanes(runnable, self.plan.jobs, lambda c: c.scenario.id, known)
+        threads = [threading.Thread(target=self._run_lane, args=(device, lane)) for lane in lanes]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -316,7 +320,10 @@ def execute_run(
     `--resume`.
     """
     # A sharded run gives each device its build's share, so every device starts from the whole plan.
-    runs = [DeviceRun(plan, target, progress=progress, resume=None if plan.shard else resume) for target in targets]
+    runs = [
+        DeviceRun(plan, target, progress=progress, resume=None if plan.shard else resume, estimates=estimates)
+        for target in targets
+    ]
     _join(_start(runs, "prepare"), runs)
     for run in runs:
         if run.setup_error is not None:

@@ -44,6 +44,7 @@ from ..targets import (
     reap_orphan_fleets,
     start_fleet,
 )
+from .lanes import default_lanes
 from .ownership import claim
 from .plan import RunPlan, RunRequest, new_run_id
 from .record import duration_estimates, record_run
@@ -100,6 +101,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         declared_capacity=request.capacity,
     )
     target_name = resolve_target(request)
+    jobs = request.jobs if request.jobs is not None else default_lanes(target_name)
     plan = RunPlan(
         run_id=run_id,
         out_dir=out_dir,
@@ -109,7 +111,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         target_name=target_name,
         waivers=waivers,
         waivers_as_of=as_of,
-        jobs=request.jobs,
+        jobs=jobs,
         timeout_multiplier=request.timeout_multiplier,
         corpus_hash=corpus_hash(scenario_root),
         model_hash=model_hash(),
@@ -125,7 +127,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
             "scenario_ids": list(request.scenario_ids),
             "clauses": list(request.clauses),
             "timeout_multiplier": request.timeout_multiplier,
-            "jobs": request.jobs,
+            "jobs": jobs,
             "cross": request.cross,
             "scenarios": str(request.scenarios.absolute()) if request.scenarios else None,
             "waivers": str(request.waivers.absolute()) if request.waivers else None,
@@ -139,7 +141,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
             "shard": request.shard,
         },
     )
-    estimates = duration_estimates(out_dir, request.store) if request.shard else None
+    estimates = duration_estimates(out_dir, request.store)
     try:
         with open_targets(request, target_name, out_dir, profile) as targets:
             execute_run(plan, targets, progress, estimates=estimates)

@@ -5,7 +5,7 @@ planned scenario once, on whichever of its devices the scheduler gives it to:
 
 - **Balance.** Scenarios are dealt longest first to the device with the least estimated work
   (estimates: the mean measured duration of the scenario in earlier runs of the store, on this build
-  when it has any, else on any build; `DEFAULT_ESTIMATE_MS` for a scenario never measured).
+  when it has any, else on any build; lanes.py `DEFAULT_ESTIMATE_MS` for a scenario never measured).
 - **Chunks.** A device lane takes a chunk of its own queue at a time and runs it as one probe batch,
   so the probe start and the program push are paid once per chunk, not once per scenario. Chunks
   shrink as the group's work runs out (guided self-scheduling): a chunk is about the group's
@@ -24,7 +24,6 @@ device that ran it, every device record names its group, and the plan record say
 
 from __future__ import annotations
 
-import statistics
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
@@ -37,25 +36,14 @@ from reference_model.verdicts import Verdict
 from ..probe import CompiledScenario
 from ..targets import Device, Target
 from .decision import needs_discovery
+from .lanes import EstimatesFn, estimate_all, known_estimates
 from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter
 
-DEFAULT_ESTIMATE_MS = 50.0
 MIN_CHUNK_MS = 100.0
 MAX_CHUNK_MS = 10_000.0
 MAX_CHUNK = 64
 CHUNKS_PER_LANE = 3  # a chunk: the group's remaining estimated work / (live lanes x this), within the bounds
-
-# Estimated durations (ms) by scenario id for a build fingerprint; from the results store.
-EstimatesFn = Callable[[str], Mapping[str, float]]
-
-
-def estimate_all(ids: Sequence[str], known: Mapping[str, float]) -> dict[str, float]:
-    """Every id's estimate: the measured one, else the median of the measured ones, else the default."""
-    measured = [v for v in (known.get(i) for i in ids) if v is not None and v > 0]
-    fallback = statistics.median(measured) if measured else DEFAULT_ESTIMATE_MS
-    return {i: (v if (v := known.get(i)) is not None and v > 0 else fallback) for i in ids}
-
 
 @dataclass(frozen=True, slots=True)
 class Leftover:
@@ -270,7 +258,7 @@ def execute_sharded(
                     )
                     by_serial[serial].record_not_run(scenario, Verdict.ERROR, reason)
             continue
-        scheduler = ShardScheduler([s.id for s in wanted], _known_estimates(estimates, group), alive, plan.jobs)
+        scheduler = ShardScheduler([s.id for s in wanted], known_estimates(estimates, group), alive, plan.jobs)
         group_runs = {s: by_serial[s] for s in alive}
         for serial, run in group_runs.items():
             run.on_recorded = _finisher(scheduler, serial)
@@ -295,13 +283,6 @@ def _finisher(scheduler: ShardScheduler, serial: str) -> Callable[[str], None]:
     return lambda scenario_id: scheduler.finished(serial, scenario_id)
 
 
-def _known_estimates(estimates: EstimatesFn | None, group: str) -> Mapping[str, float]:
-    if estimates is None:
-        return {}
-    try:
-        return estimates(group)
-    except Exception:  # estimates only steer the balance; a store problem must not stop the run
-        return {}
 
 
 def _group_todo(plan: RunPlan, serials: Sequence[str], resume: Resume | None) -> list[Scenario]:

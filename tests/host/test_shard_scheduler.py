@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from host.run.shard import DEFAULT_ESTIMATE_MS, MAX_CHUNK, ShardScheduler, estimate_all
+from host.run.lanes import DEFAULT_ESTIMATE_MS, estimate_all
+from host.run.shard import MAX_CHUNK, ShardScheduler
 
 
 def drain(scheduler, device, taken, work_s=0.0):

@@ -1,0 +1,47 @@
+"""Lanes (host/run/lanes.py): the default lane count by target, longest-first dealing, and the default
+run giving exactly the verdicts of a one-lane run."""
+
+from __future__ import annotations
+
+import json
+
+from host.run.lanes import DEFAULT_LANES, deal_lanes, default_lanes
+from tests.conftest import npuconf
+
+
+def test_default_lanes_keep_a_shared_device_to_one_lane():
+    assert default_lanes("adb") == 1
+    assert default_lanes("local") == default_lanes("virtual") == DEFAULT_LANES > 1
+
+
+def test_longest_scenarios_are_dealt_first_to_the_least_loaded_lane():
+    durations = {"long": 900.0, "mid": 500.0, "a": 100.0, "b": 100.0, "c": 100.0, "d": 100.0}
+    lanes = deal_lanes(list(durations), 2, str, durations)
+    loads = sorted(sum(durations[i] for i in lane) for lane in lanes)
+    assert loads == [900.0, 900.0]  # round robin would give 1200 + 600
+    assert ["long"] in lanes
+    # each lane keeps the original order
+    assert all(lane == sorted(lane, key=list(durations).index) for lane in lanes)
+
+
+def test_nothing_measured_deals_in_turn_and_no_lane_is_empty():
+    items = [f"s{i}" for i in range(5)]
+    assert deal_lanes(items, 2, str, {}) == [["s0", "s2", "s4"], ["s1", "s3"]]
+    assert deal_lanes(items[:2], 8, str, {}) == [["s0"], ["s1"]]
+    assert deal_lanes([], 4, str, {}) == []
+
+
+def _verdicts(run_dir):
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    plan = next(r for r in records if r["kind"] == "plan")
+    return plan["options"]["jobs"], {(r["device"], r["scenario"]): r["verdict"] for r in records if r["kind"] == "result"}
+
+
+def test_the_default_lanes_give_the_verdicts_of_one_lane(tmp_path, probe_build):
+    one = npuconf("run", "--target", "local", "-j", "1", "--out", tmp_path / "one", "-q", "--store", tmp_path / "s.db")
+    default = npuconf("run", "--target", "local", "--out", tmp_path / "default", "-q", "--store", tmp_path / "s.db")
+    assert one.returncode == default.returncode == 0, one.stderr + default.stderr
+    one_jobs, one_verdicts = _verdicts(tmp_path / "one")
+    default_jobs, default_verdicts = _verdicts(tmp_path / "default")
+    assert (one_jobs, default_jobs) == (1, DEFAULT_LANES)
+    assert default_verdicts == one_verdicts and len(one_verdicts) > 300
