@@ -205,14 +205,11 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
     path = output_dir(out_dir) / "results.jsonl"
     ends = [i.run.end for i in loaded]
     if ends and all(end is not None for end in ends):
-        write_jsonl(path, lines)  # first without the end record, to compute the answer as a reader will
-        merged = load_results(path)
-        exit_code = merged.claim.exit_code
         counts: dict[str, int] = {}
         for _, obj in chosen.values():
             counts[str(obj.get("verdict"))] = counts.get(str(obj.get("verdict")), 0) + 1
         finished_all = max(end.finished for end in ends if end is not None)
-        lines.append({"kind": "end", "finished": finished_all, "counts": counts, "exit_code": int(exit_code)})
+        lines.append({"kind": "end", "finished": finished_all, "counts": counts})
     write_jsonl(path, lines)
     return MergeOutcome(
         path=path,

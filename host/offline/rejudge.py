@@ -226,9 +226,6 @@ def rejudge(
     output_dir(out_dir)
     results = out_dir / "results.jsonl"
     write_jsonl(results, lines)
-    if lines and lines[-1].get("kind") == "end":  # the end record states the claim its readers will compute
-        lines[-1]["exit_code"] = int(load_results(results).claim.exit_code)
-        write_jsonl(results, lines)
     paths = {"results": results, **write_reports(results, out_dir)}
     new_run = load_results(results)
     return RejudgeOutcome(rejudged, out_dir, paths, int(new_run.claim.exit_code), new_run.claim)

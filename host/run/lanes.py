@@ -1,9 +1,11 @@
 """How many probe processes (lanes) run at once on one device, and which scenarios each one runs.
 
 The corpus is bound by waits (settles, callback waits, the delays scenarios ask for), not by the CPU,
-so on the local and virtual targets, where every lane's probe loads its own virtual NPU, lanes
-overlap those waits: `DEFAULT_LANES` of them unless `-j` says otherwise. On a phone the lanes share
-one NPU and one adb connection, so the default there stays one lane (docs/decisions.md, "Lanes").
+so on the local target, where every lane's probe loads its own virtual NPU in its own process, lanes
+overlap those waits: `DEFAULT_LANES` of them unless `-j` says otherwise. Through adb (phones and the
+virtual devices alike) the lanes share one device, one adb connection and the device's health
+bookkeeping (three timeouts in a row lose it), so the default there stays one lane
+(docs/decisions.md, "Lanes").
 Scenarios are dealt longest first to the lane with the least estimated work, using the durations the
 results store measured on the same build, so that no lane is left holding the long ones at the end.
 """
@@ -18,7 +20,7 @@ from typing import Final, TypeVar
 # Measured on the 2-core host (docs/decisions.md, "Lanes"): verdicts identical to -j 1 up to 16 lanes;
 # past 8 the wall time gains little and every lane is a probe process with its own memory.
 DEFAULT_LANES: Final = 8
-SHARED_DEVICE_TARGETS: Final = frozenset({"adb"})
+SHARED_DEVICE_TARGETS: Final = frozenset({"adb", "virtual"})
 
 DEFAULT_ESTIMATE_MS: Final = 50.0
 

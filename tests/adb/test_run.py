@@ -86,7 +86,7 @@ def test_device_killed_mid_run_then_resume_completes_the_plan(tmp_path, probe_bu
     lines = records(run_dir, "result")
     assert len(lines) == 20 + len(rest)  # earlier records are kept; only the missing pairs ran again
     assert {r["scenario"] for r in lines[20:]} == {r["scenario"] for r in rest}
-    assert len(records(run_dir, "plan")) == 1 and records(run_dir, "end")[-1]["exit_code"] == 0
+    assert len(records(run_dir, "plan")) == 1 and "exit_code" not in records(run_dir, "end")[-1]
     assert 'testsuite name="virtual-2"' in (run_dir / "junit.xml").read_text()
 
 

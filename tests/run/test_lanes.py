@@ -10,8 +10,8 @@ from tests.conftest import npuconf
 
 
 def test_default_lanes_keep_a_shared_device_to_one_lane():
-    assert default_lanes("adb") == 1
-    assert default_lanes("local") == default_lanes("virtual") == DEFAULT_LANES > 1
+    assert default_lanes("adb") == default_lanes("virtual") == 1
+    assert default_lanes("local") == DEFAULT_LANES > 1
 
 
 def test_longest_scenarios_are_dealt_first_to_the_least_loaded_lane():
@@ -34,7 +34,8 @@ def test_nothing_measured_deals_in_turn_and_no_lane_is_empty():
 def _verdicts(run_dir):
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     plan = next(r for r in records if r["kind"] == "plan")
-    return plan["options"]["jobs"], {(r["device"], r["scenario"]): r["verdict"] for r in records if r["kind"] == "result"}
+    verdicts = {(r["device"], r["scenario"]): r["verdict"] for r in records if r["kind"] == "result"}
+    return plan["options"]["jobs"], verdicts
 
 
 def test_the_default_lanes_give_the_verdicts_of_one_lane(tmp_path, probe_build):
