@@ -11,7 +11,18 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from . import policies
-from ._context import ANY_ERRNO, PRIORITY_RANGE, TYPE_VALID, Ctx, Out, arg_list, reject, show_errno, slot_label
+from ._context import (
+    ANY_ERRNO,
+    PRIORITY_RANGE,
+    TYPE_VALID,
+    Ctx,
+    Out,
+    arg_list,
+    negative_errno,
+    reject,
+    show_errno,
+    slot_label,
+)
 from .content import EMPTY, write
 from .cookies import borrow, callback_cookie_alive, hold, unmatched_alloc_cookie
 from .crashes import alloc_without_onalloc_crashes
@@ -286,7 +297,13 @@ def callback_thread(s: State, sid: int, ev: Cb) -> str:
 @clause("alloc-errornum-iff-buf")
 def errornum_iff_buf(ev: Cb) -> Reject | None:
     """Spec: "errorNum 0 if successful, or an errno on error. buf The buffer on success, or NULL on error."
-    (alloc-errornum-iff-buf)"""
+    (alloc-errornum-iff-buf)
+
+    An errno is a positive number: a negative errorNum (e.g. -ENODEV) is neither 0 nor an errno.
+    """
+    if negative_errno(ev.error):
+        return reject("alloc-errornum-iff-buf", f"errorNum={ev.error}", ["errorNum=0", "errorNum=a positive errno"],
+                      "errorNum is 0 on success or an errno, and errno values are positive")
     if (ev.error is None) == (ev.buf is not None):
         return None
     observed = f"errorNum={show_errno(ev.error)}, buf={ev.buf or 'NULL'}"

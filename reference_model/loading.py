@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, reject, show_errno
+from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, negative_errno, reject, show_errno
 from .allocation import returned_first
 from .content import Content, forget, write
 from .cookies import borrow, callback_cookie_alive, hold
@@ -128,7 +128,7 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
     if ev.cookie != ld.cookie.value:
         return reject("load-callback-cookie", f"onLoad(cookie={ev.cookie or 'NULL'})", [ld.cookie.value or "NULL"],
                       f"the cookie of {ld.buf} is the one of the request it was allocated from")
-    bad = callback_cookie_alive(s, ld.cookie, ev)
+    bad = callback_cookie_alive(s, ld.cookie, ev) or errornum_is_errno(ev)
     if bad is not None:
         return bad
     dids = s.dids
@@ -158,6 +158,19 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
     inflight, parked = overtake(s, ld)
     return [borrow(ctx, evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1),
                                      dids=dids, inflight=inflight, parked=parked), ld.cookie, ev)]
+
+
+@clause("load-callback-errornum")
+def errornum_is_errno(ev: Cb) -> Reject | None:
+    """Spec: "errorNum 0 if successful, or an errno on error. buf The buffer." (load-callback-errornum)
+
+    An errno is a positive number: a negative errorNum (e.g. -ENODEV) is neither 0 nor an errno.
+    """
+    if not negative_errno(ev.error):
+        return None
+    return reject("load-callback-errornum", f"onLoad(errorNum={ev.error})", ["onLoad(errorNum=0)",
+                  "onLoad(errorNum=a positive errno)"], "errorNum is 0 on success or an errno, and errno values "
+                  "are positive")
 
 
 @clause("load-async", "load-callback-errornum")

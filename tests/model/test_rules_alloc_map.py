@@ -113,6 +113,13 @@ def test_errornum_iff_buf():
     fails(alloc_once(0, None), "alloc-errornum-iff-buf")
 
 
+def test_alloc_errornum_is_a_positive_errno():
+    passes(alloc_once("E#4242"))  # a positive number outside the probe's vocabulary is still an errno
+    j = fails(alloc_once("E#-19"), "alloc-errornum-iff-buf")  # -ENODEV
+    assert j.divergence.observed == "errorNum=E#-19"
+    fails(alloc_once("E#-12", thread="caller", type_=0), "alloc-errornum-iff-buf")  # even where an error is due
+
+
 @covers("allocation.on_alloc")
 def test_one_callback_per_request():
     b = TB()

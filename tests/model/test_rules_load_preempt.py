@@ -42,6 +42,14 @@ def test_load_expectations():
     fails(loaded("EIO"), "load-async")
 
 
+@covers("loading.errornum_is_errno")
+def test_onload_errornum_is_a_positive_errno():
+    passes(loaded("EBUSY", mapped=True, read=False))
+    j = fails(loaded("E#-16", mapped=True, read=False), "load-callback-errornum")  # -EBUSY where an error is due
+    assert j.divergence.observed == "onLoad(errorNum=E#-16)"
+    fails(loaded("E#-5", read=False), "load-callback-errornum")
+
+
 @covers("loading.on_load")
 def test_onload_same_buffer_and_cookie():
     passes(loaded(cookie="c"))
