@@ -104,6 +104,9 @@ def free_result(s: State, ret: Ret) -> Reject | None:
         return None
     if ret.ret == -1 and empty and errno_set(ret.errno):
         return None
+    if ret.ret != -1 or not errno_set(ret.errno):
+        shown = f"ret={ret.ret}" if ret.ret != -1 else "-1 without errno"
+        return reject("free-returns", shown, ["0", "-1 with errno"], "ANpuBuffer_free returns 0 or -1 with errno set")
     preempted = inflight is not None and bool(inflight.buffers) and not empty
     cid = "free-even-if-preempted" if preempted else "free-each-allocated-buffer"
     return reject(cid, f"ret={ret.ret} errno={ret.errno}", ["0"],

@@ -232,7 +232,7 @@ def call_unmap(ctx: Ctx, s: State, call: Call) -> Out:
                    inflight=Inflight(call.step, call.op, applied=True, buffers=(m.buf,)))]
 
 
-@clause("unmap-unmaps", "unmap-args-like-munmap", "map-must-unmap", "free-unmap-allowed-after-free")
+@clause("unmap-unmaps", "unmap-args-like-munmap", "unmap-returns", "map-must-unmap", "free-unmap-allowed-after-free")
 def unmap_result(s: State, ret: Ret) -> Reject | None:
     """Spec: "Unmaps a previously mapped buffer." (unmap-unmaps)
     Spec: "The returned address must be unmapped by calling ANpuBuffer_unmap()." (map-must-unmap)
@@ -240,14 +240,17 @@ def unmap_result(s: State, ret: Ret) -> Reject | None:
     (free-unmap-allowed-after-free)
 
     Unmapping a whole live mapping succeeds (also after the buffer was freed); other ranges may
-    return either answer.
+    return either answer. A refusal contradicts the return sentence first: it is named unmap-returns.
     """
     bad = failure_sets_errno(ret, "unmap-returns")
     if bad is not None:
         return bad
     whole = s.inflight is not None and s.inflight.applied
     if whole and ret.ret != 0:
-        return reject("map-must-unmap", f"-1, errno {ret.errno}", ["0"], "unmapping a whole live mapping succeeds")
+        after_free = s.inflight is not None and any(
+            (b := s.bufs.get(h)) is None or b.freed for h in s.inflight.buffers)
+        return reject("unmap-returns", f"-1, errno {ret.errno}", ["0"], "unmapping a whole live mapping succeeds"
+                      + (" (also after the buffer was freed)" if after_free else ""))
     return None
 
 

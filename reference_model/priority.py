@@ -20,6 +20,9 @@ def set_priority_result(ctx: Ctx, b: Buffer, value: int, ret: Ret) -> Reject | s
     """
     if ret.ret == -1 and not errno_set(ret.errno):
         return reject("priority-set-returns", "-1 without errno", ["errno set"], "a failure sets errno")
+    if ret.ret not in (0, -1):
+        return reject("priority-set-returns", f"ret={ret.ret}", ["0", "-1 with errno"],
+                      "ANpuBuffer_setPriority returns 0 or -1 with errno set")
     if value in PRIORITY_RANGE:
         if ret.ret == 0 or (ret.ret == -1 and b.preempted):
             return None
