@@ -72,7 +72,8 @@ def map_outcome(
     of SHARED/PRIVATE, page-aligned offset, inside the buffer) succeeds — or, where preemption can
     happen without a vnpu command, fails with ENOENT because the buffer was just preempted. Invalid
     mmap-style arguments leave both answers open. Reading R6: a valid mapping of a buffer that is already
-    mapped succeeds too; refusing it (a limit on the number of mappings) is WARN R6. Reading R15: while a
+    mapped succeeds too; refusing it (a limit on the number of mappings) is WARN R6. Reading R18: a valid
+    PROT_NONE mapping succeeds; refusing it is WARN R18 ("MAP_FAILED on error" lists no errors). Reading R15: while a
     loadAsync of the buffer is in flight (its onLoad not observed) a valid mapping may succeed or fail
     with any errno (load_exclusive); so may a map whose call began before such a load's onLoad
     (``load_met``): the map may have met the load before the callback came.
@@ -94,6 +95,8 @@ def map_outcome(
     alts = {"success": ""}
     if b.maps > 0:
         alts[ANY_ERRNO] = "R6"  # the text sets no limit on mappings, and names none either: a reading
+    elif prot == 0:
+        alts[ANY_ERRNO] = "R18"  # PROT_NONE: "see mmap()" and "MAP_FAILED on error" name no case for it
     if ctx.spontaneous or b.preemptable:
         alts["ENOENT"] = ""
         if ctx.profile.preempt_map_enomem:

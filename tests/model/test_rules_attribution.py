@@ -6,7 +6,7 @@ from reference_model.verdicts import Verdict
 
 from .builder import TB, allocated, request, teardown
 from .test_rules_alloc_map import mapped
-from .test_rules_requests_cookies import fails, passes
+from .test_rules_requests_cookies import fails, passes, warns
 
 
 def test_free_returning_a_count_names_the_return_clause():
@@ -71,3 +71,27 @@ def test_crash_names_the_clause_of_the_step_that_died():
     j = b.exit("signal", None, "SIGSEGV").judge()
     assert j.verdict is Verdict.CRASH and j.divergence is not None and j.divergence.clause == "priority-set"
     passes(teardown(mapped(), bufs=["b"], reqs=["r"], maps=["m"]))
+
+
+def test_prot_none_mapping_refused_warns():
+    b = mapped(map_prot=(), ret=-1, errno="EINVAL")
+    warns(teardown(b, bufs=["b"], reqs=["r"]), "R18")
+    passes(teardown(mapped(map_prot=()), bufs=["b"], reqs=["r"], maps=["m"]))
+    fails(teardown(mapped(map_prot=("READ",), ret=-1, errno="EINVAL"), bufs=["b"], reqs=["r"]), "map-maps-buffer")
+
+
+def test_free_refused_during_a_load_warns_and_keeps_the_buffer():
+    def build(free_ret, errno=None, loading=True):
+        b = TB()
+        allocated(b)
+        b.call("file_new", file="f", size=4096, seed=7)
+        if loading:
+            b.call("buf_load", buf="b", fd="f", file_offset=0, length=100, buffer_offset=0, onload=True)
+        b.call("buf_free", bufs=["b"], ret=free_ret, errno=errno)
+        if loading:
+            b.emit(b.cb("load", None, 0, "B1"))
+        return teardown(b, bufs=["b"] if free_ret != 0 else [], reqs=["r"])
+
+    passes(build(0))
+    warns(build(-1, "EBUSY"), "R20")  # the buffer stays live: teardown frees it
+    fails(build(-1, "EBUSY", loading=False), "free-each-allocated-buffer")
