@@ -110,3 +110,9 @@ def slot_label(ctx: Ctx, slot: str) -> str:
 
 def show_errno(error: str | None) -> str:
     return "0" if error is None else error
+
+
+def negative_errno(error: str | None) -> bool:
+    """Whether a callback's errorNum is a negative number (the probe writes an errno outside its vocabulary
+    as ``E#<n>``): an errno is a positive number (errno(3)), so -ENODEV is no errno."""
+    return error is not None and error.startswith("E#-")

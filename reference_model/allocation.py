@@ -11,7 +11,18 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from . import policies
-from ._context import ANY_ERRNO, PRIORITY_RANGE, TYPE_VALID, Ctx, Out, arg_list, reject, show_errno, slot_label
+from ._context import (
+    ANY_ERRNO,
+    PRIORITY_RANGE,
+    TYPE_VALID,
+    Ctx,
+    Out,
+    arg_list,
+    negative_errno,
+    reject,
+    show_errno,
+    slot_label,
+)
 from .content import EMPTY, write
 from .cookies import borrow, callback_cookie_alive, hold, unmatched_alloc_cookie
 from .crashes import alloc_without_onalloc_crashes
@@ -65,7 +76,9 @@ def invalid_request(ctx: Ctx, a: Attrs) -> Expect | None:
 
     Readings (R4): an out-of-range priority and invalid protection bits make the request invalid, so it
     is refused — with any errno, since the text names EINVAL only for the device and the type; an errno
-    other than EINVAL departs from the kit's reading (WARN R4). A negative size describes no buffer and
+    other than EINVAL departs from the kit's reading (WARN R4). The range of the priority is a duty of
+    the caller ("must be within the range") with no stated consequence: accepting it is WARN R4 too. A
+    negative size describes no buffer and
     fails with any errno. The text never calls size 0 invalid: either answer, success departs from R4.
     """
     p = ctx.profile
@@ -79,7 +92,8 @@ def invalid_request(ctx: Ctx, a: Attrs) -> Expect | None:
     if a.priority not in PRIORITY_RANGE:
         e = Expect({"EINVAL": "", ANY_ERRNO: "R4"}, "priority-request-range",
                    f"priority {a.priority} is outside [0, 1000]")
-        return _merge(e, valid_outcome(ctx, a, None, 0, 0), "D3") if p.priority_unchecked else e
+        # "must be within the range" is the caller's duty; the text gives no consequence for its breach
+        return _merge(e, valid_outcome(ctx, a, None, 0, 0), "D3" if p.priority_unchecked else "R4")
     if a.prot & ~PROT_VALID:
         e = Expect({"EINVAL": "", ANY_ERRNO: "R4"}, "req-prot-values",
                    f"prot {a.prot:#x} has bits outside READ|WRITE|EXEC")
@@ -113,7 +127,9 @@ def file_outcome(ctx: Ctx, s: State, a: Attrs) -> Expect | None:
             return _merge(e, valid_outcome(ctx, evolve(a, file=None), None, 0, 0), "D11")
         return e
     if seg.length < 0:
-        return Expect({ANY_ERRNO: ""}, "req-file-length-nonnegative", f"segment length {seg.length} is negative")
+        # "Must be non-negative": the caller's duty, no consequence stated: accepting it is WARN R17
+        return Expect({ANY_ERRNO: "", SUCCESS: "R17"}, "req-file-length-nonnegative",
+                      f"segment length {seg.length} is negative")
     if seg.buffer_offset < 0:
         return Expect({ANY_ERRNO: ""}, "req-file-buffer-offset-nonnegative",
                       f"buffer offset {seg.buffer_offset} is negative")
@@ -286,7 +302,13 @@ def callback_thread(s: State, sid: int, ev: Cb) -> str:
 @clause("alloc-errornum-iff-buf")
 def errornum_iff_buf(ev: Cb) -> Reject | None:
     """Spec: "errorNum 0 if successful, or an errno on error. buf The buffer on success, or NULL on error."
-    (alloc-errornum-iff-buf)"""
+    (alloc-errornum-iff-buf)
+
+    An errno is a positive number: a negative errorNum (e.g. -ENODEV) is neither 0 nor an errno.
+    """
+    if negative_errno(ev.error):
+        return reject("alloc-errornum-iff-buf", f"errorNum={ev.error}", ["errorNum=0", "errorNum=a positive errno"],
+                      "errorNum is 0 on success or an errno, and errno values are positive")
     if (ev.error is None) == (ev.buf is not None):
         return None
     observed = f"errorNum={show_errno(ev.error)}, buf={ev.buf or 'NULL'}"

@@ -355,10 +355,19 @@ def unmatched_alloc_cookie(s: State, ev: Cb) -> Reject:
     why = ("the request holds this cookie now, but it was set after allocAsync()" if later
            else "no pending submission was made with this cookie")
     raw = (ev.cookie or "").startswith("raw:") or any((v or "").startswith("raw:") for v in pending)
+    values = {x.cookie.value for x in s.subs.values()}
+    # A NULL where cookies were set, or a value where only NULL was: the "NULL if not set" sentence. A value
+    # the application never made (the probe names it "?0x...") where a cookie was set: the snapshot is wrong.
+    null_case = ev.cookie is None or values == {None} or (None in values and not changed_value(ev.cookie))
     cid = "cookie-later-changes-no-effect" if later else "cookie-raw-integer" if raw else (
-        "cookie-callback-null-if-unset" if ev.cookie is None or None in {x.cookie.value for x in s.subs.values()}
-        else "cookie-snapshot-at-alloc")
+        "cookie-callback-null-if-unset" if null_case else "cookie-snapshot-at-alloc")
     return reject(cid, f"onAlloc(cookie={shown})", pending, why)
+
+
+def changed_value(cookie: str | None) -> bool:
+    """Whether a callback's cookie is no value the application made: the probe names an unknown pointer
+    ``?0x...`` (an off-by-one or otherwise changed cookie)."""
+    return cookie is not None and cookie.startswith("?")
 
 
 NULL_REF = NO_COOKIE

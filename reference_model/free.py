@@ -60,9 +60,16 @@ def call_free(ctx: Ctx, s: State, call: Call) -> Out:
             ghosts = retire(tokens, ghosts, bufs, h)
     out = evolve_state(s, bufs=bufs, tokens=tokens, ghosts=ghosts,
                        inflight=Inflight(call.step, call.op, applied=True, buffers=preempted if handles else ("-",)))
-    if ctx.profile.free_drops_load_reply and any(ld.buf in handles for ld in out.loads.values()):
-        return [out, drop_load_replies(out, frozenset(h for h in handles if h is not None))]
-    return [out]
+    loading = any(ld.buf in handles for ld in out.loads.values())
+    # Reading R20: a free refused while a load of one of its buffers is in flight (the buffers stay live).
+    refused = [evolve_state(s, inflight=Inflight(call.step, call.op, applied=True, buffers=(REFUSED,)))
+               ] if loading else []
+    if ctx.profile.free_drops_load_reply and loading:
+        return [out, drop_load_replies(out, frozenset(h for h in handles if h is not None)), *refused]
+    return [out, *refused]
+
+
+REFUSED = "!refused"  # Inflight.buffers of the branch in which a free during a load is refused (R20)
 
 
 def drop_load_replies(s: State, handles: frozenset[str]) -> State:
@@ -87,7 +94,7 @@ def drop_load_replies(s: State, handles: frozenset[str]) -> State:
 
 @clause("free-returns", "free-indicates-not-needed", "free-each-allocated-buffer", "free-success-buffer-must-be-freed",
         "free-even-if-preempted", "preempt-must-still-free")
-def free_result(s: State, ret: Ret) -> Reject | None:
+def free_result(s: State, ret: Ret) -> Reject | str | None:
     """Spec: "Each ANpuBuffer*, after being received from the onAlloc callback, must be explicitly freed by
     calling ANpuBuffer_free()." (free-each-allocated-buffer)
     Spec: "Even if a buffer is preempted, it must still be explicitly freed by calling ANpuBuffer_free() to
@@ -96,14 +103,23 @@ def free_result(s: State, ret: Ret) -> Reject | None:
     set." (free-returns)
 
     Reading: the application must free every buffer it received, so freeing a list of live buffers
-    succeeds (returns 0) — preempted buffers included. An empty list may return either.
+    succeeds (returns 0) — preempted buffers included. An empty list may return either. Reading R20:
+    while a load of one of the buffers is in flight, "-1 on error" (no errors listed) may refuse the free,
+    and the application can free the buffers after the onLoad: WARN R20, the buffers stay live.
     """
     inflight = s.inflight
+    if inflight is not None and inflight.buffers == (REFUSED,):
+        if ret.ret == -1 and errno_set(ret.errno):
+            return "R20"
+        return reject("free-each-allocated-buffer", f"ret={ret.ret}", ["-1 with errno"], "the branch of a refused free")
     empty = inflight is not None and inflight.buffers == ("-",)
     if ret.ret == 0:
         return None
     if ret.ret == -1 and empty and errno_set(ret.errno):
         return None
+    if ret.ret != -1 or not errno_set(ret.errno):
+        shown = f"ret={ret.ret}" if ret.ret != -1 else "-1 without errno"
+        return reject("free-returns", shown, ["0", "-1 with errno"], "ANpuBuffer_free returns 0 or -1 with errno set")
     preempted = inflight is not None and bool(inflight.buffers) and not empty
     cid = "free-even-if-preempted" if preempted else "free-each-allocated-buffer"
     return reject(cid, f"ret={ret.ret} errno={ret.errno}", ["0"],
@@ -113,4 +129,6 @@ def free_result(s: State, ret: Ret) -> Reject | None:
 
 def ret_free(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bad = free_result(s, ret)
+    if isinstance(bad, str):
+        return [evolve_state(s, inflight=None, dids=s.dids | {bad})]
     return bad if bad is not None else [done(s)]

@@ -236,7 +236,10 @@ def judge(
         message = f"observed {r.observed}, allowed {allowed}: {r.why}"
         divergence = Divergence(result.step, result.line, r.observed, r.allowed, r.clause,
                                 catalogue.get(r.clause, ""), message)
-        reason = f"trace line {result.line}: {r.clause}: {message}"
+        if result.verdict is Verdict.FAIL:
+            reason = f"trace line {result.line}: {r.clause}: {message}"
+        else:
+            reason = f"{reason} ({r.clause})"
     return Judgement(result.verdict, reason, divergence, discrepancy)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, reject, show_errno
+from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, negative_errno, reject
 from .allocation import returned_first
 from .content import Content, forget, write
 from .cookies import borrow, callback_cookie_alive, hold
@@ -31,7 +31,7 @@ def load_expectation(ctx: Ctx, s: State, b: Buffer, seg: FileSeg) -> tuple[str, 
     the buffer was preempted unseen, as a map would show (its onPreempt, if set, is then owed).
     """
     if seg.length < 0:
-        return "error", "load-length-nonnegative", ""
+        return "error", "load-length-nonnegative", "R17"  # "Must be non-negative": no consequence stated
     if seg.buffer_offset < 0:
         return "error", "load-buffer-offset-nonnegative", ""
     if seg.file is None:
@@ -128,7 +128,7 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
     if ev.cookie != ld.cookie.value:
         return reject("load-callback-cookie", f"onLoad(cookie={ev.cookie or 'NULL'})", [ld.cookie.value or "NULL"],
                       f"the cookie of {ld.buf} is the one of the request it was allocated from")
-    bad = callback_cookie_alive(s, ld.cookie, ev)
+    bad = callback_cookie_alive(s, ld.cookie, ev) or errornum_is_errno(ev)
     if bad is not None:
         return bad
     dids = s.dids
@@ -140,10 +140,8 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
     b = s.bufs.get(ld.buf)
     unseen = ld.expect == "success" and ev.error == "ENOENT" and may_be_preempted_unseen(ctx, s, ld.buf)
     if ld.expect == "success" and ev.error is not None and not unseen:
-        if not (ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks):
-            return reject("load-async", f"onLoad(errorNum={show_errno(ev.error)})", ["onLoad(errorNum=0)"],
-                          f"the loadAsync of step {ld.step} is valid and in bounds")
-        dids = dids | {"D14"}
+        # "is done or has encountered an error": nothing promises that a valid load succeeds (reading R8)
+        dids = dids | {"D14" if ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks else "R8"}
     loads = dict(s.loads)
     del loads[lid]
     files = dict(s.files)
@@ -160,6 +158,19 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
                                      dids=dids, inflight=inflight, parked=parked), ld.cookie, ev)]
 
 
+@clause("load-callback-errornum")
+def errornum_is_errno(ev: Cb) -> Reject | None:
+    """Spec: "errorNum 0 if successful, or an errno on error. buf The buffer." (load-callback-errornum)
+
+    An errno is a positive number: a negative errorNum (e.g. -ENODEV) is neither 0 nor an errno.
+    """
+    if not negative_errno(ev.error):
+        return None
+    return reject("load-callback-errornum", f"onLoad(errorNum={ev.error})", ["onLoad(errorNum=0)",
+                  "onLoad(errorNum=a positive errno)"], "errorNum is 0 on success or an errno, and errno values "
+                  "are positive")
+
+
 @clause("load-async", "load-callback-errornum")
 def loaded_content(s: State, b: Buffer, ld: Load, success: bool, others: Mapping[int, Load]) -> Content:
     """Spec: "Loads a file into the buffer asynchronously." (load-async)
@@ -174,6 +185,8 @@ def loaded_content(s: State, b: Buffer, ld: Load, success: bool, others: Mapping
     content = b.content
     seg, span = ld.seg, ld.span()
     f = s.files.get(seg.file) if seg.file is not None else None
+    if success and seg.length < 0:  # a negative length accepted (R17): the text says nothing of what it wrote
+        content = forget(content, max(0, seg.buffer_offset), b.size)
     if success and f is not None and span is not None:
         content = write(content, *span, f.seed, seg.buffer_offset - seg.offset, "load-async")
         for lo, hi in ld.dirty:

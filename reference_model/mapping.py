@@ -72,7 +72,8 @@ def map_outcome(
     of SHARED/PRIVATE, page-aligned offset, inside the buffer) succeeds — or, where preemption can
     happen without a vnpu command, fails with ENOENT because the buffer was just preempted. Invalid
     mmap-style arguments leave both answers open. Reading R6: a valid mapping of a buffer that is already
-    mapped succeeds too; refusing it (a limit on the number of mappings) is WARN R6. Reading R15: while a
+    mapped succeeds too; refusing it (a limit on the number of mappings) is WARN R6. Reading R18: a valid
+    PROT_NONE mapping succeeds; refusing it is WARN R18 ("MAP_FAILED on error" lists no errors). Reading R15: while a
     loadAsync of the buffer is in flight (its onLoad not observed) a valid mapping may succeed or fail
     with any errno (load_exclusive); so may a map whose call began before such a load's onLoad
     (``load_met``): the map may have met the load before the callback came.
@@ -94,6 +95,8 @@ def map_outcome(
     alts = {"success": ""}
     if b.maps > 0:
         alts[ANY_ERRNO] = "R6"  # the text sets no limit on mappings, and names none either: a reading
+    elif prot == 0:
+        alts[ANY_ERRNO] = "R18"  # PROT_NONE: "see mmap()" and "MAP_FAILED on error" name no case for it
     if ctx.spontaneous or b.preemptable:
         alts["ENOENT"] = ""
         if ctx.profile.preempt_map_enomem:
@@ -232,7 +235,7 @@ def call_unmap(ctx: Ctx, s: State, call: Call) -> Out:
                    inflight=Inflight(call.step, call.op, applied=True, buffers=(m.buf,)))]
 
 
-@clause("unmap-unmaps", "unmap-args-like-munmap", "map-must-unmap", "free-unmap-allowed-after-free")
+@clause("unmap-unmaps", "unmap-args-like-munmap", "unmap-returns", "map-must-unmap", "free-unmap-allowed-after-free")
 def unmap_result(s: State, ret: Ret) -> Reject | None:
     """Spec: "Unmaps a previously mapped buffer." (unmap-unmaps)
     Spec: "The returned address must be unmapped by calling ANpuBuffer_unmap()." (map-must-unmap)
@@ -240,14 +243,17 @@ def unmap_result(s: State, ret: Ret) -> Reject | None:
     (free-unmap-allowed-after-free)
 
     Unmapping a whole live mapping succeeds (also after the buffer was freed); other ranges may
-    return either answer.
+    return either answer. A refusal contradicts the return sentence first: it is named unmap-returns.
     """
     bad = failure_sets_errno(ret, "unmap-returns")
     if bad is not None:
         return bad
     whole = s.inflight is not None and s.inflight.applied
     if whole and ret.ret != 0:
-        return reject("map-must-unmap", f"-1, errno {ret.errno}", ["0"], "unmapping a whole live mapping succeeds")
+        after_free = s.inflight is not None and any(
+            (b := s.bufs.get(h)) is None or b.freed for h in s.inflight.buffers)
+        return reject("unmap-returns", f"-1, errno {ret.errno}", ["0"], "unmapping a whole live mapping succeeds"
+                      + (" (also after the buffer was freed)" if after_free else ""))
     return None
 
 

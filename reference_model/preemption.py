@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from . import policies
 from ._context import Ctx, Out, reject
-from .cookies import all_deleted, borrow, callback_cookie_alive, hold
+from .cookies import all_deleted, borrow, callback_cookie_alive, changed_value, hold
 from .rules import Reject, clause
 from .state import Buffer, Inflight, State, evolve_buffer, evolve_state
 from .trace import Call, Cb, End, Ret
@@ -109,6 +109,11 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
         return reject("cookie-borrowed-in-callbacks", f"onPreempt({ev.cookie or 'NULL'}) after its deleter ran",
                       ["the cookie kept alive while an onPreempt may still come"],
                       "the cookie was deleted (at free) although a late onPreempt could still carry it")
+    if changed_value(ev.cookie) and any(b.onpreempt for b in s.bufs.values()):
+        return reject("cookie-snapshot-at-alloc", f"onPreempt(cookie={ev.cookie})",
+                      sorted({b.cookie.value or "NULL" for b in s.bufs.values() if b.onpreempt}),
+                      "an onPreempt carries the cookie the request held when allocAsync() was called; the "
+                      "application never made this value")
     return reject("preempt-callback-on-forced-dealloc", f"onPreempt(cookie={ev.cookie or 'NULL'})",
                   ["no onPreempt: no buffer with this cookie"], "no allocated buffer carries this cookie")
 

@@ -16,22 +16,28 @@ def set_priority_result(ctx: Ctx, b: Buffer, value: int, ret: Ret) -> Reject | s
     Spec: "... Returns 0 on success, or -1 on error with errno set." (priority-set-returns)
 
     In range on a live buffer: 0 (a preempted buffer may also refuse; a mapped one refusing is WARN
-    R10). Out of range: -1 with errno; aosp-2026 returns 0 (D3). Returns None, a discrepancy tag, or the rejection.
+    R10; refusing with an errno other than EINVAL, e.g. a priority it will not raise, is WARN R19 — EINVAL
+    contradicts "inclusive"). Out of range: -1 with errno; accepting it is WARN R4 (aosp-2026 returns 0:
+    D3). Returns None, a reading or discrepancy tag, or the rejection.
     """
     if ret.ret == -1 and not errno_set(ret.errno):
         return reject("priority-set-returns", "-1 without errno", ["errno set"], "a failure sets errno")
+    if ret.ret not in (0, -1):
+        return reject("priority-set-returns", f"ret={ret.ret}", ["0", "-1 with errno"],
+                      "ANpuBuffer_setPriority returns 0 or -1 with errno set")
     if value in PRIORITY_RANGE:
         if ret.ret == 0 or (ret.ret == -1 and b.preempted):
             return None
         if ret.ret == -1 and b.maps > 0:
             return "R10"  # the text is silent on a mapped buffer: refusing it departs from reading R10
+        if ret.ret == -1 and ret.errno != "EINVAL":
+            return "R19"  # "-1 on error" lists no errors; EINVAL would call a priority of the range invalid
         return reject("priority-set", f"ret={ret.ret} errno={ret.errno}", ["0"],
                       f"priority {value} is within [0, 1000] and {b.handle} is live")
     if ret.ret == -1:
         return None
-    if ret.ret == 0 and ctx.profile.priority_unchecked:
-        return "D3"
-    return reject("priority-set-range", f"ret={ret.ret}", ["-1 with errno"], f"priority {value} is outside [0, 1000]")
+    # "must be within the range" is the caller's duty with no stated consequence: accepting is WARN R4
+    return "D3" if ctx.profile.priority_unchecked else "R4"
 
 
 def ret_set_priority(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from ._context import Ctx
 from .interleaving import in_flight
@@ -54,10 +55,56 @@ def ending(scenario: Scenario, last: Exit, complete: bool, candidates: list[Stat
                 return Result(Verdict.PASS, f"expected death in {inflight.op} at step {inflight.step} ({how}): "
                                              f"{inflight.crash}", dids=dids | cand.dids)
         where = f"during step {call.step} ({call.op})" if call is not None else "outside any call"
-        return Result(Verdict.CRASH, f"the probe died {where}: {how}")
+        reason = f"the probe died {where}: {how}"
+        cid = _died_in(call, candidates)
+        if cid is None or call is None:
+            return Result(Verdict.CRASH, reason)
+        # The clause of the step that died: the sentence that says what the call does (a documented death
+        # is an expected death above, so this call was to return).
+        died_in = Reject(cid, f"death ({how}) in {call.op}", ("a return",),
+                         f"step {call.step} ({call.op}) did not return")
+        return Result(Verdict.CRASH, reason, died_in, last.line, call.step)
     if not complete:
         return Result(Verdict.ERROR, f"trace line {last.line}: the probe exited normally without an end event")
     return _passed(candidates)
+
+
+# The clause that says what each API call does: a crash inside the call is named by it.
+STEP_CLAUSE: Final[dict[str, str]] = {
+    "req_create": "req-create-returns-request",
+    "req_free": "req-free-destroys",
+    "req_free_null": "req-free-null-noop",
+    "req_set_device": "req-device-opaque",
+    "req_set_type": "req-type-not-io",
+    "req_set_size": "req-size-bytes",
+    "req_set_priority": "priority-request-range",
+    "req_set_prot": "req-prot-values",
+    "req_set_cookie": "cookie-replace-deletes-previous",
+    "req_set_onalloc": "req-callbacks-handle-cookie",
+    "req_set_onpreempt": "req-callbacks-handle-cookie",
+    "req_set_file": "req-file-segment",
+    "is_supported": "support-tests-requests",
+    "alloc": "alloc-async",
+    "buf_free": "free-indicates-not-needed",
+    "buf_map": "map-maps-buffer",
+    "buf_unmap": "unmap-unmaps",
+    "buf_set_priority": "priority-set",
+    "buf_load": "load-async",
+}
+
+
+def _died_in(call: Call | None, candidates: list[State]) -> str | None:
+    """The clause of the step a crash interrupted. An access through a mapping names the sentence that made
+    the address valid: a partial unmap that left it mapped, a free that keeps mappings valid, or the map."""
+    if call is None:
+        return None
+    if call.op in ("map_read", "map_write") and candidates:
+        m = candidates[0].maps.get(str(call.args.get("map") or ""))
+        if m is not None and m.ranges is not None:
+            return "unmap-args-like-munmap"
+        b = candidates[0].bufs.get(m.buf) if m is not None else None
+        return "free-mapping-valid-after-free" if b is not None and b.freed else "map-maps-buffer"
+    return STEP_CLAUSE.get(call.op)
 
 
 def _passed(candidates: list[State]) -> Result:

@@ -17,6 +17,21 @@ DEVICE_NUMBERS: Final = (0, 1, 2, 3, 2**31 - 1)
 BUFFER_TYPES: Final = (1, 2, 3, 4)
 DISCOVERY_ID: Final = "npuconf.discovery"
 GRID: Final = tuple((d, t) for d in DEVICE_NUMBERS for t in BUFFER_TYPES)
+# isSupported may legally return -1 ("if there is an error, returns -1 with errno set"), e.g. E2BIG for a
+# long list: the whole grid is asked first, then in smaller batches, down to one request per call. Each
+# pair takes its answer from the first call covering it that returned 0.
+FALLBACK_BATCHES: Final = (8, 4, 2, 1)
+
+
+def _batches() -> tuple[tuple[int, ...], ...]:
+    """The grid indices each isSupported call of the discovery program asks, in order."""
+    calls = [tuple(range(len(GRID)))]
+    for size in FALLBACK_BATCHES:
+        calls += [tuple(range(lo, min(lo + size, len(GRID)))) for lo in range(0, len(GRID), size)]
+    return tuple(calls)
+
+
+BATCHES: Final = _batches()
 
 
 def discovery_scenario() -> Scenario:
@@ -28,7 +43,8 @@ def discovery_scenario() -> Scenario:
             {"req_set_type": {"req": f"r{i}", "type": buffer_type}},
             {"req_set_size": {"req": f"r{i}", "size": 4096}},
         ]
-    steps.append({"is_supported": {"reqs": [f"r{i}" for i in range(len(GRID))]}})
+    for batch in BATCHES:
+        steps.append({"is_supported": {"reqs": [f"r{i}" for i in batch]}})
     steps.append({"vnpu": {"command": "delay_ms=0"}})
     data = {"id": DISCOVERY_ID, "title": "Discover supported pairs", "clauses": ["discovery"], "steps": steps}
     return parse_scenario(data, "<discovery>", "support")
@@ -47,17 +63,30 @@ def parse_discovery(trace: ScenarioTrace) -> Discovered:
     pairs: frozenset[tuple[int, int]] | None = None
     control = False
     problem = trace.infra_error
+    answers: dict[int, bool] = {}  # grid index -> its answer, from the first call covering it that returned 0
+    refused: str | None = None
+    calls = 0
     for event in events:
         if not isinstance(event, Ret):
             continue
         if event.op == Op.IS_SUPPORTED:
+            # A trace of an earlier kit asks the whole grid once; this kit's then asks the fallback batches.
+            batch = BATCHES[calls] if calls < len(BATCHES) else ()
+            calls += 1
             results = event.extra.get("results")
-            if event.ret == 0 and isinstance(results, list) and len(results) == len(GRID):
-                pairs = frozenset(p for p, ok in zip(GRID, results, strict=True) if ok is True)
-            else:
-                problem = f"isSupported returned {event.ret} errno {event.errno} during discovery"
+            if event.ret == 0 and isinstance(results, list) and len(results) == len(batch):
+                for index, ok in zip(batch, results, strict=True):
+                    answers.setdefault(index, ok is True)
+            elif refused is None:
+                refused = f"isSupported returned {event.ret} errno {event.errno} during discovery"
         elif event.op == Op.VNPU:
             control = event.ret == 0
+    if calls and len(answers) == len(GRID):
+        pairs = frozenset(p for i, p in enumerate(GRID) if answers[i])
+    elif refused is not None:
+        missing = len(GRID) - len(answers)
+        problem = problem or (f"{refused} (no call answered {missing} of the {len(GRID)} probed pairs, "
+                              "in batches down to one request)" if calls > 1 else refused)
     if pairs is None and problem is None:
         exits = [e for e in events if isinstance(e, Exit)]
         status = exits[-1].status if exits else None

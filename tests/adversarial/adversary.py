@@ -119,6 +119,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "cookie-borrowed-in-callbacks",
     ),
     Mutant("o", "M_FD_LEAK", "owned file descriptors are never closed", "load-fd-ownership"),
+    Mutant("r", "M_ERRNUM_NEGATIVE", "onAlloc and onLoad errors delivered negated (-ENOMEM)", "alloc-errornum-iff-buf"),
+    Mutant("s", "M_FREE_COUNT", "ANpuBuffer_free returns the number of buffers freed", "free-returns"),
+    Mutant("s", "M_PRIORITY_OLD", "setPriority returns the buffer's previous priority", "priority-set-returns"),
+    Mutant("s", "M_UNMAP_AFTER_FREE", "a freed buffer's unmap works but returns -1 EINVAL", "unmap-returns"),
+    Mutant("t", "M_COOKIE_PLUS1", "callbacks get the cookie plus one", "cookie-snapshot-at-alloc"),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text
@@ -132,6 +137,12 @@ WARNED: tuple[Warned, ...] = (
     ),
     Warned("e", "W_BLOCKING_ALLOC", "allocAsync returns only after its onAllocs ran on another thread (<= 1 s)", "R14"),
     Warned("e", "W_BLOCKING_LOAD", "loadAsync returns only after its onLoad ran on another thread (<= 1 s)", "R14"),
+    Warned("u", "W_LOAD_EIO", "every other valid loadAsync answered EIO", "R8"),
+    Warned("u", "W_PRIORITY_RANGE_OK", "out-of-range priorities clamped and accepted (request and setPriority)", "R4"),
+    Warned("u", "W_NEG_LENGTH_OK", "a negative segmentLength loads nothing and succeeds", "R17"),
+    Warned("u", "W_PROT_NONE_REFUSED", "a PROT_NONE map refused with EINVAL", "R18"),
+    Warned("u", "W_PRIORITY_NO_RAISE", "setPriority refuses to raise a buffer's priority (EPERM)", "R19"),
+    Warned("u", "W_FREE_BUSY_LOADING", "ANpuBuffer_free refused with EBUSY while a load of the buffer runs", "R20"),
 )
 
 LEGAL: tuple[Legal, ...] = (
@@ -168,6 +179,7 @@ LEGAL: tuple[Legal, ...] = (
     Legal("q", "L_SUPPORT_INVALID_TRUE", "isSupported true for a request with an invalid device or type"),
     Legal("q", "L_PRIORITY_MAPPED_BUSY", "setPriority refused with EBUSY while the buffer is mapped"),
     Legal("q", "L_MAP_LIMIT", "at most 2 live mappings per buffer, ENOMEM beyond"),
+    Legal("v", "L_SUPPORT_E2BIG", "isSupported returns -1 with E2BIG for lists longer than 8"),
     Legal("timing", "L_FRESH_THREAD", "every callback and deferrable deleter on a fresh thread"),
     Legal("timing", "L_RANDOM_DELAY", "every callback and deferrable deleter on a fresh thread after 0-3 ms"),
     Legal("timing", "L_REORDER", "the onAllocs of one allocAsync delivered in reverse order (fresh threads)"),

@@ -58,6 +58,18 @@ enum mutation {
     M_NULL_REQUEST_OK,     /* h: setOnAlloc(NULL, f) returns instead of crashing */
     M_DELETE_AT_FREE,      /* i: the cookie is deleted inside ANpuBuffer_free though a late onPreempt may come */
     M_FD_LEAK,             /* o: owned descriptors are never closed */
+    M_ERRNUM_NEGATIVE,     /* r: onAlloc and onLoad errors delivered as negative numbers (-ENOMEM, -EBUSY) */
+    M_FREE_COUNT,          /* s: ANpuBuffer_free returns the number of buffers freed */
+    M_PRIORITY_OLD,        /* s: setPriority returns the buffer's previous priority on success */
+    M_UNMAP_AFTER_FREE,    /* s: unmapping a mapping of a freed buffer returns -1 (EINVAL), although it unmaps */
+    M_COOKIE_PLUS1,        /* t: callbacks get the cookie plus one (deleters get the right one) */
+    W_LOAD_EIO,            /* u: every other valid loadAsync answered EIO (the kit: WARN R8) */
+    W_PRIORITY_RANGE_OK,   /* u: out-of-range priorities clamped and accepted (request and setPriority: R4) */
+    W_NEG_LENGTH_OK,       /* u: a negative segmentLength loads nothing and succeeds (R17) */
+    W_PROT_NONE_REFUSED,   /* u: a PROT_NONE map refused with EINVAL (R18) */
+    W_PRIORITY_NO_RAISE,   /* u: setPriority refuses to raise a buffer's priority, EPERM (R19) */
+    W_FREE_BUSY_LOADING,   /* u: ANpuBuffer_free refused with EBUSY while a load of the buffer is in flight (R20) */
+    L_SUPPORT_E2BIG,       /* v: isSupported returns -1 with E2BIG for lists longer than 8 */
     /* legal variations */
     L_ERRNO_RANGE,         /* j: bad priority -> ERANGE, bad prot bits -> ENOTSUP (allocAsync and setPriority) */
     L_SIZE0_OK,            /* k: a request of size 0 is granted a buffer */
@@ -186,6 +198,21 @@ static void *cookie_out(void *cookie) {
     return cookie;
 }
 
+/* The cookie a callback (not a deleter) receives. */
+static void *callback_cookie(void *cookie) {
+    if (MUT == M_COOKIE_PLUS1) return (void *)((uintptr_t)cookie + 1);
+    return cookie_out(cookie);
+}
+
+/* The errorNum a callback receives. */
+static int errnum_out(int error) { return MUT == M_ERRNUM_NEGATIVE ? -error : error; }
+
+static int32_t clamp_priority(int32_t priority) {
+    if (priority < ANPUBUFFER_PRIORITY_MIN) return ANPUBUFFER_PRIORITY_MIN;
+    if (priority > ANPUBUFFER_PRIORITY_MAX) return ANPUBUFFER_PRIORITY_MAX;
+    return priority;
+}
+
 /* Shared ownership of a request's file descriptor (L_FDS_AT_FREE). */
 struct fdref {
     atomic_int refs;
@@ -233,6 +260,7 @@ struct sub {
     struct fdref *fd;
     struct batch *batch;
     int64_t accounted;
+    int32_t priority;           /* the request's, at allocAsync (M_PRIORITY_OLD, W_PRIORITY_NO_RAISE) */
     atomic_bool cookie_dropped; /* M_DELETE_AT_FREE */
     atomic_bool preempted;      /* an onPreempt came from the real library */
     atomic_bool announced;      /* *_PREEMPT_IN_FREE* delivered its onPreempt: the real one is dropped */
@@ -267,6 +295,7 @@ struct bufent {
     size_t nfds;
     struct mapping maps[MAX_MAPPINGS];
     int64_t accounted;
+    int32_t priority; /* the last priority set (M_PRIORITY_OLD, W_PRIORITY_NO_RAISE), under mu */
 };
 
 static struct bufent *buffers; /* under mu */
@@ -391,7 +420,9 @@ static void sub_release(struct sub *s) {
 
 static void sub_deleter(void *cookie) { sub_release(cookie); }
 
-static void *sub_cookie(const struct sub *s) { return cookie_out(s->holder != NULL ? s->holder->cookie : NULL); }
+static void *sub_cookie(const struct sub *s) {
+    return callback_cookie(s->holder != NULL ? s->holder->cookie : NULL);
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Delivering callbacks                                                                        */
@@ -417,13 +448,14 @@ static void deliver(struct job *j) {
             e->buf = j->buf;
             e->sub = s;
             e->accounted = s->accounted;
+            e->priority = s->priority;
             s->accounted = 0;
             pthread_mutex_lock(&mu);
             e->next = buffers;
             buffers = e;
             pthread_mutex_unlock(&mu);
         }
-        fn(sub_cookie(s), j->error, j->buf);
+        fn(sub_cookie(s), errnum_out(j->error), j->buf);
         if (MUT == M_PREEMPT_ON_FAILED && j->error != 0 && s->on_preempt != NULL) s->on_preempt(sub_cookie(s));
         note_alloc_done(s);
         if (j->error != 0 && s->fd != NULL && FDS_KEPT) {
@@ -443,7 +475,7 @@ static void deliver(struct job *j) {
         break;
     }
     case J_LOAD:
-        j->on_load(sub_cookie(s), j->error, j->buf);
+        j->on_load(sub_cookie(s), errnum_out(j->error), j->buf);
         pthread_mutex_lock(&mu);
         loads_done++;
         pthread_cond_broadcast(&cv);
@@ -553,6 +585,8 @@ static struct pending_load *loads; /* under mu, oldest first */
 
 static void shim_on_load(void *cookie, int error, ANpuBuffer *buf) {
     ANpuManager_LoadCallback fn = NULL;
+    static atomic_uint loads_seen; /* W_LOAD_EIO */
+    if (MUT == W_LOAD_EIO && error == 0 && atomic_fetch_add(&loads_seen, 1) % 2 == 0) error = EIO;
     pthread_mutex_lock(&mu);
     for (struct pending_load **p = &loads; *p != NULL; p = &(*p)->next) {
         if ((*p)->buf == buf) {
@@ -641,6 +675,7 @@ EXPORT void ANpuManager_AllocRequest_setSize(ANpuManager_AllocRequest *request, 
 EXPORT void ANpuManager_AllocRequest_setBufferPriority(ANpuManager_AllocRequest *request, int32_t priority) {
     real();
     struct shim_req *r = (struct shim_req *)request;
+    if (MUT == W_PRIORITY_RANGE_OK) priority = clamp_priority(priority);
     R.set_priority(REAL_REQ(r), priority);
     if (r != NULL) r->priority = priority;
 }
@@ -650,6 +685,7 @@ EXPORT void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocReque
                                                           int64_t buffer_offset) {
     real();
     struct shim_req *r = (struct shim_req *)request;
+    if (MUT == W_NEG_LENGTH_OK && length < 0) length = 0;
     int give = fd;
     struct fdref *keep = NULL;
     if (FDS_KEPT && r != NULL && fd >= 0) {
@@ -715,6 +751,10 @@ static bool real_supported(struct shim_req *r) {
 EXPORT int ANpuManager_isSupported(ANpuManager_AllocRequest *const *requests, size_t len, bool *out) {
     real();
     if (requests == NULL || len == 0) return R.is_supported(NULL, len, out);
+    if (MUT == L_SUPPORT_E2BIG && len > 8) {
+        errno = E2BIG;
+        return -1;
+    }
     ANpuManager_AllocRequest **list = calloc(len, sizeof *list);
     if (list == NULL) abort();
     for (size_t i = 0; i < len; i++) list[i] = REAL_REQ((struct shim_req *)requests[i]);
@@ -820,6 +860,7 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
             holder_ref(s->holder);
             s->on_alloc = r->on_alloc;
             s->on_preempt = r->on_preempt;
+            s->priority = r->priority;
             s->req = r;
             if (r->fd != NULL) {
                 atomic_fetch_add(&r->fd->refs, 1);
@@ -894,6 +935,17 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
 EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     real();
     struct bufent *gone = NULL;
+    if (MUT == W_FREE_BUSY_LOADING && buffers_in != NULL) {
+        bool busy = false;
+        pthread_mutex_lock(&mu);
+        for (struct pending_load *l = loads; l != NULL && !busy; l = l->next)
+            for (size_t i = 0; i < len && !busy; i++) busy = l->buf == buffers_in[i];
+        pthread_mutex_unlock(&mu);
+        if (busy) {
+            errno = EBUSY;
+            return -1;
+        }
+    }
     if (buffers_in != NULL) {
         pthread_mutex_lock(&mu);
         for (size_t i = 0; i < len; i++) {
@@ -963,6 +1015,7 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     }
     if (late != NULL) spawn(close_late, late); /* after the free has returned */
     errno = saved;
+    if (MUT == M_FREE_COUNT && ret == 0) return (int)len;
     return ret;
 }
 
@@ -984,6 +1037,12 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
     }
     void *p = R.map(buf, addr, length, prot, flags, offset);
     int saved = errno;
+    if (MUT == W_PROT_NONE_REFUSED && prot == PROT_NONE && p != MAP_FAILED) {
+        /* refused only where the real library maps it: a preempted buffer still answers ENOENT */
+        R.unmap(buf, p, length);
+        errno = EINVAL;
+        return MAP_FAILED;
+    }
     if (p != MAP_FAILED && length > 0) {
         pthread_mutex_lock(&mu);
         struct bufent *e = find_buf(buf);
@@ -1004,6 +1063,15 @@ EXPORT int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length) {
     real();
     int ret = R.unmap(buf, addr, length);
     int saved = errno;
+    if (MUT == M_UNMAP_AFTER_FREE && ret == 0) {
+        pthread_mutex_lock(&mu);
+        bool freed = find_buf(buf) == NULL; /* a freed buffer leaves the list */
+        pthread_mutex_unlock(&mu);
+        if (freed) {
+            errno = EINVAL;
+            return -1;
+        }
+    }
     if (ret == 0) {
         uintptr_t lo = (uintptr_t)addr, hi = lo + ((length + PAGE_SZ - 1) / PAGE_SZ) * PAGE_SZ;
         pthread_mutex_lock(&mu);
@@ -1039,7 +1107,24 @@ EXPORT int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t priority) {
             return -1;
         }
     }
-    return R.buf_set_priority(buf, priority);
+    if (MUT == W_PRIORITY_RANGE_OK) priority = clamp_priority(priority);
+    pthread_mutex_lock(&mu);
+    struct bufent *e = find_buf(buf);
+    int32_t old = e != NULL ? e->priority : ANPUBUFFER_PRIORITY_DEFAULT;
+    pthread_mutex_unlock(&mu);
+    if (MUT == W_PRIORITY_NO_RAISE && priority >= ANPUBUFFER_PRIORITY_MIN && priority <= ANPUBUFFER_PRIORITY_MAX &&
+        priority > old) {
+        errno = EPERM;
+        return -1;
+    }
+    int ret = R.buf_set_priority(buf, priority);
+    if (ret == 0) {
+        pthread_mutex_lock(&mu);
+        if ((e = find_buf(buf)) != NULL) e->priority = priority;
+        pthread_mutex_unlock(&mu);
+        if (MUT == M_PRIORITY_OLD) return old;
+    }
+    return ret;
 }
 
 EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, int64_t length,
@@ -1049,6 +1134,7 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
         R.load_async(buf, fd, file_offset, length, buffer_offset, NULL); /* crashes, as documented */
         abort();
     }
+    if (MUT == W_NEG_LENGTH_OK && length < 0) length = 0;
     pthread_mutex_lock(&mu);
     struct bufent *e = find_buf(buf);
     int give = fd;

@@ -100,7 +100,7 @@ DEFECTS = {
     # a replaced cookie kept: with an allocation in flight the missing deleter call shows at the end first
     "VNPU_DEFECT_KEEP_REPLACED_COOKIE": ("cookie-replace-deletes-previous", "cookie-deleter-called"),
     "VNPU_DEFECT_PRIORITY_MAX_REFUSED": ("priority-set",),
-    "VNPU_DEFECT_PARTIAL_UNMAP_REFUSED": ("map-must-unmap",),
+    "VNPU_DEFECT_PARTIAL_UNMAP_REFUSED": ("unmap-returns",),
 }
 
 # A time budget bounds the whole command, shrinking included: the tests stop at the first shrunk divergence

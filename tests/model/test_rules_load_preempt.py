@@ -7,7 +7,7 @@ from reference_model.caps import DeviceCaps
 from .builder import PAIR, TB, allocated, request, teardown
 from .coverage import covers
 from .test_rules_alloc_map import digest
-from .test_rules_requests_cookies import fails, passes
+from .test_rules_requests_cookies import fails, passes, warns
 
 VNPU = DeviceCaps(supported_pairs=frozenset({PAIR}), capacity_bytes=1 << 20, policy="budget", vnpu_control=True)
 CAPS_SPONTANEOUS = DeviceCaps(supported_pairs=frozenset({PAIR}), vnpu_control=True)  # no capacity declared
@@ -35,11 +35,19 @@ def loaded(answer=0, *, mapped=False, length=1000, closed=True, position=0, read
 def test_load_expectations():
     passes(loaded())
     passes(loaded("EINVAL", length=-1, read=False))
-    fails(loaded(0, length=-1, read=False), "load-length-nonnegative")
+    warns(loaded(0, length=-1, read=False), "R17")  # "Must be non-negative": the caller's duty
     passes(loaded("EBUSY", mapped=True, read=False))
     j = fails(loaded(0, mapped=True, read=False), "load-no-existing-mapping")
     assert j.discrepancy == "D7"
-    fails(loaded("EIO"), "load-async")
+    warns(loaded("EIO"), "R8")  # "is done or has encountered an error": success is not promised
+
+
+@covers("loading.errornum_is_errno")
+def test_onload_errornum_is_a_positive_errno():
+    passes(loaded("EBUSY", mapped=True, read=False))
+    j = fails(loaded("E#-16", mapped=True, read=False), "load-callback-errornum")  # -EBUSY where an error is due
+    assert j.divergence.observed == "onLoad(errorNum=E#-16)"
+    fails(loaded("E#-5", read=False), "load-callback-errornum")
 
 
 @covers("loading.on_load")
@@ -218,7 +226,7 @@ def test_onload_may_answer_any_pending_load_of_the_buffer():
         return teardown(b, bufs=["b"], reqs=["r"])
 
     passes(two_loads(0, "EBUSY"))
-    fails(two_loads("EIO", "EBUSY"), "load-async")
+    warns(two_loads("EIO", "EBUSY"), "R8")
 
 
 def test_free_during_load_drops_the_reply_only_under_aosp_d22():
