@@ -248,6 +248,7 @@ CB_ACTIONS: Final[tuple[CbActionSpec, ...]] = (
     CbActionSpec("free_buf", None, None, None),
     CbActionSpec("map_unmap", None, None, None),
     CbActionSpec("wait_return", None, None, None),
+    CbActionSpec("new_request", None, None, None),
     CbActionSpec("set_priority_", ArgKind.I32, None, None),
     CbActionSpec("alloc_", ArgKind.REQ, None, None),
     CbActionSpec("sleep_", ArgKind.U64, 1, 9999),
