@@ -49,6 +49,22 @@ def forget(content: Content, start: int, end: int) -> Content:
     return _cut(content, start, end)
 
 
+def retag(content: Content, start: int, end: int, clause: str) -> Content:
+    """The same bytes, with [start, end) made observable by ``clause`` (named when a digest there disagrees)."""
+    out: list[Segment] = []
+    for seg in content:
+        s, e, seed, base, cl = seg
+        if e <= start or s >= end:
+            out.append(seg)
+            continue
+        if s < start:
+            out.append((s, start, seed, base, cl))
+        out.append((max(s, start), min(e, end), seed, base, clause))
+        if e > end:
+            out.append((end, e, seed, base, cl))
+    return tuple(out)
+
+
 def expected_digest(content: Content, start: int, end: int) -> tuple[str, str] | None:
     """(16-hex FNV-1a-64 digest, clause) of bytes [start, end) when every byte is known, else None."""
     if end <= start:

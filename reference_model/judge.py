@@ -181,6 +181,8 @@ def _in_envelope(scenario: Scenario, ev: Call) -> Call | str:
         return bad
     if ev.in_cb is not None and ev.op in ("buf_map", "buf_unmap") and ev.args.get("map") is None:
         return ev._replace(args={**ev.args, "map": f"~{ev.lane}"})  # a callback's mapping: no slot
+    if ev.in_cb is not None and ev.op in ("req_create", "req_set_cookie", "req_free") and ev.args.get("req") is None:
+        return ev._replace(args={**ev.args, "req": f"~{ev.lane}"})  # a callback's request (new_request): no slot
     return ev
 
 def _envelope(scenario: Scenario, nsteps: int, ev: Call) -> str | None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, negative_errno, reject
 from .allocation import returned_first
-from .content import Content, forget, write
+from .content import Content, forget, retag, write
 from .cookies import borrow, callback_cookie_alive, hold
 from .crashes import load_without_onload_crashes
 from .requests import file_hold, file_segment
@@ -171,16 +171,20 @@ def errornum_is_errno(ev: Cb) -> Reject | None:
                   "are positive")
 
 
-@clause("load-async", "load-callback-errornum")
+@clause("load-async", "load-callback-errornum", "load-length-nonnegative")
 def loaded_content(s: State, b: Buffer, ld: Load, success: bool, others: Mapping[int, Load]) -> Content:
     """Spec: "Loads a file into the buffer asynchronously." (load-async)
     Spec: "errorNum 0 if successful, or an errno on error." (load-callback-errornum)
+    Spec: "segmentLength The length of the file segment to load. Must be non-negative."
+    (load-length-nonnegative)
 
     The bytes of buffer ``b`` once the onLoad of ``ld`` is observed (reading R16). After success the load's
     range holds the file's bytes, except the bytes the program wrote through a shared mapping while the
     load was in flight (the write may have landed before or after the copy, or between its parts: they
     are indeterminate) and the ranges of other loads of the buffer still in flight (``others``). After an
     error the text says nothing of the bytes: the range stays indeterminate, as it has been since the call.
+    A load of length 0 changes no byte; a digest of the bytes from its buffer offset on then names
+    load-length-nonnegative.
     """
     content = b.content
     seg, span = ld.seg, ld.span()
@@ -191,6 +195,10 @@ def loaded_content(s: State, b: Buffer, ld: Load, success: bool, others: Mapping
         content = write(content, *span, f.seed, seg.buffer_offset - seg.offset, "load-async")
         for lo, hi in ld.dirty:
             content = forget(content, lo, hi)
+    if success and seg.length == 0 and seg.buffer_offset >= 0:
+        # "segmentLength The length of the file segment to load": 0 loads nothing, and the bytes a load to
+        # the end of the file would have replaced are the ones a digest then names the clause for.
+        content = retag(content, seg.buffer_offset, b.size, "load-length-nonnegative")
     for other in others.values():
         other_span = other.span() if other.buf == ld.buf else None
         if other_span is not None:

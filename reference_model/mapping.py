@@ -13,6 +13,8 @@ from .state import (
     MAP_PRIVATE,
     MAP_SHARED,
     PAGE,
+    PROT_READ,
+    PROT_WRITE,
     Buffer,
     Inflight,
     Load,
@@ -346,4 +348,49 @@ def ret_map_read(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         raise Unjudgeable(call.line, f"step {call.step} reads through {slot}, which is not a live mapping")
     bad = read_digest(s, m, arg_int(call, "offset"), arg_int(call, "length"), ret.extra.get("digest"),
                       in_flight_spans(s, m.buf))
+    return bad if bad is not None else [done(s)]
+
+
+@clause("map-args-like-mmap", "map-prot-param-subset")
+def effective_prot(m: Mapping_, b: Buffer | None, off: int, length: int, ret: Ret) -> Reject | None:
+    """Spec: "The arguments are similar to mmap()." (map-args-like-mmap)
+    Spec: "The value must be a subset of the value set by ANpuManager_AllocRequest_setProtectionFlags().
+    Otherwise, ANpuBuffer_map() fails and returns MAP_FAILED." (map-prot-param-subset)
+
+    What the process's memory map says of the pages of [off, off+length) of a live mapping (probe op
+    ``map_prot``). As with mmap(), the mapping covers every page its length touches (4097 bytes: two pages),
+    and its pages may be written only when the map asked for PROT_WRITE, and read when it asked for
+    PROT_READ. A page writable although the buffer itself was allocated without PROT_WRITE breaks the subset
+    rule; one writable only beyond the map's own ``prot`` breaks the mmap() meaning of ``prot``. Readable
+    pages beyond the asked protection are allowed (mmap() may imply PROT_READ on some architectures);
+    PROT_EXEC is not judged.
+    """
+    span = f"bytes {off}..{off + length} of the mapping of {m.buf}"
+    if ret.extra.get("mapped") is not True:
+        return reject("map-args-like-mmap", f"{span} not all mapped", ["every page the length touches mapped"],
+                      f"a mapping of {m.length} bytes covers its pages as mmap() does")
+    every, some = ret.extra.get("prot_all"), ret.extra.get("prot_any")
+    if not isinstance(every, int) or not isinstance(some, int):
+        return None
+    if some & PROT_WRITE and not m.prot & PROT_WRITE:
+        beyond_buffer = b is not None and not b.prot & PROT_WRITE
+        cid = "map-prot-param-subset" if beyond_buffer else "map-args-like-mmap"
+        whose = "the buffer's protection" if beyond_buffer else "the map's prot"
+        return reject(cid, f"{span} writable", [f"not writable (prot {m.prot:#x})"],
+                      f"PROT_WRITE is outside {whose}")
+    missing = m.prot & (PROT_READ | PROT_WRITE) & ~every
+    if missing:
+        return reject("map-args-like-mmap", f"{span} with protection {every:#x}", [f"at least {m.prot & 3:#x}"],
+                      f"the map asked for prot {m.prot:#x}")
+    return None
+
+
+def ret_map_prot(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    if ret.skipped is not None or ret.ret != 0:
+        return [done(s)]
+    slot = arg_slot(call, "map")
+    m = s.maps.get(slot)
+    if m is None:
+        raise Unjudgeable(call.line, f"step {call.step} looks at {slot}, which is not a live mapping")
+    bad = effective_prot(m, s.bufs.get(m.buf), arg_int(call, "offset"), arg_int(call, "length"), ret)
     return bad if bad is not None else [done(s)]

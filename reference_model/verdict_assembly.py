@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from ._context import Ctx
+from ._context import Ctx, reject
 from .interleaving import in_flight
 from .readings import READINGS
-from .rules import Reject
+from .rules import Reject, clause
 from .scenario import Scenario
 from .state import State
 from .trace import Call, Exit
@@ -41,6 +41,9 @@ def ending(scenario: Scenario, last: Exit, complete: bool, candidates: list[Stat
     """The verdict at the exit event: TIMEOUT, an expected death (PASS) or a CRASH, ERROR without an
     end event, else PASS or WARN."""
     if last.status == "timeout":
+        stuck = stuck_in_onpreempt(calls or {})
+        if stuck is not None:
+            return failed(stuck[0], stuck[1].line, stuck[1].step)
         return Result(Verdict.TIMEOUT, f"scenario {scenario.id} exceeded its time budget")
     if last.status == "error":  # the host's marker status: a probe that writes it has not run the scenario
         return Result(Verdict.ERROR, f"trace line {last.line}: the scenario ended with status error")
@@ -105,6 +108,27 @@ def _died_in(call: Call | None, candidates: list[State]) -> str | None:
         b = candidates[0].bufs.get(m.buf) if m is not None else None
         return "free-mapping-valid-after-free" if b is not None and b.freed else "map-maps-buffer"
     return STEP_CLAUSE.get(call.op)
+# The calls the text invites inside onPreempt: a new request given the cookie.
+INVITED_IN_ONPREEMPT = ("req_create", "req_set_cookie", "req_free")
+
+
+@clause("cookie-shared-refcounted")
+def stuck_in_onpreempt(calls: Mapping[str, Call]) -> tuple[Reject, Call] | None:
+    """Spec: "In particular, to use the same cookie in multiple ANpuManager_AllocRequest objects, or in
+    OnPreempt() to reuse the cookie in a new ANpuManager_AllocRequest object, reference count the cookie,
+    and:" (cookie-shared-refcounted)
+
+    The text tells applications to create a request and set its cookie inside onPreempt. A scenario that
+    ran out of time while such a call, made by onPreempt, never returned (a ``call`` without its ``ret``
+    on the callback's thread) is a FAIL of that sentence naming the call, not a TIMEOUT: the
+    implementation holds, around onPreempt, something the call waits for.
+    """
+    for call in sorted(calls.values(), key=lambda c: c.line):
+        if call.in_cb == "preempt" and call.op in INVITED_IN_ONPREEMPT:
+            return reject("cookie-shared-refcounted", f"{call.op} called inside onPreempt (thread {call.th}) "
+                          "never returned", [f"{call.op} returns"],
+                          "the text invites creating a request and setting its cookie in OnPreempt()"), call
+    return None
 
 
 def _passed(candidates: list[State]) -> Result:

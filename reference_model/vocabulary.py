@@ -7,7 +7,7 @@ from enum import IntEnum, StrEnum
 from typing import Final
 
 VOCABULARY_VERSION: Final = 4
-VOCABULARY_HASH: Final = "48a8c42fdb4803a2"
+VOCABULARY_HASH: Final = "399eaee3f62bdbc2"
 
 
 class ArgKind(StrEnum):
@@ -58,6 +58,7 @@ class Op(StrEnum):
     BIND = "bind"
     MAP_WRITE = "map_write"
     MAP_READ = "map_read"
+    MAP_PROT = "map_prot"
     FILE_NEW = "file_new"
     FILE_SEEK = "file_seek"
     FD_CHECK = "fd_check"
@@ -110,6 +111,7 @@ OPS: Final[dict[Op, OpSpec]] = {
     Op.BIND: OpSpec(Op.BIND, None, (ArgSpec("buf", ArgKind.BUF), ArgSpec("select", ArgKind.BINDSEL), )),
     Op.MAP_WRITE: OpSpec(Op.MAP_WRITE, None, (ArgSpec("map", ArgKind.MAP), ArgSpec("offset", ArgKind.U64), ArgSpec("length", ArgKind.U64), ArgSpec("seed", ArgKind.U64), )),
     Op.MAP_READ: OpSpec(Op.MAP_READ, None, (ArgSpec("map", ArgKind.MAP), ArgSpec("offset", ArgKind.U64), ArgSpec("length", ArgKind.U64), )),
+    Op.MAP_PROT: OpSpec(Op.MAP_PROT, None, (ArgSpec("map", ArgKind.MAP), ArgSpec("offset", ArgKind.U64), ArgSpec("length", ArgKind.U64), )),
     Op.FILE_NEW: OpSpec(Op.FILE_NEW, None, (ArgSpec("file", ArgKind.FILE), ArgSpec("size", ArgKind.U64), ArgSpec("seed", ArgKind.U64), )),
     Op.FILE_SEEK: OpSpec(Op.FILE_SEEK, None, (ArgSpec("file", ArgKind.FILE), ArgSpec("position", ArgKind.I64), )),
     Op.FD_CHECK: OpSpec(Op.FD_CHECK, None, (ArgSpec("file", ArgKind.FILE), )),
@@ -186,7 +188,7 @@ class ProbeExit(IntEnum):
 
 
 PROBE_LIST_LINES: Final[tuple[str, ...]] = (
-    "vocabulary 4 48a8c42fdb4803a2",
+    "vocabulary 4 399eaee3f62bdbc2",
     "op req_create ANpuManager_AllocRequest_create req:req",
     "op req_free ANpuManager_AllocRequest_free req:req",
     "op req_free_null ANpuManager_AllocRequest_free",
@@ -214,6 +216,7 @@ PROBE_LIST_LINES: Final[tuple[str, ...]] = (
     "op bind - buf:buf select:bindsel",
     "op map_write - map:map offset:u64 length:u64 seed:u64",
     "op map_read - map:map offset:u64 length:u64",
+    "op map_prot - map:map offset:u64 length:u64",
     "op file_new - file:file size:u64 seed:u64",
     "op file_seek - file:file position:i64",
     "op fd_check - file:file",
@@ -245,6 +248,7 @@ CB_ACTIONS: Final[tuple[CbActionSpec, ...]] = (
     CbActionSpec("free_buf", None, None, None),
     CbActionSpec("map_unmap", None, None, None),
     CbActionSpec("wait_return", None, None, None),
+    CbActionSpec("new_request", None, None, None),
     CbActionSpec("set_priority_", ArgKind.I32, None, None),
     CbActionSpec("alloc_", ArgKind.REQ, None, None),
     CbActionSpec("sleep_", ArgKind.U64, 1, 9999),
@@ -315,6 +319,7 @@ RET_RESULTS: Final[dict[Op, tuple[FieldSpec, ...]]] = {
     Op.AWAIT_PREEMPT: (FieldSpec("reached", ('bool',), True), FieldSpec("got", ('int',), True), ),
     Op.BIND: (FieldSpec("handle", ('str', 'null'), True), ),
     Op.MAP_READ: (FieldSpec("digest", ('str',), True), ),
+    Op.MAP_PROT: (FieldSpec("mapped", ('bool',), True), FieldSpec("prot_all", ('int',), True), FieldSpec("prot_any", ('int',), True), ),
     Op.FD_CHECK: (FieldSpec("closed", ('bool',), True), FieldSpec("position", ('int',), True), ),
     Op.AWAIT_CLOSED: (FieldSpec("closed", ('bool',), True), FieldSpec("position", ('int',), True), FieldSpec("waited_ms", ('int',), True), ),
 }

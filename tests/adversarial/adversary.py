@@ -124,6 +124,24 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("s", "M_PRIORITY_OLD", "setPriority returns the buffer's previous priority", "priority-set-returns"),
     Mutant("s", "M_UNMAP_AFTER_FREE", "a freed buffer's unmap works but returns -1 EINVAL", "unmap-returns"),
     Mutant("t", "M_COOKIE_PLUS1", "callbacks get the cookie plus one", "cookie-snapshot-at-alloc"),
+    Mutant(
+        "r", "M_LOAD_ZERO_TO_EOF", "a loadAsync of length 0 loads to the end of the file", "load-length-nonnegative"
+    ),
+    Mutant(
+        "r",
+        "M_SUPPORT_CACHED",
+        "isSupported answers each request with its first answer, however the request changed",
+        "alloc-unsupported-fails",
+    ),
+    Mutant("r", "M_MAP_ROUND_DOWN", "map and unmap lengths rounded down to whole pages", "map-args-like-mmap"),
+    Mutant("r", "M_MAP_IGNORE_PROT", "every mapping made readable and writable", "map-prot-param-subset"),
+    Mutant("r", "M_FIRST_SIZE", "only the first setSize of a request counts", "req-size-bytes"),
+    Mutant(
+        "r",
+        "M_PREEMPT_UNDER_LOCK",
+        "onPreempt runs under a lock every API function takes: a call made in it never returns",
+        "cookie-shared-refcounted",
+    ),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +71,12 @@ enum mutation {
     W_PRIORITY_NO_RAISE,   /* u: setPriority refuses to raise a buffer's priority, EPERM (R19) */
     W_FREE_BUSY_LOADING,   /* u: ANpuBuffer_free refused with EBUSY while a load of the buffer is in flight (R20) */
     L_SUPPORT_E2BIG,       /* v: isSupported returns -1 with E2BIG for lists longer than 8 */
+    M_LOAD_ZERO_TO_EOF,    /* r: a loadAsync of length 0 loads from fileOffset to the end of the file */
+    M_SUPPORT_CACHED,      /* r: isSupported answers every request with its first answer, however it changed */
+    M_MAP_ROUND_DOWN,      /* r: map and unmap lengths are rounded down to whole pages (4097 -> 4096) */
+    M_MAP_IGNORE_PROT,     /* r: every mapping is made readable and writable, whatever its prot */
+    M_FIRST_SIZE,          /* r: only the first setSize of a request counts */
+    M_PREEMPT_UNDER_LOCK,  /* r: onPreempt runs under a lock every API function takes (calls in it hang) */
     /* legal variations */
     L_ERRNO_RANGE,         /* j: bad priority -> ERANGE, bad prot bits -> ENOTSUP (allocAsync and setPriority) */
     L_SIZE0_OK,            /* k: a request of size 0 is granted a buffer */
@@ -180,7 +187,16 @@ static void load_real(void) {
     if (MUT == L_CALLER_THREAD && R.control != NULL) R.control("callback_thread=caller");
 }
 
-static void real(void) { pthread_once(&real_once, load_real); }
+/* M_PREEMPT_UNDER_LOCK: held around onPreempt; every API function passes through it at entry. */
+static pthread_mutex_t api_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void real(void) {
+    pthread_once(&real_once, load_real);
+    if (MUT == M_PREEMPT_UNDER_LOCK) {
+        pthread_mutex_lock(&api_mu);
+        pthread_mutex_unlock(&api_mu);
+    }
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Shared state (one process = one scenario)                                                   */
@@ -243,6 +259,8 @@ struct shim_req {
     bool has_fd;
     struct fdref *fd;
     bool dead; /* M_LIVE_CALLBACKS keeps freed requests (with their last values) */
+    bool size_set;   /* M_FIRST_SIZE: a size was set already */
+    int support;     /* M_SUPPORT_CACHED: the first answer (0/1), or -1 */
 };
 
 struct batch {
@@ -471,7 +489,13 @@ static void deliver(struct job *j) {
         if (MUT == M_LIVE_CALLBACKS && s->req != NULL) fn = s->req->on_preempt; /* also once freed */
         if (MUT == M_MAP_ENOENT || atomic_load(&s->announced)) fn = NULL;
         atomic_store(&s->preempted, true);
-        if (fn != NULL) fn(sub_cookie(s));
+        if (fn != NULL && MUT == M_PREEMPT_UNDER_LOCK) {
+            pthread_mutex_lock(&api_mu);
+            fn(sub_cookie(s));
+            pthread_mutex_unlock(&api_mu);
+        } else if (fn != NULL) {
+            fn(sub_cookie(s));
+        }
         break;
     }
     case J_LOAD:
@@ -617,6 +641,7 @@ EXPORT ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void) {
     r->device = -1;
     r->priority = ANPUBUFFER_PRIORITY_DEFAULT;
     r->prot = PROT_READ;
+    r->support = -1;
     return (ANpuManager_AllocRequest *)r;
 }
 
@@ -668,6 +693,10 @@ EXPORT void ANpuManager_AllocRequest_setBufferType(ANpuManager_AllocRequest *req
 EXPORT void ANpuManager_AllocRequest_setSize(ANpuManager_AllocRequest *request, int64_t size) {
     real();
     struct shim_req *r = (struct shim_req *)request;
+    if (MUT == M_FIRST_SIZE && r != NULL) {
+        if (r->size_set) return;
+        r->size_set = true;
+    }
     R.set_size(REAL_REQ(r), size);
     if (r != NULL) r->size = size;
 }
@@ -768,6 +797,11 @@ EXPORT int ANpuManager_isSupported(ANpuManager_AllocRequest *const *requests, si
         if (MUT == M_SUPPORT_BY_COOKIE && r->holder != NULL && r->holder->cookie != NULL) out[i] = false;
         if (MUT == L_SUPPORT_BY_SIZE && r->size > SIZE_LIMIT) out[i] = false;
         if (MUT == L_SUPPORT_INVALID_TRUE && (r->device < 0 || r->type < 1 || r->type > 4)) out[i] = true;
+        if (MUT == M_SUPPORT_CACHED) {
+            struct shim_req *c = (struct shim_req *)requests[i];
+            if (c->support < 0) c->support = out[i];
+            out[i] = c->support != 0;
+        }
         if (MUT == M_SUPPORT_TWICE_DIFFERS)
             for (size_t k = 0; k < i; k++)
                 if (requests[k] == requests[i]) {
@@ -1035,6 +1069,7 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
             return MAP_FAILED;
         }
     }
+    if (MUT == M_MAP_ROUND_DOWN && length > PAGE_SZ) length = length / PAGE_SZ * PAGE_SZ;
     void *p = R.map(buf, addr, length, prot, flags, offset);
     int saved = errno;
     if (MUT == W_PROT_NONE_REFUSED && prot == PROT_NONE && p != MAP_FAILED) {
@@ -1043,6 +1078,8 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
         errno = EINVAL;
         return MAP_FAILED;
     }
+    if (MUT == M_MAP_IGNORE_PROT && p != MAP_FAILED && length > 0)
+        (void)mprotect(p, (length + PAGE_SZ - 1) / PAGE_SZ * PAGE_SZ, PROT_READ | PROT_WRITE);
     if (p != MAP_FAILED && length > 0) {
         pthread_mutex_lock(&mu);
         struct bufent *e = find_buf(buf);
@@ -1061,6 +1098,7 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
 
 EXPORT int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length) {
     real();
+    if (MUT == M_MAP_ROUND_DOWN && length > PAGE_SZ) length = length / PAGE_SZ * PAGE_SZ;
     int ret = R.unmap(buf, addr, length);
     int saved = errno;
     if (MUT == M_UNMAP_AFTER_FREE && ret == 0) {
@@ -1145,6 +1183,9 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
             give = copy;
         }
     }
+    struct stat st;
+    if (MUT == M_LOAD_ZERO_TO_EOF && length == 0 && fd >= 0 && fstat(fd, &st) == 0 && st.st_size > file_offset)
+        length = st.st_size - file_offset;
     bool silent_preempt = MUT == L_SILENT_PREEMPT_LOAD && e != NULL && e->sub->on_preempt == NULL;
     struct pending_load *pl = malloc(sizeof *pl);
     if (pl == NULL) abort();

@@ -225,6 +225,21 @@ def test_default_prot_is_read_only():
     fails(teardown(b, bufs=["b"], reqs=["r"], maps=["m"]), "map-prot-subset")
 
 
+@covers("mapping.effective_prot")
+def test_effective_protection_of_a_mapping():
+    def looked(prot=("READ", "WRITE"), map_prot=("READ",), **seen):
+        b = mapped(prot, map_prot)
+        b.extra(**seen).call("map_prot", map="m", offset=0, length=8192, ret=0)
+        return teardown(b, bufs=["b"], reqs=["r"], maps=["m"])
+
+    passes(looked(mapped=True, prot_all=1, prot_any=1))
+    passes(looked(map_prot=("WRITE",), mapped=True, prot_all=3, prot_any=3))  # PROT_READ implied: as mmap()
+    fails(looked(mapped=True, prot_all=3, prot_any=3), "map-args-like-mmap")
+    fails(looked(("READ",), mapped=True, prot_all=3, prot_any=3), "map-prot-param-subset")
+    fails(looked(map_prot=("READ", "WRITE"), mapped=True, prot_all=1, prot_any=3), "map-args-like-mmap")
+    fails(looked(mapped=False, prot_all=1, prot_any=1), "map-args-like-mmap")
+
+
 @covers("mapping.failure_sets_errno")
 def test_map_failure_sets_errno():
     fails(teardown(mapped(("READ",), ("WRITE",), -1, None), bufs=["b"], reqs=["r"]), "map-returns")

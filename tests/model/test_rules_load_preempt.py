@@ -466,3 +466,23 @@ def test_a_freed_buffer_a_vnpu_command_preempted_holds_its_cookie_for_a_late_onp
         j = trace(order).judge(caps=VNPU)  # WARN R1 only: the synchronous onAlloc that makes its return known
         assert j.verdict.value == "WARN" and "R1 " in j.reason and "R2" not in j.reason, (order, j.reason)
     fails(trace("deleter_then_cb"), "cookie-borrowed-in-callbacks", caps=VNPU)
+
+
+def test_zero_length_load_changes_no_byte():
+    def build(read_seed: int):
+        b = TB()
+        b.call("file_new", file="f", size=8192, seed=5)
+        allocated(b, prot=("READ", "WRITE"), size=8192)
+        b.call("buf_map", map="w", buf="b", length=8192, prot=["READ", "WRITE"], flags=["SHARED"], offset=0, ret=0)
+        b.call("map_write", map="w", offset=0, length=8192, seed=9)
+        b.call("buf_unmap", map="w", offset=0, length=8192)
+        b.call("buf_load", buf="b", fd="f", file_offset=0, length=0, buffer_offset=0, onload=True,
+               during=[b.cb("load", None, 0, "B1")])
+        b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=0)
+        b.extra(digest=digest(read_seed, 8192))
+        b.call("map_read", map="m", offset=0, length=8192)
+        b.call("buf_unmap", map="m", offset=0, length=8192)
+        return teardown(b, bufs=["b"], reqs=["r"])
+
+    passes(build(9))
+    fails(build(5), "load-length-nonnegative")

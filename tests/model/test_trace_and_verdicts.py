@@ -6,12 +6,14 @@ import datetime as dt
 
 import pytest
 
+from reference_model.caps import DeviceCaps
 from reference_model.errors import ScenarioInvalid
 from reference_model.trace import parse_trace
 from reference_model.verdicts import Verdict
 from reference_model.waivers import find_waiver, parse_waivers
 
-from .builder import TB, allocated, teardown
+from .builder import PAIR, TB, allocated, teardown
+from .coverage import covers
 
 
 def conforming() -> TB:
@@ -109,3 +111,25 @@ def test_waivers():
         with pytest.raises(ScenarioInvalid) as exc:
             parse_waivers(bad, "w.yaml")
         assert "w.yaml" in str(exc.value)
+
+
+@covers("verdict_assembly.stuck_in_onpreempt")
+def test_call_stuck_inside_onpreempt_fails_the_sentence_inviting_it():
+    def build(stuck_op: str | None) -> TB:
+        b = TB()
+        allocated(b, cookie="c", onpreempt=True)
+        b.call("cb_action", kind="preempt", action="new_request", count=1)
+        arm = len(b.steps) - 1
+        during = [b.cb("preempt", "c", th="w1")]
+        if stuck_op is not None:
+            during.append({"ev": "call", "step": arm, "op": stuck_op, "args": {"req": None}, "th": "w1",
+                           "in_cb": "preempt"})
+        b.call("vnpu", command="preempt=b", during=during)
+        return b.exit("timeout", None)
+
+    j = build("req_create").judge(DeviceCaps(supported_pairs=frozenset({PAIR}), vnpu_control=True))
+    assert j.verdict is Verdict.FAIL, j.reason
+    assert j.divergence is not None and j.divergence.clause == "cookie-shared-refcounted"
+    assert "req_create" in j.divergence.observed
+    assert build(None).judge(DeviceCaps(supported_pairs=frozenset({PAIR}), vnpu_control=True)).verdict \
+        is Verdict.TIMEOUT

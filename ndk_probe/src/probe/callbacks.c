@@ -116,6 +116,49 @@ static void job_alloc(const struct trace_job *job) {
     ops_ret_event(job->step, OP_ALLOC, &res);
 }
 
+/* What the text invites in onPreempt ("to reuse the cookie in a new ANpuManager_AllocRequest object"):
+ * a request created, given a cookie (NULL here, with no deleter: nothing to own) and freed again. The
+ * request has no slot: its calls carry "req": null. */
+static void job_new_request(const struct trace_job *job) {
+    struct jbuf args;
+    jb_init(&args);
+    jb_raw(&args, "{");
+    jb_null(&args, "req");
+    jb_raw(&args, "}");
+    nested_call(job, OP_REQ_CREATE, &args);
+    struct op_result res;
+    ops_result_init(&res);
+    ANpuManager_AllocRequest *req;
+    API_CALL(&res, req = job->api->ANpuManager_AllocRequest_create());
+    if (req != NULL) {
+        trace_req_created(req);
+    } else {
+        jb_bool(&res.extra, "null", true); /* as op_req_create: the model fails it */
+    }
+    ops_ret_event(job->step, OP_REQ_CREATE, &res);
+    if (req == NULL) {
+        return;
+    }
+    jb_init(&args);
+    jb_raw(&args, "{");
+    jb_null(&args, "req");
+    jb_null(&args, "cookie");
+    jb_bool(&args, "deleter", false);
+    jb_raw(&args, "}");
+    nested_call(job, OP_REQ_SET_COOKIE, &args);
+    ops_result_init(&res);
+    API_CALL(&res, job->api->ANpuManager_AllocRequest_setCookie(req, NULL, NULL));
+    ops_ret_event(job->step, OP_REQ_SET_COOKIE, &res);
+    jb_init(&args);
+    jb_raw(&args, "{");
+    jb_null(&args, "req");
+    jb_raw(&args, "}");
+    nested_call(job, OP_REQ_FREE, &args);
+    ops_result_init(&res);
+    API_CALL(&res, job->api->ANpuManager_AllocRequest_free(req));
+    ops_ret_event(job->step, OP_REQ_FREE, &res);
+}
+
 static void run_job(const struct trace_job *job) {
     if (job->act == CB_ACT_NONE) {
         return;
@@ -137,6 +180,9 @@ static void run_job(const struct trace_job *job) {
         break;
     case CB_ACT_WAIT_RETURN:
         trace_wait_async_return(job->wait_ns);
+        break;
+    case CB_ACT_NEW_REQUEST:
+        job_new_request(job);
         break;
     case CB_ACT_SLEEP:
         probe_sleep_ns(job->wait_ns); /* a slow callback: it still borrows its cookie meanwhile */

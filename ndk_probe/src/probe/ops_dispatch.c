@@ -37,6 +37,7 @@ static const op_handler OP_HANDLERS[OP__COUNT] = {
     [OP_BIND] = op_bind,
     [OP_MAP_WRITE] = op_map_write,
     [OP_MAP_READ] = op_map_read,
+    [OP_MAP_PROT] = op_map_prot,
     [OP_FILE_NEW] = op_file_new,
     [OP_FILE_SEEK] = op_file_seek,
     [OP_FD_CHECK] = op_fd_check,

@@ -165,3 +165,87 @@ void op_map_read(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
     snprintf(digest, sizeof digest, "%016" PRIx64, h);
     jb_str(&res->extra, "digest", digest);
 }
+
+/* One line of /proc/self/maps: [start, end), protection bits (vocabulary prot_bits), file offset, file. */
+struct maps_line {
+    uintptr_t start, end;
+    unsigned prot;
+    unsigned long long off;
+    unsigned dev_major, dev_minor;
+    unsigned long inode;
+};
+
+static bool maps_parse(const char *text, struct maps_line *l) {
+    unsigned long start, end;
+    char perms[8];
+    if (sscanf(text, "%lx-%lx %7s %llx %x:%x %lu", &start, &end, perms, &l->off, &l->dev_major, &l->dev_minor,
+               &l->inode) != 7) {
+        return false;
+    }
+    l->start = (uintptr_t)start;
+    l->end = (uintptr_t)end;
+    l->prot = (perms[0] == 'r' ? NPUCONF_PROT_READ : 0u) | (perms[1] == 'w' ? NPUCONF_PROT_WRITE : 0u) |
+              (perms[2] == 'x' ? NPUCONF_PROT_EXEC : 0u);
+    return true;
+}
+
+/* Whether line `l` continues the object mapped at `base` (`ref`): same file, offsets that follow. */
+static bool maps_same_object(const struct maps_line *l, const struct maps_line *ref, uintptr_t base) {
+    unsigned long long base_off = ref->off + (unsigned long long)(base - ref->start);
+    return l->dev_major == ref->dev_major && l->dev_minor == ref->dev_minor && l->inode == ref->inode &&
+           l->off - base_off == (unsigned long long)(l->start - base);
+}
+
+void op_map_prot(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    size_t len;
+    volatile unsigned char *p = map_span(ctx, st, res, &len);
+    if (p == NULL) {
+        return;
+    }
+    if (len == 0) {
+        op_skip(res, "length 0");
+        return;
+    }
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t base = (uintptr_t)ctx->map[st->args[0].v.slot].base / page * page;
+    uintptr_t lo = (uintptr_t)p / page * page, hi = ((uintptr_t)p + len + page - 1) / page * page;
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (f == NULL) {
+        op_int_result(res, -1);
+        res->err = errno;
+        return;
+    }
+    /* The lines are sorted by address: the one holding `base` comes before those of [lo, hi). */
+    char text[4352];
+    struct maps_line ref = {0}, l;
+    bool have_ref = false, mapped = true;
+    unsigned all = NPUCONF_PROT_READ | NPUCONF_PROT_WRITE | NPUCONF_PROT_EXEC, any = 0;
+    uintptr_t pos = lo;
+    while (fgets(text, sizeof text, f) != NULL) {
+        if (!maps_parse(text, &l)) {
+            continue;
+        }
+        if (!have_ref && l.start <= base && base < l.end) {
+            ref = l;
+            have_ref = true;
+        }
+        if (l.end <= pos || l.start >= hi || pos >= hi) {
+            continue;
+        }
+        if (!have_ref || l.start > pos || !maps_same_object(&l, &ref, base)) {
+            mapped = false;
+            break;
+        }
+        all &= l.prot;
+        any |= l.prot;
+        pos = l.end;
+    }
+    fclose(f);
+    if (pos < hi) {
+        mapped = false;
+    }
+    op_int_result(res, 0);
+    jb_bool(&res->extra, "mapped", mapped);
+    jb_u64(&res->extra, "prot_all", all & any);
+    jb_u64(&res->extra, "prot_any", any);
+}

@@ -370,7 +370,7 @@ static bool parse_op_line(struct parser *p, char **toks, size_t ntoks, struct pr
         if (!program_cb_action(st->args[0].v.text, st->args[1].v.text, &act)) {
             return fail(p,
                         "cb_action: expected kind alloc|load|preempt and action none|free_buf|set_priority_<n>|"
-                        "map_unmap|wait_return|alloc_r<N>|sleep_<ms>, found '%s %s'",
+                        "map_unmap|wait_return|new_request|alloc_r<N>|sleep_<ms>, found '%s %s'",
                         st->args[0].v.text, st->args[1].v.text);
         }
         if ((act.act == CB_ACT_NONE) != (st->args[2].v.u64 == 0)) {
@@ -600,6 +600,8 @@ bool program_cb_action(const char *kind, const char *action, struct probe_cb_act
         out->act = CB_ACT_MAP_UNMAP;
     } else if (strcmp(action, "wait_return") == 0) {
         out->act = CB_ACT_WAIT_RETURN;
+    } else if (strcmp(action, "new_request") == 0) {
+        out->act = CB_ACT_NEW_REQUEST;
     } else if (strncmp(action, prio, sizeof prio - 1) == 0) {
         int64_t v;
         if (!parse_i32(action + sizeof prio - 1, &v)) {

@@ -82,7 +82,8 @@ void program_free(struct probe_program *prog);
 /* What a cb_action step asks callbacks to do (its `kind` and `action` text arguments). */
 enum probe_cb_kind { CB_KIND_ALLOC, CB_KIND_LOAD, CB_KIND_PREEMPT, CB_KIND__COUNT };
 /* CB_ACT_WAIT_RETURN: the callback waits, bounded, until no allocAsync/loadAsync is in flight (issue 11 e).
- * CB_ACT_SLEEP: the callback sleeps sleep_<ms> (x the timeout multiplier) before it returns. */
+ * CB_ACT_SLEEP: the callback sleeps sleep_<ms> (x the timeout multiplier) before it returns.
+ * CB_ACT_NEW_REQUEST: the callback creates a request, sets its cookie (NULL, no deleter) and frees it. */
 enum probe_cb_act {
     CB_ACT_NONE,
     CB_ACT_FREE_BUF,
@@ -90,7 +91,8 @@ enum probe_cb_act {
     CB_ACT_MAP_UNMAP,
     CB_ACT_ALLOC,
     CB_ACT_WAIT_RETURN,
-    CB_ACT_SLEEP
+    CB_ACT_SLEEP,
+    CB_ACT_NEW_REQUEST
 };
 
 struct probe_cb_action {

@@ -32,7 +32,8 @@ static void decide_locked(struct trace_state *st, enum probe_cb_kind kind, size_
     if (a->action.act == CB_ACT_WAIT_RETURN && trace_api_depth() > 0) {
         return; /* on the calling thread inside a call: waiting for its return would only time out */
     }
-    if (a->action.act != CB_ACT_ALLOC && a->action.act != CB_ACT_WAIT_RETURN && a->action.act != CB_ACT_SLEEP) {
+    if (a->action.act != CB_ACT_ALLOC && a->action.act != CB_ACT_WAIT_RETURN && a->action.act != CB_ACT_SLEEP &&
+        a->action.act != CB_ACT_NEW_REQUEST) {
         /* Buffer actions need a buffer: none for a failed onAlloc; onPreempt's was chosen by cookie. */
         if (index == TRACE_NO_BUF || !st->bufs[index].live) {
             return;
