@@ -627,10 +627,12 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
                     line=number,
                 )
                 notes.extend(fields.notes)
+            elif kind == "resume":
+                pass  # which host resumed the run; only the results store reads it (reports/store.py)
             elif kind is None:
                 raise _BadRecord("lacks 'kind'")
             else:
-                raise _BadRecord(f"unknown kind {kind!r} (expected plan, device, result or end)")
+                raise _BadRecord(f"unknown kind {kind!r} (expected plan, device, result, resume or end)")
         except _BadRecord as exc:
             problem(number, f"{exc}; line skipped")
             continue
