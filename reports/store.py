@@ -110,6 +110,9 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "ALTER TABLE runs ADD COLUMN host TEXT",
         "ALTER TABLE runs ADD COLUMN submitter TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE runs ADD COLUMN started_at DOUBLE PRECISION",
+        # why the run is no conformance claim whatever its verdicts (reports.claim.partial_reasons),
+        # a JSON list: [] for a full published-37 run of the released corpus
+        "ALTER TABLE runs ADD COLUMN partial TEXT",
         "ALTER TABLE builds ADD COLUMN first_seen_at DOUBLE PRECISION",
         """CREATE TABLE devices_3 (
     submitter       TEXT NOT NULL,
@@ -357,7 +360,7 @@ def _insert_run(
     conn.execute(
         "INSERT INTO runs (run_id, started, finished, profile, target, kit_version, kit_hash, model_hash, "
         "corpus_hash, vocabulary, answer, exit_code, source, results_sha256, imported, results_bytes, host, "
-        "submitter, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "submitter, started_at, partial) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         _row(
             plan.run_id,
             started,
@@ -378,6 +381,7 @@ def _insert_run(
             host,
             submitter,
             stamp,
+            json.dumps(list(run.claim.partial)),
         ),
     )
     for serial in run.device_serials:
