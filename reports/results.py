@@ -182,6 +182,7 @@ class RunResults:
     problems: tuple[str, ...] = field(default=())
     groups: Mapping[str, str] = field(default_factory=dict)  # device -> shard group (device records' `group`)
     kit: KitFacts = field(default_factory=kit_facts)  # what the claim takes from the kit, not the records
+    lost: Mapping[str, str] = field(default_factory=dict)  # device -> why a sharded run lost it mid-run
 
     @property
     def run_id(self) -> str:
@@ -556,6 +557,7 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
     planned_by_id: dict[str, PlannedScenario] = {}
     devices: dict[str, Mapping[str, object]] = {}
     groups: dict[str, str] = {}
+    lost: dict[str, str] = {}  # device -> why a sharded run lost it (`lost` records since the last resume)
     chosen: dict[tuple[str, str], ResultRecord] = {}
     end: EndRecord | None = None
 
@@ -628,11 +630,15 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
                 )
                 notes.extend(fields.notes)
             elif kind == "resume":
-                pass  # which host resumed the run; only the results store reads it (reports/store.py)
+                lost.clear()  # a resume opens every planned device again; the store reads its host
+            elif kind == "lost":
+                serial = _need_str(obj, "device")
+                reason = obj.get("reason")
+                lost[serial] = reason if isinstance(reason, str) and reason else "device lost"
             elif kind is None:
                 raise _BadRecord("lacks 'kind'")
             else:
-                raise _BadRecord(f"unknown kind {kind!r} (expected plan, device, result, resume or end)")
+                raise _BadRecord(f"unknown kind {kind!r} (expected plan, device, result, lost, resume or end)")
         except _BadRecord as exc:
             problem(number, f"{exc}; line skipped")
             continue
@@ -649,7 +655,7 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
     )
     kit = kit if kit is not None else kit_facts()
     results = tuple(_cited_by_kit(r, kit) for r in results)
-    run = RunResults(path, plan, devices, results, end, tuple(problems), groups, kit)
+    run = RunResults(path, plan, devices, results, end, tuple(problems), groups, kit, lost)
     if end is not None and end.exit_code is not None and end.exit_code != run.exit_code:
         problems.append(
             safe_text(
