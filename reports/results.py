@@ -557,6 +557,7 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
     planned_by_id: dict[str, PlannedScenario] = {}
     devices: dict[str, Mapping[str, object]] = {}
     groups: dict[str, str] = {}
+    device_records = 0
     lost: dict[str, str] = {}  # device -> why a sharded run lost it (`lost` records since the last resume)
     chosen: dict[tuple[str, str], ResultRecord] = {}
     end: EndRecord | None = None
@@ -600,6 +601,11 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
                     )
                 planned_by_id = {s.id: s for s in plan.scenarios}
             elif kind == "device":
+                device_records += 1
+                if device_records > limit("device_records"):
+                    raise ResultsUnreadable(
+                        path, over("device_records", f"more than {limit('device_records')} device records")
+                    )
                 serial = _need_str(obj, "device")
                 info = obj.get("info")
                 if not isinstance(info, dict):
