@@ -14,7 +14,8 @@ Levels and exit codes:
   feature and supports no pair, judged on the device-testable clauses that apply without a buffer;
 - non-conformant (1): any FAIL or CRASH, also in a partial run;
 - incomplete (2): nothing failed, but something was not judged or a device-testable clause was not
-  exercised on some device (named, with why); also a run whose plan records no claim basis (older kit);
+  exercised on some device (named, with why); also a run whose plan records no claim basis (older kit),
+  and a sharded run that lost a device mid-run (`lost` records: docs/sharding.md);
 - partial (0): a filtered run (or one whose filters are malformed), another profile or another corpus:
   never a conformance claim.
 """
@@ -87,6 +88,8 @@ class RunView(Protocol):
     def groups(self) -> Mapping[str, str]: ...
     @property
     def kit(self) -> KitFacts: ...
+    @property
+    def lost(self) -> Mapping[str, str]: ...
 
 
 class ClaimLevel(StrEnum):
@@ -129,6 +132,7 @@ class Claim:
     waivers: int
     warnings: int
     configuration: tuple[tuple[str, str], ...]  # (name, value) of every outcome-changing option
+    lost: tuple[tuple[str, str], ...] = ()  # (device, why) a sharded run lost mid-run
 
     @property
     def is_claim(self) -> bool:
@@ -148,6 +152,7 @@ class Claim:
             "waivers": self.waivers,
             "warnings": self.warnings,
             "configuration": dict(self.configuration),
+            **({"lost_devices": [{"device": d, "reason": r} for d, r in self.lost]} if self.lost else {}),
         }
 
 
@@ -264,6 +269,7 @@ def _plural(n: int, word: str) -> str:
 def claim_of(run: RunView) -> Claim:
     """The claim of a recorded run (see the module docstring)."""
     config = configuration(run)
+    lost = tuple(sorted(run.lost.items()))
     verdicts = [r.verdict for r in run.results]
     waivers = sum(1 for v in verdicts if v is Verdict.WAIVED)
     warnings = sum(1 for v in verdicts if v is Verdict.WARN)
@@ -276,7 +282,7 @@ def claim_of(run: RunView) -> Claim:
         scope: Sequence[str] = (),
     ) -> Claim:
         return Claim(
-            level, _EXIT[level], headline, tuple(partial), tuple(gaps), tuple(scope), waivers, warnings, config
+            level, _EXIT[level], headline, tuple(partial), tuple(gaps), tuple(scope), waivers, warnings, config, lost
         )
 
     plan = run.plan
@@ -301,6 +307,14 @@ def claim_of(run: RunView) -> Claim:
             ClaimLevel.INCOMPLETE,
             "incomplete: the plan records no claim basis (a run of an older kit); run it again to make a claim",
         )
+    if lost:
+        device, why = lost[0]
+        more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+        headline = (
+            f"incomplete: the run lost device {device}{more} mid-run ({why}); its build's other devices ran "
+            "its scenarios, but a run that lost a device is no claim"
+        )
+        return make(ClaimLevel.INCOMPLETE, headline + suffix, partial)
     if partial:
         return make(ClaimLevel.PARTIAL, f"{PARTIAL_HEADLINE}: {'; '.join(partial)}", partial)
     basis = run.kit.basis

@@ -3,7 +3,14 @@
 One self-contained page (inline CSS, SVG and JS; no network), rendered like report.html (jinja2,
 autoescape, StrictUndefined, text hygiene). Definitions:
 
-- a device is a serial; its builds are the fingerprints its runs reported, ordered by the last run
+- a device is a serial as one submitter (reports/store.py: who imported) reported it; the same serial
+  imported by two labs is two devices, so one lab's imports never change another's history;
+- a device's history (builds, trend, regressions, the matrix) is made of full claims only: runs under
+  published-37 of the released corpus with no filter (`runs.partial` is `[]`). Partial runs
+  (filters, replays of single scenarios), other profiles (aosp-2026) and other corpora are listed
+  apart, each with why; runs stored before schema 3 count as claims when their profile is
+  published-37 and their answer is not "partial";
+- a device's builds are the fingerprints its runs reported, ordered by the last run
   on each; the latest build is the one of its newest run, the previous build the one before it;
 - a scenario's verdict on a build is the one of the newest run of that build that has it
   (NOT_EXECUTED only when no run of that build executed it);
@@ -25,6 +32,7 @@ from typing import Final
 
 from reference_model.verdicts import SEVERITY, Verdict, worst
 
+from .claim import NORMATIVE_PROFILE
 from .html import environment
 from .safe_io import output_dir, write_text
 from .store import StoreEngine, describe_location, open_store
@@ -36,6 +44,7 @@ DASHBOARD_NAME: Final = "dashboard.html"
 class _Row:
     run_id: str
     started: str
+    submitter: str
     serial: str
     fingerprint: str
     scenario: str
@@ -98,6 +107,7 @@ class Trend:
 
 @dataclass(frozen=True, slots=True)
 class Regression:
+    submitter: str
     serial: str
     model: str
     clause: str
@@ -109,6 +119,7 @@ class Regression:
 
 @dataclass(frozen=True, slots=True)
 class Device:
+    submitter: str
     serial: str
     model: str
     builds: tuple[Build, ...]
@@ -123,16 +134,22 @@ class Device:
     def previous(self) -> Build | None:
         return self.builds[-2] if len(self.builds) > 1 else None
 
+    @property
+    def name(self) -> str:
+        return f"{self.serial} ({self.submitter or 'unknown submitter'})"
+
 
 @dataclass(frozen=True, slots=True)
 class RunRow:
     run_id: str
     started: str
+    submitter: str
     profile: str
     target: str
     answer: str
     devices: str
     results: int
+    apart: str  # why the run is not in the histories ("" for a full claim)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,23 +157,53 @@ class Dashboard:
     devices: tuple[Device, ...]
     matrix: tuple[MatrixRow, ...]
     regressions: tuple[Regression, ...]
-    runs: tuple[RunRow, ...]
+    runs: tuple[RunRow, ...]  # full claims, newest first
+    apart: tuple[RunRow, ...]  # partial runs, other profiles, replays: not in any history
     builds: int
 
 
+_ORDER: Final = "coalesce(r.started_at, 0), r.started, r.run_id"
+
+
+def _apart(profile: object, answer: object, partial: object) -> str:
+    """Why a stored run is no full claim ("" when it is one); see the module docstring."""
+    if isinstance(partial, str):
+        try:
+            reasons = json.loads(partial)
+        except ValueError:
+            reasons = ["unreadable partial reasons"]
+        if isinstance(reasons, list):
+            return "; ".join(str(r) for r in reasons)
+        return "unreadable partial reasons"
+    if profile != NORMATIVE_PROFILE:
+        return f"profile {profile}"
+    return "partial run" if answer == "partial" else ""
+
+
+def _claim_run_ids(conn: StoreEngine) -> set[str]:
+    return {
+        str(r[0])
+        for r in conn.query("SELECT run_id, profile, answer, partial FROM runs")
+        if not _apart(r[1], r[2], r[3])
+    }
+
+
 def _rows(conn: StoreEngine) -> list[_Row]:
+    claims = _claim_run_ids(conn)
     query = (
-        "SELECT v.run_id, r.started, v.serial, v.fingerprint, v.scenario, v.clauses, v.verdict "
-        "FROM verdicts v JOIN runs r ON r.run_id = v.run_id ORDER BY r.started, v.run_id"
+        "SELECT v.run_id, r.started, r.submitter, v.serial, v.fingerprint, v.scenario, v.clauses, v.verdict "
+        f"FROM verdicts v JOIN runs r ON r.run_id = v.run_id ORDER BY {_ORDER}"
     )
     out: list[_Row] = []
     for row in conn.query(query):
+        if row[0] not in claims:
+            continue
         try:
-            clauses = tuple(c for c in json.loads(row[5]) if isinstance(c, str))
-            verdict = Verdict(row[6])
+            clauses = tuple(c for c in json.loads(row[6]) if isinstance(c, str))
+            verdict = Verdict(row[7])
         except (ValueError, TypeError):
             continue
-        out.append(_Row(row[0], row[1], row[2], row[3], row[4], clauses, verdict))
+        out.append(_Row(row[0], row[1], row[2] or "", row[3], row[4], row[5], clauses, verdict))
     return out
 
 
@@ -254,42 +301,50 @@ def _trend(rows: Sequence[_Row], builds: Sequence[Build]) -> Trend:
 
 def build_dashboard(conn: StoreEngine) -> Dashboard:
     rows = _rows(conn)
-    by_device: dict[str, list[_Row]] = {}
+    by_device: dict[tuple[str, str], list[_Row]] = {}
     for row in rows:
-        by_device.setdefault(row.serial, []).append(row)
+        by_device.setdefault((row.submitter, row.serial), []).append(row)
     models = {
-        str(r[0]): r[1] or ""
-        for r in conn.query("SELECT serial, model FROM devices ORDER BY last_seen")  # newest last wins
+        (str(r[0] or ""), str(r[1])): r[2] or ""
+        for r in conn.query(  # newest last wins
+            "SELECT submitter, serial, model FROM devices ORDER BY coalesce(last_seen_at, 0), last_seen"
+        )
     }
     devices: list[Device] = []
-    for serial in sorted(by_device):
-        device_rows = by_device[serial]
+    for key in sorted(by_device, key=lambda k: (k[1], k[0])):
+        submitter, serial = key
+        device_rows = by_device[key]
         by_build: dict[str, list[_Row]] = {}
         for row in device_rows:
             by_build.setdefault(row.fingerprint, []).append(row)
-        order = sorted(by_build, key=lambda f: max((r.started, r.run_id) for r in by_build[f]))
+        # rows come in timestamp order: a build's position is that of its newest run
+        position = {row.run_id: index for index, row in enumerate(device_rows)}
+        order = sorted(by_build, key=lambda f: max(position[r.run_id] for r in by_build[f]))
         builds = tuple(_build(f, f"build {i}", by_build[f]) for i, f in enumerate(order, start=1))
         clauses = sorted({c for b in builds for c in b.clause_verdicts})
+        where = f"{serial} ({submitter or 'unknown submitter'})"
         history = tuple(
             MatrixRow(
                 clause,
-                tuple(_cell(b, builds[i - 1] if i else None, clause, serial) for i, b in enumerate(builds)),
+                tuple(_cell(b, builds[i - 1] if i else None, clause, where) for i, b in enumerate(builds)),
                 is_regression(builds[-2] if len(builds) > 1 else None, builds[-1], clause),
             )
             for clause in clauses
         )
-        devices.append(Device(serial, models.get(serial, ""), builds, _trend(device_rows, builds), history))
+        model = models.get(key, "")
+        devices.append(Device(submitter, serial, model, builds, _trend(device_rows, builds), history))
 
     clauses = sorted({c for d in devices if d.latest for c in d.latest.clause_verdicts})
     matrix: list[MatrixRow] = []
     regressions: list[Regression] = []
     for clause in clauses:
-        cells = tuple(_cell(d.latest, d.previous, clause, d.serial) for d in devices)
+        cells = tuple(_cell(d.latest, d.previous, clause, d.name) for d in devices)
         matrix.append(MatrixRow(clause, cells, any(c.regression for c in cells)))
         for device, cell in zip(devices, cells, strict=True):
             if cell.regression and device.latest is not None and device.previous is not None:
                 regressions.append(
                     Regression(
+                        submitter=device.submitter,
                         serial=device.serial,
                         model=device.model,
                         clause=clause,
@@ -302,24 +357,29 @@ def build_dashboard(conn: StoreEngine) -> Dashboard:
     run_devices: dict[str, set[str]] = {}
     for run_id, serial in conn.query("SELECT DISTINCT run_id, serial FROM verdicts"):
         run_devices.setdefault(str(run_id), set()).add(str(serial))
-    run_rows = tuple(
+    all_runs = tuple(
         RunRow(
             str(r[0]),
             str(r[1]),
-            str(r[2]),
+            str(r[2] or ""),
             str(r[3]),
             str(r[4]),
+            str(r[5]),
             ",".join(sorted(run_devices.get(r[0], ()))),
-            int(r[5]),
+            int(r[6]),
+            _apart(r[3], r[5], r[7]),
         )
         for r in conn.query(
-            "SELECT r.run_id, r.started, r.profile, r.target, r.answer, count(v.scenario) "
+            "SELECT r.run_id, r.started, r.submitter, r.profile, r.target, r.answer, count(v.scenario), r.partial "
             "FROM runs r LEFT JOIN verdicts v ON v.run_id = r.run_id "
-            "GROUP BY r.run_id, r.started, r.profile, r.target, r.answer ORDER BY r.started DESC"
+            "GROUP BY r.run_id, r.started, r.submitter, r.profile, r.target, r.answer, r.partial, r.started_at "
+            "ORDER BY coalesce(r.started_at, 0) DESC, r.started DESC, r.run_id DESC"
         )
     )
+    claims = tuple(r for r in all_runs if not r.apart)
+    apart = tuple(r for r in all_runs if r.apart)
     fingerprints = {b.fingerprint for d in devices for b in d.builds}
-    return Dashboard(tuple(devices), tuple(matrix), tuple(regressions), run_rows, len(fingerprints))
+    return Dashboard(tuple(devices), tuple(matrix), tuple(regressions), claims, apart, len(fingerprints))
 
 
 def render_dashboard(dashboard: Dashboard, store: str | Path) -> str:

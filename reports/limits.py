@@ -26,6 +26,8 @@ DEFAULTS: Final[dict[str, int]] = {
     "bundle_members": 64,
     # planned (device, scenario) pairs a results.jsonl may declare
     "plan_entries": 100_000,
+    # device records a results.jsonl may hold (described devices, planned or not)
+    "device_records": 10_000,
     # YAML from users (waivers, scenarios): nodes after alias expansion, and file size
     "yaml_nodes": 200_000,
     "yaml_bytes": 4 << 20,

@@ -191,6 +191,7 @@ class RunResults:
     problems: tuple[str, ...] = field(default=())
     groups: Mapping[str, str] = field(default_factory=dict)  # device -> shard group (device records' `group`)
     kit: KitFacts = field(default_factory=kit_facts)  # what the claim takes from the kit, not the records
+    lost: Mapping[str, str] = field(default_factory=dict)  # device -> why a sharded run lost it mid-run
 
     @property
     def run_id(self) -> str:
@@ -564,6 +565,8 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
     planned_by_id: dict[str, PlannedScenario] = {}
     devices: dict[str, Mapping[str, object]] = {}
     groups: dict[str, str] = {}
+    device_records = 0
+    lost: dict[str, str] = {}  # device -> why a sharded run lost it (`lost` records since the last resume)
     chosen: dict[tuple[str, str], ResultRecord] = {}
     end: EndRecord | None = None
 
@@ -606,6 +609,11 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
                     )
                 planned_by_id = {s.id: s for s in plan.scenarios}
             elif kind == "device":
+                device_records += 1
+                if device_records > limit("device_records"):
+                    raise ResultsUnreadable(
+                        path, over("device_records", f"more than {limit('device_records')} device records")
+                    )
                 serial = _need_str(obj, "device")
                 info = obj.get("info")
                 if not isinstance(info, dict):
@@ -635,10 +643,16 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
                     line=number,
                 )
                 notes.extend(fields.notes)
+            elif kind == "resume":
+                lost.clear()  # a resume opens every planned device again; the store reads its host
+            elif kind == "lost":
+                serial = _need_str(obj, "device")
+                reason = obj.get("reason")
+                lost[serial] = reason if isinstance(reason, str) and reason else "device lost"
             elif kind is None:
                 raise _BadRecord("lacks 'kind'")
             else:
-                raise _BadRecord(f"unknown kind {kind!r} (expected plan, device, result or end)")
+                raise _BadRecord(f"unknown kind {kind!r} (expected plan, device, result, lost, resume or end)")
         except _BadRecord as exc:
             problem(number, f"{exc}; line skipped")
             continue
@@ -655,7 +669,7 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
     )
     kit = kit if kit is not None else kit_facts()
     results = tuple(_cited_by_kit(r, kit) for r in results)
-    run = RunResults(path, plan, devices, results, end, tuple(problems), groups, kit)
+    run = RunResults(path, plan, devices, results, end, tuple(problems), groups, kit, lost)
     if end is not None and end.exit_code is not None and end.exit_code != run.exit_code:
         problems.append(
             safe_text(

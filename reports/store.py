@@ -7,10 +7,13 @@ the same migrations (`MIGRATIONS`); docs/reports.md describes them.
 
 The store is filled from results.jsonl only (`import_run`), never from live objects, so importing a
 run directory copied from another host gives the same rows as recording the run where it ran.
-Importing is idempotent by run id: the same results again change nothing; a run whose results.jsonl
-grew since (a resumed run appends to it) replaces its earlier rows; a run id already in the store
-with other results is refused, never overwritten. Every import is one transaction under the
-store's writer lock.
+Importing is idempotent by run id: the same results again change nothing. A run's rows change only by
+a resume of that run recorded on the same host: its results.jsonl grew by a `resume` record naming
+the host that recorded the plan, and this process is that host (store_identity.py); any other
+results under a known run id are refused, never overwritten. Devices are keyed by their submitter
+(who imported: user@host, or the PostgreSQL role) with serial and fingerprint; plans dated more than
+FUTURE_TOLERANCE ahead are refused and dates compare as timestamps. Every import is one transaction
+under the store's writer lock.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Final
 from .jsonl import results_file
 from .results import RunResults, load_results, read_results_bytes, safe_text
 from .store_engine import StoreEngine, StoreError
+from .store_identity import host_identity
 from .store_postgresql import PostgresqlEngine, is_postgresql_url, redacted
 from .store_sqlite import SqliteEngine
 
@@ -99,7 +103,44 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "ALTER TABLE runs ADD COLUMN results_bytes BIGINT",
         "CREATE INDEX verdicts_by_scenario ON verdicts (scenario, fingerprint)",
     ),
+    (
+        # 3: who recorded and who imported a run (the growth rule, a device's identity), dates as
+        # timestamps (seconds since the epoch, UTC) for every comparison. Devices are keyed by their
+        # submitter too: the table is rebuilt (rows from before keep submitter '').
+        "ALTER TABLE runs ADD COLUMN host TEXT",
+        "ALTER TABLE runs ADD COLUMN submitter TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE runs ADD COLUMN started_at DOUBLE PRECISION",
+        # why the run is no conformance claim whatever its verdicts (reports.claim.partial_reasons),
+        # a JSON list: [] for a full published-37 run of the released corpus
+        "ALTER TABLE runs ADD COLUMN partial TEXT",
+        "ALTER TABLE builds ADD COLUMN first_seen_at DOUBLE PRECISION",
+        """CREATE TABLE devices_3 (
+    submitter       TEXT NOT NULL,
+    serial          TEXT NOT NULL,
+    fingerprint     TEXT NOT NULL REFERENCES builds (fingerprint),
+    model           TEXT,
+    manufacturer    TEXT,
+    sdk             TEXT,
+    info            TEXT NOT NULL,
+    last_seen       TEXT NOT NULL,
+    last_seen_at    DOUBLE PRECISION,
+    PRIMARY KEY (submitter, serial, fingerprint)
+)""",
+        "INSERT INTO devices_3 (submitter, serial, fingerprint, model, manufacturer, sdk, info, last_seen) "
+        "SELECT '', serial, fingerprint, model, manufacturer, sdk, info, last_seen FROM devices",
+        "DROP TABLE devices",
+        "ALTER TABLE devices_3 RENAME TO devices",
+    ),
 )
+# Dates stored as text before schema 3, converted to timestamps by the migration (table, key columns, text, timestamp).
+_BACKFILL: Final = (
+    ("runs", ("run_id",), "started", "started_at"),
+    ("builds", ("fingerprint",), "first_seen", "first_seen_at"),
+    ("devices", ("submitter", "serial", "fingerprint"), "last_seen", "last_seen_at"),
+)
+# A plan dated later than this after the import's own clock is refused (a far-future date would pin
+# a device's row and hide later runs).
+FUTURE_TOLERANCE: Final = dt.timedelta(minutes=10)
 STORE_SCHEMA: Final = len(MIGRATIONS)
 
 
@@ -171,8 +212,36 @@ def _ensure_schema(engine: StoreEngine, create: bool) -> None:
         for statements in MIGRATIONS[version:]:
             for statement in statements:
                 engine.execute(statement)
+        if 0 < version < 3:
+            _backfill_timestamps(engine)
         if version < STORE_SCHEMA:
             engine.set_schema_version(STORE_SCHEMA)
+
+
+def _backfill_timestamps(engine: StoreEngine) -> None:
+    for table, keys, text_column, at_column in _BACKFILL:
+        columns = ", ".join((*keys, text_column))
+        for row in engine.query(f"SELECT {columns} FROM {table}"):
+            moment = parse_date(row[-1])
+            if moment is not None:
+                where = " AND ".join(f"{k} = ?" for k in keys)
+                engine.execute(f"UPDATE {table} SET {at_column} = ? WHERE {where}", (moment.timestamp(), *row[:-1]))
+
+
+def parse_date(value: object) -> dt.datetime | None:
+    """An ISO 8601 date as an aware UTC datetime (a date without offset is UTC); None when not one."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    try:
+        return moment.astimezone(dt.UTC)
+    except (OverflowError, ValueError):
+        return None
 
 
 def _row(*values: object) -> tuple[object, ...]:
@@ -204,40 +273,94 @@ def import_run(
         return ImportOutcome(path, "", "skipped", 0, "no plan record, so no run id")
     digest = hashlib.sha256(data).hexdigest()
     plan = run.plan
+
+    def refused(note: str) -> ImportOutcome:
+        return ImportOutcome(path, plan.run_id, "refused", len(run.results), safe_text(note))
+
+    started = parse_date(plan.started) if plan.started else dt.datetime.now(dt.UTC)
+    if started is None:
+        return refused(f"plan field 'started' is {plan.started!r}, not an ISO 8601 date")
+    if started > dt.datetime.now(dt.UTC) + FUTURE_TOLERANCE:
+        return refused(
+            f"plan field 'started' is {plan.started}, in the future; dates more than "
+            f"{int(FUTURE_TOLERANCE.total_seconds() // 60)} minutes ahead of this host's clock are refused"
+        )
+    host = _plan_host(data)
     with conn.write_transaction():
         existing = conn.query(
-            "SELECT results_sha256, results_bytes, source FROM runs WHERE run_id = ?", _row(plan.run_id)
+            "SELECT results_sha256, results_bytes, source, host FROM runs WHERE run_id = ?", _row(plan.run_id)
         )
         if existing and existing[0][0] == digest:
             return ImportOutcome(path, plan.run_id, "unchanged", len(run.results))
         if existing:
-            old_digest, old_length, old_source = existing[0]
-            grown = (
-                isinstance(old_length, int)
-                and 0 < old_length < len(data)
-                and hashlib.sha256(data[:old_length]).hexdigest() == old_digest
-            )
-            if not grown:
-                note = (
-                    f"the store already holds run {plan.run_id} with other results (from {old_source}); "
-                    "it is kept, not overwritten"
+            old_digest, old_length, old_source, old_host = existing[0]
+            problem = _growth_problem(data, old_digest, old_length, old_host, plan.run_id)
+            if problem:
+                return refused(
+                    f"the store already holds run {plan.run_id} with other results (from {old_source}) and "
+                    f"they are kept: {problem}"
                 )
-                return ImportOutcome(path, plan.run_id, "refused", len(run.results), safe_text(note))
             for table in ("verdict_clauses", "verdicts", "runs"):
                 conn.execute(f"DELETE FROM {table} WHERE run_id = ?", _row(plan.run_id))
-        _insert_run(conn, run, path, kit_hash, digest, len(data))
+        _insert_run(conn, run, path, kit_hash, digest, len(data), started, host)
     status = "updated" if existing else "added"
     return ImportOutcome(path, plan.run_id, status, len(run.results))
 
 
-def _insert_run(conn: StoreEngine, run: RunResults, path: Path, kit_hash: str | None, digest: str, size: int) -> None:
+def _plan_host(data: bytes) -> str | None:
+    """The host identity the plan record (the first line) carries, if any."""
+    try:
+        record = json.loads(data.split(b"\n", 1)[0])
+    except (ValueError, RecursionError):
+        return None
+    host = record.get("host") if isinstance(record, dict) and record.get("kind") == "plan" else None
+    return host if isinstance(host, str) and 0 < len(host) <= 128 else None
+
+
+def _growth_problem(data: bytes, old_digest: object, old_length: object, old_host: object, run_id: str) -> str:
+    """Why `data` is not the stored results of `run_id` grown by a resume recorded and imported on the run's
+    host ("" when it is): the stored bytes come first, then a `resume` record naming that host."""
+    if not isinstance(old_length, int) or not 0 < old_length < len(data):
+        return "these are not the stored results grown"
+    if hashlib.sha256(data[:old_length]).hexdigest() != old_digest or data[old_length - 1 : old_length] != b"\n":
+        return "these do not start with the stored results"
+    first = data[old_length:].split(b"\n", 1)[0]
+    try:
+        record = json.loads(first)
+    except (ValueError, RecursionError):
+        record = None
+    if not isinstance(record, dict) or record.get("kind") != "resume":
+        return "what was appended does not start with a resume record (only `npuconf run --resume` grows a run)"
+    if record.get("run_id") != run_id:
+        return "the appended resume record names another run"
+    if not isinstance(old_host, str) or not old_host:
+        return "the stored run records no host (an older kit), so no resume of it can be trusted"
+    if record.get("host") != old_host:
+        return "the run was resumed on another host than the one that recorded it"
+    if host_identity() != old_host:
+        return "a resumed run is imported only on the host that recorded it, and this is another host"
+    return ""
+
+
+def _insert_run(
+    conn: StoreEngine,
+    run: RunResults,
+    path: Path,
+    kit_hash: str | None,
+    digest: str,
+    size: int,
+    started_at: dt.datetime,
+    host: str | None,
+) -> None:
     plan = run.plan
     assert plan is not None
-    started = plan.started or _now()
+    started = plan.started or started_at.isoformat(timespec="milliseconds")
+    stamp = started_at.timestamp()
+    submitter = conn.submitter()
     conn.execute(
         "INSERT INTO runs (run_id, started, finished, profile, target, kit_version, kit_hash, model_hash, "
-        "corpus_hash, vocabulary, answer, exit_code, source, results_sha256, imported, results_bytes) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "corpus_hash, vocabulary, answer, exit_code, source, results_sha256, imported, results_bytes, host, "
+        "submitter, started_at, partial) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         _row(
             plan.run_id,
             started,
@@ -255,23 +378,33 @@ def _insert_run(conn: StoreEngine, run: RunResults, path: Path, kit_hash: str | 
             digest,
             _now(),
             size,
+            host,
+            submitter,
+            stamp,
+            json.dumps(list(run.claim.partial)),
         ),
     )
     for serial in run.device_serials:
         info = dict(run.devices.get(serial, {}))
         fingerprint = fingerprint_of(run, serial)
         conn.execute(
-            "INSERT INTO builds (fingerprint, sdk, first_seen) VALUES (?, ?, ?) ON CONFLICT (fingerprint) DO UPDATE "
-            "SET first_seen = CASE WHEN excluded.first_seen < builds.first_seen THEN excluded.first_seen "
-            "ELSE builds.first_seen END, sdk = coalesce(builds.sdk, excluded.sdk)",
-            _row(fingerprint, _sdk(info.get("sdk")), started),
+            "INSERT INTO builds (fingerprint, sdk, first_seen, first_seen_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (fingerprint) DO UPDATE SET "
+            "first_seen = CASE WHEN builds.first_seen_at IS NULL OR excluded.first_seen_at < builds.first_seen_at "
+            "THEN excluded.first_seen ELSE builds.first_seen END, "
+            "first_seen_at = CASE WHEN builds.first_seen_at IS NULL OR excluded.first_seen_at < builds.first_seen_at "
+            "THEN excluded.first_seen_at ELSE builds.first_seen_at END, "
+            "sdk = coalesce(builds.sdk, excluded.sdk)",
+            _row(fingerprint, _sdk(info.get("sdk")), started, stamp),
         )
         conn.execute(
-            "INSERT INTO devices (serial, fingerprint, model, manufacturer, sdk, info, last_seen) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (serial, fingerprint) DO UPDATE SET "
-            "model = excluded.model, manufacturer = excluded.manufacturer, sdk = excluded.sdk, "
-            "info = excluded.info, last_seen = excluded.last_seen WHERE excluded.last_seen >= devices.last_seen",
+            "INSERT INTO devices (submitter, serial, fingerprint, model, manufacturer, sdk, info, last_seen, "
+            "last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (submitter, serial, fingerprint) DO UPDATE "
+            "SET model = excluded.model, manufacturer = excluded.manufacturer, sdk = excluded.sdk, "
+            "info = excluded.info, last_seen = excluded.last_seen, last_seen_at = excluded.last_seen_at "
+            "WHERE excluded.last_seen_at >= coalesce(devices.last_seen_at, excluded.last_seen_at)",
             _row(
+                submitter,
                 serial,
                 fingerprint,
                 _text(info.get("model")),
@@ -279,6 +412,7 @@ def _insert_run(conn: StoreEngine, run: RunResults, path: Path, kit_hash: str | 
                 _sdk(info.get("sdk")),
                 json.dumps(info, ensure_ascii=True, sort_keys=True),
                 started,
+                stamp,
             ),
         )
     fingerprints = {serial: fingerprint_of(run, serial) for serial in run.device_serials}

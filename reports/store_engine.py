@@ -50,6 +50,10 @@ class StoreEngine(Protocol):
         """Tables in an uninitialised store (non-empty means: not ours, refuse it)."""
         ...
 
+    def submitter(self) -> str:
+        """Who imports: user@host of this process (SQLite), the role name the server authenticated (PostgreSQL)."""
+        ...
+
     def close(self) -> None: ...
 
 

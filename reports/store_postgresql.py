@@ -131,5 +131,10 @@ class PostgresqlEngine:
             ).fetchall()
         return {str(r[0]) for r in rows}
 
+    def submitter(self) -> str:
+        with self._errors():
+            row = self._conn.execute("SELECT session_user").fetchone()
+        return str(row[0]) if row else "unknown"
+
     def close(self) -> None:
         self._conn.close()

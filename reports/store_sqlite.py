@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .store_engine import Params, StoreError, first_line, rows_of
+from .store_identity import local_submitter
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -82,6 +83,9 @@ class SqliteEngine:
     def foreign_tables(self) -> set[str]:
         with self._errors():
             return {str(r[0]) for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def submitter(self) -> str:
+        return local_submitter()
 
     def close(self) -> None:
         self._conn.close()

@@ -106,11 +106,15 @@ def verify_command(args: argparse.Namespace) -> int:
     print(report.reason())
     for problem in report.problems[1:]:
         print(f"  {problem.line()}")
-    print(
-        f"verified: run {report.run_id}, {report.results} results on {report.devices} "
-        f"device{'' if report.devices == 1 else 's'}, {report.rejudged} verdicts re-derived with this kit's "
-        f"corpus and model; claim {report.claim.level} (exit {int(report.claim.exit_code)})"
-    )
+    device_count = f"{report.devices} device{'' if report.devices == 1 else 's'}"
+    if report.ok:
+        print(
+            f"verified: run {report.run_id}, {report.results} results on {device_count}, {report.rejudged} verdicts "
+            f"re-derived with this kit's corpus and model; claim {report.claim.level} "
+            f"(exit {int(report.claim.exit_code)})"
+        )
+    else:  # a rejected bundle states no claim, not even the one its results would give
+        print(f"checked: run {report.run_id}, {report.results} results on {device_count}; rejected, so no claim")
     for serial, fingerprint in report.fingerprints:
         print(f"  device {serial}: {fingerprint or '(no fingerprint recorded)'}")
     for name, recorded, current in report.run_hashes:
@@ -121,14 +125,19 @@ def verify_command(args: argparse.Namespace) -> int:
     print(f"  waivers: {report.waivers or 'none (waivers stored in the bundle are not applied)'}")
     if report.signature_checked:
         print(f"  signed by the trusted key {report.signer}")
+    signature = (
+        "the signature names who packed it"
+        if report.signature_checked
+        else f"unsigned or signature not checked{f', names key {report.signer}' if report.signer else ''}"
+    )
+    print(f"cannot know: where the traces came from (a bundle is made by whoever ran the kit; {signature})")
     print(
-        "cannot know: where the traces came from (a bundle is made by whoever ran the kit; "
-        + (
-            "the signature names who packed it"
-            if report.signature_checked
-            else f"unsigned or signature not checked{f', names key {report.signer}' if report.signer else ''}"
-        )
-        + ")"
+        "cannot know: whether a device produced the traces: a hand-written trace the model accepts re-derives "
+        "the same verdicts"
+    )
+    print(
+        "cannot know: the device records (ABI, fingerprint, NPU feature, model): they are the "
+        "submitter's word, and a claimed 32-bit ABI exempts the clauses only 64-bit pointers exercise"
     )
     return report.exit_code
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import tarfile
 import tempfile
@@ -25,7 +26,7 @@ from reports.limits import limit, over
 from reports.plan_filters import plan_filters
 from reports.summary import build_summary
 
-from ..run import Judging
+from ..run import Judging, pointer_bits
 from ..suite import (
     HASHED_PARTS,
     SCENARIO_ROOT,
@@ -69,6 +70,8 @@ class VerifyReport:
     signer: str | None = None  # the key a manifest.sig names (checked only with --trusted-key)
     signature_checked: bool = False
     waivers: str | None = None
+    narrow_devices: tuple[str, ...] = ()  # devices whose recorded ABI is 32-bit (their word, not checked)
+    pointer_64_only: int = 0  # clauses only 64-bit pointers exercise, not required of those devices
 
     @property
     def ok(self) -> bool:
@@ -89,8 +92,17 @@ class VerifyReport:
         if self.claim.level is ClaimLevel.PARTIAL:
             return f"bundle verifies; {self.claim.headline}"
         if not self.claim.is_claim:
-            return f"bundle verifies, but it is not a conformance claim: {self.claim.headline}"
-        return f"bundle verifies: {self.claim.headline}"
+            return f"bundle verifies, but it is not a conformance claim: {self.claim.headline}{self._narrow()}"
+        return f"bundle verifies: {self.claim.headline}{self._narrow()}"
+
+    def _narrow(self) -> str:
+        if not self.narrow_devices:
+            return ""
+        shown = ", ".join(self.narrow_devices[:3]) + (", ..." if len(self.narrow_devices) > 3 else "")
+        return (
+            f" for a claimed 32-bit ABI on {shown} ({self.pointer_64_only} clauses needing 64-bit pointers "
+            "not required; the ABI is the device record's word)"
+        )
 
 
 def read_bundle(bundle: Path) -> dict[str, bytes]:
@@ -109,6 +121,9 @@ def read_bundle(bundle: Path) -> dict[str, bytes]:
                     raise BundleUnreadable(f"{bundle}: " + over("bundle_members", f"more than {count_limit} members"))
                 if not member.isfile():
                     members[f"{member.name} (not a regular file)"] = b""
+                    continue
+                if member.name in members:  # `tar x` extracts the last copy, verify would read another
+                    members[f"{member.name} (a second member of that name)"] = b""
                     continue
                 if member.size > member_limit:
                     raise BundleUnreadable(
@@ -147,6 +162,23 @@ def _manifest(bundle: Path, members: Mapping[str, bytes]) -> dict[str, Any]:
     if not isinstance(schema, int) or schema > BUNDLE_SCHEMA:
         raise BundleUnreadable(f"{bundle}: bundle schema {schema!r}; this kit reads schemas 1 to {BUNDLE_SCHEMA}")
     return manifest
+
+
+# The only member names a bundle has: `./summary.json` beside `summary.json` is another name to verify
+# but the same file to `tar x`, which would extract whichever copy comes last.
+EXACT_NAMES: Final = frozenset({*BUNDLE_FILES, MANIFEST, signing.SIGNATURE})
+
+
+def _check_names(manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> list[Problem]:
+    problems = [
+        Problem("file", f"member {name!r} is not one of the bundle's names ({', '.join(sorted(EXACT_NAMES))})")
+        for name in sorted(set(members) - EXACT_NAMES)
+    ]
+    problems.extend(
+        Problem("file", f"the manifest lists {name!r}, not one of the bundle's names")
+        for name in sorted(set(manifest["files"]) - EXACT_NAMES)
+    )
+    return problems
 
 
 def _check_files(manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> list[Problem]:
@@ -263,6 +295,43 @@ def _sharded_units(run: RunResults, problems: list[Problem]) -> dict[str, tuple[
     return {group: tuple(devices) for group, devices in members.items()}
 
 
+# The run's local date may be a day behind its UTC start west of Greenwich, never more (UTC-12).
+_WESTMOST: Final = dt.timedelta(hours=12)
+
+
+def _check_waivers_as_of(options: Mapping[str, object], started: str | None) -> list[Problem]:
+    """`options.waivers_as_of` (the day the run judged waivers on) is a date no earlier than the run's
+    start: an earlier day would revive waivers that had expired when the run ran."""
+    if "waivers_as_of" not in options:
+        return []
+    value = options["waivers_as_of"]
+    try:
+        as_of = dt.date.fromisoformat(value) if isinstance(value, str) and len(value) == 10 else None
+    except ValueError:
+        as_of = None
+    if as_of is None:
+        return [Problem("plan", f"options.waivers_as_of is {value!r}, not a date (YYYY-MM-DD)")]
+    try:
+        start = dt.datetime.fromisoformat(started) if isinstance(started, str) else None
+    except ValueError:
+        start = None
+    if start is None:
+        problem = f"plan field 'started' is {started!r}, not a date: options.waivers_as_of cannot be checked"
+        return [Problem("plan", problem)]
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=dt.UTC)
+    earliest = (start.astimezone(dt.UTC) - _WESTMOST).date()
+    if as_of < earliest:
+        return [
+            Problem(
+                "plan",
+                f"options.waivers_as_of {as_of} is earlier than the run's start {started}: waivers would be "
+                "judged as of a day before the run",
+            )
+        ]
+    return []
+
+
 def _kit_problems(run: RunResults, corpus: Mapping[str, Scenario], basis: Mapping[str, object]) -> list[Problem]:
     """The plan against this kit: its claim basis, and the scenario list when it names the released corpus."""
     plan = run.plan
@@ -276,6 +345,7 @@ def _kit_problems(run: RunResults, corpus: Mapping[str, Scenario], basis: Mappin
         for key in sorted(basis):
             if recorded.get(key) != basis[key]:
                 problems.append(Problem("plan", f"the plan's claim basis {key} is not this kit's"))
+    problems.extend(_check_waivers_as_of(plan.options, plan.started))
     filters = plan_filters(plan.options)
     problems.extend(Problem("plan", message) for message in filters.malformed)
     if plan.corpus_hash == basis["kit_corpus_hash"]:
@@ -415,6 +485,7 @@ def verify_bundle(
         bad = signing.check(members[MANIFEST], signature, trusted)
         if bad is not None:
             problems.append(Problem("signature", bad))
+    problems.extend(_check_names(manifest, members))
     problems.extend(_check_files(manifest, {k: v for k, v in members.items() if k != signing.SIGNATURE}))
     problems.extend(_check_tree_hashes(manifest))
     if "results.jsonl" not in members:
@@ -466,4 +537,6 @@ def verify_bundle(
         signer=signing.signer(signature),
         signature_checked=trusted is not None and not any(p.kind == "signature" for p in problems),
         waivers=str(waivers_file) if waivers_file is not None else None,
+        narrow_devices=tuple(s for s in run.device_serials if pointer_bits(run.devices.get(s, {})) == 32),
+        pointer_64_only=len(narrow) if isinstance(narrow := basis.get("pointer_64_only"), list) else 0,
     )

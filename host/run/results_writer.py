@@ -13,6 +13,7 @@ from reference_model.scenario import Scenario
 from reference_model.vocabulary import VOCABULARY_HASH
 from reports.jsonl import dump_line
 from reports.safe_io import DISK_ERRNOS, OutputFailed, open_append
+from reports.store_identity import host_identity
 
 from .. import KIT_VERSION
 from .judging import Outcome
@@ -87,9 +88,15 @@ def plan_record(plan: RunPlan, serials: Sequence[str]) -> dict[str, Any]:
         "corpus_hash": plan.corpus_hash,
         "model_hash": plan.model_hash,
         "options": plan.options,
+        "host": host_identity(),
         **({"shard": True} if plan.shard else {}),
         **({"claim_basis": plan.claim_basis} if plan.claim_basis is not None else {}),
     }
+
+
+def resume_record(plan: RunPlan) -> dict[str, Any]:
+    """The first line a `--resume` appends: which host resumed the run, and when (the store's growth rule)."""
+    return {"kind": "resume", "run_id": plan.run_id, "host": host_identity(), "started": now_iso()}
 
 
 def result_record(

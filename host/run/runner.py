@@ -33,7 +33,7 @@ from .device_session import prepare_device
 from .judging import MAX_ATTEMPTS, Outcome, not_run
 from .lanes import EstimatesFn, deal_lanes, known_estimates
 from .plan import Resume, RunPlan
-from .results_writer import ResultsWriter, now_iso, plan_record, result_record
+from .results_writer import ResultsWriter, now_iso, plan_record, result_record, resume_record
 from .shard import execute_sharded, group_of
 
 # Per-scenario budget the probe gets on top of the scenario's own timeout: teardown settling.
@@ -332,6 +332,8 @@ def execute_run(
     with ResultsWriter(results_path) as writer:
         if resume is None:
             writer.write(plan_record(plan, [t.serial for t in targets]))
+        else:
+            writer.write(resume_record(plan))
         for run in runs:
             run.writer = writer
         counts: Counter[Verdict] = Counter(resume.kept if resume is not None else ())

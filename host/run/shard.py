@@ -266,6 +266,8 @@ def execute_sharded(
         schedulers.append((scheduler, group_runs))
     _parallel(jobs, "shard")
     for scheduler, group_runs in schedulers:
+        for serial, why in scheduler.lost_devices.items():  # recorded: the claim says the run lost a device
+            writer.write({"kind": "lost", "device": serial, "group": group_of(prepared[serial]), "reason": why})
         for item in scheduler.leftovers():
             reason = f"every device of this build was lost (last: {item.reason})"
             group_runs[item.device].record_not_run(by_id[item.scenario_id], Verdict.NOT_EXECUTED, reason)

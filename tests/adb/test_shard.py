@@ -122,7 +122,14 @@ def test_killing_a_device_mid_run_still_finishes_every_scenario(tmp_path, probe_
         if run.poll() is None:
             run.kill()
             run.wait()
-    assert run.returncode == 0, out + err
+    # Every scenario ran, but the run lost a device: recorded, on the console and in summary.json: incomplete.
+    assert run.returncode == 2, out + err
+    (lost,) = records(run_dir, "lost")
+    assert lost["device"] == "virtual-2" and lost["reason"]
+    assert "the run lost device virtual-2 mid-run" in out + err
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["claim"]["level"] == "incomplete"
+    assert [d["device"] for d in summary["claim"]["lost_devices"]] == ["virtual-2"]
     results = records(run_dir, "result")
     assert Counter(r["scenario"] for r in results) == Counter(f"requests.slow_{i:02d}" for i in range(30))
     assert {r["verdict"] for r in results} == {"PASS"}

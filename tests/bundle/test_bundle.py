@@ -223,3 +223,77 @@ def test_verify_of_a_run_directory_says_what_to_do_in_one_line(tmp_path):
     assert done.returncode == 3 and len(lines) == 1, lines
     assert "Errno" not in lines[0] and "(is a directory)" in lines[0]
     assert f"`npuconf bundle {tmp_path / 'run'}` first" in lines[0]
+
+
+@pytest.mark.parametrize("alias", ["./summary.json", "./results.jsonl", "summary.json"])
+def test_member_names_are_exact_and_unique(bundle, tmp_path, alias):
+    """Issue 26: `./summary.json` listed beside `summary.json` passed verify while `tar x` extracts the other copy."""
+    contents = list(members(bundle).items())
+    base = alias.removeprefix("./")
+    forged = dict(contents)
+    manifest = json.loads(forged["manifest.json"])
+    other = b'{"forged": true}\n'
+    if alias != base:
+        manifest["files"][alias] = hashlib.sha256(other).hexdigest()
+    forged["manifest.json"] = json.dumps(manifest).encode()
+    path = tmp_path / "alias.tar.gz"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in [*forged.items(), (alias, other)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(gzip.compress(buffer.getvalue()))
+    report = verify_bundle(path)
+    assert not report.ok
+    assert any(repr(alias) in m or "a second member" in m for m in problems(report, "file")), report.problems
+    done = npuconf("verify", path, timeout=60)
+    assert done.returncode == 1 and done.stdout.startswith("bundle rejected: file: "), done.stdout
+    second = done.stdout.splitlines()[1 + len(report.problems) - 1]
+    assert second.startswith("checked: ") and "rejected, so no claim" in second
+    assert "claim non-conformant" not in done.stdout and "(exit " not in done.stdout
+
+
+def _rebundled(bundle, tmp_path, edit, name):
+    """The bundle's run edited, then bundled by the kit itself (the reports agree with the edit)."""
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    lines = [json.loads(line) for line in members(bundle)["results.jsonl"].decode().splitlines()]
+    (run_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in edit(lines)))
+    return make_bundle(run_dir, tmp_path / f"{name}.tar.gz").path
+
+
+def test_waivers_as_of_before_the_run_started_is_rejected(bundle, tmp_path):
+    def backdate(lines):
+        lines[0]["options"]["waivers_as_of"] = "2026-01-01"  # the run started 2026-03-01
+        return lines
+
+    def same_day(lines):
+        lines[0]["options"]["waivers_as_of"] = "2026-03-01"
+        return lines
+
+    report = verify_bundle(_rebundled(bundle, tmp_path, backdate, "backdated"))
+    assert problems(report, "plan") == [
+        "options.waivers_as_of 2026-01-01 is earlier than the run's start 2026-03-01T12:00:00Z: waivers would be "
+        "judged as of a day before the run"
+    ]
+    assert verify_bundle(_rebundled(bundle, tmp_path, same_day, "same-day")).problems == ()
+
+
+def test_a_claimed_32_bit_abi_is_named_on_the_answer_line_and_the_unknowns_listed(bundle, tmp_path):
+    def narrow(lines):
+        lines[1]["info"]["abis"] = ["armeabi-v7a"]
+        return lines
+
+    path = _rebundled(bundle, tmp_path, narrow, "narrow")
+    report = verify_bundle(path)
+    assert report.ok and report.narrow_devices == ("phone-1",) and report.pointer_64_only > 0
+    done = npuconf("verify", path, timeout=60)
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("bundle verifies, but it is not a conformance claim: non-conformant")
+    assert "for a claimed 32-bit ABI on phone-1" in first and "the device record's word" in first
+    unknowns = [line for line in done.stdout.splitlines() if line.startswith("cannot know: ")]
+    assert len(unknowns) == 3
+    assert "hand-written trace" in unknowns[1] and "32-bit ABI" in unknowns[2]
+    plain = npuconf("verify", bundle, timeout=60).stdout.splitlines()[0]
+    assert "32-bit" not in plain

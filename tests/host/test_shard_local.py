@@ -2,6 +2,7 @@
 each scenario once per build, a target failing mid-run hands its work to the others, groups by build."""
 
 import io
+import json
 from collections import Counter
 
 from host.probe import DEFAULT_BUILD_DIR
@@ -10,7 +11,7 @@ from host.run.progress import Progress
 from host.run.runner import execute_run
 from host.suite import claim_basis, load_catalogue, load_corpus, select
 from host.targets import LocalTarget, VnpuProfile
-from reports import load_results
+from reports import load_results, write_run_reports
 
 
 class FailingAfter(LocalTarget):
@@ -83,7 +84,8 @@ def test_a_target_lost_mid_run_gives_its_scenarios_to_the_others(tmp_path, probe
     plan = _plan(tmp_path, scenarios)
     lost = _target(tmp_path, "local-lost", FailingAfter, good=1)
     targets = [_target(tmp_path, "local-a"), lost, _target(tmp_path, "local-b")]
-    assert execute_run(plan, targets) == 0
+    # Every scenario still ran once, but the run lost a device: recorded, and the answer is incomplete.
+    assert execute_run(plan, targets) == 2
     run = load_results(plan.out_dir)
     assert Counter(r.scenario for r in run.results) == Counter(s.id for s in scenarios)
     assert {r.verdict.value for r in run.results} <= {"PASS", "NOT_APPLICABLE"}
@@ -91,6 +93,17 @@ def test_a_target_lost_mid_run_gives_its_scenarios_to_the_others(tmp_path, probe
     assert lost.batches >= 3  # it ran a chunk, then failed one (and was asked for no more)
     on_lost = [r for r in run.results if r.device == "local-lost"]
     assert 0 < len(on_lost) < len(scenarios) // 2
+    records = [json.loads(line) for line in (plan.out_dir / "results.jsonl").read_text().splitlines()]
+    (record,) = [r for r in records if r["kind"] == "lost"]
+    assert record["device"] == "local-lost" and "device went away" in record["reason"]
+    assert run.problems == ()
+    claim = run.claim
+    assert claim.level == "incomplete" and "lost device local-lost mid-run" in claim.headline
+    assert claim.to_json()["lost_devices"] == [{"device": "local-lost", "reason": record["reason"]}]
+    assert records[-1]["kind"] == "end" and records[-1]["exit_code"] == 2
+    summary = write_run_reports(run, plan.out_dir)["summary"]
+    stated = json.loads(summary.read_text())
+    assert stated["claim"]["lost_devices"][0]["device"] == "local-lost" and stated["exit_code"] == 2
 
 
 def test_devices_of_two_builds_each_run_everything_and_a_build_whose_devices_all_fail(tmp_path, probe_build):
@@ -108,7 +121,8 @@ def test_devices_of_two_builds_each_run_everything_and_a_build_whose_devices_all
     assert groups["a1"] == groups["a2"] == groups["c1"] != groups["b1"] == "other/build:1"
     per_group = Counter((groups[r.device], r.scenario) for r in run.results)
     assert set(per_group.values()) == {1} and len(per_group) == 2 * len(scenarios)
-    assert {r.verdict.value for r in run.results} == {"PASS"} and code == 0  # c1's loss moved its work to a1, a2
+    assert {r.verdict.value for r in run.results} == {"PASS"}  # c1's loss moved its work to a1, a2
+    assert code == 2 and set(run.lost) == {"c1"}  # ... and the run says it lost c1: incomplete
 
     alone = _plan(tmp_path / "alone", scenarios)
     assert execute_run(alone, [_target(tmp_path, "d1", FailingAfter, good=0)]) == 2

@@ -412,6 +412,7 @@ def _plan_dated(run: Path, as_of: str) -> None:
     plan = json.loads(lines[0])
     assert plan["kind"] == "plan" and plan["options"]["waivers_as_of"]
     plan["options"]["waivers_as_of"] = as_of
+    plan["started"] = f"{as_of}T12:00:00.000+00:00"  # verify rejects a waivers day before the run's start
     (run / "results.jsonl").write_text("\n".join([json.dumps(plan), *lines[1:]]) + "\n")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from host.run import GRID, caps_from_info, judge_lines, not_run, result_record
 from host.suite import claim_basis, load_catalogue, load_corpus
 from reference_model.verdicts import Verdict
+from reports.store_identity import host_identity
 
 D2_SCENARIO = "requests.default_device_is_rejected_with_einval"
 PASS_SCENARIO = "requests.create_then_free"
@@ -164,10 +165,16 @@ def plan(
         "corpus_hash": "c0ffee00c0ffee00",
         "model_hash": "deadbeefdeadbeef",
         "options": {},
+        "host": host_identity(),
         "claim_basis": CLAIM_BASIS,
     }
     record.update(extra)
     return record
+
+
+def resume_line(run_id: str, host: str | None = None) -> dict[str, Any]:
+    """The record `npuconf run --resume` appends first (host/run/results_writer.py), by this host by default."""
+    return {"kind": "resume", "run_id": run_id, "host": host or host_identity(), "started": "2026-03-01T10:30:00Z"}
 
 
 def write(directory: Path, records: list[dict[str, Any]]) -> Path:

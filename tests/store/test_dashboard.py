@@ -8,7 +8,9 @@ from reports.dashboard import build_dashboard, write_dashboard
 from reports.store import import_runs, open_store
 from tests.chromium import chromium, console_lines, needs_chromium
 from tests.conftest import npuconf
-from tests.store.runs import simple_run
+from tests.store.runs import CLAIM_BASIS, simple_run
+
+FULL = {"corpus_hash": CLAIM_BASIS["kit_corpus_hash"]}  # the released corpus: a run that can be a claim
 
 A = "requests.create_then_free"  # clauses req-create-returns-request, req-free-destroys
 B = "requests.default_size_is_zero"
@@ -29,6 +31,7 @@ def _filled(tmp_path, path):
             "2026-03-01T10:00:00Z",
             {"phone-1": OLD, "phone-2": "other/fp"},
             {("phone-1", A): "PASS", ("phone-1", B): "PASS", ("phone-2", A): "PASS"},
+            FULL,
         ),
         simple_run(
             tmp_path / "r2",
@@ -36,6 +39,7 @@ def _filled(tmp_path, path):
             "2026-03-02T10:00:00Z",
             {"phone-1": NEW},
             {("phone-1", A): "PASS", ("phone-1", B): "NOT_APPLICABLE"},
+            FULL,
         ),
         simple_run(
             tmp_path / "r3",
@@ -43,6 +47,7 @@ def _filled(tmp_path, path):
             "2026-03-03T10:00:00Z",
             {"phone-1": NEW},
             {("phone-1", A): "FAIL", ("phone-1", B): "PASS"},
+            FULL,
         ),
     ]
     import_runs(path, runs)
@@ -106,3 +111,61 @@ def test_dashboard_in_headless_chromium(store, tmp_path):
     _, err = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,1600", page.as_uri())
     assert console_lines(err) == []
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 30_000
+
+
+def test_histories_hold_full_claims_of_one_submitter(tmp_path, store_location, monkeypatch):
+    """Issue 25: a replay, an aosp-2026 run and another lab's imports changed a device's history and hid
+    its regressions. Here they are listed apart, and the other lab's device is a device of its own."""
+    store = store_location
+    at = iter(f"2026-03-0{day}T10:00:00Z" for day in range(1, 10))
+
+    def run(name, verdicts, fingerprint, **plan):
+        return simple_run(tmp_path / name, name, next(at), {"phone-1": fingerprint}, verdicts, FULL | plan)
+
+    claims = [run("claim-1", {("phone-1", A): "PASS"}, OLD), run("claim-2", {("phone-1", A): "FAIL"}, NEW)]
+    replay = run("replay", {("phone-1", A): "PASS"}, NEW, options={"scenario_ids": [A]})
+    aosp = run("aosp", {("phone-1", A): "PASS"}, OLD, profile="aosp-2026")
+    assert [o.status for o in import_runs(store, [*claims, replay, aosp])] == ["added"] * 4
+    mine = rows_of(store, "SELECT DISTINCT submitter FROM runs")[0][0]
+
+    if store.startswith("postgresql://"):
+        from tests.hostile.test_store_imports import other_submitter
+
+        store_b = other_submitter(store, monkeypatch, "lab_b_dash")
+    else:
+        monkeypatch.setenv("LOGNAME", "lab-b")
+        store_b = store
+    future = simple_run(
+        tmp_path / "future", "future", "9999-01-01T00:00:00Z", {"phone-1": NEW}, {("phone-1", A): "PASS"}, FULL
+    )
+    other = simple_run(tmp_path / "other", "other", next(at), {"phone-1": NEW}, {("phone-1", A): "PASS"}, FULL)
+    assert [o.status for o in import_runs(store_b, [future, other])] == ["refused", "added"]
+    monkeypatch.delenv("LOGNAME", raising=False)
+
+    with open_store(store) as conn:
+        dashboard = build_dashboard(conn)
+    ours = next(d for d in dashboard.devices if d.submitter == mine)
+    theirs = next(d for d in dashboard.devices if d.submitter != mine)
+    assert (ours.serial, theirs.serial) == ("phone-1", "phone-1")
+    assert [b.fingerprint for b in ours.builds] == [OLD, NEW] and [b.runs for b in ours.builds] == [1, 1]
+    assert ours.latest.scenario_verdicts == {A: "FAIL"}
+    assert [p.tooltip.split(": ")[-1] for p in ours.trend.points] == ["1/1 pass (100%)", "0/1 pass (0%)"]
+    assert {(r.submitter, r.clause) for r in dashboard.regressions} == {
+        (mine, "req-create-returns-request"),
+        (mine, "req-free-destroys"),
+    }
+    assert [b.fingerprint for b in theirs.builds] == [NEW] and theirs.latest.scenario_verdicts == {A: "PASS"}
+    assert [r.run_id for r in dashboard.runs] == ["other", "claim-2", "claim-1"]
+    apart = {r.run_id: r.apart for r in dashboard.apart}
+    assert set(apart) == {"replay", "aosp"}
+    assert "aosp-2026" in apart["aosp"] and "scenario" in apart["replay"]
+
+    page = write_dashboard(store, tmp_path / "dash").read_text(encoding="utf-8")
+    listed = page[page.index('<table id="apart">') :]
+    listed = listed[: listed.index("</table>")]
+    assert "replay" in listed and "aosp" in listed and "claim-1" not in listed
+
+
+def rows_of(store, query):
+    with open_store(store, create=False) as conn:
+        return conn.query(query)

@@ -9,7 +9,7 @@ import pytest
 
 from reports.store import STORE_SCHEMA, StoreError, import_runs, open_store, scenario_durations
 from tests.conftest import npuconf
-from tests.store.runs import d2_run, simple_run, write
+from tests.store.runs import d2_run, resume_line, simple_run, write
 
 A, B = "requests.create_then_free", "requests.default_size_is_zero"
 
@@ -64,12 +64,12 @@ def test_import_is_idempotent_by_run_id(tmp_path, store_location):
     assert rows(store, "SELECT * FROM verdicts ORDER BY scenario") == snapshot
     assert rows(store, "SELECT count(*) FROM runs") == [(1,)]
 
-    # A resumed run appends to its results.jsonl: the grown run replaces its rows.
+    # A resume on this host appends to its results.jsonl: the grown run replaces its rows.
     results = run_dir / "results.jsonl"
     later = json.loads(results.read_text().splitlines()[-2])  # B's FAIL record, re-run and now PASS
     later |= {"verdict": "PASS", "divergence": None, "finished": "2026-03-01T11:00:00Z"}
     with results.open("a") as stream:
-        stream.write(json.dumps(later) + "\n")
+        stream.write(json.dumps(resume_line("run-1")) + "\n" + json.dumps(later) + "\n")
     assert [o.status for o in import_runs(store, [run_dir])] == ["updated"]
     assert rows(store, "SELECT scenario, verdict FROM verdicts ORDER BY scenario") == [(A, "PASS"), (B, "PASS")]
     assert rows(store, "SELECT count(*) FROM runs") == [(1,)]

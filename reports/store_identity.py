@@ -1,0 +1,59 @@
+"""Who recorded a run and who imports it: the host identity of plans and resumes, the store's submitter.
+
+A host identity is a random 32-hex-digit id kept in this user's state directory
+(reports.safe_io.host_state_dir, file `host-id`, created once with mode 0600); records carry only its
+SHA-256 (`host_identity`), so a results.jsonl never holds the secret itself. Another user on the same
+machine, or the same user on another machine, has another identity. The store lets a run's rows grow
+only by a `resume` record of this identity, imported by this identity (reports/store.py).
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import re
+import secrets
+import socket
+from typing import Final
+
+from .safe_io import host_state_dir, output_dir, read_small
+
+HOST_ID_FILE: Final = "host-id"
+_ID: Final = re.compile(r"[0-9a-f]{32}")
+
+
+def _host_secret() -> str:
+    path = host_state_dir() / HOST_ID_FILE
+    stored = read_small(path, 256)
+    text = stored.decode("ascii", errors="replace").strip() if stored is not None else ""
+    if _ID.fullmatch(text):
+        return text
+    secret = secrets.token_hex(16)
+    output_dir(path.parent)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:  # another process created it meanwhile, or a damaged file: replace the latter
+        again = read_small(path, 256)
+        text = again.decode("ascii", errors="replace").strip() if again is not None else ""
+        if _ID.fullmatch(text):
+            return text
+        path.unlink()
+        return _host_secret()
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(secret + "\n")
+    return secret
+
+
+def host_identity() -> str:
+    """This user's host identity as recorded in plan and resume records: SHA-256 of the secret id."""
+    return hashlib.sha256(f"npuconf-host:{_host_secret()}".encode("ascii")).hexdigest()
+
+
+def local_submitter() -> str:
+    """user@host of this process, the submitter of an import into a SQLite store."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
