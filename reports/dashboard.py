@@ -17,7 +17,6 @@ autoescape, StrictUndefined, text hygiene). Definitions:
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Final
 
 from reference_model.verdicts import SEVERITY, Verdict, worst
 
+from .clause_answers import stored_answering
 from .html import environment
 from .safe_io import output_dir, write_text
 from .store import StoreEngine, describe_location, open_store
@@ -150,9 +150,10 @@ def _rows(conn: StoreEngine) -> list[_Row]:
         "FROM verdicts v JOIN runs r ON r.run_id = v.run_id ORDER BY r.started, v.run_id"
     )
     out: list[_Row] = []
+    answering = stored_answering(conn.query("SELECT run_id, serial, scenario, clause FROM verdict_clauses"))
     for row in conn.query(query):
         try:
-            clauses = tuple(c for c in json.loads(row[5]) if isinstance(c, str))
+            clauses = answering.get((str(row[0]), str(row[2]), str(row[4])), ())
             verdict = Verdict(row[6])
         except (ValueError, TypeError):
             continue

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from .clause_answers import answering_clauses
 from .jsonl import results_file
 from .results import RunResults, load_results, safe_text
 from .store_engine import StoreEngine, StoreError
@@ -305,7 +306,7 @@ def _insert_run(conn: StoreEngine, run: RunResults, path: Path, kit_hash: str | 
     )
     conn.execute_many(
         "INSERT INTO verdict_clauses (run_id, serial, scenario, clause) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        [_row(plan.run_id, r.device, r.scenario, clause) for r in run.results for clause in r.clauses],
+        [_row(plan.run_id, r.device, r.scenario, c) for r in run.results for c in answering_clauses(run, r)],
     )
 
 
