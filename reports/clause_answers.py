@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from reference_model.verdicts import Verdict
+from reference_model.waivers import failing_clauses
 
 from .claim import ResultView, RunView, exercises, why_not_exercised
 
@@ -127,9 +128,7 @@ def named_clauses(record: RecordView, cited: Sequence[str]) -> tuple[str, ...]:
         read = [c for r in readings_of_reason(record.reason) for c in READING_CLAUSES[r]]
         return tuple(dict.fromkeys([c for c in read if c in cited] or read))
     if verdict in (Verdict.FAIL, Verdict.CRASH, Verdict.WAIVED):
-        if record.divergence is not None:
-            return (record.divergence.clause,)
-        return tuple(cited)  # no divergence recorded: every clause it cites, so no failure goes unshown
+        return failing_clauses(record.divergence.clause if record.divergence is not None else None, cited)
     return ()
 
 

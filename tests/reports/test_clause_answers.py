@@ -99,3 +99,33 @@ def test_warn_names_the_clauses_of_its_readings():
     assert readings_of_reason(reason) == ("R1", "R14")
     catalogue = {c["id"] for c in __import__("yaml").safe_load(Path("conformance/clauses.yaml").read_text())["clauses"]}
     assert {c for cs in READING_CLAUSES.values() for c in cs} <= catalogue
+
+
+def _waived(twin: Path, tmp_path: Path, clause: str) -> tuple[Path, list[dict]]:
+    waivers = tmp_path / f"{clause}.yaml"
+    waivers.write_text(f"waivers:\n  - clause: {clause}\n    device: '*'\n    reason: b/1\n    expires: 2099-12-31\n")
+    out = tmp_path / f"rejudged-{clause}"
+    done = npuconf("rejudge", twin, "--waivers", waivers, "--out", out)
+    assert done.returncode in (0, 1, 2), done.stdout + done.stderr
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    return waivers, [r for r in lines if r["kind"] == "result"]
+
+
+def test_a_clause_waiver_never_waives_a_failure_of_another_clause(twin, tmp_path):
+    _, results = _waived(twin, tmp_path, "req-size-bytes")
+    einval = [r for r in results if r["divergence"] and r["divergence"]["clause"] == "req-type-unknown-einval"]
+    assert einval and all(r["verdict"] == "FAIL" for r in einval)
+    assert not [r for r in results if r["verdict"] == "WAIVED"]  # no failure of the twin names req-size-bytes
+
+
+def test_a_clause_waiver_waives_every_failure_naming_it_and_verify_agrees(twin, tmp_path):
+    from host.offline import make_bundle, verify_bundle
+
+    waivers, results = _waived(twin, tmp_path, "req-type-unknown-einval")
+    waived = [r for r in results if r["verdict"] == "WAIVED"]
+    assert len(waived) == 18
+    assert all(r["divergence"]["clause"] == "req-type-unknown-einval" for r in waived)
+    assert not [r for r in results if r["verdict"] == "FAIL" and r["divergence"]["clause"] == "req-type-unknown-einval"]
+    bundle = make_bundle(tmp_path / "rejudged-req-type-unknown-einval", tmp_path / "b.tar.gz")
+    report = verify_bundle(bundle.path, waivers_file=waivers)
+    assert not [p for p in report.problems if p.kind == "verdict"], report.problems
