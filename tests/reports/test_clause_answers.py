@@ -9,22 +9,11 @@ import sqlite3
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
-
 import host.suite  # noqa: F401  (provides the kit's facts)
 from reference_model.verdicts import Verdict
 from reports.clause_answers import READING_CLAUSES, clause_answers, readings_of_reason
 from reports.results import load_results
-from tests.conftest import npuconf
-
-
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory, probe_build) -> Path:
-    """The whole corpus once on the aosp-2026 twin."""
-    run_dir = tmp_path_factory.mktemp("twin") / "run"
-    done = npuconf("run", "--target", "local", "--personality", "aosp-2026", "--out", run_dir, "-q", "-j", "2")
-    assert done.returncode == 1, done.stdout + done.stderr
-    return run_dir
+from tests.conftest import npuconf  # the twin run: tests/reports/conftest.py
 
 
 def _named(run_dir: Path, *verdicts: str) -> set[str]:
