@@ -162,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="regenerate the reports of a run directory")
     report.add_argument("dirs", nargs="+", type=user_path)
     report.add_argument("--merge", type=user_path, metavar="OUT", help="also merge the runs into one run in OUT")
+    report.add_argument(
+        "--baseline", type=user_path, metavar="OLD", help="per clause: what newly fails, what was fixed since OLD"
+    )
+    report.add_argument(
+        "--fail-on-new", action="store_true", help="with --baseline: exit 1 when some clause newly fails, else 0"
+    )
     rejudge = commands.add_parser("rejudge", help="recompute a run's verdicts from its stored traces (no device)")
     rejudge.add_argument("dir", type=user_path, help="a run directory (or its results.jsonl)")
     rejudge.add_argument("--profile", choices=sorted(PROFILES), help="spec profile (default: the run's own)")
