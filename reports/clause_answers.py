@@ -173,7 +173,8 @@ def _answer(clause: str, device: str, citing: list[RecordView], named: list[Reco
                 readings = tuple(dict.fromkeys(x for r in hits for x in readings_of_reason(r.reason)))
                 why = f"{len(hits)} scenario(s) needed the reading(s) {', '.join(readings)}"
             else:
-                why = f"{verdict} in {', '.join(r.scenario for r in hits)}"
+                names = [r.scenario for r in hits]
+                why = f"{verdict} in {', '.join(names[:3])}" + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             return ClauseAnswer(clause, device, verdict, why, scenarios, tuple(r.scenario for r in hits), readings)
     passed = [r for r in citing if exercises(r)]
     if passed:

@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 import re
+import subprocess
 
 from tests.chromium import chromium, console_lines, needs_chromium
-from tests.conftest import npuconf
+from tests.conftest import ROOT, npuconf
+
+
+def _skeleton_run(tmp_path):
+    """examples/skeleton (refuses every allocation) over the corpus: about 2 s."""
+    library = tmp_path / "libnpu_refuse_all.so"
+    subprocess.run(
+        ["cc", "-std=c11", "-shared", "-fPIC", "-pthread", "-I", str(ROOT / "ndk_probe" / "include"),
+         "-o", str(library), str(ROOT / "examples" / "skeleton" / "npu_refuse_all.c")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    run_dir = tmp_path / "skeleton"
+    done = npuconf("run", "--target", "local", "--impl", library, "--out", run_dir, "-q")
+    assert done.returncode == 2, done.stdout + done.stderr
+    return run_dir
 
 
 def _sentence(page: str, clause: str) -> str:
@@ -28,13 +43,15 @@ def test_coverage_page_without_runs(tmp_path):
 
 
 @needs_chromium
-def test_clicking_a_failing_sentence_shows_the_twin_failure_and_its_replay(twin, tmp_path):
+def test_clicking_a_failing_sentence_shows_the_twin_failure_and_its_replay(twin, tmp_path, probe_build):
     out = tmp_path / "spec.html"
-    done = npuconf("spec", twin, "--out", out)
+    skeleton = _skeleton_run(tmp_path)
+    done = npuconf("spec", twin, skeleton, "--out", out)
     assert done.returncode == 0, done.stdout + done.stderr
     page = out.read_text(encoding="utf-8")
     assert _sentence(page, "req-type-unknown-einval") == "fail"
-    assert _sentence(page, "cookie-clear") == "pass"  # cited by a failing scenario, failed by none
+    assert _sentence(page, "req-free-null-noop") == "fail"  # the twin's crash: died in req_free_null
+    assert _sentence(page, "map-maps-buffer") == "nx"  # the skeleton allocates no buffer to map
     dom, err = chromium(tmp_path, "--dump-dom", out.as_uri() + "#click=req-type-unknown-einval")
     assert console_lines(err) == []
     assert 'data-shown="req-type-unknown-einval"' in dom
@@ -42,5 +59,6 @@ def test_clicking_a_failing_sentence_shows_the_twin_failure_and_its_replay(twin,
     assert shown and "hidden" not in dom[shown.start() : shown.start() + 120]
     assert "allocation.batch_all_invalid" in shown.group(1)
     assert "npuconf run" in shown.group(1) and "--scenario allocation.batch_all_invalid" in shown.group(1)
+    assert len(re.findall(r'<div class="device">', shown.group(1))) == 2  # the twin and the skeleton
     others = re.findall(r'<section class="detail" id="d-([a-z0-9-]+)"[^>]*hidden', dom)
     assert "cookie-clear" in others
