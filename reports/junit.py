@@ -14,7 +14,7 @@ from junitparser import xunit2
 
 from reference_model.verdicts import Verdict
 
-from .clause_answers import clause_answers, named_clauses
+from .clause_answers import ClauseAnswers, clause_answers, named_clauses
 from .findings import trace_excerpt
 from .results import ResultRecord, RunResults, render_value, safe_text
 from .safe_io import atomic_output
@@ -101,7 +101,9 @@ def _testcase(record: ResultRecord, named: tuple[str, ...]) -> xunit2.TestCase:
     return case
 
 
-def _suite(run: RunResults, serial: str, info: Mapping[str, object]) -> junitparser.TestSuite:
+def _suite(
+    run: RunResults, serial: str, info: Mapping[str, object], answers: ClauseAnswers
+) -> junitparser.TestSuite:
     suite = junitparser.TestSuite(safe_text(serial))
     plan = run.plan
     if plan is not None:
@@ -131,7 +133,6 @@ def _suite(run: RunResults, serial: str, info: Mapping[str, object]) -> junitpar
         if key == "discovery_trace":
             continue  # raw evidence for `verify`; results.jsonl keeps it
         suite.add_property(safe_text(f"device.{key}"), safe_text(render_value(field_value)))
-    answers = clause_answers(run)
     for verdict in (Verdict.CRASH, Verdict.FAIL, Verdict.WAIVED, Verdict.WARN):
         clauses = [c for c, row in answers.by_clause.items() if (a := row.get(serial)) and a.verdict is verdict]
         suite.add_property(f"clauses.{verdict.lower()}", safe_text(",".join(clauses)))
@@ -143,8 +144,9 @@ def _suite(run: RunResults, serial: str, info: Mapping[str, object]) -> junitpar
 
 def build_junit(run: RunResults) -> junitparser.JUnitXml:
     xml = junitparser.JUnitXml(safe_text(f"npuconf {run.run_id}".strip()))
+    answers = clause_answers(run)  # once for every device's suite
     for serial in run.device_serials:
-        xml.add_testsuite(_suite(run, serial, run.devices.get(serial, {})))
+        xml.add_testsuite(_suite(run, serial, run.devices.get(serial, {}), answers))
     xml.update_statistics()  # type: ignore[no-untyped-call]  # junitparser leaves it unannotated
     return xml
 
