@@ -153,9 +153,21 @@ def build_parser() -> argparse.ArgumentParser:
     clauses = commands.add_parser("clauses", help="the clause catalogue with coverage")
     clauses.add_argument("--json", action="store_true", help="machine-readable output")
 
+    spec = commands.add_parser(
+        "spec", help="the published header text, each sentence marked with its clause and its answer in the runs"
+    )
+    spec.add_argument("runs", nargs="*", type=user_path, metavar="RUN", help="run directories (none: coverage)")
+    spec.add_argument("--out", type=user_path, metavar="FILE", help="the page to write (default: out/spec.html)")
+
     report = commands.add_parser("report", help="regenerate the reports of a run directory")
     report.add_argument("dirs", nargs="+", type=user_path)
     report.add_argument("--merge", type=user_path, metavar="OUT", help="also merge the runs into one run in OUT")
+    report.add_argument(
+        "--baseline", type=user_path, metavar="OLD", help="per clause: what newly fails, what was fixed since OLD"
+    )
+    report.add_argument(
+        "--fail-on-new", action="store_true", help="with --baseline: exit 1 when some clause newly fails, else 0"
+    )
     rejudge = commands.add_parser("rejudge", help="recompute a run's verdicts from its stored traces (no device)")
     rejudge.add_argument("dir", type=user_path, help="a run directory (or its results.jsonl)")
     rejudge.add_argument("--profile", choices=sorted(PROFILES), help="spec profile (default: the run's own)")
@@ -221,6 +233,7 @@ _COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "fuzz": ("host.fuzz", "fuzz_command"),
     "probe": ("host.probe", "probe_build_command"),
     "clauses": ("host.offline.commands", "clauses_command"),
+    "spec": ("host.offline.spec", "spec_command"),
     "report": ("host.offline.commands", "report_command"),
     "rejudge": ("host.offline.commands", "rejudge_command"),
     "store": ("host.offline.commands", "store_import_command"),

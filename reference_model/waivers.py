@@ -7,6 +7,10 @@ Format (YAML, loaded by the host; this module validates the plain data)::
         device: "google/cf_x86_64/*"   # ... or `clause: <id>`; device: fingerprint glob
         reason: "b/123: deleter runs late on this build"
         expires: 2026-12-31
+
+A `scenario:` waiver waives every FAIL of the scenarios its glob matches. A `clause:` waiver waives
+exactly the FAILs whose failure names that clause (`failing_clauses`: the divergence's clause), never a
+FAIL of another clause in a scenario that merely cites it.
 """
 
 from __future__ import annotations
@@ -67,12 +71,21 @@ class Waiver:
     expires: dt.date
     source: str
 
-    def matches(self, scenario_id: str, clauses: Iterable[str], fingerprint: str, today: dt.date) -> bool:
+    def matches(self, scenario_id: str, failing: Iterable[str], fingerprint: str, today: dt.date) -> bool:
+        """Unexpired, on a matching device, and the scenario matches (`scenario:`) or the failure names
+        the clause (`clause:`; `failing` is `failing_clauses` of the failure)."""
         if today > self.expires or not fnmatchcase(fingerprint, self.device):
             return False
         if self.scenario is not None:
             return fnmatchcase(scenario_id, self.scenario)
-        return self.clause in set(clauses)
+        return self.clause in set(failing)
+
+
+def failing_clauses(divergence_clause: str | None, cited: Iterable[str]) -> tuple[str, ...]:
+    """The clauses a failure names: its divergence's clause; without a divergence (a death where none was
+    expected, a damaged record) every clause the scenario cites, so that no failure goes unnamed.
+    The same rule gives a clause its FAIL/CRASH answer (reports/clause_answers.py)."""
+    return (divergence_clause,) if divergence_clause is not None else tuple(cited)
 
 
 def _date(value: object, source: str, field: str) -> dt.date:
@@ -134,10 +147,11 @@ def parse_waivers(data: object, source: str) -> tuple[Waiver, ...]:
 
 
 def find_waiver(
-    waivers: Sequence[Waiver], scenario_id: str, clauses: Iterable[str], fingerprint: str, today: dt.date
+    waivers: Sequence[Waiver], scenario_id: str, failing: Iterable[str], fingerprint: str, today: dt.date
 ) -> Waiver | None:
-    """The first unexpired waiver matching the scenario (id glob) or one of its clauses, on this device."""
-    clause_list = tuple(clauses)
+    """The first unexpired waiver on this device matching the scenario (id glob) or a clause the failure
+    names (`failing`: `failing_clauses` of the failure, never merely the clauses the scenario cites)."""
+    clause_list = tuple(failing)
     for w in waivers:
         if w.matches(scenario_id, clause_list, fingerprint, today):
             return w

@@ -207,7 +207,7 @@ def _device_without_buffers(info: Mapping[str, object]) -> bool:
     return info.get("npu_feature") is False and info.get("supported_pairs") == []
 
 
-def _why(records: Sequence[ResultView]) -> str:
+def why_not_exercised(records: Sequence[ResultView]) -> str:
     if not records:
         return "no planned scenario cites it"
     for verdict in (v for v in reversed(SEVERITY) if not v.exercises and v is not Verdict.NOT_APPLICABLE):
@@ -258,7 +258,7 @@ def _gaps(run: RunView, label: str, serials: tuple[str, ...], required: frozense
     by_why: dict[str, list[str]] = {}
     for clause in sorted(required - exercised):
         citing = [r for r in records if clause in cited[id(r)]]
-        by_why.setdefault(_why(citing), []).append(clause)
+        by_why.setdefault(why_not_exercised(citing), []).append(clause)
     return [Gap(label, why, tuple(clauses)) for why, clauses in sorted(by_why.items(), key=lambda i: -len(i[1]))]
 
 

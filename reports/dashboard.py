@@ -33,6 +33,7 @@ from typing import Final
 from reference_model.verdicts import SEVERITY, Verdict, worst
 
 from .claim import NORMATIVE_PROFILE
+from .clause_answers import stored_answering
 from .html import environment
 from .safe_io import output_dir, write_text
 from .store import StoreEngine, describe_location, open_store
@@ -195,11 +196,12 @@ def _rows(conn: StoreEngine) -> list[_Row]:
         f"FROM verdicts v JOIN runs r ON r.run_id = v.run_id ORDER BY {_ORDER}"
     )
     out: list[_Row] = []
+    answering = stored_answering(conn.query("SELECT run_id, serial, scenario, clause FROM verdict_clauses"))
     for row in conn.query(query):
         if row[0] not in claims:
             continue
         try:
-            clauses = tuple(c for c in json.loads(row[6]) if isinstance(c, str))
+            clauses = answering.get((str(row[0]), str(row[3]), str(row[5])), ())
             verdict = Verdict(row[7])
         except (ValueError, TypeError):
             continue

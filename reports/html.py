@@ -20,9 +20,10 @@ from typing import Final
 import jinja2
 from markupsafe import Markup
 
-from reference_model.verdicts import FINDING_ORDER, SEVERITY, Verdict, worst
+from reference_model.verdicts import FINDING_ORDER, SEVERITY, Verdict
 
 from .claim import device_testable_clauses
+from .clause_answers import clause_answers
 from .findings import (
     Finding,
     Gap,
@@ -34,7 +35,6 @@ from .results import (
     ResultRecord,
     RunResults,
     alloc_callback_latencies_ns,
-    clause_matrix,
     count_verdicts,
     counts_by_chapter,
     render_value,
@@ -186,20 +186,27 @@ class GapCount:
 
 
 def _matrix(run: RunResults, devices: Sequence[str]) -> tuple[MatrixChapter, ...]:
-    """Clause rows grouped by the chapter that cites each clause most (findings.clause_chapters)."""
+    """Clause rows grouped by the chapter that cites each clause most (findings.clause_chapters); each
+    cell is the clause's own answer on that device (reports.clause_answers)."""
     chapters = clause_chapters(run)
+    answers = clause_answers(run)
+    verdicts = {(r.device, r.scenario): r.verdict for r in run.results}
     grouped: dict[str, list[MatrixRow]] = {}
-    for clause, by_device in clause_matrix(run).items():
+    for clause, by_device in answers.by_clause.items():
         cells: list[Cell] = []
         failing = False
         for serial in devices:
-            records = by_device.get(serial, [])
-            verdict = worst(r.verdict for r in records)
-            if verdict is None:
+            answer = by_device.get(serial)
+            if answer is None or (answer.verdict is None and not answer.scenarios):
                 cells.append(Cell("", "", f"{clause} on {serial}: no scenario"))
                 continue
-            listed = "; ".join(f"{r.scenario} {r.verdict}" for r in records)
-            cells.append(Cell(str(verdict), verdict.label, f"{clause} on {serial}: {verdict} ({listed})"))
+            if answer.verdict is None:
+                cells.append(Cell("", "", f"{clause} on {serial}: not exercised ({answer.why})"))
+                continue
+            verdict = answer.verdict
+            listed = "; ".join(f"{s} {verdicts[(serial, s)]}" for s in answer.scenarios if (serial, s) in verdicts)
+            tooltip = f"{clause} on {serial}: {verdict}: {answer.why}" + (f" (cited by {listed})" if listed else "")
+            cells.append(Cell(str(verdict), verdict.label, tooltip))
             failing = failing or verdict.finding
         grouped.setdefault(chapters.get(clause, ""), []).append(MatrixRow(clause, tuple(cells), failing))
     out: list[MatrixChapter] = []

@@ -14,6 +14,7 @@ from junitparser import xunit2
 
 from reference_model.verdicts import Verdict
 
+from .clause_answers import ClauseAnswers, clause_answers, named_clauses
 from .findings import trace_excerpt
 from .results import ResultRecord, RunResults, render_value, safe_text
 from .safe_io import atomic_output
@@ -77,7 +78,7 @@ def junit_seconds(duration_ms: float | None) -> float | None:
     return None if duration_ms is None else round(duration_ms / 1000.0, 3)
 
 
-def _testcase(record: ResultRecord) -> xunit2.TestCase:
+def _testcase(record: ResultRecord, named: tuple[str, ...]) -> xunit2.TestCase:
     case = xunit2.TestCase(
         safe_text(record.scenario),
         safe_text(record.chapter),
@@ -86,6 +87,8 @@ def _testcase(record: ResultRecord) -> xunit2.TestCase:
     # Properties first: the JUnit schema puts <properties> before results and output.
     case.add_property("verdict", str(record.verdict))
     case.add_property("clauses", safe_text(",".join(record.clauses)))
+    # The clauses whose answer this result gives (reports.clause_answers): a FAIL's only its divergence's.
+    case.add_property("answers", safe_text(",".join(named)))
     case.add_property("discrepancy", safe_text(record.discrepancy or ""))
     case.add_property("waiver", safe_text(record.waiver or ""))
     if record.title:
@@ -98,7 +101,9 @@ def _testcase(record: ResultRecord) -> xunit2.TestCase:
     return case
 
 
-def _suite(run: RunResults, serial: str, info: Mapping[str, object]) -> junitparser.TestSuite:
+def _suite(
+    run: RunResults, serial: str, info: Mapping[str, object], answers: ClauseAnswers
+) -> junitparser.TestSuite:
     suite = junitparser.TestSuite(safe_text(serial))
     plan = run.plan
     if plan is not None:
@@ -128,14 +133,20 @@ def _suite(run: RunResults, serial: str, info: Mapping[str, object]) -> junitpar
         if key == "discovery_trace":
             continue  # raw evidence for `verify`; results.jsonl keeps it
         suite.add_property(safe_text(f"device.{key}"), safe_text(render_value(field_value)))
-    suite.add_testcases([_testcase(record) for record in run.for_device(serial)])
+    for verdict in (Verdict.CRASH, Verdict.FAIL, Verdict.WAIVED, Verdict.WARN):
+        clauses = [c for c, row in answers.by_clause.items() if (a := row.get(serial)) and a.verdict is verdict]
+        suite.add_property(f"clauses.{verdict.lower()}", safe_text(",".join(clauses)))
+    suite.add_testcases(
+        [_testcase(r, named_clauses(r, run.kit.clauses_of(r.scenario))) for r in run.for_device(serial)]
+    )
     return suite
 
 
 def build_junit(run: RunResults) -> junitparser.JUnitXml:
     xml = junitparser.JUnitXml(safe_text(f"npuconf {run.run_id}".strip()))
+    answers = clause_answers(run)  # once for every device's suite
     for serial in run.device_serials:
-        xml.add_testsuite(_suite(run, serial, run.devices.get(serial, {})))
+        xml.add_testsuite(_suite(run, serial, run.devices.get(serial, {}), answers))
     xml.update_statistics()  # type: ignore[no-untyped-call]  # junitparser leaves it unannotated
     return xml
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from .clause_answers import answering_clauses
 from .jsonl import results_file
 from .results import RunResults, load_results, read_results_bytes, safe_text
 from .store_engine import StoreEngine, StoreError
@@ -439,7 +440,7 @@ def _insert_run(
     )
     conn.execute_many(
         "INSERT INTO verdict_clauses (run_id, serial, scenario, clause) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        [_row(plan.run_id, r.device, r.scenario, clause) for r in run.results for clause in r.clauses],
+        [_row(plan.run_id, r.device, r.scenario, c) for r in run.results for c in answering_clauses(run, r)],
     )
 
 

@@ -8,6 +8,7 @@ from typing import Final
 
 from reference_model.verdicts import Verdict
 
+from .clause_answers import clause_answers
 from .findings import coverage_gaps, finding_summary, findings, gap_summary
 from .results import (
     RunResults,
@@ -15,7 +16,6 @@ from .results import (
     counts_by_chapter,
     counts_by_device,
     safe_text,
-    worst_by_clause,
 )
 from .safe_io import write_text
 
@@ -50,7 +50,7 @@ def build_summary(run: RunResults) -> dict[str, object]:
         "devices": {serial: _counts(c) for serial, c in counts_by_device(run).items()},
         **({"groups": _groups(run)} if plan is not None and plan.shard else {}),
         "chapters": {chapter: _counts(c) for chapter, c in counts_by_chapter(run).items()},
-        "clauses": {clause: str(v) for clause, v in worst_by_clause(run).items()},
+        "clauses": clause_answers(run).to_json(),
         "failures": failures,
         "not_exercised": gap_summary(coverage_gaps(run)),
         "problems": list(run.problems),

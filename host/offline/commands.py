@@ -12,6 +12,7 @@ from pathlib import Path
 from reports import load_results, write_reports
 from reports.store import describe_location, import_runs, is_postgresql_url
 
+from ..errors import UsageError
 from ..run import print_answer
 from .bundle import make_bundle
 from .clauses import print_clauses
@@ -22,14 +23,30 @@ from .verify import verify_bundle
 
 def report_command(args: argparse.Namespace) -> int:
     """`npuconf report DIR... [--merge OUT]`: regenerate each run's reports, and merge them if asked."""
+    if args.fail_on_new and args.baseline is None:
+        raise UsageError("--fail-on-new needs --baseline OLD: the run to compare with")
+    new_failures = 0
     for directory in args.dirs:
         results = run_results_path(directory)
         paths = write_reports(results, results.parent)
         print(f"{directory}: {load_results(results).claim.headline}")
         _print_paths(paths)
+        if args.baseline is not None:
+            new_failures += print_baseline(args.baseline, results)
     if args.merge is not None:
         return merge_command(args.dirs, args.merge)
-    return 0
+    return 1 if args.fail_on_new and new_failures else 0
+
+
+def print_baseline(baseline: Path, results: Path) -> int:
+    """Print what newly fails and what was fixed since `baseline`; the number of new failures."""
+    from reports.baseline import compare_runs
+
+    old, new = load_results(run_results_path(baseline)), load_results(results)
+    comparison = compare_runs(old, new, old.run_id or str(baseline), new.run_id or str(results))
+    for line in comparison.lines():
+        print(line)
+    return len(comparison.new_failures)
 
 
 def _print_paths(paths: dict[str, Path]) -> None:

@@ -12,7 +12,7 @@ from reference_model.judge import judge
 from reference_model.scenario import Scenario
 from reference_model.trace import Cb, read_line
 from reference_model.verdicts import Verdict
-from reference_model.waivers import Waiver, find_waiver
+from reference_model.waivers import Waiver, failing_clauses, find_waiver
 
 # How many times a scenario runs when the device legally refuses its allocations (see allocation_refused).
 MAX_ATTEMPTS = 3
@@ -59,7 +59,8 @@ def judge_lines(
         divergence["allowed"] = list(divergence["allowed"])
     outcome = Outcome(judgement.verdict, judgement.reason, divergence, judgement.discrepancy, None)
     if judgement.verdict is Verdict.FAIL and waivers:
-        waiver = find_waiver(waivers, scenario.id, scenario.clauses, fingerprint, today or dt.date.today())
+        named = failing_clauses(judgement.divergence.clause if judgement.divergence else None, scenario.clauses)
+        waiver = find_waiver(waivers, scenario.id, named, fingerprint, today or dt.date.today())
         if waiver is not None:
             return Outcome(Verdict.WAIVED, outcome.reason, divergence, outcome.discrepancy, waiver.reason)
     return outcome

@@ -180,3 +180,15 @@ def test_stale_probe_is_error_that_says_rebuild(tmp_path):
     results = records(run_dir, "result")
     assert results and all(r["verdict"] == "ERROR" for r in results)
     assert all("npuconf probe build" in r["reason"] for r in results)
+
+
+def test_every_device_testable_clause_is_pass_on_the_conformant_vnpu(corpus_run):
+    from reference_model.verdicts import Verdict
+    from reports.clause_answers import clause_answers
+    from reports.results import load_results
+
+    run_dir, _ = corpus_run
+    run = load_results(run_dir / "results.jsonl")
+    answers = clause_answers(run)
+    not_pass = {c: answers.worst(c) for c in run.kit.basis.device_testable if answers.worst(c) is not Verdict.PASS}
+    assert not not_pass

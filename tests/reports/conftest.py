@@ -17,3 +17,14 @@ def builder(tmp_path: Path) -> ResultsBuilder:
 def mixed_run(builder: ResultsBuilder) -> ResultsBuilder:
     """Two devices, every verdict at least once, one planned pair left without a result."""
     return populate_mixed(builder)
+
+
+@pytest.fixture(scope="session")
+def twin(tmp_path_factory, probe_build) -> Path:
+    """The whole corpus once on the aosp-2026 twin (shared by the clause answer and spec page tests)."""
+    from tests.conftest import npuconf
+
+    run_dir = tmp_path_factory.mktemp("twin") / "run"
+    done = npuconf("run", "--target", "local", "--personality", "aosp-2026", "--out", run_dir, "-q", "-j", "2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    return run_dir

@@ -1,0 +1,55 @@
+"""`npuconf spec [RUN ...] [--out FILE]`: the published header text, each normative sentence marked with
+its clause and coloured by its answer across the runs' devices (reports/spec_page.py)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from reference_model.rules import cited_clauses
+from reports import load_results
+from reports.safe_io import write_text
+from reports.spec_page import SpecClause, SpecSource, render_spec
+
+from ..errors import UsageError
+from ..suite import REPO_ROOT, SCENARIO_ROOT, load_catalogue, load_corpus
+from .run_dir import run_results_path
+
+# The kit's copy of the published text (provenance: conformance/spec/README.md).
+SPEC_TEXT: Final = REPO_ROOT / "conformance" / "spec" / "buffer-h-api37.md"
+DEFAULT_OUT: Final = Path("out") / "spec.html"
+
+
+def spec_source(text_path: Path = SPEC_TEXT) -> SpecSource:
+    """The published text, the catalogue, and the scenarios and rules citing each clause: all the kit's own."""
+    try:
+        text = text_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{text_path}: cannot read the kit's copy of the published text ({exc})") from None
+    catalogue = load_catalogue()
+    scenarios: dict[str, list[tuple[str, str]]] = {}
+    for scenario in load_corpus(SCENARIO_ROOT, known_clauses=catalogue.ids()):
+        for clause in scenario.clauses:
+            scenarios.setdefault(clause, []).append((scenario.id, scenario.title))
+    clauses = tuple(SpecClause(c.id, c.chapter, c.quote, c.testability, c.reason) for c in catalogue.clauses)
+    try:
+        shown = str(text_path.relative_to(REPO_ROOT))
+    except ValueError:
+        shown = str(text_path)
+    return SpecSource(
+        text, shown, clauses, {c: tuple(s) for c, s in scenarios.items()}, dict(cited_clauses())
+    )
+
+
+def write_spec(runs: Sequence[Path], out: Path) -> Path:
+    loaded = [load_results(run_results_path(run)) for run in runs]
+    write_text(out, render_spec(spec_source(), loaded))
+    return out
+
+
+def spec_command(args: argparse.Namespace) -> int:
+    out = args.out if args.out is not None else DEFAULT_OUT
+    print(f"spec: {write_spec(args.runs, out)}")
+    return 0

@@ -1,0 +1,84 @@
+"""`npuconf report RUN --baseline OLD`: per clause and device, what newly fails and what was fixed.
+
+Both runs are read through the one clause answer (reports.clause_answers): a clause *fails* on a device
+when a FAIL or CRASH names it there. A **new failure** fails in the run and did not in the baseline; a
+**fix** failed in the baseline and no longer does (its answer now is shown: PASS, or not exercised).
+Devices are matched by serial; when each run has exactly one device and their serials differ (two
+local runs, one phone re-attached), those two are compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from reference_model.verdicts import Verdict
+
+from .clause_answers import AnswerRun, ClauseAnswers, clause_answers
+
+FAILING: Final = (Verdict.FAIL, Verdict.CRASH)
+
+
+@dataclass(frozen=True, slots=True)
+class ClauseChange:
+    clause: str
+    device: str
+    before: str  # the baseline's answer ("absent": the baseline has no answer for it there)
+    now: str
+
+    def line(self) -> str:
+        return f"{self.clause} on {self.device}: {self.before} -> {self.now}"
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineComparison:
+    baseline: str  # run id
+    run: str
+    devices: tuple[tuple[str, str], ...]  # (baseline device, run device) compared
+    new_failures: tuple[ClauseChange, ...]
+    fixed: tuple[ClauseChange, ...]
+
+    def lines(self) -> list[str]:
+        pairs = ", ".join(old if old == new else f"{old} -> {new}" for old, new in self.devices) or "none"
+        out = [
+            f"baseline {self.baseline}: {len(self.new_failures)} clause(s) newly failing, {len(self.fixed)} fixed "
+            f"(devices: {pairs})"
+        ]
+        out += [f"  new failure: {c.line()}" for c in self.new_failures]
+        out += [f"  fixed: {c.line()}" for c in self.fixed]
+        return out
+
+
+def _answer_text(answers: ClauseAnswers, clause: str, device: str) -> str:
+    answer = answers.get(clause, device)
+    return answer.text() if answer is not None else "absent"
+
+
+def _failing(answers: ClauseAnswers, clause: str, device: str) -> bool:
+    answer = answers.get(clause, device)
+    return answer is not None and answer.verdict in FAILING
+
+
+def device_pairs(old: Sequence[str], new: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    common = [serial for serial in new if serial in old]
+    if not common and len(old) == 1 and len(new) == 1:
+        return ((old[0], new[0]),)
+    return tuple((serial, serial) for serial in common)
+
+
+def compare_runs(baseline: AnswerRun, run: AnswerRun, baseline_id: str, run_id: str) -> BaselineComparison:
+    before, now = clause_answers(baseline), clause_answers(run)
+    pairs = device_pairs(before.devices, now.devices)
+    clauses = sorted(set(before.by_clause) | set(now.by_clause))
+    new_failures: list[ClauseChange] = []
+    fixed: list[ClauseChange] = []
+    for old_device, device in pairs:
+        for clause in clauses:
+            was, fails = _failing(before, clause, old_device), _failing(now, clause, device)
+            if was == fails:
+                continue
+            change = ClauseChange(clause, device, _answer_text(before, clause, old_device),
+                                  _answer_text(now, clause, device))
+            (new_failures if fails else fixed).append(change)
+    return BaselineComparison(baseline_id, run_id, pairs, tuple(new_failures), tuple(fixed))

@@ -1,0 +1,120 @@
+"""The answer of each clause (reports.clause_answers) on the aosp-2026 twin: FAIL/CRASH only where a
+failure names the clause, and the matrix, summary.json, junit.xml and the store all show that answer."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import host.suite  # noqa: F401  (provides the kit's facts)
+from reference_model.verdicts import Verdict
+from reports.clause_answers import READING_CLAUSES, clause_answers, readings_of_reason
+from reports.results import load_results
+from tests.conftest import npuconf  # the twin run: tests/reports/conftest.py
+
+
+def _named(run_dir: Path, *verdicts: str) -> set[str]:
+    """The clauses the failures name: a divergence's clause, else (a crash) the clauses the kit's corpus cites."""
+    run = load_results(run_dir / "results.jsonl")
+    out: set[str] = set()
+    for r in run.results:
+        if str(r.verdict) in verdicts:
+            out |= {r.divergence.clause} if r.divergence else set(run.kit.clauses_of(r.scenario))
+    return out
+
+
+def test_failing_clauses_are_exactly_those_the_failures_name(twin):
+    run = load_results(twin / "results.jsonl")
+    answers = clause_answers(run)
+    fails = _named(twin, "FAIL")
+    assert set(answers.with_verdict(Verdict.FAIL)) == fails
+    assert len(fails) == 13
+    assert set(answers.with_verdict(Verdict.FAIL, Verdict.CRASH)) == _named(twin, "FAIL", "CRASH")
+    assert len(_named(twin, "FAIL", "CRASH")) == 19
+    # cookie-clear is cited by a scenario that failed on req-device-negative-einval: not a failure of it
+    assert answers.worst("cookie-clear") is Verdict.PASS
+
+
+def test_summary_clauses_use_the_answer(twin):
+    summary = json.loads((twin / "summary.json").read_text())
+    failing = {c for c, v in summary["clauses"].items() if v in ("FAIL", "CRASH")}
+    assert failing == _named(twin, "FAIL", "CRASH")
+
+
+def test_matrix_marks_only_named_clauses(twin):
+    page = (twin / "report.html").read_text()
+    rows = re.findall(r'<th class="clause mono">([a-z0-9-]+)</th>(.*?)</tr>', page, re.S)
+    assert rows, "no matrix rows found"
+    failing = {clause for clause, cells in rows if "v-FAIL" in cells or "v-CRASH" in cells}
+    assert failing == _named(twin, "FAIL", "CRASH")
+
+
+def test_junit_names_the_failing_clauses(twin):
+    root = ET.parse(twin / "junit.xml").getroot()
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    failing = set(filter(None, (props["clauses.fail"] or "").split(","))) | set(
+        filter(None, (props["clauses.crash"] or "").split(","))
+    )
+    assert failing == _named(twin, "FAIL", "CRASH")
+    case = next(c for c in root.iter("testcase") if c.get("name") == "allocation.batch_all_invalid")
+    answers = next(p.get("value") for p in case.iter("property") if p.get("name") == "answers")
+    assert answers == "req-type-unknown-einval"
+
+
+def test_store_records_the_answering_clauses(twin, tmp_path):
+    store = tmp_path / "store.sqlite"
+    done = npuconf("store", "import", twin, "--store", store)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(store) as conn:
+        rows = conn.execute(
+            "SELECT c.clause FROM verdict_clauses c JOIN verdicts v USING (run_id, serial, scenario) "
+            "WHERE v.verdict IN ('FAIL', 'CRASH')"
+        ).fetchall()
+    assert {r[0] for r in rows} == _named(twin, "FAIL", "CRASH")
+
+
+def test_a_clause_cited_only_by_failing_scenarios_says_why(twin):
+    answers = clause_answers(load_results(twin / "results.jsonl"))
+    silent = [a for row in answers.by_clause.values() for a in row.values() if a.verdict is None]
+    assert silent and all(a.why for a in silent)
+    assert any("failed on another clause" in a.why for a in silent)
+
+
+def test_warn_names_the_clauses_of_its_readings():
+    reason = "allowed by the text, but departs from the kit's reading(s) R1 (onAlloc ...), R14 (allocAsync ...)"
+    assert readings_of_reason(reason) == ("R1", "R14")
+    catalogue = {c["id"] for c in __import__("yaml").safe_load(Path("conformance/clauses.yaml").read_text())["clauses"]}
+    assert {c for cs in READING_CLAUSES.values() for c in cs} <= catalogue
+
+
+def _waived(twin: Path, tmp_path: Path, clause: str) -> tuple[Path, list[dict]]:
+    waivers = tmp_path / f"{clause}.yaml"
+    waivers.write_text(f"waivers:\n  - clause: {clause}\n    device: '*'\n    reason: b/1\n    expires: 2099-12-31\n")
+    out = tmp_path / f"rejudged-{clause}"
+    done = npuconf("rejudge", twin, "--waivers", waivers, "--out", out)
+    assert done.returncode in (0, 1, 2), done.stdout + done.stderr
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    return waivers, [r for r in lines if r["kind"] == "result"]
+
+
+def test_a_clause_waiver_never_waives_a_failure_of_another_clause(twin, tmp_path):
+    _, results = _waived(twin, tmp_path, "req-size-bytes")
+    einval = [r for r in results if r["divergence"] and r["divergence"]["clause"] == "req-type-unknown-einval"]
+    assert einval and all(r["verdict"] == "FAIL" for r in einval)
+    assert not [r for r in results if r["verdict"] == "WAIVED"]  # no failure of the twin names req-size-bytes
+
+
+def test_a_clause_waiver_waives_every_failure_naming_it_and_verify_agrees(twin, tmp_path):
+    from host.offline import make_bundle, verify_bundle
+
+    waivers, results = _waived(twin, tmp_path, "req-type-unknown-einval")
+    waived = [r for r in results if r["verdict"] == "WAIVED"]
+    assert len(waived) == 18
+    assert all(r["divergence"]["clause"] == "req-type-unknown-einval" for r in waived)
+    assert not [r for r in results if r["verdict"] == "FAIL" and r["divergence"]["clause"] == "req-type-unknown-einval"]
+    bundle = make_bundle(tmp_path / "rejudged-req-type-unknown-einval", tmp_path / "b.tar.gz")
+    report = verify_bundle(bundle.path, waivers_file=waivers)
+    assert not [p for p in report.problems if p.kind == "verdict"], report.problems
