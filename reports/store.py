@@ -30,7 +30,7 @@ from typing import Final
 from .clause_answers import answering_clauses
 from .jsonl import results_file
 from .results import RunResults, load_results, read_results_bytes, safe_text
-from .store_engine import StoreEngine, StoreError
+from .store_engine import NoStoreThere, StoreEngine, StoreError
 from .store_identity import host_identity
 from .store_postgresql import PostgresqlEngine, is_postgresql_url, redacted
 from .store_sqlite import SqliteEngine
@@ -174,7 +174,7 @@ def _engine(location: str | Path, create: bool) -> StoreEngine:
         return PostgresqlEngine(text)
     path = Path(location)
     if not create and not path.is_file():
-        raise StoreError(f"{path}: no results store there; record runs with `npuconf run` or `npuconf store import`")
+        raise NoStoreThere(f"{path}: no results store there; record runs with `npuconf run` or `npuconf store import`")
     return SqliteEngine(path)
 
 
@@ -209,7 +209,7 @@ def _ensure_schema(engine: StoreEngine, create: bool) -> None:
                     f"{engine.location}: a database that is not an npuconf results store (tables: {sorted(tables)})"
                 )
             if not create:
-                raise StoreError(f"{engine.location}: no results store there (an empty database)")
+                raise NoStoreThere(f"{engine.location}: no results store there (an empty database)")
         for statements in MIGRATIONS[version:]:
             for statement in statements:
                 engine.execute(statement)
@@ -453,12 +453,14 @@ def import_runs(store: str | Path, paths: Sequence[Path], kit_hash: str | None =
 def scenario_durations(store: str | Path, fingerprint: str) -> dict[str, float]:
     """Mean measured duration (ms) per scenario: on this build where measured, else on any build.
 
-    An absent store gives no durations (nothing was measured yet); it is not created.
+    An absent store (no file, an empty database) gives no durations: nothing was measured yet; it is
+    not created.
     """
-    if not is_postgresql_url(str(store)) and not Path(store).is_file():
+    try:
+        with open_store(store, create=False) as conn:
+            query = "SELECT scenario, avg(duration_ms) FROM verdicts WHERE duration_ms > 0 {} GROUP BY scenario"
+            anywhere = {str(r[0]): float(r[1]) for r in conn.query(query.format(""))}
+            here = {str(r[0]): float(r[1]) for r in conn.query(query.format("AND fingerprint = ?"), (fingerprint,))}
+    except NoStoreThere:
         return {}
-    with open_store(store, create=False) as conn:
-        query = "SELECT scenario, avg(duration_ms) FROM verdicts WHERE duration_ms > 0 {} GROUP BY scenario"
-        anywhere = {str(r[0]): float(r[1]) for r in conn.query(query.format(""))}
-        here = {str(r[0]): float(r[1]) for r in conn.query(query.format("AND fingerprint = ?"), (fingerprint,))}
     return anywhere | here

@@ -20,6 +20,10 @@ class StoreError(KitError):
     """The store cannot be used (not a store, a newer schema, unreachable, corrupt, locked)."""
 
 
+class NoStoreThere(StoreError):
+    """Nothing was ever recorded at the location (no file, or an empty database), and it was not created."""
+
+
 class StoreEngine(Protocol):
     """One open connection to a results store."""
 

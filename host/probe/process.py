@@ -16,7 +16,16 @@ from typing import IO, Final
 
 from reports.limits import TraceLimits
 
-from .reaping import BATCH_TOKEN_VAR, RUNNING_PROBES, become_subreaper, kill_orphans, new_batch_token, run_contained
+from .reaping import (
+    BATCH_TOKEN_VAR,
+    RUNNING_PROBES,
+    batch_fds,
+    become_subreaper,
+    end_batch,
+    kill_orphans,
+    new_batch_token,
+    run_contained,
+)
 from .trace import (
     BatchOutcome,
     BoundedBytes,
@@ -108,6 +117,7 @@ def run_batch(
         stderr=subprocess.PIPE,
         env={**(os.environ if env is None else env), BATCH_TOKEN_VAR: token},
         start_new_session=True,
+        pass_fds=batch_fds(token),
     )
     RUNNING_PROBES.add(process, token)
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
@@ -172,6 +182,7 @@ def run_batch(
         process.wait()
         kill_orphans(token)
         RUNNING_PROBES.discard(process)
+        end_batch(token)
         _drain(lines)
         writer.join(timeout=5)
         stderr_thread.join(timeout=5)

@@ -3,8 +3,11 @@ ends early (Ctrl-C, SIGTERM, a host error), and what an implementation started i
 (`setsid()`) is found and killed when its batch ends.
 
 The kit's process becomes a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`), so a descendant whose
-parent died is re-parented to the kit instead of init; each batch's processes carry a token in their
-environment, by which the kit tells them from its other children (adb servers, virtual devices).
+parent died is re-parented to the kit instead of init. Each batch's processes carry two marks by
+which the kit tells them from its other children (adb servers, virtual devices): a token in their
+environment, and an inherited descriptor of the batch's own anonymous file. A child that clears its
+environment still holds the descriptor; one that also closes every descriptor it did not open is not
+found (docs/hostile.md says so).
 """
 
 from __future__ import annotations
@@ -71,16 +74,65 @@ def become_subreaper() -> None:
         _subreaper = True
 
 
+class _BatchMarkers:
+    """token -> the descriptor of the batch's marker file, which every process of the batch inherits."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fds: dict[str, int] = {}
+
+    def open(self, token: str) -> int:
+        fd = os.memfd_create(f"npuconf-batch-{token}")
+        with self._lock:
+            self._fds[token] = fd
+        return fd
+
+    def fds(self, token: str) -> tuple[int, ...]:
+        with self._lock:
+            fd = self._fds.get(token)
+        return () if fd is None else (fd,)
+
+    def identity(self, token: str) -> tuple[int, int] | None:
+        with self._lock:
+            fd = self._fds.get(token)
+        if fd is None:
+            return None
+        info = os.fstat(fd)
+        return info.st_dev, info.st_ino
+
+    def close(self, token: str) -> None:
+        with self._lock:
+            fd = self._fds.pop(token, None)
+        if fd is not None:
+            os.close(fd)
+
+
+_MARKERS: Final = _BatchMarkers()
+
+
 def new_batch_token() -> str:
-    return secrets.token_hex(8)
+    """A new batch's token; `batch_fds(token)` are the descriptors to pass to its process
+    (`pass_fds`), and `end_batch(token)` forgets it once its orphans are killed."""
+    token = secrets.token_hex(8)
+    _MARKERS.open(token)
+    return token
+
+
+def batch_fds(token: str) -> tuple[int, ...]:
+    return _MARKERS.fds(token)
+
+
+def end_batch(token: str) -> None:
+    _MARKERS.close(token)
 
 
 def kill_orphans(token: str) -> int:
     """Kill (and reap) this process's children that carry `token`, until none is left; return how many."""
     killed = 0
     marker = f"{BATCH_TOKEN_VAR}={token}".encode()
+    held = _MARKERS.identity(token)
     for _ in range(REAP_ROUNDS):
-        found = [pid for pid in _children() if marker in _environment(pid)]
+        found = [pid for pid in _children() if marker in _environment(pid) or _holds(pid, held)]
         if not found:
             return killed
         for pid in found:
@@ -112,6 +164,24 @@ def _children() -> list[int]:
     return children
 
 
+def _holds(pid: int, identity: tuple[int, int] | None) -> bool:
+    """Whether process `pid` holds a descriptor of the file `identity` (st_dev, st_ino) names."""
+    if identity is None:
+        return False
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for name in names:
+        try:
+            info = os.stat(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) == identity:
+            return True
+    return False
+
+
 def _environment(pid: int) -> bytes:
     try:
         with open(f"/proc/{pid}/environ", "rb") as source:
@@ -130,7 +200,7 @@ def run_contained(argv: list[str], timeout_s: float, output_limit: int = 1 << 20
     with tempfile.TemporaryFile() as output:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.DEVNULL,
-            env={**os.environ, BATCH_TOKEN_VAR: token}, start_new_session=True,
+            env={**os.environ, BATCH_TOKEN_VAR: token}, start_new_session=True, pass_fds=batch_fds(token),
         )
         try:
             returncode = process.wait(timeout=timeout_s)
@@ -140,5 +210,6 @@ def run_contained(argv: list[str], timeout_s: float, output_limit: int = 1 << 20
             process.kill()
             process.wait()
             kill_orphans(token)
+            end_batch(token)
         output.seek(0)
         return returncode, output.read(output_limit)

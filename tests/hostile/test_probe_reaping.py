@@ -40,6 +40,10 @@ __attribute__((constructor)) static void leave_a_child(void) {
         setsid();
         pid_t grandchild = fork();
         if (grandchild == 0) {
+            if (getenv("LEFTOVER_CLEAR_ENV")) {
+                char *empty[] = {NULL};  /* no environment at all: no token left to find it by */
+                execle("/bin/sleep", "sleep", "120", (char *)NULL, empty);
+            }
             sleep(120);
             _exit(0);
         }
@@ -69,12 +73,14 @@ def _noted(directory, what):
     return [int(p.name.split("-")[1]) for p in directory.iterdir() if p.name.startswith(f"{what}-")]
 
 
-def test_a_setsid_child_of_an_impl_does_not_outlive_the_run(tmp_path, probe_build):
+@pytest.mark.parametrize("clears_environment", [False, True])
+def test_a_setsid_child_of_an_impl_does_not_outlive_the_run(tmp_path, probe_build, clears_environment):
     library = _library(tmp_path)
     leftovers = tmp_path / "leftovers"
     leftovers.mkdir()
+    env = {"LEFTOVER_DIR": str(leftovers), **({"LEFTOVER_CLEAR_ENV": "1"} if clears_environment else {})}
     done = cli("run", "--target", "local", "--impl", library, "-k", "requests.create_then_free",
-               "--out", tmp_path / "run", "-q", env={"LEFTOVER_DIR": str(leftovers)})  # fmt: skip
+               "--out", tmp_path / "run", "-q", env=env)  # fmt: skip
     assert done.returncode == 0, text(done)
     left = _noted(leftovers, "left")
     assert left, "the library was never loaded with LEFTOVER_DIR"

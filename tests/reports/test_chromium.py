@@ -69,7 +69,10 @@ def aosp_run(tmp_path_factory: pytest.TempPathFactory, probe_build: object) -> P
 
 def test_aosp_run_report_leads_with_its_first_failure_and_marks_the_divergent_line(aosp_run: Path, tmp_path: Path):
     records = [json.loads(line) for line in (aosp_run / "results.jsonl").read_text(encoding="utf-8").splitlines()]
-    fails = [r for r in records if r.get("kind") == "result" and r["verdict"] == "FAIL"]
+    # Lanes append results as they finish; the report shows failures in the plan's order.
+    order = {s["id"]: i for i, s in enumerate(next(r for r in records if r.get("kind") == "plan")["scenarios"])}
+    fails = sorted((r for r in records if r.get("kind") == "result" and r["verdict"] == "FAIL"),
+                   key=lambda r: order[r["scenario"]])  # fmt: skip
     assert fails
     dom, err = chromium(tmp_path, "--dump-dom", (aosp_run / "report.html").as_uri())
     assert console_lines(err) == []
