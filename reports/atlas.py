@@ -264,7 +264,12 @@ class _Collector:
             )
             key = (aspect, question)
             out.append(Entry(aspect, question, choices, self.details.get(key, ""), self.notes.get(key, "")))
-        return tuple(sorted(out, key=lambda e: (_ASPECT_ORDER[e.aspect], e.question)))
+        return sorted_entries(out)
+
+
+def sorted_entries(entries: Iterable[Entry]) -> tuple[Entry, ...]:
+    """Entries in the atlas's order: by aspect, then question."""
+    return tuple(sorted(entries, key=lambda e: (_ASPECT_ORDER[e.aspect], e.question)))
 
 
 def _api(op: str) -> str | None:
