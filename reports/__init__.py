@@ -6,6 +6,7 @@ from pathlib import Path
 
 from .atlas import run_atlas
 from .atlas import write_atlas as write_atlas
+from .baseline import BaselineComparison
 from .html import write_html as write_html
 from .junit import write_junit as write_junit
 from .outputs import REPORT_FILES as REPORT_FILES
@@ -35,13 +36,14 @@ __all__ = [
 ]
 
 
-def write_reports(results_path: Path, out_dir: Path) -> dict[str, Path]:
+def write_reports(results_path: Path, out_dir: Path, baseline: BaselineComparison | None = None) -> dict[str, Path]:
     """Read `results_path` (results.jsonl or its directory) and write the four reports into `out_dir`."""
-    return write_run_reports(load_results(results_path), out_dir)
+    return write_run_reports(load_results(results_path), out_dir, baseline)
 
 
-def write_run_reports(run: RunResults, out_dir: Path) -> dict[str, Path]:
-    """Write the four reports of a run already read into `out_dir`."""
+def write_run_reports(run: RunResults, out_dir: Path, baseline: BaselineComparison | None = None) -> dict[str, Path]:
+    """Write the four reports of a run already read into `out_dir`; report.html shows `baseline`, the
+    comparison with a baseline run (`npuconf report --baseline`), when given."""
     output_dir(out_dir)
     paths = {
         "junit": out_dir / "junit.xml",
@@ -51,7 +53,7 @@ def write_run_reports(run: RunResults, out_dir: Path) -> dict[str, Path]:
     }
     atlas = run_atlas(run)
     write_junit(run, paths["junit"])
-    write_html(run, paths["html"], atlas)
+    write_html(run, paths["html"], atlas, baseline)
     write_summary(run, paths["summary"])
     write_atlas(run, paths["atlas"], atlas)
     return paths

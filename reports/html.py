@@ -22,6 +22,7 @@ from markupsafe import Markup
 from reference_model.verdicts import FINDING_ORDER, SEVERITY, Verdict
 
 from .atlas import Atlas, atlas_sections, run_atlas
+from .baseline import BaselineComparison
 from .claim import device_testable_clauses
 from .clause_answers import clause_answers
 from .findings import (
@@ -391,8 +392,9 @@ def shard_groups(run: RunResults) -> list[tuple[str, list[tuple[str, int]]]]:
     return list(groups.items())
 
 
-def render_html(run: RunResults, atlas: Atlas | None = None) -> str:
-    """The page; `atlas`: the run's behaviour atlas when already computed (reports.atlas.run_atlas)."""
+def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineComparison | None = None) -> str:
+    """The page; `atlas`: the run's behaviour atlas when already computed (reports.atlas.run_atlas);
+    `baseline`: what changed since a baseline run (`npuconf report --baseline`), shown in its own section."""
     devices = run.device_serials
     plan = run.plan
     counts = count_verdicts(run.results)
@@ -458,9 +460,11 @@ def render_html(run: RunResults, atlas: Atlas | None = None) -> str:
         gaps=gaps,
         gap_heading=_gap_count(gaps, testable).heading(),
         atlas=atlas_sections(atlas if atlas is not None else run_atlas(run)),
+        baseline=baseline,
     )
 
 
-def write_html(run: RunResults, path: Path, atlas: Atlas | None = None) -> None:
+def write_html(run: RunResults, path: Path, atlas: Atlas | None = None,
+               baseline: BaselineComparison | None = None) -> None:
     """Write report.html for `run` to `path`, replacing it atomically."""
-    write_text(path, render_html(run, atlas))
+    write_text(path, render_html(run, atlas, baseline))
