@@ -1,10 +1,12 @@
-"""`npuconf report RUN --baseline OLD`: per clause and device, what newly fails and what was fixed.
+"""`npuconf report RUN --baseline OLD`: per clause and device, what newly fails and what was fixed, and
+what changed in the behaviour atlas.
 
 Both runs are read through the one clause answer (reports.clause_answers): a clause *fails* on a device
 when a FAIL or CRASH names it there. A **new failure** fails in the run and did not in the baseline; a
 **fix** failed in the baseline and no longer does (its answer now is shown: PASS, or not exercised).
-Devices are matched by serial; when each run has exactly one device and their serials differ (two
-local runs, one phone re-attached), those two are compared.
+The **atlas changes** are the questions of the behaviour atlas (reports.atlas) whose answer differs
+between the two devices' atlases. Devices are matched by serial; when each run has exactly one device
+and their serials differ (two local runs, one phone re-attached), those two are compared.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from typing import Final
 
 from reference_model.verdicts import Verdict
 
-from .clause_answers import AnswerRun, ClauseAnswers, clause_answers
+from .atlas import ASPECT_TITLES, AtlasChange, atlas_changes, device_atlas
+from .clause_answers import ClauseAnswers, clause_answers
+from .results import RunResults
 
 FAILING: Final = (Verdict.FAIL, Verdict.CRASH)
+# The console lists at most this many atlas changes per aspect (report.html and atlas.json hold them all).
+ATLAS_LINES_PER_ASPECT: Final = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +44,7 @@ class BaselineComparison:
     devices: tuple[tuple[str, str], ...]  # (baseline device, run device) compared
     new_failures: tuple[ClauseChange, ...]
     fixed: tuple[ClauseChange, ...]
+    atlas: tuple[tuple[str, AtlasChange], ...] = ()  # (run device, change)
 
     def lines(self) -> list[str]:
         pairs = ", ".join(old if old == new else f"{old} -> {new}" for old, new in self.devices) or "none"
@@ -47,6 +54,13 @@ class BaselineComparison:
         ]
         out += [f"  new failure: {c.line()}" for c in self.new_failures]
         out += [f"  fixed: {c.line()}" for c in self.fixed]
+        out.append(f"atlas: {len(self.atlas)} answer(s) changed since the baseline")
+        for aspect in ASPECT_TITLES:
+            changes = [(device, c) for device, c in self.atlas if c.aspect is aspect]
+            out += [f"  atlas on {device}: {c.line()}" for device, c in changes[:ATLAS_LINES_PER_ASPECT]]
+            if len(changes) > ATLAS_LINES_PER_ASPECT:
+                out.append(f"  atlas: and {len(changes) - ATLAS_LINES_PER_ASPECT} more {aspect} changes "
+                           "(report.html lists them all)")
         return out
 
 
@@ -67,7 +81,7 @@ def device_pairs(old: Sequence[str], new: Sequence[str]) -> tuple[tuple[str, str
     return tuple((serial, serial) for serial in common)
 
 
-def compare_runs(baseline: AnswerRun, run: AnswerRun, baseline_id: str, run_id: str) -> BaselineComparison:
+def compare_runs(baseline: RunResults, run: RunResults, baseline_id: str, run_id: str) -> BaselineComparison:
     before, now = clause_answers(baseline), clause_answers(run)
     pairs = device_pairs(before.devices, now.devices)
     clauses = sorted(set(before.by_clause) | set(now.by_clause))
@@ -81,4 +95,9 @@ def compare_runs(baseline: AnswerRun, run: AnswerRun, baseline_id: str, run_id: 
             change = ClauseChange(clause, device, _answer_text(before, clause, old_device),
                                   _answer_text(now, clause, device))
             (new_failures if fails else fixed).append(change)
-    return BaselineComparison(baseline_id, run_id, pairs, tuple(new_failures), tuple(fixed))
+    changed = tuple(
+        (device, change)
+        for old_device, device in pairs
+        for change in atlas_changes(device_atlas(baseline, old_device), device_atlas(run, device))
+    )
+    return BaselineComparison(baseline_id, run_id, pairs, tuple(new_failures), tuple(fixed), changed)

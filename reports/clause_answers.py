@@ -11,8 +11,8 @@ junit.xml properties and the results store (verdict_clauses, hence the dashboard
   the dying step and one sentence; the reason names the step. A FAIL whose record lacks its divergence
   (a hand-made or damaged record) is treated the same way, so no failure goes unshown;
 - WAIVED where a waived failure names it (by the same rule);
-- WARN where a WARN needed a reading of the clause (READING_CLAUSES: the sentences each reading
-  R<n> of docs/model.md §4 reads; those the scenario cites, else all of them);
+- WARN where a WARN needed a reading of the clause (reference_model.readings READING_CLAUSES: the
+  sentences each reading R<n> of docs/model.md §4 reads; those the scenario cites, else all of them);
 - PASS where a scenario citing it exercised it (the claim's rule, reports.claim.exercises);
 - otherwise not exercised (`verdict` None), with why. A scenario that failed on one clause does not count
   as exercising the others it cites: the model stops judging at the first divergence, so the trace
@@ -28,22 +28,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from reference_model.readings import READING_CLAUSES
 from reference_model.verdicts import Verdict
 from reference_model.waivers import failing_clauses
 
 from .claim import ResultView, RunView, exercises, why_not_exercised
-
-# Reading ID -> the clauses whose sentence it reads (docs/model.md §4 quotes each sentence).
-READING_CLAUSES: Final[Mapping[str, tuple[str, ...]]] = {
-    "R1": ("alloc-callback-thread",),
-    "R4": ("req-prot-values", "priority-range-inclusive", "priority-request-range", "priority-set-range",
-           "req-size-bytes"),
-    "R5": ("support-tests-requests",),
-    "R6": ("map-maps-buffer",),
-    "R10": ("priority-set",),
-    "R13": ("preempt-after-free-race",),
-    "R14": ("alloc-async", "load-async"),
-}
 
 # The verdicts a clause's answer can hold, worst first.
 ANSWER_ORDER: Final = (Verdict.CRASH, Verdict.FAIL, Verdict.WAIVED, Verdict.WARN, Verdict.PASS)

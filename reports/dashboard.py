@@ -16,8 +16,12 @@ autoescape, StrictUndefined, text hygiene). Definitions:
   (NOT_EXECUTED only when no run of that build executed it);
 - a clause's verdict on a build is the worst verdict (reference_model.verdicts.SEVERITY) among the scenarios
   citing it;
-- a regression is a clause that is PASS on the device's previous build and FAIL or CRASH on its
-  latest build;
+- between a device's previous and latest build: a clause **newly failing** (a regression) is FAIL or
+  CRASH on the latest build and not on the previous one (PASS, WARN, not exercised: anything else); a
+  clause **fixed** is FAIL or CRASH on the previous build and not on the latest; the **atlas changes**
+  are the questions of the behaviour atlas (reports/atlas.py) whose answer changed, each build's atlas
+  being the one its newest run recorded in the store;
+- the atlas section puts the latest build of every device side by side;
 - a device's pass rate in a run is PASS over the results that are not NOT_APPLICABLE.
 """
 
@@ -32,11 +36,12 @@ from typing import Final
 
 from reference_model.verdicts import SEVERITY, Verdict, worst
 
+from .atlas import AtlasChange, DeviceAtlas, SectionView, atlas_changes, atlas_sections, side_by_side
 from .claim import NORMATIVE_PROFILE
 from .clause_answers import stored_answering
 from .html import environment
 from .safe_io import output_dir, write_text
-from .store import StoreEngine, describe_location, open_store
+from .store import StoreEngine, describe_location, open_store, stored_atlas
 
 DASHBOARD_NAME: Final = "dashboard.html"
 
@@ -60,6 +65,7 @@ class Build:
     first_seen: str
     last_seen: str
     runs: int
+    run_ids: tuple[str, ...]  # oldest first
     scenario_verdicts: Mapping[str, Verdict]
     clause_scenarios: Mapping[str, tuple[str, ...]]
     clause_verdicts: Mapping[str, Verdict]
@@ -116,6 +122,7 @@ class Regression:
     latest: str
     verdict: str
     scenarios: str
+    before: str = ""  # the clause's verdict on the previous build ("not exercised" when none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +133,9 @@ class Device:
     builds: tuple[Build, ...]
     trend: Trend
     history: tuple[MatrixRow, ...]  # clause × this device's builds
+    atlas: DeviceAtlas | None = None  # the latest build's (None: no run of it recorded one)
+    atlas_changes: tuple[AtlasChange, ...] = ()  # since the previous build
+    atlas_compared: bool = False  # both builds have an atlas in the store
 
     @property
     def latest(self) -> Build | None:
@@ -157,10 +167,14 @@ class RunRow:
 class Dashboard:
     devices: tuple[Device, ...]
     matrix: tuple[MatrixRow, ...]
-    regressions: tuple[Regression, ...]
+    regressions: tuple[Regression, ...]  # newly failing on a device's latest build
     runs: tuple[RunRow, ...]  # full claims, newest first
     apart: tuple[RunRow, ...]  # partial runs, other profiles, replays: not in any history
     builds: int
+    fixed: tuple[Regression, ...] = ()  # failing on the previous build, no longer on the latest
+    atlas: tuple[SectionView, ...] = ()  # the latest builds side by side
+    atlas_columns: tuple[str, ...] = ()
+    without_atlas: tuple[str, ...] = ()  # devices whose latest build has no atlas in the store
 
 
 _ORDER: Final = "coalesce(r.started_at, 0), r.started, r.run_id"
@@ -231,6 +245,7 @@ def _build(fingerprint: str, label: str, rows: Sequence[_Row]) -> Build:
         first_seen=min(r.started for r in rows),
         last_seen=max(r.started for r in rows),
         runs=len({r.run_id for r in rows}),
+        run_ids=tuple(dict.fromkeys(r.run_id for r in rows)),
         scenario_verdicts={s: r.verdict for s, r in by_scenario.items()},
         clause_scenarios={c: tuple(sorted(s)) for c, s in clause_scenarios.items()},
         clause_verdicts=clause_verdicts,
@@ -241,11 +256,31 @@ def _listed(build: Build, clause: str) -> str:
     return "; ".join(f"{s} {build.scenario_verdicts[s]}" for s in build.clause_scenarios.get(clause, ()))
 
 
+def _failing(build: Build, clause: str) -> bool:
+    verdict = build.clause_verdicts.get(clause)
+    return verdict is not None and verdict.blocking
+
+
 def is_regression(previous: Build | None, latest: Build | None, clause: str) -> bool:
+    """Newly failing: FAIL or CRASH on the latest build, not on the previous one (see the module docstring)."""
     if previous is None or latest is None:
         return False
-    before, now = previous.clause_verdicts.get(clause), latest.clause_verdicts.get(clause)
-    return before is Verdict.PASS and now is not None and now.blocking
+    return _failing(latest, clause) and not _failing(previous, clause)
+
+
+def is_fixed(previous: Build | None, latest: Build | None, clause: str) -> bool:
+    if previous is None or latest is None:
+        return False
+    return _failing(previous, clause) and not _failing(latest, clause)
+
+
+def _build_atlas(conn: StoreEngine, build: Build | None, serial: str) -> DeviceAtlas | None:
+    """The atlas of the newest run of the build that recorded one for the device."""
+    for run_id in reversed(build.run_ids if build is not None else ()):
+        found = stored_atlas(conn, run_id, serial)
+        if found is not None:
+            return found
+    return None
 
 
 def _cell(build: Build | None, previous: Build | None, clause: str, where: str) -> Cell:
@@ -334,11 +369,29 @@ def build_dashboard(conn: StoreEngine) -> Dashboard:
             for clause in clauses
         )
         model = models.get(key, "")
-        devices.append(Device(submitter, serial, model, builds, _trend(device_rows, builds), history))
+        latest_atlas = _build_atlas(conn, builds[-1] if builds else None, serial)
+        previous_atlas = _build_atlas(conn, builds[-2] if len(builds) > 1 else None, serial)
+        compared = latest_atlas is not None and previous_atlas is not None
+        changes = atlas_changes(previous_atlas, latest_atlas) if latest_atlas and previous_atlas else ()
+        devices.append(Device(submitter, serial, model, builds, _trend(device_rows, builds), history, latest_atlas,
+                              changes, compared))
 
     clauses = sorted({c for d in devices if d.latest for c in d.latest.clause_verdicts})
     matrix: list[MatrixRow] = []
     regressions: list[Regression] = []
+    fixed: list[Regression] = []
+    for device in devices:
+        latest, previous = device.latest, device.previous
+        if latest is None or previous is None:
+            continue
+        for clause in sorted(set(latest.clause_verdicts) | set(previous.clause_verdicts)):
+            if is_fixed(previous, latest, clause):
+                now = latest.clause_verdicts.get(clause)
+                fixed.append(Regression(
+                    device.submitter, device.serial, device.model, clause, f"{previous.label} {previous.fingerprint}",
+                    f"{latest.label} {latest.fingerprint}", str(now) if now else "not exercised",
+                    _listed(latest, clause), str(previous.clause_verdicts[clause]),
+                ))
     for clause in clauses:
         cells = tuple(_cell(d.latest, d.previous, clause, d.name) for d in devices)
         matrix.append(MatrixRow(clause, cells, any(c.regression for c in cells)))
@@ -354,6 +407,7 @@ def build_dashboard(conn: StoreEngine) -> Dashboard:
                         latest=f"{device.latest.label} {device.latest.fingerprint}",
                         verdict=cell.verdict,
                         scenarios=_listed(device.latest, clause),
+                        before=str(device.previous.clause_verdicts.get(clause) or "not exercised"),
                     )
                 )
     run_devices: dict[str, set[str]] = {}
@@ -381,7 +435,11 @@ def build_dashboard(conn: StoreEngine) -> Dashboard:
     claims = tuple(r for r in all_runs if not r.apart)
     apart = tuple(r for r in all_runs if r.apart)
     fingerprints = {b.fingerprint for d in devices for b in d.builds}
-    return Dashboard(tuple(devices), tuple(matrix), tuple(regressions), claims, apart, len(fingerprints))
+    with_atlas = [(d.name, d.atlas) for d in devices if d.atlas is not None]
+    side = side_by_side(with_atlas)
+    return Dashboard(tuple(devices), tuple(matrix), tuple(regressions), claims, apart, len(fingerprints),
+                     tuple(fixed), atlas_sections(side), side.columns,
+                     tuple(d.name for d in devices if d.atlas is None))
 
 
 def render_dashboard(dashboard: Dashboard, store: str | Path) -> str:

@@ -9,7 +9,6 @@ exercised and why, the charts, and last a filterable table of every result.
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -22,6 +21,8 @@ from markupsafe import Markup
 
 from reference_model.verdicts import FINDING_ORDER, SEVERITY, Verdict
 
+from .atlas import Atlas, atlas_sections, run_atlas
+from .baseline import BaselineComparison
 from .claim import device_testable_clauses
 from .clause_answers import clause_answers
 from .findings import (
@@ -37,6 +38,8 @@ from .results import (
     alloc_callback_latencies_ns,
     count_verdicts,
     counts_by_chapter,
+    format_ns,
+    percentile,
     render_value,
     safe_text,
 )
@@ -47,14 +50,6 @@ TEMPLATES_DIR: Final = Path(__file__).parent / "templates"
 
 # Latency histogram bin edges in ns: 1-2-5 steps from 1 µs to 10 s (plus "< 1 µs" and "≥ 10 s").
 _LATENCY_EDGES_NS: Final[tuple[int, ...]] = (*(m * 10**e for e in range(3, 10) for m in (1, 2, 5)), 10**10)
-
-
-def format_ns(ns: float) -> str:
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if ns >= scale:
-            value = ns / scale
-            return f"{value:.3g} {unit}"
-    return f"{ns:.0f} ns"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,12 +241,6 @@ def _chapter_bars(run: RunResults) -> tuple[ChapterBar, ...]:
     return tuple(out)
 
 
-def _percentile(values: Sequence[int], q: float) -> float:
-    ordered = sorted(values)
-    k = max(0, math.ceil(q * len(ordered)) - 1)
-    return float(ordered[k])
-
-
 def _histogram(run: RunResults, devices: Sequence[str]) -> Histogram | None:
     per_device: dict[str, list[int]] = {serial: [] for serial in devices}
     for record in run.results:
@@ -295,7 +284,7 @@ def _histogram(run: RunResults, devices: Sequence[str]) -> Histogram | None:
             serial,
             len(vs),
             format_ns(statistics.median(vs)),
-            format_ns(_percentile(vs, 0.95)),
+            format_ns(percentile(vs, 0.95)),
             format_ns(max(vs)),
         )
         for serial, vs in per_device.items()
@@ -403,7 +392,9 @@ def shard_groups(run: RunResults) -> list[tuple[str, list[tuple[str, int]]]]:
     return list(groups.items())
 
 
-def render_html(run: RunResults) -> str:
+def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineComparison | None = None) -> str:
+    """The page; `atlas`: the run's behaviour atlas when already computed (reports.atlas.run_atlas);
+    `baseline`: what changed since a baseline run (`npuconf report --baseline`), shown in its own section."""
     devices = run.device_serials
     plan = run.plan
     counts = count_verdicts(run.results)
@@ -468,9 +459,12 @@ def render_html(run: RunResults) -> str:
         failure_counts=[(str(v), failing_counts[str(v)]) for v in FINDING_ORDER if failing_counts[str(v)]],
         gaps=gaps,
         gap_heading=_gap_count(gaps, testable).heading(),
+        atlas=atlas_sections(atlas if atlas is not None else run_atlas(run)),
+        baseline=baseline,
     )
 
 
-def write_html(run: RunResults, path: Path) -> None:
+def write_html(run: RunResults, path: Path, atlas: Atlas | None = None,
+               baseline: BaselineComparison | None = None) -> None:
     """Write report.html for `run` to `path`, replacing it atomically."""
-    write_text(path, render_html(run))
+    write_text(path, render_html(run, atlas, baseline))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Final
 
 RESULTS_FILE: Final = "results.jsonl"
-REPORT_FILES: Final = ("junit.xml", "report.html", "summary.json")
+REPORT_FILES: Final = ("junit.xml", "report.html", "summary.json", "atlas.json")
 
 
 def present(directory: Path, names: Iterable[str]) -> str | None:

@@ -271,19 +271,49 @@ def worst_by_clause(run: RunResults) -> dict[str, Verdict]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """One callback's delay: the `t` of its `cb` minus the `t` of the latest preceding call of its op."""
+
+    call_line: int  # 1-based lines of the record's trace
+    cb_line: int
+    ns: int
+
+
+def callback_latencies(record: ResultRecord, op: Op, kind: str) -> list[Latency]:
+    """For each `cb kind=<kind>` in the trace: its `t` minus the `t` of the latest preceding `op` call
+    (onAlloc after allocAsync: `Op.ALLOC`, "alloc"; onLoad after loadAsync: `Op.BUF_LOAD`, "load")."""
+    latencies: list[Latency] = []
+    last_call: tuple[int, int] | None = None  # (line, t)
+    for number, line in enumerate(record.trace, 1):
+        if op not in line and "cb" not in line:
+            continue  # neither such a call nor a callback: not worth decoding
+        event = read_line(line, number)  # a malformed line is skipped: the latencies of the others stand
+        if isinstance(event, Call) and event.op == op and event.t is not None:
+            last_call = (number, event.t)
+        elif isinstance(event, Cb) and event.kind == kind and event.t is not None and last_call is not None:
+            latencies.append(Latency(last_call[0], number, max(0, event.t - last_call[1])))
+    return latencies
+
+
 def alloc_callback_latencies_ns(record: ResultRecord) -> list[int]:
     """For each `cb kind=alloc` in the trace: its `t` minus the `t` of the latest preceding `alloc` call."""
-    latencies: list[int] = []
-    last_alloc_call: int | None = None
-    for number, line in enumerate(record.trace, 1):
-        if "alloc" not in line and "cb" not in line:
-            continue  # neither an alloc call nor a callback: not worth decoding
-        event = read_line(line, number)  # a malformed line is skipped: the latencies of the others stand
-        if isinstance(event, Call) and event.op == Op.ALLOC and event.t is not None:
-            last_alloc_call = event.t
-        elif isinstance(event, Cb) and event.kind == "alloc" and event.t is not None and last_alloc_call is not None:
-            latencies.append(max(0, event.t - last_alloc_call))
-    return latencies
+    return [latency.ns for latency in callback_latencies(record, Op.ALLOC, "alloc")]
+
+
+def format_ns(ns: float) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            value = ns / scale
+            return f"{value:.3g} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def percentile(values: Sequence[int], q: float) -> float:
+    """The smallest value with at least the fraction `q` of `values` at or below it (nearest rank)."""
+    ordered = sorted(values)
+    k = max(0, math.ceil(q * len(ordered)) - 1)
+    return float(ordered[k])
 
 
 def clause_matrix(run: RunResults) -> dict[str, dict[str, list[ResultRecord]]]:

@@ -6,7 +6,8 @@ location: a path is an embedded SQLite file (reports/store_sqlite.py, the defaul
 the same migrations (`MIGRATIONS`); docs/reports.md describes them.
 
 The store is filled from results.jsonl only (`import_run`), never from live objects, so importing a
-run directory copied from another host gives the same rows as recording the run where it ran.
+run directory copied from another host gives the same rows as recording the run where it ran; each
+run's behaviour atlas (reports/atlas.py) is kept per device (`atlas_entries`, `stored_atlas`).
 Importing is idempotent by run id: the same results again change nothing. A run's rows change only by
 a resume of that run recorded on the same host: its results.jsonl grew by a `resume` record naming
 the host that recorded the plan, and this process is that host (store_identity.py); any other
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from .atlas import DeviceAtlas, device_atlas, entry_from_json, sorted_entries
 from .clause_answers import answering_clauses
 from .jsonl import results_file
 from .results import RunResults, load_results, read_results_bytes, safe_text
@@ -131,6 +133,22 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "SELECT '', serial, fingerprint, model, manufacturer, sdk, info, last_seen FROM devices",
         "DROP TABLE devices",
         "ALTER TABLE devices_3 RENAME TO devices",
+    ),
+    (
+        # 4: the behaviour atlas of each run and device (reports/atlas.py), one row per question: the
+        # answer devices are compared by, and the choices with their sources as JSON. Runs imported
+        # before have no rows (the dashboard says so).
+        """CREATE TABLE atlas_entries (
+    run_id          TEXT NOT NULL REFERENCES runs (run_id),
+    serial          TEXT NOT NULL,
+    aspect          TEXT NOT NULL,
+    question        TEXT NOT NULL,
+    answer          TEXT NOT NULL,
+    choices         TEXT NOT NULL,
+    detail          TEXT NOT NULL,
+    note            TEXT NOT NULL,
+    PRIMARY KEY (run_id, serial, aspect, question)
+)""",
     ),
 )
 # Dates stored as text before schema 3, converted to timestamps by the migration (table, key columns, text, timestamp).
@@ -301,7 +319,7 @@ def import_run(
                     f"the store already holds run {plan.run_id} with other results (from {old_source}) and "
                     f"they are kept: {problem}"
                 )
-            for table in ("verdict_clauses", "verdicts", "runs"):
+            for table in ("atlas_entries", "verdict_clauses", "verdicts", "runs"):
                 conn.execute(f"DELETE FROM {table} WHERE run_id = ?", _row(plan.run_id))
         _insert_run(conn, run, path, kit_hash, digest, len(data), started, host)
     status = "updated" if existing else "added"
@@ -442,6 +460,36 @@ def _insert_run(
         "INSERT INTO verdict_clauses (run_id, serial, scenario, clause) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
         [_row(plan.run_id, r.device, r.scenario, c) for r in run.results for c in answering_clauses(run, r)],
     )
+    conn.execute_many(
+        "INSERT INTO atlas_entries (run_id, serial, aspect, question, answer, choices, detail, note) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        [
+            _row(plan.run_id, serial, str(e.aspect), e.question, e.answer, json.dumps(e.to_json()["choices"]),
+                 e.detail, e.note)
+            for serial in run.device_serials
+            for e in device_atlas(run, serial).entries
+        ],
+    )
+
+
+def stored_atlas(conn: StoreEngine, run_id: str, serial: str) -> DeviceAtlas | None:
+    """The atlas a run recorded for a device (None: the run was imported before the store kept atlases)."""
+    rows = conn.query(
+        "SELECT aspect, question, choices, detail, note FROM atlas_entries WHERE run_id = ? AND serial = ?",
+        _row(run_id, serial),
+    )
+    if not rows:
+        return None
+    entries = []
+    for aspect, question, choices, detail, note in rows:
+        try:
+            decoded = json.loads(str(choices))
+        except ValueError:
+            continue
+        entry = entry_from_json(str(aspect), str(question), decoded, str(detail or ""), str(note or ""))
+        if entry is not None:
+            entries.append(entry)
+    return DeviceAtlas(serial, sorted_entries(entries))
 
 
 def import_runs(store: str | Path, paths: Sequence[Path], kit_hash: str | None = None) -> list[ImportOutcome]:

@@ -65,17 +65,17 @@ def _groups(run: RunResults) -> dict[str, list[str]]:
     return members
 
 
-def _clean(value: object) -> object:
+def clean_json(value: object) -> object:
     """Strings made safe for any UTF-8 reader (lone surrogates and control characters escaped)."""
     if isinstance(value, str):
         return safe_text(value)
     if isinstance(value, dict):
-        return {safe_text(str(k)): _clean(v) for k, v in value.items()}
+        return {safe_text(str(k)): clean_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clean(v) for v in value]
+        return [clean_json(v) for v in value]
     return value
 
 
 def write_summary(run: RunResults, path: Path) -> None:
     """Write summary.json for `run` to `path`, replacing it atomically."""
-    write_text(path, json.dumps(_clean(build_summary(run)), indent=2, ensure_ascii=False) + "\n")
+    write_text(path, json.dumps(clean_json(build_summary(run)), indent=2, ensure_ascii=False) + "\n")

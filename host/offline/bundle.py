@@ -66,7 +66,9 @@ def make_bundle(run_dir: Path, out: Path | None = None, sign_key: Path | None = 
     default_name = f"{checked_name(plan.run_id, 'run_id')}.bundle.tar.gz" if out is None else ""
     reports = write_reports(path, path.parent)
     contents = {"results.jsonl": read_results_bytes(path)}
-    contents.update({p.name: read_unfollowed(p) for p in reports.values()})
+    # atlas.json stays out: `npuconf report` derives it from results.jsonl like the others, and verify checks
+    # the files a claim rests on
+    contents.update({p.name: read_unfollowed(p) for p in reports.values() if p.name in BUNDLE_FILES})
     manifest: dict[str, Any] = {
         "kind": "npuconf-bundle",
         "schema": BUNDLE_SCHEMA,

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from reports import load_results, write_reports
+from reports.baseline import BaselineComparison, compare_runs
 from reports.store import describe_location, import_runs, is_postgresql_url
 
 from ..errors import UsageError
@@ -28,25 +29,23 @@ def report_command(args: argparse.Namespace) -> int:
     new_failures = 0
     for directory in args.dirs:
         results = run_results_path(directory)
-        paths = write_reports(results, results.parent)
+        comparison = baseline_comparison(args.baseline, results) if args.baseline is not None else None
+        paths = write_reports(results, results.parent, comparison)
         print(f"{directory}: {load_results(results).claim.headline}")
         _print_paths(paths)
-        if args.baseline is not None:
-            new_failures += print_baseline(args.baseline, results)
+        if comparison is not None:
+            for line in comparison.lines():
+                print(line)
+            new_failures += len(comparison.new_failures)
     if args.merge is not None:
         return merge_command(args.dirs, args.merge)
     return 1 if args.fail_on_new and new_failures else 0
 
 
-def print_baseline(baseline: Path, results: Path) -> int:
-    """Print what newly fails and what was fixed since `baseline`; the number of new failures."""
-    from reports.baseline import compare_runs
-
+def baseline_comparison(baseline: Path, results: Path) -> BaselineComparison:
+    """What newly fails, what was fixed and what changed in the atlas since `baseline`."""
     old, new = load_results(run_results_path(baseline)), load_results(results)
-    comparison = compare_runs(old, new, old.run_id or str(baseline), new.run_id or str(results))
-    for line in comparison.lines():
-        print(line)
-    return len(comparison.new_failures)
+    return compare_runs(old, new, old.run_id or str(baseline), new.run_id or str(results))
 
 
 def _print_paths(paths: dict[str, Path]) -> None:

@@ -72,6 +72,6 @@ def test_readme_local_run_writes_where_a_relative_out_says(checkout, tmp_path):
     done = run([*argv, "-k", SMALL, "--out", "reports/first", "-q"], checkout)
     assert done.returncode == 0, done.stdout + done.stderr
     out = checkout / "reports" / "first"
-    for name in ("results.jsonl", "junit.xml", "report.html", "summary.json"):
+    for name in ("results.jsonl", "junit.xml", "report.html", "summary.json", "atlas.json"):
         assert (out / name).is_file(), name
         assert f": {out / name}" in done.stdout, done.stdout  # shown back as the absolute path

@@ -28,3 +28,14 @@ def twin(tmp_path_factory, probe_build) -> Path:
     done = npuconf("run", "--target", "local", "--personality", "aosp-2026", "--out", run_dir, "-q", "-j", "2")
     assert done.returncode == 1, done.stdout + done.stderr
     return run_dir
+
+
+@pytest.fixture(scope="session")
+def vnpu(tmp_path_factory, probe_build) -> Path:
+    """The whole corpus once on the published vnpu (conformant; the atlas and baseline tests compare it)."""
+    from tests.conftest import npuconf
+
+    run_dir = tmp_path_factory.mktemp("vnpu") / "run"
+    done = npuconf("run", "--target", "local", "--out", run_dir, "-q", "-j", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return run_dir

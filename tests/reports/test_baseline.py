@@ -7,8 +7,13 @@ import shutil
 from pathlib import Path
 
 from tests.conftest import npuconf
+from tests.host.test_end_to_end import build_defective_vnpu
 
 DEFECT = "req-type-unknown-einval"
+
+
+def _clause_lines(stdout: str) -> list[str]:
+    return [line.strip() for line in stdout.splitlines() if line.startswith(("  new failure:", "  fixed:"))]
 
 
 def _without_defect(twin: Path, out: Path) -> Path:
@@ -34,8 +39,7 @@ def test_baseline_lists_exactly_the_defect_clause_as_new_and_fails_only_on_it(tw
     new, old = _run(tmp_path, twin)
     done = npuconf("report", new, "--baseline", old, "--fail-on-new")
     assert done.returncode == 1, done.stdout + done.stderr
-    lines = [line.strip() for line in done.stdout.splitlines() if line.startswith("  ")]
-    assert lines == [f"new failure: {DEFECT} on local: PASS -> FAIL"], done.stdout
+    assert _clause_lines(done.stdout) == [f"new failure: {DEFECT} on local: PASS -> FAIL"], done.stdout
     assert "1 clause(s) newly failing, 0 fixed" in done.stdout
 
 
@@ -51,3 +55,34 @@ def test_fixed_clause_is_listed_and_does_not_fail_the_job(twin, tmp_path):
 def test_fail_on_new_without_a_baseline_is_a_usage_error(twin):
     done = npuconf("report", twin, "--fail-on-new")
     assert done.returncode == 3 and "--fail-on-new needs --baseline" in done.stderr
+
+
+def test_baseline_between_the_vnpu_and_a_single_defect_build_names_only_its_clause(vnpu, tmp_path, probe_build):
+    """The vnpu built with one deliberate defect (a range inside a longer mapping cannot be unmapped), run over
+    the whole corpus: its failures all name unmap-returns, and that is the one clause the baseline lists."""
+    library = build_defective_vnpu(tmp_path, "VNPU_DEFECT_PARTIAL_UNMAP_REFUSED")
+    run_dir = tmp_path / "defect"
+    done = npuconf("run", "--target", "local", "--impl", library, "--out", run_dir, "-q", "-j", "2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    done = npuconf("report", run_dir, "--baseline", vnpu, "--fail-on-new")
+    assert done.returncode == 1, done.stdout + done.stderr
+    device = f"local:{library.name}"  # an --impl run's device
+    assert _clause_lines(done.stdout) == [f"new failure: unmap-returns on {device}: PASS -> FAIL"], done.stdout
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    section = page[page.index('<section id="baseline">') :]
+    section = section[: section.index("</section>")]
+    assert "unmap-returns" in section and section.count("<td>new failure</td>") == 1
+
+
+def test_baseline_lists_what_changed_in_the_atlas(vnpu, twin, tmp_path):
+    new = tmp_path / "twin"
+    shutil.copytree(twin, new)
+    done = npuconf("report", new, "--baseline", vnpu)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  atlas on local: callback-thread: onLoad with an error: one device thread -> " in done.stdout
+    errno = [line for line in done.stdout.splitlines() if line.startswith("  atlas on local: errno: ")]
+    assert errno and all(" -> " in line for line in errno)
+    assert "more errno changes (report.html lists them all)" in done.stdout
+    page = (new / "report.html").read_text(encoding="utf-8")
+    atlas = page[page.index('<details id="baseline-atlas"') :]
+    assert "ANpuBuffer_map() at preemption.map_fails_repeatedly step 14</td><td>ENOENT</td><td>ENOMEM</td>" in atlas

@@ -10,8 +10,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import host.suite  # noqa: F401  (provides the kit's facts)
+from reference_model.readings import READING_CLAUSES, READINGS
 from reference_model.verdicts import Verdict
-from reports.clause_answers import READING_CLAUSES, clause_answers, readings_of_reason
+from reports.clause_answers import clause_answers, named_clauses, readings_of_reason
 from reports.results import load_results
 from tests.conftest import npuconf  # the twin run: tests/reports/conftest.py
 
@@ -83,11 +84,34 @@ def test_a_clause_cited_only_by_failing_scenarios_says_why(twin):
     assert any("failed on another clause" in a.why for a in silent)
 
 
+def _catalogue() -> set[str]:
+    return {c["id"] for c in __import__("yaml").safe_load(Path("conformance/clauses.yaml").read_text())["clauses"]}
+
+
 def test_warn_names_the_clauses_of_its_readings():
     reason = "allowed by the text, but departs from the kit's reading(s) R1 (onAlloc ...), R14 (allocAsync ...)"
     assert readings_of_reason(reason) == ("R1", "R14")
-    catalogue = {c["id"] for c in __import__("yaml").safe_load(Path("conformance/clauses.yaml").read_text())["clauses"]}
-    assert {c for cs in READING_CLAUSES.values() for c in cs} <= catalogue
+    assert {c for cs in READING_CLAUSES.values() for c in cs} <= _catalogue()
+
+
+def test_every_reading_that_warns_answers_a_catalogued_clause():
+    """A WARN of R8, R17-R20 used to mark no clause WARN: each reading declares the clauses it reads."""
+    catalogue = _catalogue()
+    for rid in READINGS:
+        assert READING_CLAUSES.get(rid), f"{rid} names no clause"
+        assert set(READING_CLAUSES[rid]) <= catalogue, f"{rid} names a clause the catalogue lacks"
+
+
+class _Warn:
+    scenario = "priority.set_refused_eperm"
+    verdict = Verdict.WARN
+    divergence = None
+    reason = "allowed by the text, but departs from the kit's reading(s) R19 (setPriority with a valid priority ...)"
+
+
+def test_a_warn_of_r19_answers_its_clause():
+    assert readings_of_reason(_Warn.reason) == ("R19",)
+    assert named_clauses(_Warn(), ("priority-set", "priority-set-returns")) == ("priority-set-returns",)
 
 
 def _waived(twin: Path, tmp_path: Path, clause: str) -> tuple[Path, list[dict]]:

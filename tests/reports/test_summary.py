@@ -90,10 +90,10 @@ def test_summary_of_a_conformant_run(builder: ResultsBuilder, tmp_path: Path):
     assert summary["finished"] == "2026-01-01T00:10:00Z"
 
 
-def test_write_reports_writes_all_three(mixed_run: ResultsBuilder, tmp_path: Path):
+def test_write_reports_writes_all_four(mixed_run: ResultsBuilder, tmp_path: Path):
     out = tmp_path / "reports"
     paths = write_run_reports(load(mixed_run.write()), out)
-    assert set(paths) == {"junit", "html", "summary"}
-    assert paths == {"junit": out / "junit.xml", "html": out / "report.html", "summary": out / "summary.json"}
+    assert paths == {"junit": out / "junit.xml", "html": out / "report.html", "summary": out / "summary.json",
+                     "atlas": out / "atlas.json"}
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths.values())
-    assert sorted(p.name for p in out.iterdir()) == ["junit.xml", "report.html", "summary.json"]  # no temp files
+    assert sorted(p.name for p in out.iterdir()) == ["atlas.json", "junit.xml", "report.html", "summary.json"]

@@ -8,7 +8,17 @@ from reports.dashboard import build_dashboard, write_dashboard
 from reports.store import import_runs, open_store
 from tests.chromium import chromium, console_lines, needs_chromium
 from tests.conftest import npuconf
-from tests.store.runs import CLAIM_BASIS, simple_run
+from tests.store.runs import (
+    CLAIM_BASIS,
+    CORPUS,
+    D2_SCENARIO,
+    default_device_trace,
+    device_info,
+    plan,
+    simple_run,
+    verdict_record,
+    write,
+)
 
 FULL = {"corpus_hash": CLAIM_BASIS["kit_corpus_hash"]}  # the released corpus: a run that can be a claim
 
@@ -169,3 +179,47 @@ def test_histories_hold_full_claims_of_one_submitter(tmp_path, store_location, m
 def rows_of(store, query):
     with open_store(store, create=False) as conn:
         return conn.query(query)
+
+
+def _build_run(tmp_path, run_id, started, fingerprint, records):
+    """A full claim on phone-1 (`fingerprint`) and phone-2 with the given result records."""
+    scenarios = list(dict.fromkeys(r["scenario"] for r in records))
+    head = [plan(run_id, started, ["phone-1", "phone-2"], scenarios, corpus_hash=FULL["corpus_hash"])]
+    head += [{"kind": "device", "device": s, "info": device_info(s, fingerprint)} for s in ("phone-1", "phone-2")]
+    return write(tmp_path / run_id, [*head, *records, {"kind": "end", "finished": started, "counts": {},
+                                                       "exit_code": None}])
+
+
+def test_consecutive_builds_list_newly_failing_fixed_and_atlas_changes(tmp_path, store_location):
+    """Issue 25: a clause going from not exercised to FAIL was no regression, nothing listed what was fixed or
+    what changed in the behaviour atlas between a device's builds."""
+    d2 = CORPUS[D2_SCENARIO].clauses[0]
+    first = _build_run(tmp_path, "build-1", "2026-03-01T10:00:00Z", OLD, [
+        verdict_record("phone-1", D2_SCENARIO, "PASS", "2026-03-01T10:00:01Z", trace=default_device_trace("EINVAL")),
+        verdict_record("phone-1", B, "NOT_APPLICABLE", "2026-03-01T10:00:02Z"),
+        verdict_record("phone-2", A, "FAIL", "2026-03-01T10:00:03Z"),
+    ])
+    second = _build_run(tmp_path, "build-2", "2026-03-02T10:00:00Z", NEW, [
+        verdict_record("phone-1", D2_SCENARIO, "FAIL", "2026-03-02T10:00:01Z", trace=default_device_trace("ENOSYS"),
+                       divergence={"step": 4, "event": 13, "observed": "ENOSYS", "allowed": ["EINVAL"], "clause": d2,
+                                   "quote": "", "message": ""}),
+        verdict_record("phone-1", B, "FAIL", "2026-03-02T10:00:02Z"),
+        verdict_record("phone-2", A, "PASS", "2026-03-02T10:00:03Z"),
+    ])
+    assert [o.status for o in import_runs(store_location, [first, second])] == ["added", "added"]
+    with open_store(store_location) as conn:
+        dashboard = build_dashboard(conn)
+    newly = {(r.serial, r.clause, r.before, r.verdict) for r in dashboard.regressions}
+    assert ("phone-1", d2, "PASS", "FAIL") in newly
+    assert {("phone-1", c, "not exercised", "FAIL") for c in CORPUS[B].clauses} <= newly  # was never flagged
+    assert {(r.serial, r.clause, r.before, r.verdict) for r in dashboard.fixed} == {
+        ("phone-2", c, "FAIL", "PASS") for c in CORPUS[A].clauses
+    }
+    phone1 = next(d for d in dashboard.devices if d.serial == "phone-1")
+    assert phone1.atlas_compared
+    changes = {(str(c.aspect), c.question, c.before, c.now) for c in phone1.atlas_changes}
+    assert ("callback-error", f"onAlloc for NULL in {D2_SCENARIO}", "EINVAL", "ENOSYS") in changes
+    page = write_dashboard(store_location, tmp_path / "dash").read_text(encoding="utf-8")
+    assert '<table id="fixed">' in page and '<section id="atlas" class="atlas">' in page
+    atlas = page[page.index('<section id="atlas"') :]
+    assert f"onAlloc for NULL in {D2_SCENARIO}" in atlas[: atlas.index("</section>")]
