@@ -13,6 +13,7 @@ root's import write into a file the planter chose.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import stat
@@ -124,7 +125,8 @@ def _connect(path: Path, hops: int = 0) -> sqlite3.Connection:
     uri = f"file:{urllib.parse.quote(str(path))}?mode=rw"
     connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     try:
-        connection.execute("PRAGMA schema_version").fetchone()  # the file is open and read
+        with contextlib.suppress(sqlite3.DatabaseError):  # not a store, or a damaged one: the first query says so
+            connection.execute("PRAGMA schema_version").fetchone()  # the file is open and read
         if any((s.st_dev, s.st_ino) != (checked.st_dev, checked.st_ino) for s in _opened_since(before, path.name)):
             raise UnsafeOutput(f"{path}: changed between its check and SQLite's open; not used")
     except BaseException:

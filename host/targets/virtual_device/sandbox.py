@@ -158,10 +158,12 @@ def _remove(parent: int, name: str, shown: Path) -> None:
 
 
 def _prepare(fs: int, owner: tuple[int, int] | None, tools: Mapping[str, str]) -> None:
-    """Directories and tools in the sandbox `fs` (a descriptor, closed here), then its ownership and modes."""
+    """Directories and tools in the sandbox `fs` (a descriptor, closed here), each directory reached
+    from `fs` one component at a time, never through a symlink; then ownership and modes."""
     try:
         for path in TOP_DIRS:
             directory = os.dup(fs)
+            walked: list[str] = []
             try:
                 for name in path.split("/"):
                     with contextlib.suppress(FileExistsError):
@@ -169,28 +171,10 @@ def _prepare(fs: int, owner: tuple[int, int] | None, tools: Mapping[str, str]) -
                     below = _open_dir(directory, name)
                     os.close(directory)
                     directory = below
-            finally:
-                os.close(directory)
-        bin_dir = _open_dir(fs, "system")
-        try:
-            tools_dir = _open_dir(bin_dir, "bin")
-        finally:
-            os.close(bin_dir)
-        try:
-            for name, text in tools.items():
-                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-                with os.fdopen(os.open(name, flags, 0o644, dir_fd=tools_dir), "w", encoding="utf-8") as handle:
-                    os.fchmod(handle.fileno(), 0o644 if "." in name else 0o755)
-                    handle.write(text)
-        finally:
-            os.close(tools_dir)
-        for path in OWNED_DIRS:
-            directory = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fs)
-            try:
-                if owner is not None:
-                    os.fchown(directory, *owner)
-                if "/" not in path:
-                    os.fchmod(directory, 0o700)  # only the device gets past data/ and sdcard/
+                    walked.append(name)
+                    _own(directory, "/".join(walked), owner)
+                if path == BIN_DIR:
+                    _write_tools(directory, tools)
             finally:
                 os.close(directory)
         if owner is not None:
@@ -198,3 +182,22 @@ def _prepare(fs: int, owner: tuple[int, int] | None, tools: Mapping[str, str]) -
         os.fchmod(fs, 0o700)
     finally:
         os.close(fs)
+
+
+def _own(directory: int, path: str, owner: tuple[int, int] | None) -> None:
+    """data/ and sdcard/ (0700) and what is below them belong to the device, as adbd's files to shell."""
+    if path not in OWNED_DIRS:
+        return
+    if owner is not None:
+        os.fchown(directory, *owner)
+    if "/" not in path:
+        os.fchmod(directory, 0o700)  # only the device gets past data/ and sdcard/
+
+
+def _write_tools(directory: int, tools: Mapping[str, str]) -> None:
+    """The stub tools (`getprop`, `pm`, executable) and their data files in /system/bin, root's."""
+    for name, text in tools.items():
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        with os.fdopen(os.open(name, flags, 0o644, dir_fd=directory), "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o644 if "." in name else 0o755)
+            handle.write(text)
