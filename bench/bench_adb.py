@@ -39,7 +39,6 @@ from host.suite import (
 from host.targets import (
     DEVICE_DIR,
     PROFILE_NAME,
-    AdbServerAddress,
     AdbTarget,
     LocalTarget,
     VnpuProfile,
@@ -149,7 +148,7 @@ def main() -> int:
 
         fleet = start_fleet(4, Path(tmp) / "fleet")
         try:
-            server = AdbServerAddress("127.0.0.1", fleet.server.port)
+            server = fleet.server.address
             targets = [AdbTarget(server, d.adb_serial, serial=d.name) for d in fleet.devices]
             started = time.perf_counter()
             devices = [prepare_device(targets[0])]

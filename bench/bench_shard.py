@@ -35,7 +35,7 @@ from host.probe import DEFAULT_BUILD_DIR, build_probe
 from host.run import RunPlan
 from host.run.runner import execute_run
 from host.suite import load_catalogue, load_corpus
-from host.targets import AdbServerAddress, AdbTarget, VnpuProfile
+from host.targets import AdbTarget, VnpuProfile
 from host.targets.virtual_device import Fleet, start_fleet, stop_fleet
 
 
@@ -48,7 +48,7 @@ def corpus(rounds: int):
 
 
 def one_run(fleet: Fleet, count: int, delay_us: int, catalogue, scenarios, estimates, work: Path):
-    server = AdbServerAddress("127.0.0.1", fleet.server.port)
+    server = fleet.server.address
     targets = [
         AdbTarget(server, d.adb_serial, serial=d.name, profile=VnpuProfile(callback_delay_us=delay_us))
         for d in fleet.devices[:count]

@@ -93,7 +93,7 @@ def npu_device(request, tmp_path_factory, npu_catalogue):
             fleet = supervisor.fleet
         device = fleet.devices[_worker_index(config) % len(fleet.devices)]
         target = AdbTarget(
-            AdbServerAddress("127.0.0.1", fleet.server.port),
+            fleet.server.address,
             device.adb_serial,
             serial=device.name,
             profile=profile,

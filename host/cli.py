@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--devices", type=int, help="virtual target: number of virtual devices")
     run.add_argument("--serial", action="append", help="adb target: only this device (repeatable)")
     run.add_argument(
-        "--adb-server", action="append", metavar="HOST:PORT", help="adb target: an adb server (repeatable)"
+        "--adb-server", action="append", metavar="HOST:PORT",
+        help="adb target: an adb server, HOST:PORT or localfilesystem:SOCKET (repeatable)"
     )
     run.add_argument(
         "--resume",
@@ -116,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--serial", action="append", default=[], help="adb target: only this device (repeatable; default: every one)"
     )
     fuzz.add_argument(
-        "--adb-server", action="append", default=[], metavar="HOST:PORT", help="adb target: an adb server (repeatable)"
+        "--adb-server", action="append", default=[], metavar="HOST:PORT",
+        help="adb target: an adb server, HOST:PORT or localfilesystem:SOCKET (repeatable)"
     )
     fuzz.add_argument("--seed", type=int, default=0, help="the program stream (default 0)")
     fuzz.add_argument(
@@ -220,7 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     virtual_commands = virtual.add_subparsers(dest="virtual_command", required=True, parser_class=_Parser)
     start = virtual_commands.add_parser("start", help="start an adb server and N connected virtual devices")
     start.add_argument("--count", type=int, default=1, help="number of virtual devices")
-    start.add_argument("--adb-port", type=int, help="port of the private adb server (default: a free port >= 15000)")
+    start.add_argument("--adb-port", type=int, help="listen on this loopback port, reachable by every local user "
+                       "(default: a unix socket only this user can reach)")
     start.add_argument("--state", type=user_path, default="out/virtual-devices.json", help="state file")
     stop = virtual_commands.add_parser("stop", help="stop what `virtual-device start` started")
     stop.add_argument("--state", type=user_path, default="out/virtual-devices.json", help="state file")

@@ -167,11 +167,12 @@ def _output_dir_fd(directory: Path) -> int:
 
 
 @contextlib.contextmanager
-def atomic_output(path: Path) -> Iterator[IO[bytes]]:
+def atomic_output(path: Path, mode: int | None = None) -> Iterator[IO[bytes]]:
     """A binary file that becomes `path` (by rename) when the block ends without an exception.
 
     Every step (create, write, rename, clean-up) is relative to one descriptor of the directory, so a
-    swap of the directory during the write cannot redirect any of them."""
+    swap of the directory during the write cannot redirect any of them. With `mode`, the file has that
+    mode before it gets its name (a private key is never readable by others, not even for a moment)."""
     dir_fd = _output_dir_fd(path.parent)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     temporary = f".{path.name}.{secrets.token_hex(8)}.tmp"
@@ -182,6 +183,8 @@ def atomic_output(path: Path) -> Iterator[IO[bytes]]:
             raise _disk(exc, path.parent / temporary) from None
         try:
             with os.fdopen(fd, "wb") as handle:
+                if mode is not None:
+                    os.fchmod(handle.fileno(), mode)
                 yield handle
             os.replace(temporary, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except OSError as exc:
@@ -196,16 +199,62 @@ def atomic_output(path: Path) -> Iterator[IO[bytes]]:
         os.close(dir_fd)
 
 
-def write_bytes(path: Path, data: bytes) -> Path:
+def write_bytes(path: Path, data: bytes, mode: int | None = None) -> Path:
     """Replace `path` with `data` safely (exclusive temporary file in the same directory, then rename)."""
-    with atomic_output(path) as handle:
+    with atomic_output(path, mode) as handle:
         handle.write(data)
     return path
 
 
-def write_text(path: Path, text: str) -> Path:
+def write_text(path: Path, text: str, mode: int | None = None) -> Path:
     """`write_bytes` of UTF-8 text; lone surrogates are written as U+FFFD, never an exception."""
-    return write_bytes(path, text.encode("utf-8", errors="replace"))
+    return write_bytes(path, text.encode("utf-8", errors="replace"), mode)
+
+
+def create_exclusive(path: Path, data: bytes, mode: int) -> bool:
+    """Create `path` holding `data` with `mode` unless something (a file, a symlink) is already there:
+    True when this call created it. Its directory is reached as `open_directory` reaches one."""
+    dir_fd = _output_dir_fd(path.parent)
+    try:
+        try:
+            fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
+                         dir_fd=dir_fd)  # fmt: skip
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise _disk(exc, path) from None
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "wb") as handle:
+        try:
+            handle.write(data)
+        except OSError as exc:
+            raise _disk(exc, path) from None
+    return True
+
+
+def remove_file(path: Path) -> None:
+    """Remove the file (or symlink) `path`, its directory reached as `open_directory` reaches one: the name
+    is removed there, never anything a symlink on the way leads to. FileNotFoundError when absent."""
+    dir_fd = open_directory(path.parent)
+    try:
+        os.unlink(path.name, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def refuse_foreign_symlink(dir_fd: int, name: str, shown: Path) -> None:
+    """UnsafeOutput when `name` in the directory `dir_fd` is a symlink neither root nor this user made
+    (the rule `open_directory` applies on the way to a directory, applied to a file opened by name)."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode) and not _trusted_link(info):
+        raise UnsafeOutput(
+            f"{shown}: is a symlink of uid {info.st_uid} (neither root nor this user); "
+            "the kit never opens a file through another user's symlink"
+        )
 
 
 def open_append(path: Path) -> IO[bytes]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import getpass
 import hashlib
-import os
 import re
 import secrets
 import socket
 from typing import Final
 
-from .safe_io import host_state_dir, output_dir, read_small
+from .safe_io import create_exclusive, host_state_dir, read_small, remove_file
 
 HOST_ID_FILE: Final = "host-id"
 _ID: Final = re.compile(r"[0-9a-f]{32}")
@@ -30,19 +29,15 @@ def _host_secret() -> str:
     if _ID.fullmatch(text):
         return text
     secret = secrets.token_hex(16)
-    output_dir(path.parent)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except FileExistsError:  # another process created it meanwhile, or a damaged file: replace the latter
-        again = read_small(path, 256)
-        text = again.decode("ascii", errors="replace").strip() if again is not None else ""
-        if _ID.fullmatch(text):
-            return text
-        path.unlink()
-        return _host_secret()
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(secret + "\n")
-    return secret
+    if create_exclusive(path, (secret + "\n").encode("ascii"), 0o600):
+        return secret
+    # another process created it meanwhile, or a damaged file: replace the latter
+    again = read_small(path, 256)
+    text = again.decode("ascii", errors="replace").strip() if again is not None else ""
+    if _ID.fullmatch(text):
+        return text
+    remove_file(path)
+    return _host_secret()
 
 
 def host_identity() -> str:

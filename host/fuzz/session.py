@@ -13,7 +13,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -23,7 +23,7 @@ import yaml
 from reference_model.errors import KitError
 from reference_model.verdicts import Verdict
 from reports.fuzz import FuzzDevice, FuzzDivergence, FuzzSummary, write_fuzz_reports
-from reports.safe_io import append_bytes, output_dir, write_text
+from reports.safe_io import append_bytes, output_dir, remove_file, write_text
 
 from ..errors import InfraError, RunInterrupted, UsageError
 from ..run import RunRequest, now_iso, open_targets
@@ -421,7 +421,8 @@ class _Worker:
         better = (again.replayed, -again.steps_after) > (current.replayed, -current.steps_after)
         kept, dropped = (again, current) if better else (current, again)
         if dropped.scenario != kept.scenario:
-            Path(dropped.scenario).unlink(missing_ok=True)
+            with suppress(FileNotFoundError):
+                remove_file(Path(dropped.scenario))  # never through a symlink planted on the way
         kept = dataclasses.replace(kept, count=current.count + 1, shrinks=again.shrinks)
         run.put(self.name, kept)
         if better:

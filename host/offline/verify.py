@@ -19,7 +19,7 @@ from reference_model.profiles import PROFILES
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports import RunResults, load_results
+from reports import ResultsUnreadable, RunResults, load_results
 from reports.claim import Claim, ClaimLevel
 from reports.jsonl import raw_objects
 from reports.limits import limit, over
@@ -495,7 +495,10 @@ def verify_bundle(
         workdir = Path(tmp)
         results = workdir / "results.jsonl"
         results.write_bytes(members["results.jsonl"])
-        run = load_results(results)
+        try:
+            run = load_results(results)
+        except ResultsUnreadable as exc:  # named as the bundle's member, never as the temporary copy
+            raise BundleUnreadable(f"{bundle}: member results.jsonl: {exc.cause}") from None
         raw = raw_objects(results)
         problems.extend(Problem("results", p) for p in run.problems)
         if run.plan is None:

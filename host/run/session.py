@@ -212,7 +212,7 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
         names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(request.devices))
         supervisor = FleetSupervisor(start_fleet(len(names), out_dir / VIRTUAL_STATE_DIR, names=names))
         try:
-            server = AdbServerAddress("127.0.0.1", supervisor.fleet.server.port)
+            server = supervisor.fleet.server.address
             yield [
                 AdbTarget(
                     server,

@@ -60,8 +60,8 @@ def assert_stopped(pids):
 
 def adb_cli(fleet, *args, input=None, timeout=20):
     return subprocess.run(
-        ["adb", "-P", str(fleet.server.port), *args],
-        env=adb_env(fleet.server.port, fleet.server.home),
+        ["adb", *fleet.server.address.adb_option(), *args],
+        env=adb_env(fleet.server.address, fleet.server.home),
         capture_output=True,
         text=True,
         input=input,

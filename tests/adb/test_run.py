@@ -130,7 +130,7 @@ def test_adb_server_restarted_mid_session_keeps_working(fleet_factory, tmp_path)
     fleet = supervisor.fleet
     device = fleet.devices[0]
     target = AdbTarget(
-        AdbServerAddress("127.0.0.1", fleet.server.port), device.adb_serial, serial=device.name,
+        fleet.server.address, device.adb_serial, serial=device.name,
         restart_server=supervisor.restart_server,
     )
     scenarios = slow_corpus(tmp_path / "scenarios", count=6, sleep_ms=200)
@@ -155,7 +155,7 @@ def test_adb_server_restarted_mid_session_keeps_working(fleet_factory, tmp_path)
     assert [t.scenario_id for t in traces] == ids  # the interrupted scenario ran again, nothing twice
     assert all(t.infra_error is None and t.timed_out is None for t in traces)
     assert all(json.loads(t.lines[-1])["status"] == "ok" for t in traces)
-    assert server_answers(fleet.server.port)
+    assert server_answers(fleet.server.address)
     # and between batches: the server killed again, the next batch still runs
     adb_cli(fleet, "kill-server")
     again = []
@@ -174,9 +174,9 @@ def test_device_strings_never_reach_a_shell(tmp_path, fleet_factory):
         }
     )
     supervisor = fleet_factory(1, profiles=[profile])
-    port = supervisor.fleet.server.port
+    server = supervisor.fleet.server.address
     run_dir = tmp_path / "run dir; $(touch x)"
-    done = npuconf("run", "--target", "adb", "--adb-server", f"127.0.0.1:{port}", "-k", "requests",
+    done = npuconf("run", "--target", "adb", "--adb-server", server, "-k", "requests",
                    "--out", run_dir, "-q", cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     info = records(run_dir, "device")[0]["info"]
@@ -194,12 +194,12 @@ def test_virtual_device_start_and_stop_commands(tmp_path, probe_build):
         data = json.loads(state.read_text())
         serials = [d["serial"] for d in data["devices"]]
         assert all(s in started.stdout for s in serials)
-        port = data["adb_server"]["port"]
-        assert port >= 15000 and port != 5037
+        server = AdbServerAddress.parse(data["adb_server"]["address"])
+        assert server.is_unix and f"export ADB_SERVER_SOCKET={server}" in started.stdout
         assert all(not 5555 <= d["port"] <= 5585 for d in data["devices"])
         listing = subprocess.run(
-            ["adb", "-P", str(port), "devices"], capture_output=True, text=True, timeout=20, check=False,
-            env=dict(os.environ, HOME=data["adb_server"]["home"]),
+            ["adb", "devices"], capture_output=True, text=True, timeout=20, check=False,
+            env=dict(os.environ, HOME=data["adb_server"]["home"], ADB_SERVER_SOCKET=str(server)),
         ).stdout
         assert all(f"{s}\tdevice" in listing for s in serials)
         again = npuconf("virtual-device", "start", "--state", state)
@@ -211,7 +211,23 @@ def test_virtual_device_start_and_stop_commands(tmp_path, probe_build):
     assert_stopped(pids)
     assert not state.exists()
     time.sleep(0.1)
-    assert not server_answers(port)
+    assert not server_answers(server)
+    assert not os.path.exists(os.path.dirname(server.path))  # the private socket directory is gone too
+
+
+def test_virtual_device_start_on_a_port_when_asked(tmp_path, probe_build):
+    from host.targets.virtual_device import free_port
+
+    state = tmp_path / "state" / "virtual-devices.json"
+    port = free_port()
+    started = npuconf("virtual-device", "start", "--adb-port", port, "--state", state, timeout=60)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert f"export ANDROID_ADB_SERVER_PORT={port}" in started.stdout
+        assert server_answers(AdbServerAddress("127.0.0.1", port))
+    finally:
+        stopped = npuconf("virtual-device", "stop", "--state", state, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
 
 
 def test_default_target_is_adb_when_devices_are_attached_else_virtual(fleet_factory, monkeypatch):
@@ -219,10 +235,11 @@ def test_default_target_is_adb_when_devices_are_attached_else_virtual(fleet_fact
     from host.targets.virtual_device import free_port
 
     monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", str(free_port()))  # nothing listens there
+    monkeypatch.delenv("ADB_SERVER_SOCKET", raising=False)
     assert resolve_target(RunRequest(target="auto")) == "virtual"
     assert resolve_target(RunRequest(target="auto", impl=None, cross="aarch64")) == "local"
     supervisor = fleet_factory(1)
-    monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", str(supervisor.fleet.server.port))
+    monkeypatch.setenv("ADB_SERVER_SOCKET", str(supervisor.fleet.server.address))  # as adb reads it
     assert resolve_target(RunRequest(target="auto")) == "adb"
     assert resolve_target(RunRequest(target="virtual")) == "virtual"
 

@@ -11,7 +11,7 @@ def test_device_abi_without_a_probe_build_is_a_setup_error(fleet_factory, tmp_pa
         **{"ro.npuconf.virtual": "0", "ro.product.cpu.abi": "armeabi-v7a", "ro.product.cpu.abilist": "armeabi-v7a"}
     )
     supervisor = fleet_factory(1, names=["phone-1"], profiles=[phone])
-    server = f"127.0.0.1:{supervisor.fleet.server.port}"
+    server = str(supervisor.fleet.server.address)
     out = tmp_path / "run"
     done = npuconf("run", "--target", "adb", "--adb-server", server, "-q", "--out", out, timeout=120)
     assert done.returncode == 3, done.stdout + done.stderr

@@ -143,7 +143,7 @@ def test_killing_a_device_mid_run_still_finishes_every_scenario(tmp_path, probe_
 def test_two_adb_servers_join_one_sharded_run(tmp_path, fleet_factory):
     """A lab of two hosts: each has its own adb server with virtual devices; one run shards across both."""
     first, second = fleet_factory(2), fleet_factory(2)
-    servers = [f"127.0.0.1:{f.fleet.server.port}" for f in (first, second)]
+    servers = [str(f.fleet.server.address) for f in (first, second)]
     scenarios = slow_corpus(tmp_path / "scenarios", count=24, sleep_ms=60)
     run_dir = tmp_path / "run"
     done = npuconf(

@@ -6,7 +6,7 @@ import time
 import adbutils
 import pytest
 
-from host.targets import AdbServerAddress, adb_client
+from host.targets import adb_client
 from tests.adb.conftest import adb_cli
 
 pytestmark = pytest.mark.slow
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def devices(fleet):
-    client = adb_client(AdbServerAddress("127.0.0.1", fleet.server.port))
+    client = adb_client(fleet.server.address)
     return [client.device(serial=d.adb_serial) for d in fleet.devices]
 
 

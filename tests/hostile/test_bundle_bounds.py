@@ -1,39 +1,131 @@
-"""A bundle's results.jsonl cannot make verify hold unbounded device records (issue 26: verify took 60 s
-and hundreds of MB on records for devices the plan never named)."""
+"""A bundle cannot make verify hold unbounded device records (issue 26: verify took 60 s and hundreds of
+MB on records for devices the plan never named), and its junit.xml cannot expand entities: it is parsed
+by the standard library's ElementTree on expat (lxml is not installed), as docs/hostile.md says."""
 
 import gzip
 import hashlib
+import importlib.util
 import io
 import json
+import sys
 import tarfile
 
+import junitparser.junitparser
+
 from host.offline import make_bundle
-from tests.hostile.conftest import cli
+from host.offline.verify import verify_bundle
+from tests.hostile.conftest import ROOT, cli
 from tests.store.runs import d2_run
 
 
-def test_more_device_records_than_the_limit_are_refused_in_one_line(tmp_path):
+def _rebundled(tmp_path, name, edit):
+    """A bundle of a two-device run with `edit(members)` applied and the manifest's hashes made to match."""
     bundle = make_bundle(d2_run(tmp_path / "run"), tmp_path / "submission.tar.gz").path
     with tarfile.open(bundle, "r:gz") as tar:
         members = {m.name: tar.extractfile(m).read() for m in tar}
-    lines = members["results.jsonl"].decode().splitlines()
-    ghosts = [json.dumps({"kind": "device", "device": f"ghost-{i}", "info": {}}) for i in range(40)]
-    members["results.jsonl"] = ("\n".join([*lines[:2], *ghosts, *lines[2:]]) + "\n").encode()
+    edit(members)
     manifest = json.loads(members["manifest.json"])
-    manifest["files"]["results.jsonl"] = hashlib.sha256(members["results.jsonl"]).hexdigest()
+    for member in manifest["files"]:
+        manifest["files"][member] = hashlib.sha256(members[member]).hexdigest()
     members["manifest.json"] = json.dumps(manifest).encode()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
+        for member, data in members.items():
+            info = tarfile.TarInfo(member)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    forged = tmp_path / "ghosts.tar.gz"
+    forged = tmp_path / name
     forged.write_bytes(gzip.compress(buffer.getvalue()))
+    return forged
+
+
+def _ghosts(members):
+    lines = members["results.jsonl"].decode().splitlines()
+    ghosts = [json.dumps({"kind": "device", "device": f"ghost-{i}", "info": {}}) for i in range(40)]
+    members["results.jsonl"] = ("\n".join([*lines[:2], *ghosts, *lines[2:]]) + "\n").encode()
+
+
+def test_more_device_records_than_the_limit_are_refused_in_one_line(tmp_path):
+    forged = _rebundled(tmp_path, "ghosts.tar.gz", _ghosts)
     done = cli("verify", forged, env={"NPUCONF_LIMIT_DEVICE_RECORDS": "30"})
     err = done.stderr.decode()
     assert done.returncode == 3, done.stdout.decode() + err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "over limit device_records=30" in err
+    # named as what the submitter sent: the bundle's member, not a temporary copy that is gone
+    assert f"{forged}: member results.jsonl: " in err and "npuconf-verify-" not in err, err
     within = cli("verify", forged, env={"NPUCONF_LIMIT_DEVICE_RECORDS": "41"})
     assert within.returncode == 1 and b"device_records" not in within.stdout + within.stderr
+
+
+BOMB = (
+    '<?xml version="1.0"?><!DOCTYPE lol [<!ENTITY a "aaaaaaaaaa">'
+    + "".join(f'<!ENTITY {chr(98 + i)} "' + f"&{chr(97 + i)};" * 10 + '">' for i in range(8))
+    + ']><testsuites><testsuite name="&i;"/></testsuites>'
+)  # 10^9 bytes once expanded
+
+
+def test_junit_xml_entity_expansion_is_refused(tmp_path):
+    if importlib.util.find_spec("lxml") is None:  # docs/hostile.md: junitparser then uses ElementTree on expat
+        assert junitparser.junitparser.etree.__name__ == "xml.etree.ElementTree"
+
+    def bomb(members):
+        members["junit.xml"] = BOMB.encode()
+
+    done = cli("verify", _rebundled(tmp_path, "bomb.tar.gz", bomb), timeout=60)
+    said = done.stdout.decode() + done.stderr.decode()
+    assert done.returncode == 1, said
+    assert "junit.xml does not parse" in said and "amplification" in said, said
+
+
+# What verify does per record lives here (the corpus and catalogue it loads once are in host/suite).
+COUNTED = tuple(f"{ROOT / part}/" for part in ("reports", "host/offline", "host/run", "reference_model"))
+
+
+def _lines_run(bundle):
+    """How many lines of the kit's own code `verify` executes on `bundle`: an operation count, no clock."""
+    executed = [0]
+
+    def local(frame, event, arg):
+        executed[0] += event == "line"
+        return local
+
+    def on_call(frame, event, arg):
+        return local if frame.f_code.co_filename.startswith(COUNTED) else None
+
+    sys.settrace(on_call)
+    try:
+        verify_bundle(bundle)
+    finally:
+        sys.settrace(None)
+    return executed[0]
+
+
+def _with_devices(count):
+    """`count` more devices: planned with a result each, plus as many unplanned with records and results."""
+
+    def edit(members):
+        lines = members["results.jsonl"].decode().splitlines()
+        plan = json.loads(lines[0])
+        planned = [f"planned-{i}" for i in range(count)]
+        plan["devices"] = [*plan["devices"], *planned]
+        result = next(json.loads(line) for line in lines if json.loads(line)["kind"] == "result")
+        extra = []
+        for i, name in enumerate(planned):
+            ghost = f"ghost-{i}"
+            for device in (name, ghost):
+                extra.append(json.dumps({"kind": "device", "device": device, "info": {"fingerprint": device}}))
+                extra.append(json.dumps(dict(result, device=device)))
+        members["results.jsonl"] = ("\n".join([json.dumps(plan), *lines[1:], *extra]) + "\n").encode()
+
+    return edit
+
+
+def test_verify_work_grows_linearly_with_the_devices_in_a_bundle(tmp_path):
+    counts = [
+        _lines_run(_rebundled(tmp_path / str(n), "devices.tar.gz", _with_devices(n))) for n in (100, 200, 400)
+    ]
+    first, second = counts[1] - counts[0], counts[2] - counts[1]
+    # linear: doubling the added devices doubles the added work (exactly 2.0 today); an injected scan of the
+    # devices seen so far, per device record, gives 2.6 here
+    assert first > 0 and second <= 2.3 * first, counts

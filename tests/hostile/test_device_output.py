@@ -115,9 +115,9 @@ def test_process_forked_during_a_scenario_does_not_survive_the_batch(standin, tm
 def test_hostile_output_over_adb_is_error_for_its_scenario_only(standin, tmp_path, fleet_factory):
     """The same byte-level reading on the adb target: a virtual device running the stand-in probe."""
     build = standin({FIRST: "long_line", "size_mb": 3, SECOND: "bad_utf8"})
-    port = fleet_factory(1).fleet.server.port
+    server = fleet_factory(1).fleet.server.address
     run_dir = tmp_path / "run"
-    done = cli("run", "--target", "adb", "--adb-server", f"127.0.0.1:{port}", "--build-dir", build,
+    done = cli("run", "--target", "adb", "--adb-server", server, "--build-dir", build,
                "-k", f"{SELECT} or support.mixed_list", "--out", run_dir, "-q", timeout=180)
     assert done.returncode == 2, text(done)
     got = verdicts(run_dir)

@@ -1,16 +1,20 @@
 """A run's probes die with it: what an `--impl` starts in a session of its own (`setsid()`, then a second
-fork, so it is nobody's child) is killed when its batch ends, and SIGTERM of `npuconf run` kills the
-probe that was running as well as its leftovers."""
+fork, so it is nobody's child) is killed when its batch ends, and SIGTERM, SIGINT (Ctrl-C to the
+terminal's process group, or to the kit alone) and a host error in the middle of a batch (the results
+file's write failing, an exception in the kit's main thread) kill the probe that was running as well
+as its leftovers."""
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.adb.conftest import npuconf_popen, records, slow_corpus
-from tests.conftest import wait_until
+from tests.adb.conftest import records, slow_corpus
+from tests.conftest import ROOT, wait_until
 from tests.hostile.conftest import cli, text, vnpu_with
 
 pytestmark = pytest.mark.slow
@@ -88,20 +92,36 @@ def test_a_setsid_child_of_an_impl_does_not_outlive_the_run(tmp_path, probe_buil
     assert [pid for pid in left if _alive(pid)] == []
 
 
-def test_sigterm_of_a_run_kills_the_running_probe_and_its_leftovers(tmp_path, probe_build):
+def _started_run(tmp_path, argv_head=(sys.executable, "-m", "host"), **popen):
+    """`npuconf run` of 40 slow scenarios (-j 1) on the leaving library; returns (process, leftovers dir,
+    run dir) once two results are recorded, so a batch is running."""
     library = _library(tmp_path)
     leftovers = tmp_path / "leftovers"
     leftovers.mkdir()
     scenarios = slow_corpus(tmp_path / "scenarios", count=40, sleep_ms=200)
     run_dir = tmp_path / "run"
-    env = dict(os.environ, LEFTOVER_DIR=str(leftovers))
-    run = npuconf_popen("run", "--target", "local", "--impl", library, "--scenarios", scenarios, "-j", "1",
-                        "--out", run_dir, "-q", env=env)  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LEFTOVER_DIR=str(leftovers))
+    run = subprocess.Popen(
+        [*argv_head, "run", "--target", "local", "--impl", str(library), "--scenarios", str(scenarios), "-j", "1",
+         "--out", str(run_dir), "-q"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **popen,
+    )  # fmt: skip
     try:
         wait_until(lambda: len(records(run_dir, "result")) >= 2 if (run_dir / "results.jsonl").exists() else False,
                    60, "two results")  # fmt: skip
-        run.send_signal(signal.SIGTERM)
-        run.communicate(timeout=60)
+    except BaseException:
+        run.kill()
+        run.wait()
+        raise
+    return run, leftovers
+
+
+def _ended_with_nothing_left(run, leftovers, signal_it=None):
+    """Signal the run (if asked), wait for it, check nothing of the library is left; its stderr."""
+    try:
+        if signal_it is not None:
+            signal_it()
+        _, stderr = run.communicate(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
@@ -110,3 +130,49 @@ def test_sigterm_of_a_run_kills_the_running_probe_and_its_leftovers(tmp_path, pr
     assert loaders and left
     time.sleep(0.2)
     assert [pid for pid in loaders + left if _alive(pid)] == []
+    return stderr
+
+
+def test_sigterm_of_a_run_kills_the_running_probe_and_its_leftovers(tmp_path, probe_build):
+    run, leftovers = _started_run(tmp_path)
+    _ended_with_nothing_left(run, leftovers, lambda: run.send_signal(signal.SIGTERM))
+
+
+@pytest.mark.parametrize("to", ["process group", "kit alone"])
+def test_sigint_of_a_run_kills_the_running_probe_and_its_leftovers(tmp_path, probe_build, to):
+    # In a session of its own, as a shell's job: Ctrl-C reaches the whole process group.
+    run, leftovers = _started_run(tmp_path, start_new_session=True)
+    interrupt = (lambda: os.killpg(run.pid, signal.SIGINT)) if to == "process group" else (
+        lambda: run.send_signal(signal.SIGINT))
+    stderr = _ended_with_nothing_left(run, leftovers, interrupt)
+    assert run.returncode == 2 and "interrupted" in stderr, stderr
+
+
+# The same command with one fault put in: the results file's write failing with an I/O error after two
+# records, or an exception raised in the kit's main thread (here by SIGUSR1) while a batch runs.
+FAULTY = r"""
+import errno, signal, sys
+from host.run import results_writer
+fault = sys.argv.pop(1)
+if fault == "results write":
+    write, written = results_writer.ResultsWriter.write, []
+    def failing(self, record):
+        written.append(record)
+        if len(written) > 4:
+            raise OSError(errno.EIO, "Input/output error", str(self.path))
+        write(self, record)
+    results_writer.ResultsWriter.write = failing
+else:
+    def host_error(signum, frame):
+        raise RuntimeError("a host error in the main thread")
+    signal.signal(signal.SIGUSR1, host_error)
+from host.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("fault", ["results write", "main thread"])
+def test_a_host_error_mid_batch_kills_the_running_probe_and_its_leftovers(tmp_path, probe_build, fault):
+    run, leftovers = _started_run(tmp_path, argv_head=(sys.executable, "-c", FAULTY, fault))
+    _ended_with_nothing_left(run, leftovers, (lambda: run.send_signal(signal.SIGUSR1)) if fault == "main thread"
+                             else None)  # fmt: skip

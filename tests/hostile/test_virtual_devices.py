@@ -3,9 +3,11 @@ a device filesystem that symlinks cannot leave, and no leftovers after the host 
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -13,7 +15,9 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, utils
 
+from host.targets import AdbServerAddress
 from host.targets.virtual_device import adb_env, pid_runs, read_state
+from host.targets.virtual_device.adb_server import server_markers
 from host.targets.virtual_device.auth import decode_adb_public_key, encode_adb_public_key
 from host.targets.virtual_device.protocol import A_AUTH, A_CNXN, A_OPEN, HEADER, Message, encode
 from tests.adb.conftest import adb_cli, npuconf_popen
@@ -103,7 +107,7 @@ def test_another_adb_server_sees_the_device_unauthorized(fleet_factory, tmp_path
     port = free_port()
     home = tmp_path / "intruder-home"
     (home / ".android").mkdir(parents=True)
-    env = adb_env(port, home)
+    env = adb_env(AdbServerAddress("127.0.0.1", port), home)
     server = subprocess.Popen(["adb", "-P", str(port), "nodaemon", "server"], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -135,12 +139,11 @@ def _listening_addresses(port):
     return found
 
 
-def test_device_and_adb_server_ports_listen_on_loopback_only(fleet_factory):
+def test_devices_listen_on_loopback_only_and_the_adb_server_on_no_port(fleet_factory):
     fleet = fleet_factory(1).fleet
-    for port in (fleet.devices[0].port, fleet.server.port):
-        addresses = _listening_addresses(port)
-        assert addresses and all(a in ("0100007F", "00000000000000000000000001000000") for a in addresses), (
-            port, addresses)
+    addresses = _listening_addresses(fleet.devices[0].port)
+    assert addresses and all(a in ("0100007F", "00000000000000000000000001000000") for a in addresses), addresses
+    assert fleet.server.address.is_unix  # a unix socket in a private directory (test_local_user_attacks.py)
 
 
 def test_shell_commands_never_run_as_root(fleet_factory):
@@ -231,6 +234,15 @@ def test_pushed_files_and_the_device_data_are_the_runs_alone(fleet_factory, tmp_
     assert ran.stdout.strip() == "ran", ran.stderr
 
 
+def test_no_device_profile_goes_to_the_shared_temporary_directory(fleet_factory):
+    name = f"virtual-{secrets.token_hex(4)}"
+    device = fleet_factory(1, names=[name]).fleet.devices[0]
+    shared = Path(tempfile.gettempdir())
+    assert not (shared / f"{name}.profile.json").exists()
+    assert [p for p in shared.glob("*.profile.json") if name in p.name] == []
+    assert (device.root.parent / "profile.json").is_file()  # the device's own directory
+
+
 def test_fleet_of_a_killed_run_is_stopped_by_the_next_run(tmp_path, probe_build):
     state = {"NPUCONF_STATE_DIR": str(tmp_path / "host-state")}
     run_dir = tmp_path / "run"
@@ -248,7 +260,7 @@ def test_fleet_of_a_killed_run_is_stopped_by_the_next_run(tmp_path, probe_build)
     done = cli("run", "--resume", run_dir, "-q", env=state)
     assert done.returncode == 0, text(done)
     time.sleep(0.2)
-    assert [pid for pid in pids if pid_runs(pid, str(ROOT)) or pid_runs(pid, "adb", str(fleet.server.port))] == []
+    assert [pid for pid in pids if pid_runs(pid, str(ROOT)) or pid_runs(pid, *server_markers(fleet.server))] == []
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["answer"] == "partial" and summary["exit_code"] == 0  # -k requests: nothing failed
     assert not any(Path(tmp_path / "host-state" / "fleets").glob("*.json"))
@@ -258,9 +270,9 @@ def test_abi_string_leading_outside_is_an_error_never_a_path(tmp_path, fleet_fac
     from host.targets.virtual_device import DeviceProfile
 
     profile = DeviceProfile.default("virtual-1").with_props(**{"ro.product.cpu.abilist": "../../../../tmp/evil-abi"})
-    port = fleet_factory(1, profiles=[profile]).fleet.server.port
+    server = fleet_factory(1, profiles=[profile]).fleet.server.address
     run_dir = tmp_path / "run"
-    done = cli("run", "--target", "adb", "--adb-server", f"127.0.0.1:{port}", "-k", "support.empty_list",
+    done = cli("run", "--target", "adb", "--adb-server", server, "-k", "support.empty_list",
                "--out", run_dir, "-q", env={"NPUCONF_STATE_DIR": str(tmp_path / "state")}, timeout=120)
     assert done.returncode == 2, text(done)
     (result,) = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()

@@ -5,10 +5,10 @@ Exports `AdbTarget` (one device: transport + deployment + batch runner), `AdbSer
 `PROFILE_NAME`.
 """
 
+from ..adb_host import AdbServerAddress as AdbServerAddress
 from .deployment import DEVICE_DIR as DEVICE_DIR
 from .deployment import PROFILE_NAME as PROFILE_NAME
 from .target import AdbTarget as AdbTarget
-from .transport import AdbServerAddress as AdbServerAddress
 from .transport import DeviceLost as DeviceLost
 from .transport import adb_client as adb_client
 from .transport import attached_devices as attached_devices

@@ -15,10 +15,11 @@ from reports.limits import limit, over
 from ...errors import InfraError
 from ...probe import BatchOutcome, ScenarioTrace
 from ...suite import BUILD_ROOT
+from ..adb_host import AdbServerAddress
 from ..vnpu_profile import VnpuProfile
 from .deployment import deploy
 from .streaming import BatchRunner
-from .transport import AdbServerAddress, DeviceTransport, bounded
+from .transport import DeviceTransport, bounded
 
 LOGCAT_LINES: Final = 200
 

@@ -11,22 +11,22 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Final, TypeVar
 
 import adbutils
 from adbutils import AdbClient, AdbDevice
 from adbutils._adb import AdbConnection
+from adbutils.errors import AdbConnectionError
 
 from ...errors import InfraError, UsageError
-from ..adb_host import AdbServerError, device_states, host_request, server_answers
+from ..adb_host import AdbServerAddress, AdbServerError, device_states, host_request, server_answers
 
-DEFAULT_SERVER_PORT: Final = 5037
 COMMAND_TIMEOUT_S: Final = 20.0
 PUSH_TIMEOUT_S: Final = 60.0
 # After a broken stream: how long the device may take to be back before it is declared lost.
 RECOVERY_GRACE_S: Final = 3.0
 SYNC_CHUNK: Final = 64 * 1024
+CONNECT_TIMEOUT_S: Final = 3.0  # as adbutils bounds its own connect
 
 T = TypeVar("T")
 Made = TypeVar("Made")
@@ -36,39 +36,33 @@ class DeviceLost(InfraError):
     """The device stopped answering (gone from adb, or hung): the rest of its plan is NOT_EXECUTED."""
 
 
-@dataclass(frozen=True, slots=True)
-class AdbServerAddress:
-    host: str
-    port: int
-
-    @staticmethod
-    def parse(text: str) -> AdbServerAddress:
-        host, sep, port = text.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise UsageError(f"--adb-server {text}: expected HOST:PORT, e.g. 127.0.0.1:5037")
-        return AdbServerAddress(host.strip("[]"), int(port))
-
-    @staticmethod
-    def default() -> AdbServerAddress:
-        port = os.environ.get("ANDROID_ADB_SERVER_PORT", "")
-        host = os.environ.get("ANDROID_ADB_SERVER_HOST", "127.0.0.1")
-        return AdbServerAddress(host, int(port) if port.isdigit() else DEFAULT_SERVER_PORT)
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
 class _Connection(AdbConnection):  # type: ignore[misc]
-    """An adbutils connection that fails instead of running `adb start-server` (which would use 5037)."""
+    """An adbutils connection that fails instead of running `adb start-server` (which would use 5037), and
+    reaches a server on a unix socket as well as on a TCP port."""
+
+    def __init__(self, server: AdbServerAddress) -> None:
+        self._server = server
+        super().__init__(server.host, server.port)
 
     def _safe_connect(self) -> socket.socket:
-        sock: socket.socket = self._create_socket()
+        if not self._server.is_unix:
+            sock: socket.socket = self._create_socket()
+            return sock
+        try:
+            sock = self._server.connect(timeout=CONNECT_TIMEOUT_S)
+        except OSError as exc:
+            raise AdbConnectionError(f"connect to adb server {self._server} failed: {exc}") from None
+        sock.settimeout(None)
         return sock
 
 
 class _Client(AdbClient):  # type: ignore[misc]
+    def __init__(self, server: AdbServerAddress) -> None:
+        super().__init__(host=server.host, port=server.port)
+        self._server = server
+
     def make_connection(self, timeout: float | None = None) -> AdbConnection:
-        connection = _Connection(self.host, self.port)
+        connection = _Connection(self._server)
         if timeout:
             connection.conn.settimeout(timeout)
         return connection
@@ -78,10 +72,11 @@ _client_lock = threading.Lock()
 
 
 def adb_client(server: AdbServerAddress) -> AdbClient:
-    """An adbutils client for one server; ANDROID_ADB_SERVER_PORT is pinned to it first."""
+    """An adbutils client for one server; ANDROID_ADB_SERVER_PORT is pinned to a TCP server first."""
     with _client_lock:
-        os.environ["ANDROID_ADB_SERVER_PORT"] = str(server.port)
-        return _Client(host=server.host, port=server.port)
+        if not server.is_unix:
+            os.environ["ANDROID_ADB_SERVER_PORT"] = str(server.port)
+        return _Client(server)
 
 
 def list_devices(server: AdbServerAddress, given: bool = True) -> dict[str, str]:
@@ -89,22 +84,22 @@ def list_devices(server: AdbServerAddress, given: bool = True) -> dict[str, str]
 
     `given`: the user named this server with --adb-server (else it is the default one, and the
     message must not blame an option the user never passed)."""
-    if not server_answers(server.port, server.host, timeout=1.0):
+    if not server_answers(server, timeout=1.0):
         if given:
             raise UsageError(f"--adb-server {server}: no adb server answers there")
         raise UsageError(
             f"no adb server answers on {server} (the default adb server): start one with `adb start-server`, "
             "name another with --adb-server HOST:PORT, or use --target virtual"
         )
-    return device_states(server.port, server.host)
+    return device_states(server)
 
 
 def attached_devices(server: AdbServerAddress) -> list[str]:
     """Serials in state `device` on the server, or [] when no server runs there (never starts one)."""
-    if not server_answers(server.port, server.host):
+    if not server_answers(server):
         return []
     try:
-        return sorted(s for s, state in device_states(server.port, server.host).items() if state == "device")
+        return sorted(s for s, state in device_states(server).items() if state == "device")
     except (OSError, AdbServerError):
         return []
 
@@ -200,21 +195,21 @@ class DeviceTransport:
     def recover(self, why: str) -> None:
         """Bring the transport back if it can be: the server restarted, the device reconnected."""
         deadline = time.monotonic() + RECOVERY_GRACE_S
-        if not server_answers(self.server.port, self.server.host):
+        if not server_answers(self.server):
             if self.restart_server is not None:
                 try:
                     self.restart_server()
                 except Exception as exc:
                     raise DeviceLost(f"{self.serial}: adb server gone and could not be restarted: {exc}") from None
             else:
-                while not server_answers(self.server.port, self.server.host):
+                while not server_answers(self.server):
                     if time.monotonic() > deadline:
                         raise DeviceLost(f"{self.serial}: adb server {self.server} stopped answering ({why})")
                     time.sleep(0.1)
         connected = False
         while time.monotonic() < deadline:
             try:
-                state = device_states(self.server.port, self.server.host).get(self.adb_serial)
+                state = device_states(self.server).get(self.adb_serial)
             except (OSError, AdbServerError):
                 state = None
             if state == "device":
@@ -222,7 +217,7 @@ class DeviceTransport:
             if state is None and not connected and re.fullmatch(r"[\w.\-\[\]:]+:\d+", self.adb_serial):
                 connected = True
                 with contextlib.suppress(OSError, AdbServerError):
-                    host_request(self.server.port, f"host:connect:{self.adb_serial}", host=self.server.host)
+                    host_request(self.server, f"host:connect:{self.adb_serial}")
             time.sleep(0.1)
         raise DeviceLost(f"{self.serial}: gone from adb server {self.server} ({why})")
 

@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 from .auth import AuthKeyError, DeviceAuth
+from .identity import IdentityError, drop_privileges, private_identity
 from .profile import DeviceProfile, ProfileError
 from .protocol import A_VERSION, A_VERSION_MIN, MAX_PAYLOAD
-from .sandbox import Sandbox, SandboxError, drop_privileges, shell_identity
+from .sandbox import Sandbox, SandboxError
 from .server import DeviceConfig, serve
 
 FORBIDDEN_PORTS = range(5555, 5586)  # a fresh adb server claims listeners there as emulators
@@ -38,18 +39,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 async def amain(args: argparse.Namespace) -> int:
     profile = DeviceProfile.load(args.profile) if args.profile else DeviceProfile.default(args.name)
-    identity = shell_identity()
-    sandbox = Sandbox.create(args.root, owner=identity)
-    for name, text in profile.stub_scripts().items():
-        path = sandbox.bin / name
-        path.write_text(text, encoding="utf-8")
-        path.chmod(0o755 if "." not in name else 0o644)
+    identity = private_identity()  # held (with its claim) for as long as the device serves
+    owner = identity.ids if identity is not None else None
+    sandbox = Sandbox.create(args.root, owner, profile.stub_scripts())
     auth = DeviceAuth.load(args.auth_key) if args.auth_key else None
     if identity is not None:
-        # Everything the device does from here on (sync, shell, its services) is done as the shell
-        # user, so a local user who reaches it through the adb server gains nothing root has, whatever
-        # race it wins between a path check and an open.
-        drop_privileges(*identity)
+        # Everything the device does from here on (sync, shell, its services) is done as the device's
+        # own uid, so whoever reaches it gains nothing root or any other device has, whatever race it
+        # wins between a path check and an open.
+        drop_privileges(*identity.ids)
         sandbox = Sandbox(sandbox.root, owner=None)
     config = DeviceConfig(
         profile=profile,
@@ -83,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s vdev[%(process)d] %(message)s")
     try:
         return asyncio.run(amain(args))
-    except (ProfileError, SandboxError, AuthKeyError, OSError) as exc:
+    except (ProfileError, SandboxError, AuthKeyError, IdentityError, OSError) as exc:
         print(f"virtual device: {exc}", file=sys.stderr)
         return 2
 

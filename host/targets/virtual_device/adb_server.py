@@ -1,5 +1,6 @@
-"""The fleet's private adb server: Debian's `adb` on a loopback port of the private range (never 5037
-nor 5555-5585), with a private HOME holding the only key the run's virtual devices accept."""
+"""The fleet's private adb server: Debian's `adb` listening on a unix socket in a directory only the run's
+user may enter (or, when asked, on a loopback port of the private range: never 5037 nor 5555-5585),
+with a private HOME holding the only key the run's virtual devices accept."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import os
 import random
 import shutil
 import socket
+import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +21,7 @@ from typing import Final
 from reports.safe_io import open_append, output_dir
 
 from ...errors import UsageError
-from ..adb_host import LOOPBACK, AdbServerError, server_answers
+from ..adb_host import LOOPBACK, AdbServerAddress, AdbServerError, server_answers
 from .auth import generate_server_key
 from .processes import kill_pid
 
@@ -26,6 +29,8 @@ DEFAULT_ADB_PORT: Final = 5037
 EMULATOR_PORTS: Final = range(5555, 5586)
 PRIVATE_PORTS: Final = range(15000, 32000)  # below Linux's ephemeral range
 READY_TIMEOUT_S: Final = 15.0
+SOCKET_DIR_PREFIX: Final = "npuconf-adb-"
+SOCKET_NAME: Final = "adb.sock"
 
 
 def free_port(avoid: Sequence[int] = ()) -> int:
@@ -53,23 +58,24 @@ def server_public_key(state_dir: Path) -> Path:
     return state_dir / "adb-home" / ".android" / "adbkey.pub"
 
 
-def adb_env(port: int, home: Path) -> dict[str, str]:
-    """Environment for anything that talks to the private server: pinned port, hermetic adb key."""
-    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(port), HOME=str(home), ANDROID_USER_HOME=str(home / ".android"))
+def adb_env(server: AdbServerAddress, home: Path) -> dict[str, str]:
+    """Environment for anything that talks to the private server: pinned address, hermetic adb key."""
+    env = dict(os.environ, HOME=str(home), ANDROID_USER_HOME=str(home / ".android"))
     env.pop("ADB_VENDOR_KEYS", None)  # the private server signs with the run's key only
+    if server.is_unix:
+        env["ADB_SERVER_SOCKET"] = str(server)
+        env.pop("ANDROID_ADB_SERVER_PORT", None)
+    else:
+        env["ANDROID_ADB_SERVER_PORT"] = str(server.port)
+        env.pop("ADB_SERVER_SOCKET", None)
     return env
 
 
 @dataclass(frozen=True, slots=True)
 class AdbServer:
-    port: int
+    address: AdbServerAddress
     pid: int
     home: Path
-    host: str = LOOPBACK
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
 
 
 def adb_binary() -> str:
@@ -79,48 +85,78 @@ def adb_binary() -> str:
     return found
 
 
-def start_adb_server(state_dir: Path, port: int | None = None) -> AdbServer:
-    """Start `adb nodaemon server` on a private loopback port with a private HOME."""
-    if port is not None:
-        check_private_port(port, "--adb-port")
-        if server_answers(port):
-            raise UsageError(f"--adb-port {port}: an adb server already answers there; choose another port")
-    port = port or free_port()
+def private_socket() -> AdbServerAddress:
+    """A unix socket address in a fresh directory only this user may enter (mkdtemp: mode 0700, a name
+    nobody could have planted): no other local user can connect to a server listening there."""
+    directory = tempfile.mkdtemp(prefix=SOCKET_DIR_PREFIX)
+    return AdbServerAddress.unix(os.path.join(directory, SOCKET_NAME))
+
+
+def _check_socket_directory(server: AdbServerAddress) -> None:
+    """Before a server is started again on its socket: the directory is still this user's and closed to others."""
+    directory = os.path.dirname(server.path)
+    try:
+        info = os.lstat(directory)
+    except OSError as exc:
+        raise AdbServerError(f"{directory}: the adb server's socket directory is gone ({exc.strerror})") from None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise AdbServerError(f"{directory}: the adb server's socket directory is no longer this user's alone")
+
+
+def start_adb_server(state_dir: Path, address: AdbServerAddress | None = None) -> AdbServer:
+    """Start `adb nodaemon server` with a private HOME, listening on `address` (default: a unix socket in a
+    private directory; a TCP port only when one is asked for, --adb-port)."""
+    if address is None:
+        address = private_socket()
+    elif address.is_unix:
+        _check_socket_directory(address)
+    else:
+        check_private_port(address.port, "--adb-port")
+        if server_answers(address):
+            raise UsageError(f"--adb-port {address.port}: an adb server already answers there; choose another port")
     home = state_dir / "adb-home"
     output_dir(home / ".android")
     if not server_public_key(state_dir).is_file():
         generate_server_key(home)  # the server's only key: the run's virtual devices accept no other
-    logs = state_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = output_dir(state_dir / "logs")
     with open_append(logs / "adb-server.log") as log:
         process = subprocess.Popen(
-            [adb_binary(), "-P", str(port), "nodaemon", "server"],
+            [adb_binary(), *address.adb_option(), "nodaemon", "server"],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            env=adb_env(port, home),
+            env=adb_env(address, home),
             start_new_session=True,
         )
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        if server_answers(port):
-            return AdbServer(port, process.pid, home)
+        if server_answers(address):
+            return AdbServer(address, process.pid, home)
         if process.poll() is not None:
             break
         time.sleep(0.02)
     with contextlib.suppress(ProcessLookupError):
         process.kill()
     process.wait()
-    raise AdbServerError(f"the private adb server did not start on port {port}; see {logs / 'adb-server.log'}")
+    raise AdbServerError(f"the private adb server did not start on {address}; see {logs / 'adb-server.log'}")
+
+
+def server_markers(server: AdbServer) -> tuple[str, ...]:
+    """What the server's command line holds (its PID is checked against these before it is signalled)."""
+    return ("adb", server.address.adb_option()[1])
 
 
 def stop_adb_server(server: AdbServer) -> None:
     with contextlib.suppress(OSError, subprocess.SubprocessError, AdbServerError):
         subprocess.run(
-            [adb_binary(), "-P", str(server.port), "kill-server"],
-            env=adb_env(server.port, server.home),
+            [adb_binary(), *server.address.adb_option(), "kill-server"],
+            env=adb_env(server.address, server.home),
             capture_output=True,
             timeout=10,
             check=False,
         )
-    kill_pid(server.pid, "adb", str(server.port))
+    kill_pid(server.pid, *server_markers(server))
+    if server.address.is_unix:
+        directory = Path(server.address.path).parent
+        if directory.parent == Path(tempfile.gettempdir()) and directory.name.startswith(SOCKET_DIR_PREFIX):
+            shutil.rmtree(directory, ignore_errors=True)  # the private directory start_adb_server made

@@ -72,8 +72,7 @@ def generate_server_key(home: Path) -> Path:
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
     )
-    private = write_bytes(android / "adbkey", pem)
-    os.chmod(private, 0o600)
+    write_bytes(android / "adbkey", pem, mode=0o600)  # 0600 before it has its name
     return write_text(android / "adbkey.pub", encode_adb_public_key(key.public_key()) + "\n")
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
+
+from reports.safe_io import remove_file
 
 from ...errors import UsageError
 from .fleet import read_state, start_fleet, stop_fleet
@@ -16,13 +19,18 @@ def virtual_device_command(args: argparse.Namespace) -> int:
             raise UsageError(f"--state {state}: already exists; run `npuconf virtual-device stop` first")
         fleet = start_fleet(args.count, state.resolve().parent / (state.stem + ".d"), adb_port=args.adb_port)
         fleet.write_state(state)
-        print(f"adb server 127.0.0.1:{fleet.server.port} (export ANDROID_ADB_SERVER_PORT={fleet.server.port})")
+        address = fleet.server.address
+        if address.is_unix:  # reachable by this user only: adb and the kit are told where, not a port
+            print(f"adb server {address} (export ADB_SERVER_SOCKET={address}; npuconf run --adb-server {address})")
+        else:
+            print(f"adb server {address} (export ANDROID_ADB_SERVER_PORT={address.port})")
         for device in fleet.devices:
             print(device.adb_serial)
         print(f"state: {state}")
         return 0
     fleet = read_state(state)
     stop_fleet(fleet)
-    state.unlink(missing_ok=True)
-    print(f"stopped {len(fleet.devices)} virtual device(s) and the adb server on port {fleet.server.port}")
+    with contextlib.suppress(FileNotFoundError):
+        remove_file(state)
+    print(f"stopped {len(fleet.devices)} virtual device(s) and the adb server at {fleet.server.address}")
     return 0

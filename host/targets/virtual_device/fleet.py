@@ -1,9 +1,10 @@
 """A fleet: a private adb server and N connected virtual devices, recorded in a state file so that
 `npuconf virtual-device stop` (or the next run, if this one was killed) can stop exactly them.
 
-Everything stays on loopback, never touches port 5037 nor 5555-5585, and keeps the adb key in a
-private HOME. Processes are stopped by the PIDs recorded when they were started, after checking
-that the PID still runs the process that was started (PIDs get reused).
+The server listens on a unix socket only the run's user can reach (or on a loopback port when one is
+asked for, never 5037 nor 5555-5585), the devices on loopback, and the adb key stays in a private
+HOME. Processes are stopped by the PIDs recorded when they were started, after checking that the PID
+still runs the process that was started (PIDs get reused).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from reports.safe_io import write_text
+from reports.safe_io import UnsafeOutput, output_dir, remove_file, write_text
 
 from ...errors import UsageError
-from ..adb_host import AdbServerError, host_request
+from ..adb_host import LOOPBACK, AdbServerAddress, AdbServerError, host_request
 from .adb_server import AdbServer, start_adb_server, stop_adb_server
 from .launch import TEMP_SANDBOX_PREFIX, VirtualDevice, connect_device, device_markers, launch_devices, stop_device
 from .processes import pid_runs
@@ -43,7 +44,7 @@ class Fleet:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "adb_server": {"host": self.server.host, "port": self.server.port, "pid": self.server.pid,
+            "adb_server": {"address": str(self.server.address), "pid": self.server.pid,
                            "home": str(self.server.home)},
             "devices": [
                 {"name": d.name, "serial": d.adb_serial, "port": d.port, "pid": d.pid, "root": str(d.root)}
@@ -57,21 +58,25 @@ class Fleet:
         try:
             server = data["adb_server"]
             return Fleet(
-                AdbServer(int(server["port"]), int(server["pid"]), Path(server["home"]), str(server["host"])),
+                AdbServer(_address(server), int(server["pid"]), Path(server["home"])),
                 tuple(
                     VirtualDevice(str(d["name"]), int(d["port"]), int(d["pid"]), Path(d["root"]))
                     for d in data["devices"]
                 ),
                 Path(data["state_dir"]),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, UsageError) as exc:
             raise UsageError(f"virtual device state file is not one npuconf wrote ({exc})") from None
 
     def write_state(self, path: Path | None = None) -> Path:
-        path = path or self.state_file
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, json.dumps(self.to_json(), indent=1) + "\n")
-        return path
+        return write_text(path or self.state_file, json.dumps(self.to_json(), indent=1) + "\n")
+
+
+def _address(server: dict[str, Any]) -> AdbServerAddress:
+    """The server's address in a state file; one written before servers had unix sockets names host and port."""
+    if "address" in server:
+        return AdbServerAddress.parse(str(server["address"]))
+    return AdbServerAddress(str(server["host"]), int(server["port"]))
 
 
 def read_state(path: Path) -> Fleet:
@@ -95,9 +100,9 @@ def start_fleet(
     if count < 1:
         raise UsageError(f"--devices {count}: expected at least one virtual device")
     names = list(names or [f"virtual-{i + 1}" for i in range(count)])
-    state_dir = state_dir.resolve()
-    state_dir.mkdir(parents=True, exist_ok=True)
-    server = start_adb_server(state_dir, adb_port)
+    # made (or reached) with no other user's symlink followed: a planted <out>/virtual-devices is refused
+    state_dir = output_dir(Path(os.path.abspath(state_dir)))
+    server = start_adb_server(state_dir, AdbServerAddress(LOOPBACK, adb_port) if adb_port is not None else None)
     fleet = Fleet(server, (), state_dir)
     try:
         fleet = Fleet(server, launch_devices(state_dir, names, profiles), state_dir)
@@ -113,15 +118,16 @@ def start_fleet(
 def stop_fleet(fleet: Fleet, remove_state: bool = True) -> None:
     for device in fleet.devices:
         with contextlib.suppress(OSError, AdbServerError):
-            host_request(fleet.server.port, f"host:disconnect:{device.adb_serial}", timeout=1.0)
+            host_request(fleet.server.address, f"host:disconnect:{device.adb_serial}", timeout=1.0)
         if pid_runs(device.pid, *device_markers(device)):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(device.pid, signal.SIGCONT)  # a stopped device cannot act on SIGTERM
         stop_device(device)
         sandbox = device.root.parent
         if sandbox.parent == Path(tempfile.gettempdir()) and sandbox.name.startswith(TEMP_SANDBOX_PREFIX):
+            # the directory launch_devices made with mkdtemp; rmtree never follows a symlink inside it
             shutil.rmtree(sandbox, ignore_errors=True)
     stop_adb_server(fleet.server)
     if remove_state:
-        with contextlib.suppress(FileNotFoundError):
-            fleet.state_file.unlink()
+        with contextlib.suppress(FileNotFoundError, UnsafeOutput):
+            remove_file(fleet.state_file)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from reports.safe_io import checked_name, open_append, write_text
+from reports.safe_io import checked_name, open_append, output_dir, write_text
 
 from ...errors import InfraError
 from ...suite import REPO_ROOT
@@ -54,21 +54,19 @@ def launch_devices(
 ) -> tuple[VirtualDevice, ...]:
     """Start one device process per name (in parallel); wait for each readiness line."""
     launched: list[tuple[str, Path, subprocess.Popen[bytes]]] = []
-    logs = state_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = output_dir(state_dir / "logs")
     # REPO_ROOT holds the host package in a checkout and in a wheel install (site-packages) alike.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
     key = server_public_key(state_dir)
     auth = ["--auth-key", str(key)] if key.is_file() else []
     for index, name in enumerate(names):
         checked_name(name, "virtual device name")
-        root = (state_dir / "devices" / name).resolve()
+        root = output_dir(state_dir / "devices" / name)  # no other user's symlink followed on the way
         if not SAFE_PATH.match(str(root)) or (os.geteuid() == 0 and not reachable_by_others(root)):
-            # the sandbox path is spliced into shell text, so it must need no quoting; and the
-            # unprivileged shell user must be able to reach it (removed again by stop_fleet)
+            # the sandbox path is spliced into shell text, so it must need no quoting; and the device's
+            # unprivileged identity must be able to reach it (removed again by stop_fleet)
             root = Path(tempfile.mkdtemp(prefix=f"{TEMP_SANDBOX_PREFIX}{name}-"))
-            root.chmod(0o755)
-        root.mkdir(parents=True, exist_ok=True)
+            os.chmod(root, 0o755)  # made by mkdtemp a moment ago: 0700 and a name nobody could plant
         profile = profiles[index] if profiles is not None and index < len(profiles) else None
         profile = profile or DeviceProfile.default(name)
         # beside the device's filesystem, in its own directory: never a shared temporary directory
@@ -112,12 +110,12 @@ def _read_ready(process: subprocess.Popen[bytes], log: Path) -> int:
 
 def connect_device(server: AdbServer, device: VirtualDevice, timeout: float = 10.0) -> None:
     """`host:connect:` through the server, then wait until it lists the device as `device`."""
-    answer = host_request(server.port, f"host:connect:{device.adb_serial}")
+    answer = host_request(server.address, f"host:connect:{device.adb_serial}")
     if "connected" not in answer:
         raise VirtualDeviceError(f"adb could not connect {device.adb_serial}: {answer}")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if device_states(server.port).get(device.adb_serial) == "device":
+        if device_states(server.address).get(device.adb_serial) == "device":
             return
         time.sleep(0.02)
     raise VirtualDeviceError(f"{device.adb_serial} did not come online within {timeout:.0f} s")

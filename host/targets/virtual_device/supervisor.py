@@ -7,6 +7,8 @@ import contextlib
 import threading
 from pathlib import Path
 
+from reports.safe_io import UnsafeOutput, remove_file
+
 from ...errors import InfraError
 from ..adb_host import device_states, server_answers
 from .adb_server import start_adb_server
@@ -32,12 +34,12 @@ class FleetSupervisor:
         """Start the adb server again on the same port (if it is gone) and reconnect the live devices."""
         with self._lock:
             fleet = self.fleet
-            if not server_answers(fleet.server.port):
-                server = start_adb_server(fleet.state_dir, fleet.server.port)
+            if not server_answers(fleet.server.address):
+                server = start_adb_server(fleet.state_dir, fleet.server.address)
                 fleet = Fleet(server, fleet.devices, fleet.state_dir)
                 self.fleet = fleet
                 fleet.write_state()
-            states = device_states(fleet.server.port)
+            states = device_states(fleet.server.address)
             for device in fleet.devices:
                 if states.get(device.adb_serial) != "device" and pid_runs(device.pid, *device_markers(device)):
                     with contextlib.suppress(InfraError, OSError):
@@ -47,5 +49,6 @@ class FleetSupervisor:
         with self._lock:
             stop_fleet(self.fleet, remove_state=False)
             if self._entry is not None:
-                self._entry.unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError, UnsafeOutput):
+                    remove_file(self._entry)
                 self._entry = None
