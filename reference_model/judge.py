@@ -224,11 +224,11 @@ def judge(
         check_recorded(scenario.id, slots, own)
     result = _safe_replay(scenario, trace, caps, profile)
     discrepancy = None
-    if profile == PUBLISHED and result.verdict in (Verdict.FAIL, Verdict.CRASH):
+    if profile == PUBLISHED and result.verdict.blocking:
         other = _safe_replay(scenario, trace, caps, AOSP)
-        if other.verdict in (Verdict.PASS, Verdict.WARN) and discrepancies_of(other.dids):
+        if other.verdict.exercises and discrepancies_of(other.dids):
             discrepancy = ",".join(discrepancies_of(other.dids))
-    elif profile != PUBLISHED and result.verdict in (Verdict.PASS, Verdict.WARN) and discrepancies_of(result.dids):
+    elif profile != PUBLISHED and result.verdict.exercises and discrepancies_of(result.dids):
         discrepancy = ",".join(discrepancies_of(result.dids))
     divergence = None
     reason = result.reason

@@ -11,13 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
-
-from reference_model.verdicts import Verdict
 
 from .clause_answers import AnswerRun, ClauseAnswers, clause_answers
-
-FAILING: Final = (Verdict.FAIL, Verdict.CRASH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +52,7 @@ def _answer_text(answers: ClauseAnswers, clause: str, device: str) -> str:
 
 def _failing(answers: ClauseAnswers, clause: str, device: str) -> bool:
     answer = answers.get(clause, device)
-    return answer is not None and answer.verdict in FAILING
+    return answer is not None and answer.verdict is not None and answer.verdict.blocking
 
 
 def device_pairs(old: Sequence[str], new: Sequence[str]) -> tuple[tuple[str, str], ...]:

@@ -222,7 +222,7 @@ class DeviceRun:
                 # Passed, but a legal refusal kept it from exercising its clauses (reports/claim.py).
                 extra["allocations_refused"] = True
             context = getattr(self.target, "failure_context", None)
-            if context is not None and outcome.verdict in (Verdict.FAIL, Verdict.CRASH, Verdict.TIMEOUT):
+            if context is not None and outcome.verdict.device_log:
                 extra["logcat"] = list(context(trace.scenario_id))
             self._record(
                 compiled.scenario,
