@@ -21,6 +21,7 @@ from typing import Final, cast
 from . import cookies, threads
 from ._context import Ctx, arg_slot
 from .caps import DeviceCaps
+from .divergence import Divergence
 from .errors import ModelCrash, Unjudgeable
 from .interleaving import AMBIGUITY_BOUND, advance, judged_lane
 from .policies import declared as declared_policy
@@ -52,17 +53,6 @@ from .vocabulary import Op
 
 PUBLISHED: Final = "published-37"
 AOSP: Final = "aosp-2026"
-
-
-@dataclass(frozen=True, slots=True)
-class Divergence:
-    step: int | None
-    event: int
-    observed: str
-    allowed: tuple[str, ...]
-    clause: str
-    quote: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,9 @@ from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import RunResults, load_results
 from reports.claim import Claim, ClaimLevel
-from reports.jsonl import raw_objects
 from reports.limits import limit, over
 from reports.plan_filters import plan_filters
+from reports.records import Records, read_records
 from reports.summary import build_summary
 
 from ..run import Judging, pointer_bits
@@ -232,15 +232,12 @@ def _check_tree_hashes(manifest: Mapping[str, Any]) -> list[Problem]:
     return problems
 
 
-def _check_coverage(run: RunResults, raw: Mapping[int, Mapping[str, object]]) -> list[Problem]:
+def _check_coverage(run: RunResults, records: Records) -> list[Problem]:
     """Every planned scenario recorded exactly once per device, or in a sharded run once per build (group)."""
     plan = run.plan
     if plan is None:
         return []
-    counts: Counter[tuple[str, str]] = Counter()
-    for obj in raw.values():
-        if obj.get("kind") == "result" and isinstance(obj.get("device"), str) and isinstance(obj.get("scenario"), str):
-            counts[(str(obj["device"]), str(obj["scenario"]))] += 1
+    counts: Counter[tuple[str, str]] = Counter((r.device, r.scenario) for r in records.results)
     problems: list[Problem] = []
     if plan.options.get("shard", False) is not plan.shard:
         problems.append(
@@ -262,15 +259,15 @@ def _check_coverage(run: RunResults, raw: Mapping[int, Mapping[str, object]]) ->
     return problems
 
 
-def _check_cited_clauses(raw: Mapping[int, Mapping[str, object]], corpus: Mapping[str, Scenario]) -> list[Problem]:
-    """A record of a released scenario cites exactly that scenario's clauses (the claim never reads them
-    from the record, but a record that says otherwise was edited)."""
+def _check_cited_clauses(records: Records, corpus: Mapping[str, Scenario]) -> list[Problem]:
+    """A record of a released scenario cites exactly that scenario's clauses, as its line says them (the
+    claim never reads them from the record, but a record that says otherwise was edited)."""
     problems: list[Problem] = []
-    for obj in raw.values():
-        scenario = corpus.get(str(obj.get("scenario"))) if obj.get("kind") == "result" else None
-        if scenario is not None and obj.get("clauses") != list(scenario.clauses):
+    for record in records.results:
+        scenario = corpus.get(record.scenario)
+        if scenario is not None and record.clauses != tuple(scenario.clauses):
             problems.append(
-                Problem("results", f"{scenario.id} on {obj.get('device')}: its record cites other clauses than "
+                Problem("results", f"{scenario.id} on {record.device}: its record cites other clauses than "
                                    "the kit's scenario does")
             )
     return problems
@@ -496,7 +493,7 @@ def verify_bundle(
         results = workdir / "results.jsonl"
         results.write_bytes(members["results.jsonl"])
         run = load_results(results)
-        raw = raw_objects(results)
+        records = read_records(results)
         problems.extend(Problem("results", p) for p in run.problems)
         if run.plan is None:
             problems.append(Problem("results", "results.jsonl has no plan record"))
@@ -508,8 +505,8 @@ def verify_bundle(
         if isinstance(devices, dict) and devices != device_fingerprints(run):
             problems.append(Problem("results", "the manifest's device fingerprints differ from results.jsonl"))
         problems.extend(_kit_problems(run, corpus, basis))
-        problems.extend(_check_coverage(run, raw))
-        problems.extend(_check_cited_clauses(raw, corpus))
+        problems.extend(_check_coverage(run, records))
+        problems.extend(_check_cited_clauses(records, corpus))
         derived, verdict_problems = _check_verdicts(run, corpus, catalogue, waivers)
         problems.extend(verdict_problems)
         problems.extend(_check_reports(run, members, workdir))
