@@ -23,6 +23,7 @@ from typing import Final
 
 from reference_model.errors import KitError
 
+from .plan_options import OPTION, read_plan_options
 from .records import (
     RESULTS_SCHEMA,
     DeviceRecord,
@@ -90,7 +91,8 @@ def _configuration(item: _Input, serial: str) -> dict[str, object]:
     config: dict[str, object] = {f"device {key}": info.get(key) for key in _DEVICE_CONFIG}
     if plan is not None:
         config["profile"] = plan.profile
-        config.update({f"--{key}": plan.options.get(key) for key in _PLAN_CONFIG})
+        options = read_plan_options(plan.options)
+        config.update({OPTION[key].flag: getattr(options, key) for key in _PLAN_CONFIG})
     return config
 
 
@@ -115,27 +117,29 @@ def _refuse_mixed_configurations(loaded: Sequence[_Input]) -> None:
 
 
 def _merged_options(loaded: Sequence[_Input]) -> dict[str, object]:
-    """The inputs' filters united, so that a merged run of a partial run stays partial."""
+    """The inputs' filters united, so that a merged run of a partial run stays partial. A selection an input
+    records with the wrong type is kept as it is: the merged run's selection is as unknown as that run's."""
     plans = [i.run.plan for i in loaded if i.run.plan is not None]
+    typed = [read_plan_options(p.options) for p in plans]
     options: dict[str, object] = {"merged": True}
-    keywords = list(dict.fromkeys(str(p.options["keyword"]) for p in plans if p.options.get("keyword")))
+    keywords = list(dict.fromkeys(o.keyword for o in typed if o.keyword))
     if keywords:
         options["keyword"] = " or ".join(f"({k})" for k in keywords)
     for key in ("clauses", "scenario_ids"):  # list filters: their union, in first-seen order
-        united: dict[str, None] = {}
-        for plan in plans:
-            value = plan.options.get(key)
-            if isinstance(value, list):
-                united.update(dict.fromkeys(str(v) for v in value))
+        united = list(dict.fromkeys(v for o in typed for v in getattr(o, key)))
         if united:
-            options[key] = list(united)
-    scenarios = list(dict.fromkeys(str(p.options["scenarios"]) for p in plans if p.options.get("scenarios")))
+            options[key] = united
+    scenarios = list(dict.fromkeys(o.scenarios for o in typed if o.scenarios))
     if scenarios:
         options["scenarios"] = "+".join(scenarios)
     for key in (*_PLAN_CONFIG, "waivers"):
-        values = [p.options.get(key) for p in plans]
+        values = [getattr(o, key) for o in typed]
         if values and all(v == values[0] for v in values):
             options[key] = values[0]
+    for plan, read in zip(plans, typed, strict=True):
+        for key, _ in read.malformed:
+            if OPTION[key].selection:
+                options.setdefault(key, plan.options[key])
     return options
 
 

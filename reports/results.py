@@ -21,7 +21,7 @@ from reference_model.vocabulary import Op
 
 from .claim import Claim, claim_of
 from .kit import KitFacts, kit_facts
-from .plan_filters import plan_filters
+from .plan_options import read_plan_options
 from .records import RESULTS_NAME as RESULTS_NAME
 from .records import RESULTS_SCHEMA as RESULTS_SCHEMA
 from .records import DeviceRecord as DeviceRecord
@@ -234,7 +234,7 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
         problems.append(f"{name}: no plan record; NOT_EXECUTED cannot be computed and the run counts as incomplete")
 
     if plan is not None:
-        problems.extend(safe_text(f"{name}: {m}") for m in plan_filters(plan.options).malformed)
+        problems.extend(safe_text(f"{name}: {m}") for m in read_plan_options(plan.options).problems)
     results = (
         _sharded_results(plan, groups, chosen) if plan is not None and plan.shard else _ordered_results(plan, chosen)
     )

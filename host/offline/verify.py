@@ -22,7 +22,8 @@ from reference_model.waivers import Waiver
 from reports import RunResults, load_results
 from reports.claim import Claim, ClaimLevel
 from reports.limits import limit, over
-from reports.plan_filters import plan_filters
+from reports.plan_filters import filters_of
+from reports.plan_options import PlanOptions, read_plan_options
 from reports.records import Records, read_records
 from reports.summary import build_summary
 
@@ -239,7 +240,7 @@ def _check_coverage(run: RunResults, records: Records) -> list[Problem]:
         return []
     counts: Counter[tuple[str, str]] = Counter((r.device, r.scenario) for r in records.results)
     problems: list[Problem] = []
-    if plan.options.get("shard", False) is not plan.shard:
+    if read_plan_options(plan.options).shard is not plan.shard:
         problems.append(
             Problem("plan", f"the plan says shard {str(plan.shard).lower()} but its options say "
                             f"{plan.options.get('shard')!r}: the run was not recorded so")
@@ -296,18 +297,13 @@ def _sharded_units(run: RunResults, problems: list[Problem]) -> dict[str, tuple[
 _WESTMOST: Final = dt.timedelta(hours=12)
 
 
-def _check_waivers_as_of(options: Mapping[str, object], started: str | None) -> list[Problem]:
-    """`options.waivers_as_of` (the day the run judged waivers on) is a date no earlier than the run's
-    start: an earlier day would revive waivers that had expired when the run ran."""
-    if "waivers_as_of" not in options:
-        return []
-    value = options["waivers_as_of"]
-    try:
-        as_of = dt.date.fromisoformat(value) if isinstance(value, str) and len(value) == 10 else None
-    except ValueError:
-        as_of = None
+def _check_waivers_as_of(options: PlanOptions, started: str | None) -> list[Problem]:
+    """`options.waivers_as_of` (the day the run judged waivers on) is no earlier than the run's start: an
+    earlier day would revive waivers that had expired when the run ran. (One that is not a date is a
+    malformed option, named by the results.)"""
+    as_of = options.waivers_as_of
     if as_of is None:
-        return [Problem("plan", f"options.waivers_as_of is {value!r}, not a date (YYYY-MM-DD)")]
+        return []
     try:
         start = dt.datetime.fromisoformat(started) if isinstance(started, str) else None
     except ValueError:
@@ -342,8 +338,9 @@ def _kit_problems(run: RunResults, corpus: Mapping[str, Scenario], basis: Mappin
         for key in sorted(basis):
             if recorded.get(key) != basis[key]:
                 problems.append(Problem("plan", f"the plan's claim basis {key} is not this kit's"))
-    problems.extend(_check_waivers_as_of(plan.options, plan.started))
-    filters = plan_filters(plan.options)
+    options = read_plan_options(plan.options)
+    problems.extend(_check_waivers_as_of(options, plan.started))
+    filters = filters_of(options)
     problems.extend(Problem("plan", message) for message in filters.malformed)
     if plan.corpus_hash == basis["kit_corpus_hash"]:
         planned = {s.id for s in plan.scenarios}

@@ -270,6 +270,7 @@ def test_verify_prints_device_strings_of_a_bundle_without_terminal_escapes(run_c
     ({"jobs": 1000000}, "-j 1000000"),
     ({"timeout_multiplier": 1e6}, "--timeout-multiplier 1000000.0"),
     ({"timeout_multiplier": float("nan")}, "--timeout-multiplier nan"),
+    ({"jobs": "8"}, "plan option jobs (-j) is '8', not an integer"),
 ])
 def test_resume_bounds_the_numbers_a_foreign_plan_asks_for(tmp_path, state_env, options, named):
     run_dir = tmp_path / "run"
