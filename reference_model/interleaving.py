@@ -8,7 +8,7 @@ in any order. ``advance`` takes every candidate state through one event.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Final, cast
+from typing import Final
 
 from . import crashes, threads
 from ._context import Ctx, Out
@@ -175,17 +175,20 @@ def _dedupe(states: list[State]) -> list[State]:
 
 
 
+# Built once: `isinstance(ev, Call | Ret)` would build the union on every event.
+_CALL_OR_RET: Final = (Call, Ret)
+_IN_A_CALL: Final = (Cb, Deleter)
+
+
 def judged_lane(ev: Event) -> str:
     """The lane an event is judged on: a call's or ret's own; a callback or deleter running inside a call
     (thread "caller") that call's; one on another thread, or a callback's return, sees no call in
     flight: judged where the candidates are (``STAY``); settle and end on main."""
-    kind = type(ev)
-    if kind is Call or kind is Ret:
-        return cast(Call | Ret, ev).lane
-    if kind is Cb or kind is Deleter:
-        cb = cast(Cb | Deleter, ev)
-        return cb.lane if cb.thread == "caller" else STAY
-    return STAY if kind is CbReturn else threads.MAIN
+    if isinstance(ev, _CALL_OR_RET):
+        return ev.lane
+    if isinstance(ev, _IN_A_CALL):
+        return ev.lane if ev.thread == "caller" else STAY
+    return STAY if isinstance(ev, CbReturn) else threads.MAIN
 
 
 def advance(ctx: Ctx, candidates: list[State], ev: Event, lane: str, calls: Mapping[str, Call]) -> Out:

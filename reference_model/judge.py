@@ -100,12 +100,14 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
     # event shows that they have returned (cookies.returned).
     returning: dict[str, frozenset[int]] = {}
     for ev in stream:
+        if isinstance(ev, TraceError):
+            return Result(Verdict.ERROR, str(ev))
         kind = type(ev)
         if returning and kind in _THREADED and cast(_Threaded, ev).th in returning:
             lines = returning.pop(cast(_Threaded, ev).th)
             candidates = [cookies.returned(c, lines, ev.line) for c in candidates]
-        if kind is Call:
-            call = cast(Call, ev)
+        if isinstance(ev, Call):
+            call = ev
             if not call.teardown:
                 checked = _in_envelope(scenario, call)
                 if isinstance(checked, str):
@@ -115,20 +117,17 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
             step_index = call.step
             if call.op not in CALL_HANDLERS:
                 continue  # no call-time effect: every candidate stays as it is
-        elif kind is Exit:
+        elif isinstance(ev, Exit):
             open_call = last_call if last_call is not None and last_call.lane in calls else next(
                 iter(calls.values()), None)
-            return ending(scenario, cast(Exit, ev), complete, candidates, open_call, ctx, calls)
-        elif kind is TraceError:
-            return Result(Verdict.ERROR, str(ev))
-        elif kind is CbReturn:
-            returned = cast(CbReturn, ev)
-            returning[returned.th] = returning.get(returned.th, frozenset()) | {returned.opened}
+            return ending(scenario, ev, complete, candidates, open_call, ctx, calls)
+        elif isinstance(ev, CbReturn):
+            returning[ev.th] = returning.get(ev.th, frozenset()) | {ev.opened}
         elif kind is End:
             complete = True
-        lane = judged_lane(cast(Event, ev))
+        lane = judged_lane(ev)
         try:
-            out = advance(ctx, candidates, cast(Event, ev), lane, calls)
+            out = advance(ctx, candidates, ev, lane, calls)
         except Unjudgeable as exc:
             return Result(Verdict.ERROR, f"trace line {exc.line}: {exc.message}")
         except ModelCrash as exc:
