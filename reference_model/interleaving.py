@@ -175,6 +175,7 @@ def _dedupe(states: list[State]) -> list[State]:
 
 
 
+_MAIN: Final = threads.MAIN
 # Built once: `isinstance(ev, Call | Ret)` would build the union on every event.
 _CALL_OR_RET: Final = (Call, Ret)
 _IN_A_CALL: Final = (Cb, Deleter)
@@ -197,9 +198,9 @@ def advance(ctx: Ctx, candidates: list[State], ev: Event, lane: str, calls: Mapp
     last one. One candidate on one thread, the usual case, costs one plain transition."""
     if len(candidates) == 1:
         cand = candidates[0]
-        if (lane == threads.MAIN or lane is STAY) and cand.lane == threads.MAIN and not cand.parked and (
+        if (lane == _MAIN or lane is STAY) and cand.lane == _MAIN and not cand.parked and (
                 cand.inflight is None or not cand.inflight.pending):
-            out = STEPPERS.get(type(ev), unexpected_event)(ctx, cand, ev, calls.get(threads.MAIN))
+            out = STEPPERS.get(type(ev), unexpected_event)(ctx, cand, ev, calls.get(_MAIN))
         else:
             out = _transition(ctx, cand, ev, lane, calls)
         return out if isinstance(out, Reject) or len(out) == 1 else _dedupe(out)

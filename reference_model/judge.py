@@ -53,6 +53,7 @@ from .vocabulary import Op
 
 PUBLISHED: Final = "published-37"
 AOSP: Final = "aosp-2026"
+_MAIN: Final = threads.MAIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,9 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
     except SlotError as exc:
         return Result(Verdict.ERROR, f"scenario {scenario.id} has no probe program: {exc}")
     candidates: list[State] = [INITIAL]
+    # Per step, its op when the main thread makes it: a call that is such a step, made outside a callback,
+    # belongs to the scenario as it is (the usual call; the others are checked by _in_envelope).
+    main_ops = tuple(st.op.value if st.thread is None else None for st in scenario.steps)
     calls: dict[str, Call] = {}  # the call in flight, by lane
     last_call: Call | None = None
     step_index: int | None = None
@@ -108,15 +112,20 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
             candidates = [cookies.returned(c, lines, ev.line) for c in candidates]
         if isinstance(ev, Call):
             call = ev
-            if not call.teardown:
+            step = call.step
+            if not call.teardown and not (0 <= step < len(main_ops) and main_ops[step] == call.op
+                                          and call.th == _MAIN and call.in_cb is None):
                 checked = _in_envelope(scenario, call)
                 if isinstance(checked, str):
                     return Result(Verdict.ERROR, f"trace line {call.line}: {checked}")
                 ev = call = checked
             calls[call.lane] = last_call = call
-            step_index = call.step
+            step_index = step
             if call.op not in CALL_HANDLERS:
                 continue  # no call-time effect: every candidate stays as it is
+            lane = call.lane
+        elif isinstance(ev, Ret):
+            lane = ev.lane
         elif isinstance(ev, Exit):
             open_call = last_call if last_call is not None and last_call.lane in calls else next(
                 iter(calls.values()), None)
@@ -125,7 +134,8 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
             returning[ev.th] = returning.get(ev.th, frozenset()) | {ev.opened}
         elif kind is End:
             complete = True
-        lane = judged_lane(ev)
+        if kind is not Call and kind is not Ret:
+            lane = judged_lane(ev)
         try:
             out = advance(ctx, candidates, ev, lane, calls)
         except Unjudgeable as exc:
@@ -159,13 +169,9 @@ def _no_begin(first: Event | TraceError, stream: Iterator[Event | TraceError]) -
 
 
 def _in_envelope(scenario: Scenario, ev: Call) -> Call | str:
-    """The call as the replay judges it, or why it cannot belong to the scenario (ERROR)."""
-    steps = scenario.steps
-    st = steps[ev.step] if 0 <= ev.step < len(steps) else None
-    # StrEnum ops compare equal to their names.
-    if st is not None and st.op == ev.op and st.thread is None and ev.th == threads.MAIN and ev.in_cb is None:
-        return ev  # the usual call: a step of the main thread, as the scenario has it
-    bad = _envelope(scenario, len(steps), ev)
+    """A call other than the usual one (a step of the main thread as the scenario has it, which the replay
+    takes as it is): the call as the replay judges it, or why it cannot belong to the scenario (ERROR)."""
+    bad = _envelope(scenario, len(scenario.steps), ev)
     if bad is not None:
         return bad
     if ev.in_cb is not None and ev.op in ("buf_map", "buf_unmap") and ev.args.get("map") is None:

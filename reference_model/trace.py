@@ -493,11 +493,11 @@ def parse_line(raw: str, line: int) -> Event:
             build = _BUILDERS.get(ev) if isinstance(ev, str) else None
             if build is not None:
                 try:
-                    event = build(obj, line)
-                    _conform(obj, ev)  # type: ignore[arg-type]  # ev is a str whenever build is found
+                    event: Event | None = build(obj, line)
                 except _Bad:
-                    pass  # worded from the reference decoding below
-                else:
+                    event = None  # worded from the reference decoding below
+                # The schema's predicate (``_conform`` words what it refuses, from the reference decoding).
+                if event is not None and _CONFORMS[ev](obj):  # type: ignore[index]  # ev is a str here
                     if isinstance(event, Call):
                         if not _holds_float(event.args.values()):
                             return event
