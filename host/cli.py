@@ -43,6 +43,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(int(RunExit.USAGE), f"npuconf: error: {message}\n")
 
 
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    """`--store` of the commands that read or fill the results store (`store import`, `dashboard`)."""
+    parser.add_argument(
+        "--store",
+        metavar="PATH|URL",
+        type=store_location,
+        default=str(DEFAULT_STORE),
+        help=f"SQLite file or postgresql:// URL (default: {DEFAULT_STORE})",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="npuconf", description="Conformance kit for the Android NDK NPU buffer API (API 37)")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -184,22 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands = store.add_subparsers(dest="store_command", required=True, parser_class=_Parser)
     store_import = store_commands.add_parser("import", help="import run directories (idempotent by run id)")
     store_import.add_argument("dirs", nargs="+", type=user_path)
-    store_import.add_argument(
-        "--store",
-        metavar="PATH|URL",
-        type=store_location,
-        default=str(DEFAULT_STORE),
-        help=f"SQLite file or postgresql:// URL (default: {DEFAULT_STORE})",
-    )
+    _store_option(store_import)
 
     dashboard = commands.add_parser("dashboard", help="write the dashboard of the results store")
-    dashboard.add_argument(
-        "--store",
-        metavar="PATH|URL",
-        type=store_location,
-        default=str(DEFAULT_STORE),
-        help=f"SQLite file or postgresql:// URL (default: {DEFAULT_STORE})",
-    )
+    _store_option(dashboard)
     dashboard.add_argument(
         "--out", type=user_path, help="output directory (default: the store file's directory, or out/)"
     )

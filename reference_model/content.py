@@ -51,18 +51,7 @@ def forget(content: Content, start: int, end: int) -> Content:
 
 def retag(content: Content, start: int, end: int, clause: str) -> Content:
     """The same bytes, with [start, end) made observable by ``clause`` (named when a digest there disagrees)."""
-    out: list[Segment] = []
-    for seg in content:
-        s, e, seed, base, cl = seg
-        if e <= start or s >= end:
-            out.append(seg)
-            continue
-        if s < start:
-            out.append((s, start, seed, base, cl))
-        out.append((max(s, start), min(e, end), seed, base, clause))
-        if e > end:
-            out.append((end, e, seed, base, cl))
-    return tuple(out)
+    return _cut(content, start, end, clause)
 
 
 def expected_digest(content: Content, start: int, end: int) -> tuple[str, str] | None:
@@ -96,7 +85,8 @@ def _digest(pieces: tuple[tuple[int, int, int, int], ...]) -> int:
     return h
 
 
-def _cut(content: Content, start: int, end: int) -> Content:
+def _cut(content: Content, start: int, end: int, clause: str | None = None) -> Content:
+    """The segments outside [start, end); with ``clause``, also those inside it, tagged with ``clause``."""
     out: list[Segment] = []
     for seg in content:
         s, e, seed, base, cl = seg
@@ -105,6 +95,8 @@ def _cut(content: Content, start: int, end: int) -> Content:
             continue
         if s < start:
             out.append((s, start, seed, base, cl))
+        if clause is not None:
+            out.append((max(s, start), min(e, end), seed, base, clause))
         if e > end:
             out.append((end, e, seed, base, cl))
     return tuple(out)

@@ -8,7 +8,7 @@ in any order. ``advance`` takes every candidate state through one event.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Final, cast
+from typing import Final
 
 from . import crashes, threads
 from ._context import Ctx, Out
@@ -175,17 +175,21 @@ def _dedupe(states: list[State]) -> list[State]:
 
 
 
+_MAIN: Final = threads.MAIN
+# Built once: `isinstance(ev, Call | Ret)` would build the union on every event.
+_CALL_OR_RET: Final = (Call, Ret)
+_IN_A_CALL: Final = (Cb, Deleter)
+
+
 def judged_lane(ev: Event) -> str:
     """The lane an event is judged on: a call's or ret's own; a callback or deleter running inside a call
     (thread "caller") that call's; one on another thread, or a callback's return, sees no call in
     flight: judged where the candidates are (``STAY``); settle and end on main."""
-    kind = type(ev)
-    if kind is Call or kind is Ret:
-        return cast(Call | Ret, ev).lane
-    if kind is Cb or kind is Deleter:
-        cb = cast(Cb | Deleter, ev)
-        return cb.lane if cb.thread == "caller" else STAY
-    return STAY if kind is CbReturn else threads.MAIN
+    if isinstance(ev, _CALL_OR_RET):
+        return ev.lane
+    if isinstance(ev, _IN_A_CALL):
+        return ev.lane if ev.thread == "caller" else STAY
+    return STAY if isinstance(ev, CbReturn) else threads.MAIN
 
 
 def advance(ctx: Ctx, candidates: list[State], ev: Event, lane: str, calls: Mapping[str, Call]) -> Out:
@@ -194,9 +198,9 @@ def advance(ctx: Ctx, candidates: list[State], ev: Event, lane: str, calls: Mapp
     last one. One candidate on one thread, the usual case, costs one plain transition."""
     if len(candidates) == 1:
         cand = candidates[0]
-        if (lane == threads.MAIN or lane is STAY) and cand.lane == threads.MAIN and not cand.parked and (
+        if (lane == _MAIN or lane is STAY) and cand.lane == _MAIN and not cand.parked and (
                 cand.inflight is None or not cand.inflight.pending):
-            out = STEPPERS.get(type(ev), unexpected_event)(ctx, cand, ev, calls.get(threads.MAIN))
+            out = STEPPERS.get(type(ev), unexpected_event)(ctx, cand, ev, calls.get(_MAIN))
         else:
             out = _transition(ctx, cand, ev, lane, calls)
         return out if isinstance(out, Reject) or len(out) == 1 else _dedupe(out)

@@ -21,6 +21,7 @@ from typing import Final, cast
 from . import cookies, threads
 from ._context import Ctx, arg_slot
 from .caps import DeviceCaps
+from .divergence import Divergence
 from .errors import ModelCrash, Unjudgeable
 from .interleaving import AMBIGUITY_BOUND, advance, judged_lane
 from .policies import declared as declared_policy
@@ -52,17 +53,7 @@ from .vocabulary import Op
 
 PUBLISHED: Final = "published-37"
 AOSP: Final = "aosp-2026"
-
-
-@dataclass(frozen=True, slots=True)
-class Divergence:
-    step: int | None
-    event: int
-    observed: str
-    allowed: tuple[str, ...]
-    clause: str
-    quote: str
-    message: str
+_MAIN: Final = threads.MAIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +93,9 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
     except SlotError as exc:
         return Result(Verdict.ERROR, f"scenario {scenario.id} has no probe program: {exc}")
     candidates: list[State] = [INITIAL]
+    # Per step, its op when the main thread makes it: a call that is such a step, made outside a callback,
+    # belongs to the scenario as it is (the usual call; the others are checked by _in_envelope).
+    main_ops = tuple(st.op.value if st.thread is None else None for st in scenario.steps)
     calls: dict[str, Call] = {}  # the call in flight, by lane
     last_call: Call | None = None
     step_index: int | None = None
@@ -110,35 +104,40 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
     # event shows that they have returned (cookies.returned).
     returning: dict[str, frozenset[int]] = {}
     for ev in stream:
+        if isinstance(ev, TraceError):
+            return Result(Verdict.ERROR, str(ev))
         kind = type(ev)
         if returning and kind in _THREADED and cast(_Threaded, ev).th in returning:
             lines = returning.pop(cast(_Threaded, ev).th)
             candidates = [cookies.returned(c, lines, ev.line) for c in candidates]
-        if kind is Call:
-            call = cast(Call, ev)
-            if not call.teardown:
+        if isinstance(ev, Call):
+            call = ev
+            step = call.step
+            if not call.teardown and not (0 <= step < len(main_ops) and main_ops[step] == call.op
+                                          and call.th == _MAIN and call.in_cb is None):
                 checked = _in_envelope(scenario, call)
                 if isinstance(checked, str):
                     return Result(Verdict.ERROR, f"trace line {call.line}: {checked}")
                 ev = call = checked
             calls[call.lane] = last_call = call
-            step_index = call.step
+            step_index = step
             if call.op not in CALL_HANDLERS:
                 continue  # no call-time effect: every candidate stays as it is
-        elif kind is Exit:
+            lane = call.lane
+        elif isinstance(ev, Ret):
+            lane = ev.lane
+        elif isinstance(ev, Exit):
             open_call = last_call if last_call is not None and last_call.lane in calls else next(
                 iter(calls.values()), None)
-            return ending(scenario, cast(Exit, ev), complete, candidates, open_call, ctx, calls)
-        elif kind is TraceError:
-            return Result(Verdict.ERROR, str(ev))
-        elif kind is CbReturn:
-            returned = cast(CbReturn, ev)
-            returning[returned.th] = returning.get(returned.th, frozenset()) | {returned.opened}
+            return ending(scenario, ev, complete, candidates, open_call, ctx, calls)
+        elif isinstance(ev, CbReturn):
+            returning[ev.th] = returning.get(ev.th, frozenset()) | {ev.opened}
         elif kind is End:
             complete = True
-        lane = judged_lane(cast(Event, ev))
+        if kind is not Call and kind is not Ret:
+            lane = judged_lane(ev)
         try:
-            out = advance(ctx, candidates, cast(Event, ev), lane, calls)
+            out = advance(ctx, candidates, ev, lane, calls)
         except Unjudgeable as exc:
             return Result(Verdict.ERROR, f"trace line {exc.line}: {exc.message}")
         except ModelCrash as exc:
@@ -170,13 +169,9 @@ def _no_begin(first: Event | TraceError, stream: Iterator[Event | TraceError]) -
 
 
 def _in_envelope(scenario: Scenario, ev: Call) -> Call | str:
-    """The call as the replay judges it, or why it cannot belong to the scenario (ERROR)."""
-    steps = scenario.steps
-    st = steps[ev.step] if 0 <= ev.step < len(steps) else None
-    # StrEnum ops compare equal to their names.
-    if st is not None and st.op == ev.op and st.thread is None and ev.th == threads.MAIN and ev.in_cb is None:
-        return ev  # the usual call: a step of the main thread, as the scenario has it
-    bad = _envelope(scenario, len(steps), ev)
+    """A call other than the usual one (a step of the main thread as the scenario has it, which the replay
+    takes as it is): the call as the replay judges it, or why it cannot belong to the scenario (ERROR)."""
+    bad = _envelope(scenario, len(scenario.steps), ev)
     if bad is not None:
         return bad
     if ev.in_cb is not None and ev.op in ("buf_map", "buf_unmap") and ev.args.get("map") is None:
@@ -224,11 +219,11 @@ def judge(
         check_recorded(scenario.id, slots, own)
     result = _safe_replay(scenario, trace, caps, profile)
     discrepancy = None
-    if profile == PUBLISHED and result.verdict in (Verdict.FAIL, Verdict.CRASH):
+    if profile == PUBLISHED and result.verdict.blocking:
         other = _safe_replay(scenario, trace, caps, AOSP)
-        if other.verdict in (Verdict.PASS, Verdict.WARN) and discrepancies_of(other.dids):
+        if other.verdict.exercises and discrepancies_of(other.dids):
             discrepancy = ",".join(discrepancies_of(other.dids))
-    elif profile != PUBLISHED and result.verdict in (Verdict.PASS, Verdict.WARN) and discrepancies_of(result.dids):
+    elif profile != PUBLISHED and result.verdict.exercises and discrepancies_of(result.dids):
         discrepancy = ",".join(discrepancies_of(result.dids))
     divergence = None
     reason = result.reason

@@ -280,13 +280,19 @@ def call_access(ctx: Ctx, s: State, call: Call) -> Out:
     return [evolve_state(s, inflight=Inflight(call.step, call.op))]
 
 
-def ret_map_write(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
-    if ret.skipped is not None:
-        return [done(s)]
+def _live_map(s: State, call: Call, access: str) -> tuple[str, Mapping_]:
+    """The slot and mapping a map_read or map_write goes through; Unjudgeable when it names none live."""
     slot = arg_slot(call, "map")
     m = s.maps.get(slot)
     if m is None:
-        raise Unjudgeable(call.line, f"step {call.step} writes through {slot}, which is not a live mapping")
+        raise Unjudgeable(call.line, f"step {call.step} {access} through {slot}, which is not a live mapping")
+    return slot, m
+
+
+def ret_map_write(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    if ret.skipped is not None:
+        return [done(s)]
+    slot, m = _live_map(s, call, "writes")
     off, length, seed = arg_int(call, "offset"), arg_int(call, "length"), arg_int(call, "seed")
     if not m.shared:
         maps = dict(s.maps)
@@ -342,10 +348,7 @@ def read_digest(s: State, m: Mapping_, off: int, length: int, digest: object,
 def ret_map_read(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if ret.skipped is not None:
         return [done(s)]
-    slot = arg_slot(call, "map")
-    m = s.maps.get(slot)
-    if m is None:
-        raise Unjudgeable(call.line, f"step {call.step} reads through {slot}, which is not a live mapping")
+    _, m = _live_map(s, call, "reads")
     bad = read_digest(s, m, arg_int(call, "offset"), arg_int(call, "length"), ret.extra.get("digest"),
                       in_flight_spans(s, m.buf))
     return bad if bad is not None else [done(s)]

@@ -9,7 +9,7 @@ scenario's *live* objects, whatever the trace length.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 from .content import EMPTY, Content
@@ -315,7 +315,7 @@ def _make_evolver(cls: type) -> Callable[..., object]:
     field) and then becomes an instance of ``cls``: an ordinary frozen value from then on."""
     names = tuple(f.name for f in fields(cls))
     params = ", ".join(f"{n}=_MISSING" for n in names)
-    draft = _draft_class(cls, names)
+    draft = _draft_of(cls)
     if draft is not None:
         body = "\n".join(f"    new.{n} = obj.{n} if {n} is _MISSING else {n}" for n in names)
         source = (f"def evolve(obj, {params}):\n    new = _new(draft)\n{body}\n"
@@ -331,16 +331,44 @@ def _make_evolver(cls: type) -> Callable[..., object]:
     return fn
 
 
-def _draft_class(cls: type, names: tuple[str, ...]) -> type | None:
-    """A mutable class whose instances may become instances of ``cls`` (same slots), or None."""
-    if cls.__bases__ != (object,) or tuple(getattr(cls, "__slots__", ())) != names:
-        return None
-    draft = type(f"{cls.__name__}Draft", (), {"__slots__": names})
-    try:
-        _set(object.__new__(draft), "__class__", cls)
-    except TypeError:
-        return None
+_DRAFTS: dict[type, type | None] = {}
+
+
+def _draft_of(cls: type) -> type | None:
+    """A mutable class whose instances may become instances of ``cls`` and back (same slots), or None."""
+    if cls in _DRAFTS:
+        return _DRAFTS[cls]
+    names = tuple(f.name for f in fields(cls))
+    draft: type | None = None
+    if cls.__bases__ == (object,) and tuple(getattr(cls, "__slots__", ())) == names:
+        draft = type(f"{cls.__name__}Draft", (), {"__slots__": names})
+        try:
+            _set(object.__new__(draft), "__class__", cls)
+        except TypeError:
+            draft = None
+    _DRAFTS[cls] = draft
     return draft
+
+
+def _fast_init(cls: type) -> None:
+    """Give a frozen, slotted dataclass an ``__init__`` that fills the new value as its draft (plain slot
+    stores) and then makes it ``cls`` again. The dataclass's own sets every field through
+    ``object.__setattr__``, a call per field, and the judge makes several such values per trace event.
+    Equality, hashing, the repr and immutability stay the dataclass's own; a class with a
+    ``__post_init__``, a default factory or a field outside ``__init__`` keeps its ``__init__``."""
+    draft = _draft_of(cls)
+    own = fields(cls)
+    if draft is None or hasattr(cls, "__post_init__") or any(
+            not f.init or f.kw_only or f.default_factory is not MISSING for f in own):
+        return
+    params = ", ".join(f.name if f.default is MISSING else f"{f.name}=_default_{f.name}" for f in own)
+    body = "\n".join(f"    self.{f.name} = {f.name}" for f in own)
+    source = (f"def __init__(self, {params}):\n    _set(self, '__class__', draft)\n{body}\n"
+              "    _set(self, '__class__', cls)\n")
+    namespace: dict[str, object] = {"_set": _set, "draft": draft, "cls": cls}
+    namespace.update({f"_default_{f.name}": f.default for f in own if f.default is not MISSING})
+    exec(source, namespace)  # generated from the dataclass's own fields only
+    type.__setattr__(cls, "__init__", namespace["__init__"])
 
 
 def done(s: State) -> State:
@@ -351,6 +379,9 @@ def done(s: State) -> State:
 # ``evolve`` for the two values the judge copies on almost every event.
 evolve_state: Final = evolver(State)
 evolve_buffer: Final = evolver(Buffer)
+for _cls in (FileSeg, Attrs, CookieRef, Token, Borrow, Request, Submission, Buffer, Mapping_, FileState, Load,
+             Inflight, State):
+    _fast_init(_cls)
 
 
 def live_bytes(s: State) -> int:

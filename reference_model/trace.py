@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -186,7 +186,6 @@ class _Bad(Exception):
 
 _DECODE: Final = json.JSONDecoder().raw_decode
 _LOADS: Final = orjson.loads
-_PLAIN: Final = frozenset({str, int, bool, type(None)})
 
 
 def _skip_ws(raw: str) -> int:
@@ -206,14 +205,17 @@ def _decode_reference(raw: str) -> object:
     return obj
 
 
-def _holds_float(values: Collection[object]) -> bool:
-    """Whether decoded values hold a float, at any depth."""
-    kinds = set(map(type, values))
-    if kinds <= _PLAIN:
-        return False
-    if float in kinds:
-        return True
-    return any(_holds_float(v.values() if isinstance(v, dict) else v) for v in values if isinstance(v, dict | list))
+def _holds_float(values: Iterable[object]) -> bool:
+    """Whether decoded values hold a float, at any depth (a plain loop: it runs on every call's arguments)."""
+    for v in values:
+        if type(v) is float:
+            return True
+        if isinstance(v, list):
+            if _holds_float(v):
+                return True
+        elif isinstance(v, dict) and _holds_float(v.values()):
+            return True
+    return False
 
 
 def _int(obj: Mapping[str, object], key: str, *, nullable: bool = False) -> int | None:
@@ -296,11 +298,8 @@ def _ret(obj: dict[str, object], line: int) -> Ret:
     th = obj.get("th", MAIN)
     if th is not MAIN and th != MAIN:
         th = _th(obj)
-    # Only the fields every ret may carry: no op-specific result. (The probe writes ret, errno, dur_ns and t
-    # always; a ret without them still keeps its results.)
-    plain = (3 + ("ret" in obj) + ("errno" in obj) + ("dur_ns" in obj) + ("t" in obj) + ("th" in obj)
-             + ("in_cb" in obj) + ("skipped" in obj))
-    extra = {k: v for k, v in obj.items() if k not in _RET_FIELDS} if len(obj) > plain else EMPTY_ARGS
+    # The op-specific results: the fields beyond those every ret may carry.
+    extra = EMPTY_ARGS if _RET_FIELDS.issuperset(obj) else {k: v for k, v in obj.items() if k not in _RET_FIELDS}
     ret = obj.get("ret")
     if ret is not None and type(ret) is not int:
         ret = _int(obj, "ret", nullable=True)
@@ -494,11 +493,11 @@ def parse_line(raw: str, line: int) -> Event:
             build = _BUILDERS.get(ev) if isinstance(ev, str) else None
             if build is not None:
                 try:
-                    event = build(obj, line)
-                    _conform(obj, ev)  # type: ignore[arg-type]  # ev is a str whenever build is found
+                    event: Event | None = build(obj, line)
                 except _Bad:
-                    pass  # worded from the reference decoding below
-                else:
+                    event = None  # worded from the reference decoding below
+                # The schema's predicate (``_conform`` words what it refuses, from the reference decoding).
+                if event is not None and _CONFORMS[ev](obj):  # type: ignore[index]  # ev is a str here
                     if isinstance(event, Call):
                         if not _holds_float(event.args.values()):
                             return event
@@ -600,7 +599,7 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
                 yield TraceError(line, "not a text line")
                 return
             raw = text
-        if not raw.strip():
+        if not raw or raw.isspace():  # a blank line (isspace, unlike strip, copies nothing)
             continue
         last = line
         try:

@@ -23,6 +23,10 @@ class Meaning:
     exercises: bool  # the device was seen doing what the scenario's clauses say (the claim's coverage)
     failed: bool  # the device was seen failing the scenario (WAIVED too: its failure is waived, not gone)
     finding: bool  # listed among the report's findings, worst first
+    names: bool  # the result gives the clauses it names their answer (a failure its clause, a WARN its reading's)
+    ends_trace: bool  # decided by how the trace ended: its last line is the evidence a report shows
+    device_log: bool  # the device went wrong where its own log may say why (a real device's logcat is kept)
+    traceless: bool  # what a scenario handed to the device is when no trace came back (never ran, or failed first)
     shown: Shown
     label: str  # the report matrix's short cell text
 
@@ -63,6 +67,22 @@ class Verdict(StrEnum):
         return MEANINGS[self].finding
 
     @property
+    def names(self) -> bool:
+        return MEANINGS[self].names
+
+    @property
+    def ends_trace(self) -> bool:
+        return MEANINGS[self].ends_trace
+
+    @property
+    def device_log(self) -> bool:
+        return MEANINGS[self].device_log
+
+    @property
+    def traceless(self) -> bool:
+        return MEANINGS[self].traceless
+
+    @property
     def shown(self) -> Shown:
         return MEANINGS[self].shown
 
@@ -71,19 +91,20 @@ class Verdict(StrEnum):
         return MEANINGS[self].label
 
 
-# Fields: rank, blocking, conformant, exercises, failed, finding, shown, label.
+# Columns: rank, blocking, conformant, exercises, failed, finding, names, ends_trace, device_log, traceless.
+_T, _F = True, False
 MEANINGS: Final[dict[Verdict, Meaning]] = {
-    Verdict.PASS: Meaning(0, False, True, True, False, False, "passed", "PASS"),
+    Verdict.PASS: Meaning(0, _F, _T, _T, _F, _F, _F, _F, _F, _F, "passed", "PASS"),
     # WARN passed on a reading of the text: conformant, and listed so the reading is seen.
-    Verdict.WARN: Meaning(1, False, True, True, False, True, "passed", "WARN"),
-    Verdict.NOT_APPLICABLE: Meaning(2, False, True, False, False, False, "skipped", "N/A"),
+    Verdict.WARN: Meaning(1, _F, _T, _T, _F, _T, _T, _F, _F, _F, "passed", "WARN"),
+    Verdict.NOT_APPLICABLE: Meaning(2, _F, _T, _F, _F, _F, _F, _F, _F, _F, "skipped", "N/A"),
     # WAIVED failed and a waiver covers it: consistent with a claim, never counted as exercising.
-    Verdict.WAIVED: Meaning(3, False, True, False, True, False, "passed", "WAIV"),
-    Verdict.NOT_EXECUTED: Meaning(4, False, False, False, False, False, "skipped", "N/E"),
-    Verdict.ERROR: Meaning(5, False, False, False, False, True, "error", "ERR"),
-    Verdict.TIMEOUT: Meaning(6, False, False, False, False, True, "error", "TIME"),
-    Verdict.FAIL: Meaning(7, True, False, False, True, True, "failure", "FAIL"),
-    Verdict.CRASH: Meaning(8, True, False, False, True, True, "error", "CRSH"),
+    Verdict.WAIVED: Meaning(3, _F, _T, _F, _T, _F, _T, _F, _F, _F, "passed", "WAIV"),
+    Verdict.NOT_EXECUTED: Meaning(4, _F, _F, _F, _F, _F, _F, _F, _F, _T, "skipped", "N/E"),
+    Verdict.ERROR: Meaning(5, _F, _F, _F, _F, _T, _F, _F, _F, _T, "error", "ERR"),
+    Verdict.TIMEOUT: Meaning(6, _F, _F, _F, _F, _T, _F, _T, _T, _F, "error", "TIME"),
+    Verdict.FAIL: Meaning(7, _T, _F, _F, _T, _T, _T, _F, _T, _F, "failure", "FAIL"),
+    Verdict.CRASH: Meaning(8, _T, _F, _F, _T, _T, _T, _T, _T, _F, "error", "CRSH"),
 }
 
 # Mildest first: the order every table and chart lists verdicts in.
@@ -94,6 +115,8 @@ CONFORMANT_VERDICTS: Final = frozenset(v for v in Verdict if v.conformant)
 BLOCKING_VERDICTS: Final = frozenset(v for v in Verdict if v.blocking)
 # Neither conformant nor blocking: the device was not judged (the run is incomplete), worst first.
 UNJUDGED_ORDER: Final[tuple[Verdict, ...]] = tuple(v for v in reversed(SEVERITY) if not v.conformant and not v.blocking)
+# What a clause's own answer can be, worst first: a verdict that names clauses, or a PASS that exercised them.
+ANSWER_ORDER: Final[tuple[Verdict, ...]] = tuple(v for v in reversed(SEVERITY) if v.names or v.exercises)
 
 
 class RunExit(IntEnum):

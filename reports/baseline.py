@@ -15,13 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from reference_model.verdicts import Verdict
-
 from .atlas import ASPECT_TITLES, AtlasChange, atlas_changes, device_atlas
 from .clause_answers import ClauseAnswers, clause_answers
 from .results import RunResults
 
-FAILING: Final = (Verdict.FAIL, Verdict.CRASH)
 # The console lists at most this many atlas changes per aspect (report.html and atlas.json hold them all).
 ATLAS_LINES_PER_ASPECT: Final = 5
 
@@ -71,7 +68,7 @@ def _answer_text(answers: ClauseAnswers, clause: str, device: str) -> str:
 
 def _failing(answers: ClauseAnswers, clause: str, device: str) -> bool:
     answer = answers.get(clause, device)
-    return answer is not None and answer.verdict in FAILING
+    return answer is not None and answer.verdict is not None and answer.verdict.blocking
 
 
 def device_pairs(old: Sequence[str], new: Sequence[str]) -> tuple[tuple[str, str], ...]:

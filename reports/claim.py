@@ -31,7 +31,8 @@ from typing import Final, Protocol
 from reference_model.verdicts import SEVERITY, UNJUDGED_ORDER, RunExit, Verdict
 
 from .kit import KitFacts
-from .plan_filters import plan_filters
+from .plan_filters import filters_of
+from .plan_options import read_plan_options
 
 NORMATIVE_PROFILE: Final = "published-37"
 NPU_FEATURE: Final = "android.hardware.npu"
@@ -157,11 +158,7 @@ class Claim:
 
 
 def _text(value: object, default: str = "-") -> str:
-    if value is None or value == "" or value == []:
-        return default
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value)
-    return str(value)
+    return default if value is None or value == "" else str(value)
 
 
 def configuration(run: RunView) -> tuple[tuple[str, str], ...]:
@@ -169,17 +166,17 @@ def configuration(run: RunView) -> tuple[tuple[str, str], ...]:
     plan = run.plan
     if plan is None:
         return ()
-    options = plan.options
-    filters = plan_filters(options).flags()
+    options = read_plan_options(plan.options)
+    filters = filters_of(options).flags()
     return (
         ("target", _text(plan.target)),
-        ("impl", _text(options.get("impl"), "vnpu")),
-        ("personality", _text(options.get("personality"))),
-        ("policy", _text(options.get("policy"))),
-        ("capacity", _text(options.get("capacity"), "default")),
+        ("impl", _text(options.impl, "vnpu")),
+        ("personality", _text(options.personality)),
+        ("policy", _text(options.policy)),
+        ("capacity", _text(options.capacity, "default")),
         ("profile", _text(plan.profile)),
         ("filters", "; ".join(filters) or "none"),
-        ("waivers", _text(options.get("waivers"), "none")),
+        ("waivers", _text(options.waivers, "none")),
     )
 
 
@@ -191,7 +188,7 @@ def partial_reasons(run: RunView) -> tuple[str, ...]:
     reasons: list[str] = []
     if plan.profile != NORMATIVE_PROFILE:
         reasons.append(f"profile {plan.profile or '?'} (only {NORMATIVE_PROFILE} is normative)")
-    reasons.extend(plan_filters(plan.options).reasons())
+    reasons.extend(filters_of(read_plan_options(plan.options)).reasons())
     if plan.corpus_hash != run.kit.basis.corpus_hash:
         reasons.append("the corpus is not the one this kit released (corpus hash differs)")
     return tuple(reasons)

@@ -29,13 +29,10 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from reference_model.readings import READING_CLAUSES
-from reference_model.verdicts import Verdict
+from reference_model.verdicts import ANSWER_ORDER, Verdict
 from reference_model.waivers import failing_clauses
 
 from .claim import ResultView, RunView, exercises, why_not_exercised
-
-# The verdicts a clause's answer can hold, worst first.
-ANSWER_ORDER: Final = (Verdict.CRASH, Verdict.FAIL, Verdict.WAIVED, Verdict.WARN, Verdict.PASS)
 
 _READING_TEXT: Final = re.compile(r"reading\(s\) (.*)$")
 _READING_ID: Final = re.compile(r"\bR\d+\b")
@@ -116,7 +113,7 @@ def named_clauses(record: RecordView, cited: Sequence[str]) -> tuple[str, ...]:
     if verdict is Verdict.WARN:
         read = [c for r in readings_of_reason(record.reason) for c in READING_CLAUSES[r]]
         return tuple(dict.fromkeys([c for c in read if c in cited] or read))
-    if verdict in (Verdict.FAIL, Verdict.CRASH, Verdict.WAIVED):
+    if verdict.failed:
         return failing_clauses(record.divergence.clause if record.divergence is not None else None, cited)
     return ()
 
@@ -154,7 +151,7 @@ def clause_answers(run: AnswerRun) -> ClauseAnswers:
 
 def _answer(clause: str, device: str, citing: list[RecordView], named: list[RecordView]) -> ClauseAnswer:
     scenarios = tuple(dict.fromkeys(r.scenario for r in citing))
-    for verdict in ANSWER_ORDER[:-1]:
+    for verdict in (v for v in ANSWER_ORDER if v.names):
         hits = [r for r in named if r.verdict is verdict]
         if hits:
             readings: tuple[str, ...] = ()

@@ -84,7 +84,7 @@ def focus_line(record: ResultRecord) -> int | None:
         if found and 1 <= int(found.group(1)) <= count:
             return int(found.group(1))
         return None
-    if record.verdict in (Verdict.CRASH, Verdict.TIMEOUT):
+    if record.verdict.ends_trace:
         return count
     return None
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import junitparser
 from junitparser import xunit2
 
-from reference_model.verdicts import Verdict
+from reference_model.verdicts import ANSWER_ORDER, Verdict
 
 from .clause_answers import ClauseAnswers, clause_answers, named_clauses
 from .findings import trace_excerpt
@@ -133,7 +133,7 @@ def _suite(
         if key == "discovery_trace":
             continue  # raw evidence for `verify`; results.jsonl keeps it
         suite.add_property(safe_text(f"device.{key}"), safe_text(render_value(field_value)))
-    for verdict in (Verdict.CRASH, Verdict.FAIL, Verdict.WAIVED, Verdict.WARN):
+    for verdict in (v for v in ANSWER_ORDER if v.names):
         clauses = [c for c, row in answers.by_clause.items() if (a := row.get(serial)) and a.verdict is verdict]
         suite.add_property(f"clauses.{verdict.lower()}", safe_text(",".join(clauses)))
     suite.add_testcases(

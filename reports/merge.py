@@ -19,12 +19,26 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from reference_model.errors import KitError
 
-from .jsonl import first_of_kind, raw_objects, results_file, write_jsonl
-from .results import RESULTS_SCHEMA, RunResults, load_results
+from .plan_options import OPTION, read_plan_options
+from .records import (
+    RESULTS_SCHEMA,
+    DeviceRecord,
+    EndRecord,
+    Plan,
+    PlannedScenario,
+    Record,
+    Records,
+    ResultRecord,
+    read_records,
+    results_file,
+    verdict_counts,
+    write_records,
+)
+from .results import RunResults, load_results
 from .safe_io import output_dir
 
 IDENTITY_FIELDS: Final = ("kit_version", "vocabulary", "profile", "target", "corpus_hash", "model_hash")
@@ -45,7 +59,7 @@ class _Input:
     order: int
     path: Path
     run: RunResults
-    raw: dict[int, dict[str, object]]
+    records: Records
 
     @property
     def started(self) -> str:
@@ -77,7 +91,8 @@ def _configuration(item: _Input, serial: str) -> dict[str, object]:
     config: dict[str, object] = {f"device {key}": info.get(key) for key in _DEVICE_CONFIG}
     if plan is not None:
         config["profile"] = plan.profile
-        config.update({f"--{key}": plan.options.get(key) for key in _PLAN_CONFIG})
+        options = read_plan_options(plan.options)
+        config.update({OPTION[key].flag: getattr(options, key) for key in _PLAN_CONFIG})
     return config
 
 
@@ -102,27 +117,29 @@ def _refuse_mixed_configurations(loaded: Sequence[_Input]) -> None:
 
 
 def _merged_options(loaded: Sequence[_Input]) -> dict[str, object]:
-    """The inputs' filters united, so that a merged run of a partial run stays partial."""
+    """The inputs' filters united, so that a merged run of a partial run stays partial. A selection an input
+    records with the wrong type is kept as it is: the merged run's selection is as unknown as that run's."""
     plans = [i.run.plan for i in loaded if i.run.plan is not None]
+    typed = [read_plan_options(p.options) for p in plans]
     options: dict[str, object] = {"merged": True}
-    keywords = list(dict.fromkeys(str(p.options["keyword"]) for p in plans if p.options.get("keyword")))
+    keywords = list(dict.fromkeys(o.keyword for o in typed if o.keyword))
     if keywords:
         options["keyword"] = " or ".join(f"({k})" for k in keywords)
     for key in ("clauses", "scenario_ids"):  # list filters: their union, in first-seen order
-        united: dict[str, None] = {}
-        for plan in plans:
-            value = plan.options.get(key)
-            if isinstance(value, list):
-                united.update(dict.fromkeys(str(v) for v in value))
+        united = list(dict.fromkeys(v for o in typed for v in getattr(o, key)))
         if united:
-            options[key] = list(united)
-    scenarios = list(dict.fromkeys(str(p.options["scenarios"]) for p in plans if p.options.get("scenarios")))
+            options[key] = united
+    scenarios = list(dict.fromkeys(o.scenarios for o in typed if o.scenarios))
     if scenarios:
         options["scenarios"] = "+".join(scenarios)
     for key in (*_PLAN_CONFIG, "waivers"):
-        values = [p.options.get(key) for p in plans]
+        values = [getattr(o, key) for o in typed]
         if values and all(v == values[0] for v in values):
             options[key] = values[0]
+    for plan, read in zip(plans, typed, strict=True):
+        for key, _ in read.malformed:
+            if OPTION[key].selection:
+                options.setdefault(key, plan.options[key])
     return options
 
 
@@ -134,23 +151,20 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
         path = results_file(given)
         run = load_results(path)
         problems.extend(f"{path}: {p}" for p in run.problems)
-        loaded.append(_Input(order, path, run, raw_objects(path)))
+        loaded.append(_Input(order, path, run, read_records(path)))
     # Oldest first, so that "later wins" everywhere below means "newer wins".
     loaded.sort(key=lambda i: (i.started, i.order))
     _refuse_mixed_configurations(loaded)
 
-    plans = [(i, first_of_kind(i.raw, "plan")) for i in loaded]
     run_ids = [i.run.run_id or str(i.path) for i in loaded]
     devices: dict[str, None] = {}
-    scenarios: dict[str, dict[str, object]] = {}
-    for item, plan in plans:
-        if item.run.plan is None or plan is None:
+    scenarios: dict[str, PlannedScenario] = {}
+    for item in loaded:
+        if item.run.plan is None:
             continue
         devices.update(dict.fromkeys(item.run.plan.devices))
-        raw_scenarios = plan.get("scenarios")
-        for entry in raw_scenarios if isinstance(raw_scenarios, list) else []:
-            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-                scenarios.setdefault(entry["id"], entry)
+        for entry in item.run.plan.scenarios:
+            scenarios.setdefault(entry.id, entry)
     identity: dict[str, str] = {}
     for field in IDENTITY_FIELDS:
         values = [str(getattr(i.run.plan, field)) for i in loaded if i.run.plan is not None]
@@ -159,22 +173,26 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
             problems.append(f"the merged runs differ in {field} ({identity[field]}); verdicts may not be comparable")
     started = [i.started for i in loaded if i.started]
     bases = [dict(i.run.plan.claim_basis) if i.run.plan and i.run.plan.claim_basis else None for i in loaded]
-    plan_record: dict[str, Any] = {
-        "kind": "plan",
-        "schema": RESULTS_SCHEMA,
-        "run_id": merged_run_id(run_ids),
-        "started": min(started) if started else "",
-        **identity,
-        "devices": list(devices),
-        "scenarios": list(scenarios.values()),
-        "options": _merged_options(loaded),
-        **({"claim_basis": bases[0]} if bases and all(b == bases[0] for b in bases) else {}),
-        "merged_from": [
+    plan_record = Plan(
+        schema=RESULTS_SCHEMA,
+        run_id=merged_run_id(run_ids),
+        started=min(started) if started else "",
+        kit_version=identity["kit_version"],
+        vocabulary=identity["vocabulary"],
+        profile=identity["profile"],
+        target=identity["target"],
+        devices=tuple(devices),
+        scenarios=tuple(scenarios.values()),
+        corpus_hash=identity["corpus_hash"],
+        model_hash=identity["model_hash"],
+        options=_merged_options(loaded),
+        claim_basis=bases[0] if bases and all(b == bases[0] for b in bases) else None,
+        merged_from=tuple(
             {"run_id": i.run.run_id, "results": str(i.path), "started": i.started, "profile": i.run.plan.profile}
             for i in loaded
             if i.run.plan is not None
-        ],
-    }
+        ),
+    )
 
     device_info: dict[str, dict[str, object]] = {}
     for item in loaded:
@@ -184,11 +202,13 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
                 problems.append(f"device {serial}: info differs between runs; the newest ({item.run.run_id}) is used")
             device_info[serial] = dict(info)
 
-    chosen: dict[tuple[str, str], tuple[str, dict[str, object]]] = {}
+    chosen: dict[tuple[str, str], tuple[str, ResultRecord]] = {}
     superseded = 0
     for item in loaded:
+        by_line = item.records.by_line()
         for record in item.run.results:
-            if not record.recorded or record.line is None or record.line not in item.raw:
+            stored = by_line.get(record.line) if record.recorded and record.line is not None else None
+            if not isinstance(stored, ResultRecord):
                 continue
             key = (record.device, record.scenario)
             finished = record.finished or ""
@@ -197,23 +217,20 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
                 superseded += 1
                 if finished < earlier[0]:
                     continue
-            chosen[key] = (finished, item.raw[record.line])
+            chosen[key] = (finished, stored)
 
-    lines: list[dict[str, object]] = [plan_record]
-    lines.extend({"kind": "device", "device": serial, "info": info} for serial, info in device_info.items())
+    lines: list[Record] = [plan_record]
+    lines.extend(DeviceRecord(serial, info) for serial, info in device_info.items())
     lines.extend(record for _, record in chosen.values())
     path = output_dir(out_dir) / "results.jsonl"
     ends = [i.run.end for i in loaded]
     if ends and all(end is not None for end in ends):
-        counts: dict[str, int] = {}
-        for _, obj in chosen.values():
-            counts[str(obj.get("verdict"))] = counts.get(str(obj.get("verdict")), 0) + 1
         finished_all = max(end.finished for end in ends if end is not None)
-        lines.append({"kind": "end", "finished": finished_all, "counts": counts})
-    write_jsonl(path, lines)
+        lines.append(EndRecord(finished_all, verdict_counts(r.verdict for _, r in chosen.values())))
+    write_records(path, lines)
     return MergeOutcome(
         path=path,
-        run_id=str(plan_record["run_id"]),
+        run_id=plan_record.run_id,
         inputs=tuple(run_ids),
         results=len(chosen),
         superseded=superseded,

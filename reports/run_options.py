@@ -1,46 +1,47 @@
 """The options of an `npuconf run` command line that reproduce a recorded configuration: target, impl,
 cross, personality, policy, capacity, profile, scenarios, waivers, timeout multiplier, adb servers and
 serial. Options at their default are left out; the target never is (`run` and `fuzz` default to
-different targets). One function, so that the replay lines of `run` and of `fuzz` cannot drift apart."""
+different targets). One function, so that the replay lines of `run` and of `fuzz` cannot drift apart;
+each option is read with its type and flag from reports/plan_options.py."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from typing import Final
 
-DEFAULT_PROFILE = "published-37"
+from .plan_options import OPTION, read_plan_options
+
+# The options a replay line repeats, in the order it gives them (the profile after `capacity`).
+BEFORE_PROFILE: Final = ("impl", "cross", "personality", "policy", "capacity")
+AFTER_PROFILE: Final = ("scenarios", "waivers", "timeout_multiplier")
 
 
 def replay_options(target: str, options: Mapping[str, object], profile: str | None = None,
                    serials: Sequence[str] = ()) -> list[str]:
     """`--target ... --impl ...` for ``target`` and ``options`` (keys as in a run plan's options:
     impl, cross, personality, policy, capacity, scenarios, waivers, timeout_multiplier, adb_servers);
-    ``serials``: the adb devices to name (adb only)."""
+    ``serials``: the adb devices to name (adb only). A malformed option is left out, as if not given."""
+    typed = read_plan_options(options)
     parts: list[str] = []
     if target:
         parts += ["--target", target]
 
-    def option(flag: str, key: str, default: object = None) -> None:
-        value = options.get(key)
-        if value is not None and value != "" and value != default:
-            parts.extend([flag, str(value)])
+    def given(keys: Sequence[str]) -> None:
+        for key in keys:
+            value = getattr(typed, key)
+            if value is not None and value != OPTION[key].default:
+                parts.extend([OPTION[key].flag, str(value)])
 
-    option("--impl", "impl")
-    option("--cross", "cross")
-    option("--personality", "personality", "published")
-    option("--policy", "policy", "budget")
-    option("--capacity", "capacity")
-    if profile and profile != DEFAULT_PROFILE:
-        parts += ["--profile", profile]
-    option("--scenarios", "scenarios")
-    option("--waivers", "waivers")
-    option("--timeout-multiplier", "timeout_multiplier", 1.0)
+    given(BEFORE_PROFILE)
+    if profile and profile != OPTION["profile"].default:
+        parts += [OPTION["profile"].flag, profile]
+    given(AFTER_PROFILE)
     if target == "adb":
-        servers = options.get("adb_servers")
-        for server in servers if isinstance(servers, (list, tuple)) else []:
-            parts += ["--adb-server", str(server)]
+        for server in typed.adb_servers:
+            parts += [OPTION["adb_servers"].flag, server]
         for serial in serials:
-            parts += ["--serial", serial]
+            parts += [OPTION["serials"].flag, serial]
     return parts
 
 

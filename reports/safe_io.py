@@ -38,6 +38,8 @@ NAME_MAX: Final = 128
 # C0/C1 controls, and the invisible format characters that reorder or hide what a terminal shows
 # (bidirectional overrides and isolates such as U+202E, zero-width characters, line separators).
 _CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# Characters XML 1.0 forbids (and lone surrogates, which no UTF-8 writer accepts).
+_FORBIDDEN: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 class UnsafeOutput(KitError):
@@ -79,6 +81,11 @@ def console_text(text: str) -> str:
     """`text` with terminal control characters (escape sequences, carriage returns) shown as `\\xNN`, and
     invisible reordering characters (U+202E and the like) as `\\uNNNN`."""
     return _CONTROL.sub(visible_escape, text)
+
+
+def safe_text(text: str) -> str:
+    """`text` with every character XML 1.0 forbids written as a visible escape (`\\x1b`, `\\ud800`)."""
+    return _FORBIDDEN.sub(visible_escape, text)
 
 
 def visible_escape(match: re.Match[str]) -> str:

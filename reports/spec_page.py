@@ -83,6 +83,7 @@ class DeviceAnswer:
     answer: str
     why: str
     failures: tuple[Failure, ...]
+    verdict: Verdict | None = None  # the clause's answer on the device (None: not exercised)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,14 +223,14 @@ def _details(spec: SpecSource, runs: Sequence[RunResults]) -> dict[str, Detail]:
                     Failure(r.scenario, str(r.verdict), r.reason, replay_command(run, r))
                     for r in run.results
                     if r.device == serial
-                    and r.verdict in (Verdict.FAIL, Verdict.CRASH, Verdict.WAIVED)
+                    and r.verdict.failed
                     and clause.id in named_clauses(r, run.kit.clauses_of(r.scenario))
                 )
                 if answer is None:
                     devices.append(DeviceAnswer(label, "not exercised", "no scenario of the run cites it", failures))
                 else:
                     text = answer.text() + (f" ({', '.join(answer.readings)})" if answer.readings else "")
-                    devices.append(DeviceAnswer(label, text, answer.why, failures))
+                    devices.append(DeviceAnswer(label, text, answer.why, failures, answer.verdict))
         state, summary = _state(clause, scenarios, devices, bool(runs))
         out[clause.id] = Detail(clause, state, summary, scenarios, rules, tuple(devices), False)
     return out
@@ -244,14 +245,14 @@ def _state(
         if scenarios:
             return "covered", f"{len(scenarios)} scenario(s) cite it"
         return "uncovered", "no scenario cites it"
-    answers = [d.answer.split(" (")[0] for d in devices]
-    failing = [d.device for d, a in zip(devices, answers, strict=True) if a in ("FAIL", "CRASH", "WAIVED")]
+    failing = [d.device for d in devices if d.verdict is not None and d.verdict.failed]
     if failing:
         return "fail", f"fails on {len(failing)} of {len(devices)} device(s): {', '.join(failing)}"
-    warned = [d for d, a in zip(devices, answers, strict=True) if a == "WARN"]
+    # A clause's answer names it (WARN, the only one left after the failures) or was exercised (PASS).
+    warned = [d for d in devices if d.verdict is not None and d.verdict.names]
     if warned:
-        return "warn", f"WARN on {len(warned)} of {len(devices)} device(s): {warned[0].answer}"
-    passed = sum(1 for a in answers if a == "PASS")
+        return "warn", f"{warned[0].verdict} on {len(warned)} of {len(devices)} device(s): {warned[0].answer}"
+    passed = sum(1 for d in devices if d.verdict is not None and d.verdict.exercises)
     if devices and passed == len(devices):
         return "pass", f"PASS on all {len(devices)} device(s)"
     return "nx", f"not exercised on {len(devices) - passed} of {len(devices)} device(s)"

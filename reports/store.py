@@ -30,7 +30,7 @@ from typing import Final
 
 from .atlas import DeviceAtlas, device_atlas, entry_from_json, sorted_entries
 from .clause_answers import answering_clauses
-from .jsonl import results_file
+from .records import Plan, ResumeRecord, parse_line, results_file
 from .results import RunResults, load_results, read_results_bytes, safe_text
 from .store_engine import NoStoreThere, StoreEngine, StoreError
 from .store_identity import host_identity
@@ -328,12 +328,9 @@ def import_run(
 
 def _plan_host(data: bytes) -> str | None:
     """The host identity the plan record (the first line) carries, if any."""
-    try:
-        record = json.loads(data.split(b"\n", 1)[0])
-    except (ValueError, RecursionError):
-        return None
-    host = record.get("host") if isinstance(record, dict) and record.get("kind") == "plan" else None
-    return host if isinstance(host, str) and 0 < len(host) <= 128 else None
+    record, _ = parse_line(data.split(b"\n", 1)[0], 1)
+    host = record.host if isinstance(record, Plan) else None
+    return host if host is not None and 0 < len(host) <= 128 else None
 
 
 def _growth_problem(data: bytes, old_digest: object, old_length: object, old_host: object, run_id: str) -> str:
@@ -343,18 +340,14 @@ def _growth_problem(data: bytes, old_digest: object, old_length: object, old_hos
         return "these are not the stored results grown"
     if hashlib.sha256(data[:old_length]).hexdigest() != old_digest or data[old_length - 1 : old_length] != b"\n":
         return "these do not start with the stored results"
-    first = data[old_length:].split(b"\n", 1)[0]
-    try:
-        record = json.loads(first)
-    except (ValueError, RecursionError):
-        record = None
-    if not isinstance(record, dict) or record.get("kind") != "resume":
+    record, _ = parse_line(data[old_length:].split(b"\n", 1)[0], 0)
+    if not isinstance(record, ResumeRecord):
         return "what was appended does not start with a resume record (only `npuconf run --resume` grows a run)"
-    if record.get("run_id") != run_id:
+    if record.run_id != run_id:
         return "the appended resume record names another run"
     if not isinstance(old_host, str) or not old_host:
         return "the stored run records no host (an older kit), so no resume of it can be trusted"
-    if record.get("host") != old_host:
+    if record.host != old_host:
         return "the run was resumed on another host than the one that recorded it"
     if host_identity() != old_host:
         return "a resumed run is imported only on the host that recorded it, and this is another host"

@@ -35,19 +35,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
     if args.impl is not None and target != "local":
         raise UsageError(f"--impl is for --target local, not --target {target}")
     request = FuzzRequest(
-        run=RunRequest(
-            target=target,
-            impl=args.impl,
-            profile=args.profile,
-            personality=args.personality,
-            policy=args.policy,
-            capacity=args.capacity,
-            timeout_multiplier=args.timeout_multiplier,
-            build_dir=args.build_dir,
-            devices=args.devices,
-            serials=tuple(args.serial),
-            adb_servers=tuple(args.adb_server),
-        ),
+        run=RunRequest.from_args(args, target),
         seed=args.seed,
         budget=Budget.parse(args.budget),
         batch=args.batch,

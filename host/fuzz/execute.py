@@ -13,6 +13,7 @@ from typing import Any
 from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import Scenario, parse_scenario
 from reference_model.verdicts import Verdict
+from reports.records import Record, ResultRecord
 
 from ..run import DeviceRun, ResultsWriter, RunPlan
 from ..targets import Device, Target
@@ -27,7 +28,7 @@ class Result:
     reason: str
     clause: str | None
     quote: str | None
-    record: Mapping[str, Any]
+    trace: tuple[str, ...]  # as the probe wrote it
 
     @property
     def divergent(self) -> bool:
@@ -44,13 +45,13 @@ class _Collector(ResultsWriter):
     def __init__(self) -> None:  # no file: nothing of ResultsWriter's own state is used
         self.path = Path("<memory>")
         self.failed = None
-        self.records: dict[str, dict[str, Any]] = {}
+        self.records: dict[str, ResultRecord] = {}
         self._guard = threading.Lock()
 
-    def write(self, record: dict[str, Any]) -> None:
-        if record.get("kind") == "result":
+    def write(self, record: Record) -> None:
+        if isinstance(record, ResultRecord):
             with self._guard:
-                self.records[str(record["scenario"])] = record
+                self.records[record.scenario] = record
 
     def close(self) -> None:
         return None
@@ -111,9 +112,8 @@ class ProgramRunner:
             record = self._collector.records.get(scenario.id)
             if record is None or scenario.id in missing:
                 reason = unrun[0] if unrun is not None else "no result"
-                results.append(Result(scenario.id, Verdict.NOT_EXECUTED, reason, None, None, {}))
+                results.append(Result(scenario.id, Verdict.NOT_EXECUTED, reason, None, None, ()))
                 continue
-            divergence = record.get("divergence") or {}
-            results.append(Result(scenario.id, Verdict(record["verdict"]), str(record["reason"]),
-                                  divergence.get("clause"), divergence.get("quote"), record))
+            clause, quote = (record.divergence.clause, record.divergence.quote) if record.divergence else (None, None)
+            results.append(Result(scenario.id, record.verdict, record.reason, clause, quote, record.trace))
         return results

@@ -400,7 +400,7 @@ class _Worker:
         )  # fmt: skip
         run.put(self.name, divergence)
         # The evidence as the probe wrote it: the divergent program's whole trace (bounded like a run's).
-        run.append("found", **dataclasses.asdict(divergence), trace=list(found.record.get("trace", ())))
+        run.append("found", **dataclasses.asdict(divergence), trace=list(found.trace))
         if not shrink_it:
             return
         shrunk = self._shrink_and_write(program, found, divergence)

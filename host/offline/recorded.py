@@ -87,7 +87,7 @@ def what_happened(
     be derived; it is taken as recorded, but only as NOT_EXECUTED or ERROR (both leave the run incomplete)."""
     unreached = None
     if not record.trace:
-        given = record.verdict if record.verdict in (Verdict.ERROR, Verdict.NOT_EXECUTED) else Verdict.NOT_EXECUTED
+        given = record.verdict if record.verdict.traceless else Verdict.NOT_EXECUTED
         unreached = NotRun(given, record.reason or "no trace recorded")
     return WhatHappened(scenario, device, fingerprint_of(info, record.device), record.trace, unreached)
 

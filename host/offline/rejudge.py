@@ -8,11 +8,11 @@ from) with its reports. `npuconf verify` uses the same code to check a bundle's 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from reference_model.caps import DeviceCaps
 from reference_model.profiles import PROFILES
@@ -21,12 +21,20 @@ from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, write_reports
 from reports.claim import Claim
-from reports.jsonl import first_of_kind, raw_objects, write_jsonl
+from reports.records import (
+    EndRecord,
+    Record,
+    Records,
+    ResultRecord,
+    read_records,
+    verdict_counts,
+    write_records,
+)
 from reports.safe_io import output_dir
 
 from ..errors import UsageError
 from ..probe import Pairs
-from ..run import DeviceFacts, Judging, now_iso
+from ..run import DeviceFacts, Judging, now_iso, planned
 from ..suite import SCENARIO_ROOT, corpus_hash, load_catalogue, load_corpus, load_waiver_file, model_hash
 from .recorded import decide_record, recorded_devices
 from .run_dir import load_planned_run
@@ -51,7 +59,7 @@ class Rejudged:
 
     run: RunResults
     profile: str
-    records: tuple[dict[str, Any], ...]
+    records: tuple[ResultRecord, ...]
     changes: tuple[VerdictChange, ...]
     judged: int
     missing_scenarios: tuple[tuple[str, str], ...]  # (device, scenario) whose scenario the corpus lacks
@@ -73,13 +81,9 @@ def check_profile(profile: str) -> str:
     return profile
 
 
-def _planned_entry(scenario: Scenario) -> dict[str, Any]:
-    return {"id": scenario.id, "title": scenario.title, "chapter": scenario.chapter, "clauses": list(scenario.clauses)}
-
-
 def rejudge_run(
     run: RunResults,
-    raw: Mapping[int, Mapping[str, object]],
+    stored_records: Records,
     profile: str,
     corpus: Mapping[str, Scenario],
     catalogue: Mapping[str, str],
@@ -91,7 +95,8 @@ def rejudge_run(
     `waivers` None keeps the waivers the run recorded (a result that still FAILs stays WAIVED with its
     stored waiver); a sequence (possibly empty) decides alone, as `npuconf run --waivers` would.
     """
-    records: list[dict[str, Any]] = []
+    records: list[ResultRecord] = []
+    by_line = stored_records.by_line()
     changes: list[VerdictChange] = []
     missing: list[tuple[str, str]] = []
     devices = recorded_devices(run)
@@ -105,39 +110,34 @@ def rejudge_run(
     for record in run.results:
         if not record.recorded or record.line is None:
             continue  # NOT_EXECUTED computed by the loader: nothing was stored
-        stored = raw.get(record.line)
-        if stored is None:  # pragma: no cover - load_results read this line, so it parses
+        stored = by_line.get(record.line)
+        if not isinstance(stored, ResultRecord):  # pragma: no cover - load_results read this line, so it parses
             continue
-        new: dict[str, Any] = dict(stored)
         scenario = corpus.get(record.scenario)
         if scenario is None:
             missing.append((record.device, record.scenario))
-            records.append(new)
+            records.append(stored)
             continue
         info = run.devices.get(record.device, {})
         decision = decide_record(record, scenario, devices.facts.get(record.device, unknown), info, judging)
         outcome = decision.outcome
         judged += decision.judged
         verdict: Verdict = outcome.verdict
-        waiver: object = outcome.waiver
+        waiver = outcome.waiver
         if waivers is None and verdict is Verdict.FAIL and record.verdict is Verdict.WAIVED:
-            verdict, waiver = Verdict.WAIVED, stored.get("waiver") or record.waiver  # the waiver as stored
-        new.update(
-            {
-                "chapter": scenario.chapter,
-                "title": scenario.title,
-                "clauses": list(scenario.clauses),
-                "verdict": verdict.value,
-                "reason": outcome.reason,
-                "divergence": outcome.divergence,
-                "discrepancy": outcome.discrepancy,
-                "waiver": waiver,
-            }
+            verdict, waiver = Verdict.WAIVED, stored.waiver  # the waiver as stored
+        new = dataclasses.replace(
+            stored,
+            chapter=scenario.chapter,
+            title=scenario.title,
+            clauses=tuple(scenario.clauses),
+            verdict=verdict,
+            reason=outcome.reason,
+            divergence=outcome.divergence,
+            discrepancy=outcome.discrepancy,
+            waiver=waiver,
+            allocations_refused=verdict is Verdict.PASS and decision.allocations_refused,
         )
-        if verdict is Verdict.PASS and decision.allocations_refused:
-            new["allocations_refused"] = True
-        else:
-            new.pop("allocations_refused", None)
         records.append(new)
         if verdict is not record.verdict:
             changes.append(VerdictChange(record.device, record.scenario, record.verdict, verdict, outcome.discrepancy))
@@ -145,44 +145,32 @@ def rejudge_run(
 
 
 def rejudged_lines(
-    rejudged: Rejudged, raw: Mapping[int, Mapping[str, object]], corpus: Mapping[str, Scenario], root: Path
-) -> list[dict[str, Any]]:
+    rejudged: Rejudged, stored: Records, corpus: Mapping[str, Scenario], root: Path
+) -> list[Record]:
     """The new results.jsonl: plan (new profile, `rejudged_from`), device records, results, end."""
     run = rejudged.run
-    plan = first_of_kind(raw, "plan")
-    if run.plan is None or plan is None:
+    original = stored.plan
+    if run.plan is None or original is None:
         raise UsageError(f"{run.path}: no plan record; rejudge needs the run's plan")
-    original = run.plan
-    plan.update(
-        {
-            "run_id": f"{original.run_id}-rejudged-{rejudged.profile}",
-            "profile": rejudged.profile,
-            "model_hash": model_hash(),
-            "corpus_hash": corpus_hash(root),
-            "rejudged_from": {
-                "run_id": original.run_id,
-                "profile": original.profile,
-                "model_hash": original.model_hash,
-                "corpus_hash": original.corpus_hash,
-                "results": str(run.path),
-                "rejudged": now_iso(),
-            },
-        }
+    plan = dataclasses.replace(
+        original,
+        run_id=f"{original.run_id}-rejudged-{rejudged.profile}",
+        profile=rejudged.profile,
+        model_hash=model_hash(),
+        corpus_hash=corpus_hash(root),
+        rejudged_from={
+            "run_id": original.run_id,
+            "profile": original.profile,
+            "model_hash": original.model_hash,
+            "corpus_hash": original.corpus_hash,
+            "results": str(run.path),
+            "rejudged": now_iso(),
+        },
+        scenarios=tuple(planned(corpus[s.id]) if s.id in corpus else s for s in original.scenarios),
     )
-    scenarios = plan.get("scenarios")
-    if isinstance(scenarios, list):
-        plan["scenarios"] = [
-            _planned_entry(corpus[s["id"]]) if isinstance(s, dict) and s.get("id") in corpus else s for s in scenarios
-        ]
-    lines: list[dict[str, Any]] = [plan]
-    lines.extend(dict(raw[n]) for n in sorted(raw) if raw[n].get("kind") == "device")
-    lines.extend(rejudged.records)
+    lines: list[Record] = [plan, *stored.devices, *rejudged.records]
     if run.end is not None:
-        verdicts = [Verdict(str(r["verdict"])) for r in rejudged.records]
-        counts: dict[str, int] = {}
-        for verdict in verdicts:
-            counts[verdict.value] = counts.get(verdict.value, 0) + 1
-        lines.append({"kind": "end", "finished": run.end.finished, "counts": counts})
+        lines.append(EndRecord(run.end.finished, verdict_counts(r.verdict for r in rejudged.records)))
     return lines
 
 
@@ -220,12 +208,12 @@ def rejudge(
                          f"remove that directory, or write elsewhere with --out NEW")
     waivers = load_waivers(waivers_file)
     corpus, catalogue = corpus_by_id(scenario_root)
-    raw = raw_objects(path)
-    rejudged = rejudge_run(run, raw, chosen, corpus, catalogue, waivers, today)
-    lines = rejudged_lines(rejudged, raw, corpus, scenario_root)
+    stored = read_records(path)
+    rejudged = rejudge_run(run, stored, chosen, corpus, catalogue, waivers, today)
+    lines = rejudged_lines(rejudged, stored, corpus, scenario_root)
     output_dir(out_dir)
     results = out_dir / "results.jsonl"
-    write_jsonl(results, lines)
+    write_records(results, lines)
     paths = {"results": results, **write_reports(results, out_dir)}
     new_run = load_results(results)
     return RejudgeOutcome(rejudged, out_dir, paths, int(new_run.claim.exit_code), new_run.claim)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reports import RunResults, load_results
-from reports.jsonl import results_file
+from reports.records import results_file
 from reports.results import Plan
 
 from ..errors import UsageError

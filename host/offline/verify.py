@@ -21,9 +21,10 @@ from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import ResultsUnreadable, RunResults, load_results
 from reports.claim import Claim, ClaimLevel
-from reports.jsonl import raw_objects
 from reports.limits import limit, over
-from reports.plan_filters import plan_filters
+from reports.plan_filters import filters_of
+from reports.plan_options import PlanOptions, read_plan_options
+from reports.records import Records, read_records
 from reports.summary import build_summary
 
 from ..run import Judging, pointer_bits
@@ -232,17 +233,14 @@ def _check_tree_hashes(manifest: Mapping[str, Any]) -> list[Problem]:
     return problems
 
 
-def _check_coverage(run: RunResults, raw: Mapping[int, Mapping[str, object]]) -> list[Problem]:
+def _check_coverage(run: RunResults, records: Records) -> list[Problem]:
     """Every planned scenario recorded exactly once per device, or in a sharded run once per build (group)."""
     plan = run.plan
     if plan is None:
         return []
-    counts: Counter[tuple[str, str]] = Counter()
-    for obj in raw.values():
-        if obj.get("kind") == "result" and isinstance(obj.get("device"), str) and isinstance(obj.get("scenario"), str):
-            counts[(str(obj["device"]), str(obj["scenario"]))] += 1
+    counts: Counter[tuple[str, str]] = Counter((r.device, r.scenario) for r in records.results)
     problems: list[Problem] = []
-    if plan.options.get("shard", False) is not plan.shard:
+    if read_plan_options(plan.options).shard is not plan.shard:
         problems.append(
             Problem("plan", f"the plan says shard {str(plan.shard).lower()} but its options say "
                             f"{plan.options.get('shard')!r}: the run was not recorded so")
@@ -262,15 +260,15 @@ def _check_coverage(run: RunResults, raw: Mapping[int, Mapping[str, object]]) ->
     return problems
 
 
-def _check_cited_clauses(raw: Mapping[int, Mapping[str, object]], corpus: Mapping[str, Scenario]) -> list[Problem]:
-    """A record of a released scenario cites exactly that scenario's clauses (the claim never reads them
-    from the record, but a record that says otherwise was edited)."""
+def _check_cited_clauses(records: Records, corpus: Mapping[str, Scenario]) -> list[Problem]:
+    """A record of a released scenario cites exactly that scenario's clauses, as its line says them (the
+    claim never reads them from the record, but a record that says otherwise was edited)."""
     problems: list[Problem] = []
-    for obj in raw.values():
-        scenario = corpus.get(str(obj.get("scenario"))) if obj.get("kind") == "result" else None
-        if scenario is not None and obj.get("clauses") != list(scenario.clauses):
+    for record in records.results:
+        scenario = corpus.get(record.scenario)
+        if scenario is not None and record.clauses != tuple(scenario.clauses):
             problems.append(
-                Problem("results", f"{scenario.id} on {obj.get('device')}: its record cites other clauses than "
+                Problem("results", f"{scenario.id} on {record.device}: its record cites other clauses than "
                                    "the kit's scenario does")
             )
     return problems
@@ -299,18 +297,13 @@ def _sharded_units(run: RunResults, problems: list[Problem]) -> dict[str, tuple[
 _WESTMOST: Final = dt.timedelta(hours=12)
 
 
-def _check_waivers_as_of(options: Mapping[str, object], started: str | None) -> list[Problem]:
-    """`options.waivers_as_of` (the day the run judged waivers on) is a date no earlier than the run's
-    start: an earlier day would revive waivers that had expired when the run ran."""
-    if "waivers_as_of" not in options:
-        return []
-    value = options["waivers_as_of"]
-    try:
-        as_of = dt.date.fromisoformat(value) if isinstance(value, str) and len(value) == 10 else None
-    except ValueError:
-        as_of = None
+def _check_waivers_as_of(options: PlanOptions, started: str | None) -> list[Problem]:
+    """`options.waivers_as_of` (the day the run judged waivers on) is no earlier than the run's start: an
+    earlier day would revive waivers that had expired when the run ran. (One that is not a date is a
+    malformed option, named by the results.)"""
+    as_of = options.waivers_as_of
     if as_of is None:
-        return [Problem("plan", f"options.waivers_as_of is {value!r}, not a date (YYYY-MM-DD)")]
+        return []
     try:
         start = dt.datetime.fromisoformat(started) if isinstance(started, str) else None
     except ValueError:
@@ -345,8 +338,9 @@ def _kit_problems(run: RunResults, corpus: Mapping[str, Scenario], basis: Mappin
         for key in sorted(basis):
             if recorded.get(key) != basis[key]:
                 problems.append(Problem("plan", f"the plan's claim basis {key} is not this kit's"))
-    problems.extend(_check_waivers_as_of(plan.options, plan.started))
-    filters = plan_filters(plan.options)
+    options = read_plan_options(plan.options)
+    problems.extend(_check_waivers_as_of(options, plan.started))
+    filters = filters_of(options)
     problems.extend(Problem("plan", message) for message in filters.malformed)
     if plan.corpus_hash == basis["kit_corpus_hash"]:
         planned = {s.id for s in plan.scenarios}
@@ -497,9 +491,9 @@ def verify_bundle(
         results.write_bytes(members["results.jsonl"])
         try:
             run = load_results(results)
+            records = read_records(results)
         except ResultsUnreadable as exc:  # named as the bundle's member, never as the temporary copy
             raise BundleUnreadable(f"{bundle}: member results.jsonl: {exc.cause}") from None
-        raw = raw_objects(results)
         problems.extend(Problem("results", p) for p in run.problems)
         if run.plan is None:
             problems.append(Problem("results", "results.jsonl has no plan record"))
@@ -511,8 +505,8 @@ def verify_bundle(
         if isinstance(devices, dict) and devices != device_fingerprints(run):
             problems.append(Problem("results", "the manifest's device fingerprints differ from results.jsonl"))
         problems.extend(_kit_problems(run, corpus, basis))
-        problems.extend(_check_coverage(run, raw))
-        problems.extend(_check_cited_clauses(raw, corpus))
+        problems.extend(_check_coverage(run, records))
+        problems.extend(_check_cited_clauses(records, corpus))
         derived, verdict_problems = _check_verdicts(run, corpus, catalogue, waivers)
         problems.extend(verdict_problems)
         problems.extend(_check_reports(run, members, workdir))

@@ -33,6 +33,7 @@ from .plan import check_target_options as check_target_options
 from .plan import new_run_id as new_run_id
 from .results_writer import ResultsWriter as ResultsWriter
 from .results_writer import now_iso as now_iso
+from .results_writer import planned as planned
 from .results_writer import result_record as result_record
 from .resume import resume_run as resume_run
 from .runner import DeviceRun as DeviceRun

@@ -17,29 +17,7 @@ from .session import start_run
 def run_command(args: argparse.Namespace) -> int:
     given = apply_run_defaults(args)
     check_target_options(args.timeout_multiplier, args.devices, args.target, 1 if args.jobs is None else args.jobs)
-    request = RunRequest(
-        target=args.target or "auto",
-        devices=args.devices,
-        serials=tuple(args.serial),
-        adb_servers=tuple(args.adb_server),
-        impl=args.impl,
-        profile=args.profile,
-        personality=args.personality,
-        policy=args.policy,
-        capacity=args.capacity,
-        waivers=args.waivers,
-        keyword=args.keyword,
-        scenario_ids=tuple(args.scenario_ids),
-        clauses=tuple(args.clause),
-        out=args.out,
-        timeout_multiplier=args.timeout_multiplier,
-        jobs=args.jobs,
-        build_dir=args.build_dir,
-        scenarios=args.scenarios,
-        cross=args.cross,
-        store=args.store,
-        shard=args.shard,
-    )
+    request = RunRequest.from_args(args, args.target or "auto")
     progress = None if args.quiet else Progress(sys.stderr)
     try:
         if args.resume is not None:

@@ -72,7 +72,7 @@ class NotRun:
     reason: str
 
     def __post_init__(self) -> None:
-        if self.verdict not in (Verdict.NOT_EXECUTED, Verdict.ERROR):
+        if not self.verdict.traceless:
             raise ValueError(f"a scenario without a trace is NOT_EXECUTED or ERROR, not {self.verdict}")
 
 

@@ -2,7 +2,8 @@
 
 The `run` sub-parser leaves these options at None, so a value the user typed (even one equal to the
 default) stays distinguishable from one nobody gave; `apply_run_defaults` then fills in the defaults
-in this one place. Adding an option the plan records is one line of RUN_OPTIONS."""
+in this one place. Each option's flag, default and type are the plan option's (reports/plan_options.py);
+adding an option the plan records is a field there and one line of RUN_OPTIONS."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from reports.plan_options import OPTION, PlanOptions
 from reports.safe_io import console_text
 
 from ..errors import UsageError
@@ -19,32 +21,45 @@ from ..errors import UsageError
 _SHOWN_CHARS = 400
 
 
+# The plan records the target as its own field, not as an option.
+TARGET = "target"
+
+
 @dataclass(frozen=True, slots=True)
 class RunOption:
     dest: str  # the argparse dest
-    flag: str  # as the user types it
-    plan_key: str  # where the plan records it: options.<key>, or the plan's own target/profile/shard
-    default: object  # what nobody giving the option means
+    plan_key: str  # where the plan records it: options.<key> (reports/plan_options.py), or its own target
+
+    @property
+    def flag(self) -> str:
+        """As the user types it."""
+        return "--target" if self.plan_key == TARGET else OPTION[self.plan_key].flag
+
+    @property
+    def default(self) -> object:
+        """What nobody giving the option means (target None: adb devices if attached, else virtual; jobs
+        None: lanes.default_lanes(target))."""
+        return None if self.plan_key == TARGET else OPTION[self.plan_key].default
 
 
 RUN_OPTIONS: tuple[RunOption, ...] = (
-    RunOption("target", "--target", "target", None),  # None: adb devices if attached, else virtual
-    RunOption("devices", "--devices", "devices", 1),
-    RunOption("serial", "--serial", "serials", ()),
-    RunOption("adb_server", "--adb-server", "adb_servers", ()),
-    RunOption("profile", "--profile", "profile", "published-37"),
-    RunOption("personality", "--personality", "personality", "published"),
-    RunOption("policy", "--policy", "policy", "budget"),
-    RunOption("capacity", "--capacity", "capacity", None),
-    RunOption("waivers", "--waivers", "waivers", None),
-    RunOption("keyword", "-k", "keyword", None),
-    RunOption("scenario_ids", "--scenario", "scenario_ids", ()),
-    RunOption("clause", "--clause", "clauses", ()),
-    RunOption("scenarios", "--scenarios", "scenarios", None),
-    RunOption("timeout_multiplier", "--timeout-multiplier", "timeout_multiplier", 1.0),
-    RunOption("jobs", "-j", "jobs", None),  # None: lanes.default_lanes(target)
-    RunOption("cross", "--cross", "cross", None),
-    RunOption("shard", "--shard", "shard", False),
+    RunOption("target", TARGET),
+    RunOption("devices", "devices"),
+    RunOption("serial", "serials"),
+    RunOption("adb_server", "adb_servers"),
+    RunOption("profile", "profile"),
+    RunOption("personality", "personality"),
+    RunOption("policy", "policy"),
+    RunOption("capacity", "capacity"),
+    RunOption("waivers", "waivers"),
+    RunOption("keyword", "keyword"),
+    RunOption("scenario_ids", "scenario_ids"),
+    RunOption("clause", "clauses"),
+    RunOption("scenarios", "scenarios"),
+    RunOption("timeout_multiplier", "timeout_multiplier"),
+    RunOption("jobs", "jobs"),
+    RunOption("cross", "cross"),
+    RunOption("shard", "shard"),
 )
 
 
@@ -61,15 +76,19 @@ def apply_run_defaults(args: argparse.Namespace) -> dict[str, object]:
     return given
 
 
-def check_resume_options(given: Mapping[str, object], planned: Mapping[str, object], plan_file: Path) -> None:
+def check_resume_options(
+    given: Mapping[str, object], options: PlanOptions, target: str, profile: str, shard: bool, plan_file: Path
+) -> None:
     """A `run` option given with `--resume` must agree with the plan it resumes; the first that does not is
-    a usage error naming both values and the file the plan lives in. `planned` is the plan's options with
-    its target, profile and shard; a key an older plan lacks counts as the option's default."""
+    a usage error naming both values and the file the plan lives in. The plan's own target, profile and
+    shard stand for those options; an option an older plan lacks counts as the option's default."""
+    own: dict[str, object] = {TARGET: target, "profile": profile, "shard": shard}
     for option in RUN_OPTIONS:
         if option.dest not in given:
             continue
         wanted = _comparable(given[option.dest])
-        recorded = _comparable(planned.get(option.plan_key, option.default))
+        planned = own[option.plan_key] if option.plan_key in own else options.given(option.plan_key)
+        recorded = _comparable(planned)
         if wanted != recorded:
             typed = option.flag if wanted is True else f"{option.flag} {_shown(wanted)}"  # --shard takes no value
             raise UsageError(

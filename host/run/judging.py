@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from reference_model.caps import DeviceCaps
+from reference_model.divergence import Divergence
 from reference_model.judge import judge
 from reference_model.scenario import Scenario
 from reference_model.trace import Cb, read_line
@@ -38,7 +38,7 @@ def allocation_refused(lines: Sequence[str], caps: DeviceCaps) -> bool:
 class Outcome:
     verdict: Verdict
     reason: str
-    divergence: dict[str, Any] | None
+    divergence: Divergence | None
     discrepancy: str | None
     waiver: str | None
 
@@ -54,12 +54,10 @@ def judge_lines(
     today: dt.date | None = None,
 ) -> Outcome:
     judgement = judge(scenario, lines, caps, catalogue, profile)
-    divergence = asdict(judgement.divergence) if judgement.divergence is not None else None
-    if divergence is not None:
-        divergence["allowed"] = list(divergence["allowed"])
+    divergence = judgement.divergence
     outcome = Outcome(judgement.verdict, judgement.reason, divergence, judgement.discrepancy, None)
     if judgement.verdict is Verdict.FAIL and waivers:
-        named = failing_clauses(judgement.divergence.clause if judgement.divergence else None, scenario.clauses)
+        named = failing_clauses(divergence.clause if divergence else None, scenario.clauses)
         waiver = find_waiver(waivers, scenario.id, named, fingerprint, today or dt.date.today())
         if waiver is not None:
             return Outcome(Verdict.WAIVED, outcome.reason, divergence, outcome.discrepancy, waiver.reason)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
@@ -95,3 +96,19 @@ class RunRequest:
     device_names: tuple[str, ...] = ()  # virtual: names to give the devices (resume)
     store: str | None = None  # results store: a path or postgresql:// URL (default: npuconf.sqlite next to the run dir)
     shard: bool = False  # split each build's corpus across its devices
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, target: str) -> RunRequest:
+        """The request a command line gives (`run` and `fuzz`): every field its parser has, by the field's
+        name or, for a repeatable option, the singular its flag has (`--serial` gives `serials`)."""
+        values: dict[str, Any] = {"target": target}
+        for name in cls.__dataclass_fields__:
+            dest = _REPEATED.get(name, name)
+            if name != "target" and hasattr(args, dest):
+                value = getattr(args, dest)
+                values[name] = tuple(value) if isinstance(value, list) else value
+        return cls(**values)
+
+
+# RunRequest fields given by a repeatable option: the option's argparse dest.
+_REPEATED: Final = {"serials": "serial", "adb_servers": "adb_server", "clauses": "clause"}

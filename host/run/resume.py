@@ -8,6 +8,7 @@ from pathlib import Path
 
 from reference_model.verdicts import Verdict
 from reports import load_results, write_run_reports
+from reports.plan_options import PlanOptions, read_plan_options
 from reports.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 
 from ..errors import UsageError
@@ -55,13 +56,12 @@ def resume_run(
             f"--out {out} conflicts with the resumed run's directory {directory}: a resume writes into DIR; "
             "drop the option or start a new run"
         )
-    planned_options = {
-        **plan_record.options,
-        "target": plan_record.target,
-        "profile": plan_record.profile,
-        "shard": plan_record.shard,
-    }
-    check_resume_options(given or {}, planned_options, results_path)
+    recorded = read_plan_options(plan_record.options)
+    if recorded.malformed:
+        problem = console_text(recorded.malformed[0][1])
+        raise UsageError(f"--resume {directory}: {problem} ({results_path}); start a new run")
+    own = (plan_record.target, plan_record.profile, plan_record.shard)
+    check_resume_options(given or {}, recorded, *own, results_path)
     finished = {
         (r.device, r.scenario): r.verdict
         for r in previous.results
@@ -75,11 +75,11 @@ def resume_run(
     sharded = plan_record.shard
     if todo:
         options = dict(plan_record.options)
-        options["impl"] = _checked_impl(directory, options.get("impl"), impl)
+        options["impl"] = _checked_impl(directory, recorded.impl, impl)
         wanted_devices = tuple(plan_record.devices) if sharded else tuple(todo)
         for device in wanted_devices:
             checked_name(device, "planned device")
-        request = _request_from_plan(plan_record.target, options, wanted_devices, build_dir)
+        request = _request_from_plan(plan_record.target, read_plan_options(options), wanted_devices, build_dir)
         jobs = request.jobs if request.jobs is not None else 1  # always set from the plan
         try:
             check_target_options(
@@ -101,7 +101,7 @@ def resume_run(
             catalogue=dict(catalogue.quotes()),
             profile=plan_record.profile,
             target_name=plan_record.target,
-            waivers=load_waiver_file(Path(str(options["waivers"]))) if options.get("waivers") else (),
+            waivers=load_waiver_file(Path(recorded.waivers)) if recorded.waivers else (),
             waivers_as_of=waivers_as_of(options, plan_record.started),
             jobs=jobs,
             timeout_multiplier=request.timeout_multiplier,
@@ -138,9 +138,8 @@ def resume_run(
     return RunOutcome(directory, int(run.claim.exit_code), counts, run.claim, {"results": results_path, **reports})
 
 
-def _checked_impl(directory: Path, planned: object, given: Path | None) -> str | None:
+def _checked_impl(directory: Path, planned_path: str | None, given: Path | None) -> str | None:
     """The library a resume may load: never one named only by a plan this host did not write."""
-    planned_path = planned if isinstance(planned, str) and planned else None
     if given is not None:
         resolved = str(given.resolve())
         if planned_path is None:
@@ -160,35 +159,22 @@ def _checked_impl(directory: Path, planned: object, given: Path | None) -> str |
 
 
 def _request_from_plan(
-    target: str, options: dict[str, object], devices: tuple[str, ...], build_dir: Path | None
+    target: str, options: PlanOptions, devices: tuple[str, ...], build_dir: Path | None
 ) -> RunRequest:
-    def text(key: str) -> str | None:
-        value = options.get(key)
-        return value if isinstance(value, str) and value else None
-
-    def number(key: str, default: float) -> float:
-        value = options.get(key)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
-
-    def strings(key: str) -> tuple[str, ...]:
-        value = options.get(key)
-        return tuple(str(v) for v in value) if isinstance(value, list) else ()
-
-    impl, scenarios, capacity, jobs = text("impl"), text("scenarios"), options.get("capacity"), options.get("jobs")
     return RunRequest(
         target=target,
-        impl=Path(impl) if impl else None,
-        personality=text("personality") or "published",
-        policy=text("policy") or "budget",
-        capacity=capacity if isinstance(capacity, int) else None,
-        timeout_multiplier=number("timeout_multiplier", 1.0),
-        jobs=jobs if isinstance(jobs, int) and not isinstance(jobs, bool) else 1,
-        scenarios=Path(scenarios) if scenarios else None,
-        cross=text("cross"),
+        impl=Path(options.impl) if options.impl else None,
+        personality=str(options.given("personality")),
+        policy=str(options.given("policy")),
+        capacity=options.capacity,
+        timeout_multiplier=float(options.given("timeout_multiplier")),
+        jobs=options.jobs if options.jobs is not None else 1,
+        scenarios=Path(options.scenarios) if options.scenarios else None,
+        cross=options.cross,
         build_dir=build_dir,
         # adb: only the devices left to run; virtual: the same names as before
         serials=tuple(d.split("@", 1)[0] for d in devices) if target == "adb" else (),
-        adb_servers=strings("adb_servers") if target == "adb" else (),
+        adb_servers=options.adb_servers if target == "adb" else (),
         device_names=devices if target == "virtual" else (),
         devices=len(devices),
     )

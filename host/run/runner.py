@@ -12,6 +12,7 @@ from reference_model.caps import DeviceCaps
 from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
+from reports.records import DeviceRecord, EndRecord
 from reports.safe_io import DISK_ERRNOS, OutputFailed, output_dir
 
 from ..errors import UsageError
@@ -80,7 +81,7 @@ class DeviceRun:
         self.stop = threading.Event()
         self.setup_error: KitError | None = None
         self.prepare_error: str | None = None
-        self.prepare_extra: dict[str, Any] = {}
+        self.prepare_origin: str | None = None
         self._lock = threading.Lock()
         self._done = 0
 
@@ -122,23 +123,23 @@ class DeviceRun:
             self.setup_error = exc
         except Exception as exc:
             self.prepare_error = f"device preparation failed: {exc}"
-            self.prepare_extra = _host_origin(exc)
+            self.prepare_origin = _host_origin(exc)
 
     def execute(self) -> Device | None:
         device = self.device
         if device is None:
             if self.describe:
                 serial = self.target.serial
-                self.writer.write({"kind": "device", "device": serial, "info": {"serial": serial}})
+                self.writer.write(DeviceRecord(serial, {"serial": serial}))
             reason = self.prepare_error or "device preparation failed"
             unavailable = DeviceFacts(DeviceCaps(), Pairs(None, None), unavailable=reason)
             judging = Judging(self.plan.catalogue, self.plan.profile)
             for scenario in self.scenarios:
                 happened = WhatHappened(scenario, unavailable, self.target.serial)
-                self._record(scenario, decide(happened, judging).outcome, extra=self.prepare_extra)
+                self._record(scenario, decide(happened, judging).outcome, origin=self.prepare_origin)
             return None
         if self.describe:
-            self.writer.write({"kind": "device", "device": device.serial, "info": device.info})
+            self.writer.write(DeviceRecord(device.serial, device.info))
         self._run_scenarios(device, self.scenarios)
         return device
 
@@ -215,22 +216,18 @@ class DeviceRun:
             if refused and attempt < MAX_ATTEMPTS:
                 retry.append(compiled)  # not recorded: the next attempt's result is
                 return
-            extra: dict[str, Any] = {}
-            if attempt > 1 or refused:
-                extra["attempts"] = attempt
-            if refused:
-                # Passed, but a legal refusal kept it from exercising its clauses (reports/claim.py).
-                extra["allocations_refused"] = True
             context = getattr(self.target, "failure_context", None)
-            if context is not None and outcome.verdict in (Verdict.FAIL, Verdict.CRASH, Verdict.TIMEOUT):
-                extra["logcat"] = list(context(trace.scenario_id))
+            logcat = context(trace.scenario_id) if context is not None and outcome.verdict.device_log else ()
             self._record(
                 compiled.scenario,
                 outcome,
                 lines=lines,
                 slots=dict(compiled.slots),
                 duration_ms=trace.duration_ms,
-                extra=extra,
+                attempts=attempt,
+                # Passed, but a legal refusal kept it from exercising its clauses (reports/claim.py).
+                allocations_refused=refused,
+                logcat=logcat,
             )
 
         limits = [(c.scenario.timeout_ms / 1000.0 + SETTLE_ALLOWANCE_S) * self.plan.timeout_multiplier for c in lane]
@@ -239,13 +236,14 @@ class DeviceRun:
             outcome = self.target.run_batch(compile_program(lane), [c.scenario.id for c in lane], limits, on_trace)
         except Exception as exc:
             reason = f"batch stopped after {time.monotonic() - started:.1f} s: {exc}"
-            if _host_origin(exc):
+            origin = _host_origin(exc)
+            if origin is not None:
                 failed = NotRun(Verdict.ERROR, reason)
                 for compiled in lane:
                     if compiled.scenario.id not in reported:
                         happened = WhatHappened(compiled.scenario, facts, fingerprint, not_run=failed)
                         decided = after_running(happened, judging).outcome
-                        self._record(compiled.scenario, decided, extra=_host_origin(exc))
+                        self._record(compiled.scenario, decided, origin=origin)
                 return None
         else:
             if outcome.api_missing is not None:
@@ -262,11 +260,11 @@ class DeviceRun:
         return (reason, unreported) if unreported else None
 
 
-def _host_origin(exc: BaseException) -> dict[str, Any]:
+def _host_origin(exc: BaseException) -> str | None:
     """`origin: host` for an error the host caused (its disk full): `--resume` runs those scenarios again."""
     if isinstance(exc, OutputFailed) or (isinstance(exc, OSError) and exc.errno in DISK_ERRNOS):
-        return {"origin": "host"}
-    return {}
+        return "host"
+    return None
 
 
 # After Ctrl-C: how long the device threads get to notice the stop before the run gives up on them.
@@ -349,6 +347,6 @@ def execute_run(
                 counts.update(run.verdicts)
         # The end record says the run finished; its answer is derived by every reader (reports/claim.py),
         # never stamped here.
-        writer.write({"kind": "end", "finished": now_iso(), "counts": {v.value: n for v, n in counts.items()}})
+        writer.write(EndRecord(now_iso(), {v.value: n for v, n in counts.items()}))
     if writer.failed is not None:
         raise writer.failed

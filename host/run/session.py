@@ -14,6 +14,7 @@ from pathlib import Path
 from reference_model.verdicts import Verdict
 from reports import REPORT_FILES, RESULTS_FILE, load_results, present, write_run_reports
 from reports.claim import Claim
+from reports.plan_options import PlanOptions
 from reports.safe_io import output_dir
 
 from ..errors import RunInterrupted, UsageError
@@ -119,27 +120,27 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         claim_basis=claim_basis(
             catalogue, scenarios if request.scenarios is None else load_corpus(known_clauses=catalogue.ids())
         ),
-        options={
-            "impl": str(request.impl) if request.impl else None,
-            "personality": request.personality,
-            "policy": request.policy,
-            "keyword": request.keyword,
-            "scenario_ids": list(request.scenario_ids),
-            "clauses": list(request.clauses),
-            "timeout_multiplier": request.timeout_multiplier,
-            "jobs": jobs,
-            "cross": request.cross,
-            "scenarios": str(request.scenarios.absolute()) if request.scenarios else None,
-            "waivers": str(request.waivers.absolute()) if request.waivers else None,
-            "waivers_expired": list(expired),
-            "waivers_as_of": as_of.isoformat(),
-            "devices": request.devices,
-            "serials": list(request.serials),
-            "adb_servers": list(request.adb_servers),
-            "capacity": request.capacity,
-            "profile": request.profile,
-            "shard": request.shard,
-        },
+        options=PlanOptions(
+            impl=str(request.impl) if request.impl else None,
+            personality=request.personality,
+            policy=request.policy,
+            keyword=request.keyword,
+            scenario_ids=tuple(request.scenario_ids),
+            clauses=tuple(request.clauses),
+            timeout_multiplier=request.timeout_multiplier,
+            jobs=jobs,
+            cross=request.cross,
+            scenarios=str(request.scenarios.absolute()) if request.scenarios else None,
+            waivers=str(request.waivers.absolute()) if request.waivers else None,
+            waivers_expired=tuple(expired),
+            waivers_as_of=as_of,
+            devices=request.devices,
+            serials=tuple(request.serials),
+            adb_servers=tuple(request.adb_servers),
+            capacity=request.capacity,
+            profile=request.profile,
+            shard=request.shard,
+        ).to_json(),
     )
     estimates = duration_estimates(out_dir, request.store)
     try:

@@ -32,6 +32,7 @@ from typing import Protocol
 
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
+from reports.records import DeviceRecord, LostRecord
 
 from ..probe import CompiledScenario
 from ..targets import Device, Target
@@ -221,7 +222,7 @@ def execute_sharded(
         groups.setdefault(group, []).append(serial)
         if serial not in described:
             info = device.info if device is not None else {"serial": serial}
-            writer.write({"kind": "device", "device": serial, "group": group, "info": info})
+            writer.write(DeviceRecord(serial, info, group))
 
     by_id = {s.id: s for s in plan.scenarios}
     jobs: list[Callable[[], None]] = []
@@ -267,7 +268,7 @@ def execute_sharded(
     _parallel(jobs, "shard")
     for scheduler, group_runs in schedulers:
         for serial, why in scheduler.lost_devices.items():  # recorded: the claim says the run lost a device
-            writer.write({"kind": "lost", "device": serial, "group": group_of(prepared[serial]), "reason": why})
+            writer.write(LostRecord(serial, group_of(prepared[serial]), why))
         for item in scheduler.leftovers():
             reason = f"every device of this build was lost (last: {item.reason})"
             group_runs[item.device].record_not_run(by_id[item.scenario_id], Verdict.NOT_EXECUTED, reason)

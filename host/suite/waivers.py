@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from reference_model.waivers import InWords, Waiver, WaiverInvalid, described, parse_waivers
+from reports.plan_options import read_plan_options
 
 from ..errors import UsageError
 from .safe_yaml import load_yaml_file
@@ -55,12 +56,14 @@ def check_waiver_ids(
 def waivers_as_of(options: Mapping[str, object], started: str) -> dt.date | None:
     """The day a recorded run applied its waivers on: its plan's `options.waivers_as_of`, or (runs recorded
     before that field) the UTC date it started. None when neither is a date: the plan is not trusted text."""
-    for text in (options.get("waivers_as_of"), started[:10] if isinstance(started, str) else None):
-        if isinstance(text, str) and len(text) == 10:
-            try:
-                return dt.date.fromisoformat(text)
-            except ValueError:
-                continue
+    recorded = read_plan_options(options).waivers_as_of
+    if recorded is not None:
+        return recorded
+    if isinstance(started, str) and len(started) >= 10:
+        try:
+            return dt.date.fromisoformat(started[:10])
+        except ValueError:
+            return None
     return None
 
 

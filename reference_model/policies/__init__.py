@@ -109,18 +109,27 @@ def _unordered(s: State) -> str | None:
     return None
 
 
+def _decidable(name: str, capacity: int, s: State) -> tuple[State, Pool | None]:
+    """The pool synced for a decision at ``s``, or None (and ``s`` loosened) when prediction has stopped,
+    now or before (a decision whose order against other threads is unknown stops it)."""
+    pool = _pool(s, capacity)
+    if pool.lost is None and (why := _unordered(s)) is not None:
+        pool = replace(pool, lost=why)
+        s = evolve_state(s, pool=pool)
+    if pool.lost is not None:
+        return _loosen(s), None
+    return s, sync(name, pool, s)
+
+
 def submitted(name: str, capacity: int, s: State, made: tuple[int, ...],
               applies: Callable[[Submission], bool | None]) -> State:
     """allocAsync decided these submissions in list order (the vnpu decides inside the call).
     ``applies`` says whether the policy decides a submission (a valid request of a supported pair), or
     None when the model cannot tell (then prediction stops for the rest of the scenario)."""
-    pool = _pool(s, capacity)
-    if pool.lost is None and _unordered(s) is not None:
-        pool = replace(pool, lost=_unordered(s))
-        s = evolve_state(s, pool=pool)
-    if pool.lost is not None:
-        return _loosen(s)
-    pool = sync(name, pool, s)
+    s, synced = _decidable(name, capacity, s)
+    if synced is None:
+        return s
+    pool = synced
     bufs = dict(s.bufs)
     decided = dict(pool.decided)
     for sid in made:
@@ -178,13 +187,10 @@ def _over(name: str, pool: Pool) -> tuple[Pool, bool]:
 def pressure(name: str, capacity: int, s: State, reserved: int) -> State:
     """vnpu ``pressure=<bytes>``: reserve, then preempt victims in victim order while the policy's used
     bytes and the reservation exceed the capacity (caching cleans its cache first, each time)."""
-    pool = _pool(s, capacity)
-    if pool.lost is None and _unordered(s) is not None:
-        pool = replace(pool, lost=_unordered(s))
-        s = evolve_state(s, pool=pool)
-    if pool.lost is not None:
-        return _loosen(s)
-    pool = replace(sync(name, pool, s), reserved=reserved)
+    s, synced = _decidable(name, capacity, s)
+    if synced is None:
+        return s
+    pool = replace(synced, reserved=reserved)
     bufs = dict(s.bufs)
     ok = True
     while True:

@@ -660,7 +660,7 @@ def _group_found(k: int):
     from types import SimpleNamespace
 
     return SimpleNamespace(signature="FAIL:x", verdict=Verdict.FAIL, clause="x", quote="q", reason="r",
-                           program_id=f"fuzz.s1_{k}", record={})
+                           program_id=f"fuzz.s1_{k}", trace=())
 
 
 def _scripted_worker(tmp_path, outcomes):

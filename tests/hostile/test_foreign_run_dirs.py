@@ -223,11 +223,12 @@ def test_control_characters_from_run_data_never_reach_the_console(tmp_path, stat
 def test_lone_surrogate_in_a_device_value_is_recorded_not_a_crash(tmp_path):
     from host.run.results_writer import ResultsWriter
     from reports import load_results
+    from reports.records import DeviceRecord
 
     path = tmp_path / "results.jsonl"
     with ResultsWriter(path) as writer:
-        writer.write({"kind": "device", "device": "d\ud800", "info": {"model": "m\udcff"}})
-        writer.write({"kind": "device", "device": "next", "info": {}})
+        writer.write(DeviceRecord("d\ud800", {"model": "m\udcff"}))
+        writer.write(DeviceRecord("next", {}))
     lines = path.read_bytes().splitlines()
     assert len(lines) == 2
     assert [json.loads(line)["device"] for line in lines] == ["d\ud800", "next"]
@@ -269,6 +270,7 @@ def test_verify_prints_device_strings_of_a_bundle_without_terminal_escapes(run_c
     ({"jobs": 1000000}, "-j 1000000"),
     ({"timeout_multiplier": 1e6}, "--timeout-multiplier 1000000.0"),
     ({"timeout_multiplier": float("nan")}, "--timeout-multiplier nan"),
+    ({"jobs": "8"}, "plan option jobs (-j) is '8', not an integer"),
 ])
 def test_resume_bounds_the_numbers_a_foreign_plan_asks_for(tmp_path, state_env, options, named):
     run_dir = tmp_path / "run"

@@ -48,6 +48,8 @@ MALFORMED = "cookies.deleter_runs_without_allocation"
 PROBE_DIED = "cookies.default_null_on_failed_request"
 HOST_TIMEOUT = "cookies.clear_on_request_without_cookie"
 NEVER_REACHED = "allocation.empty_batch"
+NO_EXIT = "requests.default_size_is_zero"  # cut before its exit with no host marker: the trace never ends
+WARNED = "priority.request_1001"  # the aosp-2026 twin departs from reading R4 here: WARN
 REFUSED = "allocation.single_supported_request_succeeds"
 
 TORN_LINE = '{"ev": "ret", "step": 0, "op": "req_create", "ret": '  # a line cut short: the judge's ERROR
@@ -77,11 +79,14 @@ ALTERED: dict[str, Alter] = {
         timed_out="no result from the device within 9.0 s",
     ),
     NEVER_REACHED: lambda t: None,
+    NO_EXIT: lambda t: replace(t, lines=_cut(t)),
 }
 
-MAIN_SCENARIOS = (PASS, FAIL, WAIVED, NOT_APPLICABLE, *ALTERED)
+MAIN_SCENARIOS = (PASS, WARNED, FAIL, WAIVED, NOT_APPLICABLE, *ALTERED)
 EXPECTED_MAIN = {
     PASS: Verdict.PASS,
+    WARNED: Verdict.WARN,
+    NO_EXIT: Verdict.ERROR,
     FAIL: Verdict.FAIL,
     WAIVED: Verdict.WAIVED,
     NOT_APPLICABLE: Verdict.NOT_APPLICABLE,
@@ -121,6 +126,13 @@ class LacksApi(LocalTarget):
         if list(scenario_ids) == [DISCOVERY_ID]:
             return super().run_batch(program, scenario_ids, limits_s, on_trace)
         return BatchOutcome((), ("ANpuBuffer_load",), None)
+
+
+class Gone(LocalTarget):
+    """A device that cannot be prepared at all (it went away before its probe was set up)."""
+
+    def prepare(self):
+        raise RuntimeError("the device went away")
 
 
 class BrokenDiscovery(LocalTarget):
@@ -177,6 +189,7 @@ def decided(tmp_path_factory, probe_build):
         "no-api": _target(LacksApi, work, "no-api"),
         "no-pairs": _target(BrokenDiscovery, work, "no-pairs"),
         "refusing": _target(LocalTarget, work, "refusing", impl=_refusing_library(work)),
+        "gone": _target(Gone, work, "gone"),
     }
     scenarios = tuple(CORPUS[s] for s in dict.fromkeys((*MAIN_SCENARIOS, NEEDS_NO_PAIRS, REFUSED)))
     plan = RunPlan(
@@ -213,13 +226,23 @@ def test_the_run_takes_every_branch(decided):
     reasons = {r.scenario: r.reason for r in load_results(plan.out_dir).results if r.device == "main"}
     assert reasons[PROBE_DIED] == "probe process ended unexpectedly (exit status -9)"
     assert reasons[HOST_TIMEOUT] == "no result from the device within 9.0 s"
+    assert reasons[NO_EXIT] == "the trace never reaches the scenario's exit"
+    gone = [r for r in load_results(plan.out_dir).results if r.device == "gone"]
+    assert {(r.verdict, r.reason) for r in gone} == {(Verdict.ERROR, "device preparation failed: the device went away")}
 
 
 def test_the_pytest_layer_decides_as_the_run(decided):
-    """The pytest layer takes no waivers: its WAIVED is the run's FAIL before the waiver."""
+    """The pytest layer takes no waivers: its WAIVED is the run's FAIL before the waiver. A device that
+    cannot be prepared fails the layer's session fixture, which pytest reports as an error of every test:
+    the run's ERROR, as junit shows it."""
     _, plan, targets = decided
     recorded = _verdicts(plan.out_dir)
     for name, target in targets.items():
+        if name == "gone":
+            with pytest.raises(RuntimeError, match="the device went away"):
+                DeviceSession.open(target, QUOTES, plan.profile)
+            assert {recorded[(target.serial, s.id)].shown for s in plan.scenarios} == {"error"}
+            continue
         session = DeviceSession(target, prepare_device(target), QUOTES, plan.profile)
         for scenario in plan.scenarios:
             if name == "refusing" and scenario.id != REFUSED:
@@ -250,10 +273,11 @@ def test_rejudge_and_verify_decide_as_the_run(decided, tmp_path, waivers):
 
 def test_a_judge_made_error_is_decided_again_after_the_model_changes(decided, tmp_path, monkeypatch, waivers):
     """rejudge and verify both re-decide the ERROR the judge made of a malformed trace: after a model
-    change that accepts it, rejudge gives the new verdict and verify names the stored one as stale."""
+    change that accepts it, rejudge gives the new verdict and verify names the stored one as stale; a new
+    run and the pytest layer, on a device writing the same trace, give that verdict too."""
     import host.run.judging as judging
 
-    _, plan, _ = decided
+    work, plan, _ = decided
     judge = judging.judge
 
     def tolerant(scenario, lines: Sequence[str], *args, **kwargs) -> Judgement:
@@ -271,3 +295,44 @@ def test_a_judge_made_error_is_decided_again_after_the_model_changes(decided, tm
     ]
     fresh = verify_bundle(make_bundle(rejudged.out_dir, tmp_path / "rejudged.tar.gz").path, waivers_file=waivers)
     assert [p.line() for p in fresh.problems if p.kind == "verdict"] == []
+    again = _target(Altered, work, "main-again", personality="aosp-2026")
+    rerun = replace(plan, run_id="decision-paths-again", out_dir=tmp_path / "again", scenarios=(CORPUS[MALFORMED],))
+    execute_run(rerun, [again])
+    assert _verdicts(rerun.out_dir) == {("main-again", MALFORMED): Verdict.PASS}
+    session = DeviceSession(again, prepare_device(again), QUOTES, plan.profile)
+    assert session.run(CORPUS[MALFORMED]).verdict is Verdict.PASS
+
+
+# A scenario no probe program can be built for (its handle names a request and a buffer), in a scenario
+# directory of its own: the corpus's scenarios all compile, so the branch needs a scenario outside it.
+UNBUILDABLE = """\
+scenarios:
+  - id: extra.handle_of_two_kinds
+    title: One handle names a request and a buffer, so no probe program can be built
+    clauses: [req-free-null-noop]
+    steps:
+      - req_create: {req: x}
+      - req_free: {req: x}
+      - buf_free: {bufs: [x]}
+"""
+
+
+def test_a_scenario_that_cannot_be_compiled_is_not_applicable_on_all_four_paths(tmp_path, probe_build):
+    root = tmp_path / "scenarios"
+    (root / "extra").mkdir(parents=True)
+    (root / "extra" / "unbuildable.yaml").write_text(UNBUILDABLE)
+    (scenario,) = load_corpus(root, known_clauses=CATALOGUE.ids())
+    target = _target(LocalTarget, tmp_path, "plain")
+    plan = RunPlan(run_id="unbuildable", out_dir=tmp_path / "run", scenarios=(scenario,), catalogue=QUOTES,
+                   profile="published-37", target_name="local", options={"scenarios": str(root)})
+    execute_run(plan, [target])
+    (record,) = load_results(plan.out_dir).results
+    assert (record.verdict, record.reason) == (
+        Verdict.NOT_APPLICABLE, "scenario extra.handle_of_two_kinds: handle 'x' is used both as r and b")
+    session = DeviceSession(target, prepare_device(target), QUOTES, plan.profile)
+    assert session.run(scenario).verdict is Verdict.NOT_APPLICABLE
+    rejudged = rejudge(plan.out_dir, out=tmp_path / "rejudged", scenario_root=root)
+    assert _verdicts(rejudged.out_dir) == {("plain", scenario.id): Verdict.NOT_APPLICABLE}
+    report = verify_bundle(make_bundle(plan.out_dir, tmp_path / "run.tar.gz").path, scenario_root=root)
+    assert report.rejudged == 1
+    assert [p.line() for p in report.problems if p.kind in ("verdict", "device")] == []

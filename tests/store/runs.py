@@ -6,6 +6,7 @@ current model judges them; result records are made by the runner's own `result_r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -134,15 +135,13 @@ def judged_record(
     scenario = CORPUS[scenario_id]
     outcome = judge_lines(scenario, trace, caps_from_info(info), CATALOGUE, profile, (), info["fingerprint"])
     record = result_record(serial, scenario, outcome, lines=trace, slots={"r": "r0"}, duration_ms=1.5)
-    record["finished"] = finished
-    return record
+    return dataclasses.replace(record, finished=finished).to_json()
 
 
 def not_applicable_record(serial: str, scenario_id: str, finished: str) -> dict[str, Any]:
     outcome = not_run(Verdict.NOT_APPLICABLE, "the implementation has no vnpu control entry point")
     record = result_record(serial, CORPUS[scenario_id], outcome)
-    record["finished"] = finished
-    return record
+    return dataclasses.replace(record, finished=finished).to_json()
 
 
 def plan(
