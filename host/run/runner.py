@@ -30,6 +30,7 @@ from .decision import (
     device_fingerprint,
 )
 from .device_session import prepare_device
+from .digests import load_digests, save_digests
 from .judging import MAX_ATTEMPTS, Outcome, not_run
 from .lanes import EstimatesFn, deal_lanes, known_estimates
 from .plan import Resume, RunPlan
@@ -318,6 +319,7 @@ def execute_run(
     device's), no end record is written, and KeyboardInterrupt propagates: what is recorded stays, for
     `--resume`.
     """
+    digests = load_digests()
     # A sharded run gives each device its build's share, so every device starts from the whole plan.
     runs = [
         DeviceRun(plan, target, progress=progress, resume=None if plan.shard else resume, estimates=estimates)
@@ -352,3 +354,4 @@ def execute_run(
         writer.write({"kind": "end", "finished": now_iso(), "counts": {v.value: n for v, n in counts.items()}})
     if writer.failed is not None:
         raise writer.failed
+    save_digests(digests)
