@@ -24,6 +24,7 @@ __all__ = [
     "RunResults",
     "load_results",
     "present",
+    "report_paths",
     "write_html",
     "write_junit",
     "write_reports",
@@ -37,14 +38,19 @@ def write_reports(results_path: Path, out_dir: Path) -> dict[str, Path]:
     return write_run_reports(load_results(results_path), out_dir)
 
 
-def write_run_reports(run: RunResults, out_dir: Path) -> dict[str, Path]:
-    """Write the three reports of a run already read into `out_dir`."""
-    output_dir(out_dir)
-    paths = {
+def report_paths(out_dir: Path) -> dict[str, Path]:
+    """The three reports of a run directory, by name."""
+    return {
         "junit": out_dir / "junit.xml",
         "html": out_dir / "report.html",
         "summary": out_dir / "summary.json",
     }
+
+
+def write_run_reports(run: RunResults, out_dir: Path) -> dict[str, Path]:
+    """Write the three reports of a run already read into `out_dir`."""
+    output_dir(out_dir)
+    paths = report_paths(out_dir)
     write_junit(run, paths["junit"])
     write_html(run, paths["html"])
     write_summary(run, paths["summary"])

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-
-import junitparser
-from junitparser import xunit2
+from typing import TYPE_CHECKING
 
 from reference_model.verdicts import Verdict
 
@@ -18,6 +16,10 @@ from .clause_answers import ClauseAnswers, clause_answers, named_clauses
 from .findings import trace_excerpt
 from .results import ResultRecord, RunResults, render_value, safe_text
 from .safe_io import atomic_output
+
+if TYPE_CHECKING:  # junitparser is imported only where a junit.xml is built
+    import junitparser
+    from junitparser import xunit2
 
 
 def _exit_text(record: ResultRecord) -> str:
@@ -54,6 +56,8 @@ def _system_out(record: ResultRecord) -> str:
 
 
 def _result_element(record: ResultRecord) -> junitparser.Failure | junitparser.Error | junitparser.Skipped | None:
+    import junitparser
+
     verdict = record.verdict
     if verdict.shown == "failure":
         if record.divergence is not None:
@@ -79,6 +83,8 @@ def junit_seconds(duration_ms: float | None) -> float | None:
 
 
 def _testcase(record: ResultRecord, named: tuple[str, ...]) -> xunit2.TestCase:
+    from junitparser import xunit2
+
     case = xunit2.TestCase(
         safe_text(record.scenario),
         safe_text(record.chapter),
@@ -104,6 +110,8 @@ def _testcase(record: ResultRecord, named: tuple[str, ...]) -> xunit2.TestCase:
 def _suite(
     run: RunResults, serial: str, info: Mapping[str, object], answers: ClauseAnswers
 ) -> junitparser.TestSuite:
+    import junitparser
+
     suite = junitparser.TestSuite(safe_text(serial))
     plan = run.plan
     if plan is not None:
@@ -143,6 +151,8 @@ def _suite(
 
 
 def build_junit(run: RunResults) -> junitparser.JUnitXml:
+    import junitparser
+
     xml = junitparser.JUnitXml(safe_text(f"npuconf {run.run_id}".strip()))
     answers = clause_answers(run)  # once for every device's suite
     for serial in run.device_serials:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reference_model.verdicts import Verdict
-from reports import load_results, write_run_reports
+from reports import load_results, report_paths, write_run_reports
 from reports.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 
 from ..errors import UsageError
@@ -131,11 +131,19 @@ def resume_run(
                 execute_run(plan, chosen, progress, resume, estimates)
         except KeyboardInterrupt:
             raise interrupted(directory) from None
-        record_run(directory, store)
     run = load_results(results_path)
-    reports = write_run_reports(run, directory)
+
+    def finish() -> None:
+        try:
+            write_run_reports(run, directory)
+            if todo:
+                record_run(directory, store)
+        except KeyboardInterrupt:
+            raise interrupted(directory) from None
+
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
-    return RunOutcome(directory, int(run.claim.exit_code), counts, run.claim, {"results": results_path, **reports})
+    paths = {"results": results_path, **report_paths(directory)}
+    return RunOutcome(directory, int(run.claim.exit_code), counts, run.claim, paths, finish)
 
 
 def _checked_impl(directory: Path, planned: object, given: Path | None) -> str | None:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import shlex
+import shutil
 import sys
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from reference_model.verdicts import Verdict
-from reports import REPORT_FILES, RESULTS_FILE, load_results, present, write_run_reports
+from reports import REPORT_FILES, RESULTS_FILE, load_results, present, report_paths, write_run_reports
 from reports.claim import Claim
 from reports.safe_io import output_dir
 
@@ -45,7 +46,7 @@ from ..targets import (
     start_fleet,
 )
 from .lanes import default_lanes
-from .ownership import claim
+from .ownership import MARKER, claim, unclaim
 from .plan import RunPlan, RunRequest, new_run_id
 from .record import duration_estimates, record_run
 from .runner import ProgressFn, execute_run
@@ -54,13 +55,21 @@ TARGETS = ("local", "virtual", "adb")
 VIRTUAL_STATE_DIR = "virtual-devices"
 
 
+def _nothing_left() -> None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
+    """A run's answer, known once results.jsonl is complete; `finish` then writes the reports (named in
+    `reports`) and records the run in the store, so the answer can be printed before they are."""
+
     out_dir: Path
     exit_code: int
     counts: Counter[Verdict]
     claim: Claim
     reports: dict[str, Path]
+    finish: Callable[[], None] = field(default=_nothing_left)
 
 
 def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
@@ -92,15 +101,17 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     if foreign is not None:
         raise UsageError(f"--out {out_dir}: holds {foreign} but no results.jsonl (not a run directory); the run "
                          "would replace it: choose a new or empty directory")
-    output_dir(out_dir)
-    claim(out_dir)
+    target_name = resolve_target(request)
+    check_target_request(request, target_name)  # before anything is created: a usage error creates nothing
     profile = VnpuProfile(
         capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
         policy=request.policy,
         personality=request.personality,
         declared_capacity=request.capacity,
     )
-    target_name = resolve_target(request)
+    created = _missing_ancestors(out_dir)
+    output_dir(out_dir)
+    token = claim(out_dir)
     jobs = request.jobs if request.jobs is not None else default_lanes(target_name)
     plan = RunPlan(
         run_id=run_id,
@@ -146,13 +157,47 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         with open_targets(request, target_name, out_dir, profile) as targets:
             execute_run(plan, targets, progress, estimates=estimates)
         run = load_results(out_dir / "results.jsonl")
-        reports = write_run_reports(run, out_dir)
-        record_run(out_dir, request.store)
+    except UsageError:
+        if not (out_dir / RESULTS_FILE).exists():  # a setup error (a bad --impl, no build): nothing ran
+            _discard(created, out_dir, token)
+        raise
     except KeyboardInterrupt:
         raise interrupted(out_dir) from None
+
+    def finish() -> None:
+        try:
+            write_run_reports(run, out_dir)
+            record_run(out_dir, request.store)
+        except KeyboardInterrupt:
+            raise interrupted(out_dir) from None
+
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
-    paths = {"results": out_dir / "results.jsonl", **reports}
-    return RunOutcome(out_dir, int(run.claim.exit_code), counts, run.claim, paths)
+    paths = {"results": out_dir / RESULTS_FILE, **report_paths(out_dir)}
+    return RunOutcome(out_dir, int(run.claim.exit_code), counts, run.claim, paths, finish)
+
+
+def _missing_ancestors(directory: Path) -> list[Path]:
+    """`directory` and those of its parents that do not exist yet, innermost first."""
+    missing: list[Path] = []
+    for path in (directory, *directory.parents):
+        if path.exists() or path.is_symlink():
+            break
+        missing.append(path)
+    return missing
+
+
+def _discard(created: list[Path], out_dir: Path, token: str) -> None:
+    """Remove what a run that stopped before its plan created: its directory (and the parents it made,
+    when left empty) or, in a directory that was already there, its marker; and its host registry entry."""
+    unclaim(token)
+    if created and created[0] == out_dir:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        for parent in created[1:]:
+            with contextlib.suppress(OSError):
+                parent.rmdir()
+    else:
+        with contextlib.suppress(OSError):
+            (out_dir / MARKER).unlink()
 
 
 def interrupted(out_dir: Path) -> RunInterrupted:
@@ -182,16 +227,29 @@ def resolve_target(request: RunRequest) -> str:
     return "adb" if attached_devices(AdbServerAddress.default()) else "virtual"
 
 
+def check_target_request(request: RunRequest, target_name: str) -> None:
+    """The options that belong to other targets than `target_name`: usage errors."""
+    if target_name not in TARGETS:
+        raise UsageError(f"--target {target_name}: expected one of {', '.join(TARGETS)}")
+    if target_name == "local":
+        if request.serials or request.adb_servers:
+            raise UsageError("--serial and --adb-server are for --target adb")
+        return
+    if request.impl is not None or request.cross is not None:
+        raise UsageError(f"--impl and --cross are for --target local, not --target {target_name}")
+    if target_name == "virtual" and (request.serials or request.adb_servers):
+        raise UsageError("--serial and --adb-server select real devices: use them with --target adb")
+
+
 @contextlib.contextmanager
 def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: VnpuProfile) -> Iterator[list[Target]]:
     """The run's targets; virtual devices (and their adb server) are started here and stopped on exit.
 
     First, fleets left running by a killed `npuconf` on this host are stopped.
     """
+    check_target_request(request, target_name)
     reap_orphan_fleets()
     if target_name == "local":
-        if request.serials or request.adb_servers:
-            raise UsageError("--serial and --adb-server are for --target adb")
         yield [
             LocalTarget(
                 profile=profile,
@@ -204,11 +262,7 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
             )
         ]
         return
-    if request.impl is not None or request.cross is not None:
-        raise UsageError(f"--impl and --cross are for --target local, not --target {target_name}")
     if target_name == "virtual":
-        if request.serials or request.adb_servers:
-            raise UsageError("--serial and --adb-server select real devices: use them with --target adb")
         names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(request.devices))
         supervisor = FleetSupervisor(start_fleet(len(names), out_dir / VIRTUAL_STATE_DIR, names=names))
         try:
@@ -228,8 +282,6 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
         finally:
             supervisor.stop()
         return
-    if target_name != "adb":
-        raise UsageError(f"--target {target_name}: expected one of {', '.join(TARGETS)}")
     servers = [AdbServerAddress.parse(text) for text in request.adb_servers] or [AdbServerAddress.default()]
 
     def make(server: AdbServerAddress, adb_serial: str, name: str) -> AdbTarget:

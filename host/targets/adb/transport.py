@@ -4,6 +4,7 @@ device listing, and one device's transport (bounded shell calls, pushes, recover
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import socket
@@ -12,14 +13,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
-
-import adbutils
-from adbutils import AdbClient, AdbDevice
-from adbutils._adb import AdbConnection
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from ...errors import InfraError, UsageError
 from ..adb_host import AdbServerError, device_states, host_request, server_answers
+
+if TYPE_CHECKING:
+    import adbutils
+    from adbutils import AdbClient, AdbDevice
 
 DEFAULT_SERVER_PORT: Final = 5037
 COMMAND_TIMEOUT_S: Final = 20.0
@@ -58,20 +59,34 @@ class AdbServerAddress:
         return f"{self.host}:{self.port}"
 
 
-class _Connection(AdbConnection):  # type: ignore[misc]
-    """An adbutils connection that fails instead of running `adb start-server` (which would use 5037)."""
+@functools.cache
+def _client_class() -> type[AdbClient]:
+    """adbutils' client, with connections that fail instead of running `adb start-server` (which would use
+    5037). Built on first use: adbutils (and requests, PIL under it) is imported only by commands that
+    reach a device through adb, never by a run on the local target."""
+    from adbutils import AdbClient
+    from adbutils._adb import AdbConnection
 
-    def _safe_connect(self) -> socket.socket:
-        sock: socket.socket = self._create_socket()
-        return sock
+    class _Connection(AdbConnection):  # type: ignore[misc]
+        def _safe_connect(self) -> socket.socket:
+            sock: socket.socket = self._create_socket()
+            return sock
+
+    class _Client(AdbClient):  # type: ignore[misc]
+        def make_connection(self, timeout: float | None = None) -> AdbConnection:
+            connection = _Connection(self.host, self.port)
+            if timeout:
+                connection.conn.settimeout(timeout)
+            return connection
+
+    return _Client
 
 
-class _Client(AdbClient):  # type: ignore[misc]
-    def make_connection(self, timeout: float | None = None) -> AdbConnection:
-        connection = _Connection(self.host, self.port)
-        if timeout:
-            connection.conn.settimeout(timeout)
-        return connection
+def adb_errors() -> tuple[type[BaseException], ...]:
+    """What an adb call raises when its link broke: OSError, EOFError and adbutils' AdbError."""
+    import adbutils
+
+    return (OSError, EOFError, adbutils.AdbError)
 
 
 _client_lock = threading.Lock()
@@ -81,7 +96,7 @@ def adb_client(server: AdbServerAddress) -> AdbClient:
     """An adbutils client for one server; ANDROID_ADB_SERVER_PORT is pinned to it first."""
     with _client_lock:
         os.environ["ANDROID_ADB_SERVER_PORT"] = str(server.port)
-        return _Client(host=server.host, port=server.port)
+        return _client_class()(host=server.host, port=server.port)
 
 
 def list_devices(server: AdbServerAddress, given: bool = True) -> dict[str, str]:
@@ -188,13 +203,13 @@ class DeviceTransport:
             return bounded(function, timeout, what)
         except TimeoutError as exc:
             raise DeviceLost(f"{self.serial}: {exc} (device unresponsive)") from None
-        except (OSError, EOFError, adbutils.AdbError) as exc:
+        except adb_errors() as exc:
             self.recover(f"{what}: {exc}")
         try:
             return bounded(function, timeout, what)
         except TimeoutError as exc:
             raise DeviceLost(f"{self.serial}: {exc} (device unresponsive)") from None
-        except (OSError, EOFError, adbutils.AdbError) as exc:
+        except adb_errors() as exc:
             raise DeviceLost(f"{self.serial}: {what}: {exc}") from None
 
     def recover(self, why: str) -> None:
@@ -247,7 +262,9 @@ class DeviceTransport:
             status = connection.read_exact(8)
             if status[:4] != b"OKAY":
                 message = connection.read_exact(struct.unpack("<I", status[4:])[0]).decode(errors="replace")
-                raise adbutils.AdbSyncError(f"push {destination}: {message}")
+                from adbutils import AdbSyncError
+
+                raise AdbSyncError(f"push {destination}: {message}")
             connection.conn.sendall(b"QUIT" + struct.pack("<I", 0))
         finally:
             with contextlib.suppress(OSError):
