@@ -32,7 +32,7 @@ from .decision import (
 from .device_session import prepare_device
 from .digests import load_digests, save_digests
 from .judging import MAX_ATTEMPTS, Outcome, not_run
-from .lanes import EstimatesFn, deal_lanes, known_estimates
+from .lanes import EstimatesFn, deal_lanes, known_estimates, needs_device_alone
 from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter, now_iso, plan_record, result_record, resume_record
 from .shard import execute_sharded, group_of
@@ -145,13 +145,19 @@ class DeviceRun:
 
     def _run_scenarios(self, device: Device, scenarios: Sequence[Scenario]) -> None:
         runnable = self.compile_for(device, scenarios)
+        alone: list[CompiledScenario] = []
+        if self.plan.jobs > 1:
+            alone = [c for c in runnable if needs_device_alone(self.plan.target_name, c.scenario.requires)]
+        shared = [c for c in runnable if not any(c is a for a in alone)] if alone else runnable
         known = known_estimates(self.estimates, group_of(device))
-        lanes = deal_lanes(runnable, self.plan.jobs, lambda c: c.scenario.id, known)
+        lanes = deal_lanes(shared, self.plan.jobs, lambda c: c.scenario.id, known)
         threads = [threading.Thread(target=self._run_lane, args=(device, lane)) for lane in lanes]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        if alone:  # after the others, in one lane: nothing else runs on the device meanwhile
+            self._run_lane(device, alone)
 
     def compile_for(self, device: Device, scenarios: Sequence[Scenario]) -> list[CompiledScenario]:
         """The scenarios the device can run, compiled; the others get their verdict here (decision.py,

@@ -112,7 +112,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     created = _missing_ancestors(out_dir)
     output_dir(out_dir)
     token = claim(out_dir)
-    jobs = request.jobs if request.jobs is not None else default_lanes(target_name)
+    jobs = request.jobs if request.jobs is not None else default_lanes(target_name, request.devices)
     plan = RunPlan(
         run_id=run_id,
         out_dir=out_dir,

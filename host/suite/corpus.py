@@ -79,15 +79,17 @@ def load_corpus(root: Path = SCENARIO_ROOT, known_clauses: frozenset[str] | None
     paths = sorted(root.glob("*/*.yaml"))
     if not paths:
         raise UsageError(f"scenario directory {root}: holds no scenario files; expected {SCENARIO_LAYOUT}")
-    files = [(path, _display(path), _read(path)) for path in paths]
+    shown = _Display()
+    files = [(path, shown(path), _read(path)) for path in paths]
     key = cache_key(
         _parser_fingerprint(),
         str(limit("yaml_nodes")),
         "\0".join(sorted(known_clauses)) if known_clauses is not None else "\1",
         *(part for path, source, raw in files for part in (source, path.parent.name, raw)),
     )
-    cached = _cached_corpus(key)
+    cached = _RECENT.get(key) or _cached_corpus(key)
     if cached is not None:
+        _remember(key, cached)
         return cached
     scenarios: list[Scenario] = []
     first_seen: dict[str, str] = {}
@@ -105,7 +107,21 @@ def load_corpus(root: Path = SCENARIO_ROOT, known_clauses: frozenset[str] | None
             scenarios.append(scenario)
     corpus = tuple(sorted(scenarios, key=lambda s: s.id))
     write_entry(CACHE_NAMESPACE, key, pickle.dumps(corpus, protocol=pickle.HIGHEST_PROTOCOL))
+    _remember(key, corpus)
     return corpus
+
+
+# The last corpora loaded in this process, by cache key: a run reads the corpus for its plan and again
+# for the claim's facts (host/suite/basis.py).
+_RECENT: dict[str, tuple[Scenario, ...]] = {}
+RECENT_KEPT: Final = 4
+
+
+def _remember(key: str, corpus: tuple[Scenario, ...]) -> None:
+    _RECENT.pop(key, None)
+    _RECENT[key] = corpus
+    while len(_RECENT) > RECENT_KEPT:
+        del _RECENT[next(iter(_RECENT))]
 
 
 @functools.cache
@@ -224,3 +240,22 @@ def _display(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+class _Display:
+    """`_display` of the files of one corpus, resolving each chapter directory once (not every file)."""
+
+    def __init__(self) -> None:
+        self.cwd = Path.cwd().resolve()
+        self.chapters: dict[Path, Path] = {}
+
+    def __call__(self, path: Path) -> str:
+        if path.is_symlink():
+            return _display(path)
+        chapter = self.chapters.get(path.parent)
+        if chapter is None:
+            chapter = self.chapters[path.parent] = path.parent.resolve()
+        try:
+            return str((chapter / path.name).relative_to(self.cwd))
+        except ValueError:
+            return str(path)

@@ -23,10 +23,16 @@ def scenarios(tmp_path):
     return root
 
 
+def _new_process(monkeypatch):
+    """As a new process would: the corpora this one loaded are forgotten (only the user cache is left)."""
+    monkeypatch.setattr(corpus_module, "_RECENT", {})
+
+
 def _unparsable(monkeypatch):
     def parse(*args, **kwargs):
         raise AssertionError("parsed again")
 
+    _new_process(monkeypatch)
     monkeypatch.setattr(corpus_module, "_parsed", parse)
 
 
@@ -56,8 +62,16 @@ def test_an_entry_others_could_have_written_is_not_used(cache, scenarios, monkey
         load_corpus(scenarios)
 
 
-def test_a_damaged_entry_is_parsed_again(cache, scenarios):
+def test_a_damaged_entry_is_parsed_again(cache, scenarios, monkeypatch):
     first = load_corpus(scenarios)
     for entry in (cache / "corpus").iterdir():
         entry.write_bytes(b"not a pickle")
+    _new_process(monkeypatch)
     assert load_corpus(scenarios) == first
+
+
+def test_the_same_process_loads_a_corpus_once(cache, scenarios, monkeypatch):
+    first = load_corpus(scenarios)
+    monkeypatch.setattr(corpus_module, "_cached_corpus", lambda key: None)
+    monkeypatch.setattr(corpus_module, "_parsed", lambda *args: (_ for _ in ()).throw(AssertionError("again")))
+    assert load_corpus(scenarios) is first
