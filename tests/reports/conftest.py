@@ -20,11 +20,6 @@ def mixed_run(builder: ResultsBuilder) -> ResultsBuilder:
 
 
 @pytest.fixture(scope="session")
-def twin(tmp_path_factory, probe_build) -> Path:
-    """The whole corpus once on the aosp-2026 twin (shared by the clause answer and spec page tests)."""
-    from tests.conftest import npuconf
-
-    run_dir = tmp_path_factory.mktemp("twin") / "run"
-    done = npuconf("run", "--target", "local", "--personality", "aosp-2026", "--out", run_dir, "-q", "-j", "2")
-    assert done.returncode == 1, done.stdout + done.stderr
-    return run_dir
+def twin(tmp_path_factory, aosp_twin_run) -> Path:
+    """The whole corpus on the aosp-2026 twin (a copy of the session's shared run, tests/conftest.py)."""
+    return aosp_twin_run.copy(tmp_path_factory.mktemp("twin") / "run")

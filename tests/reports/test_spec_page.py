@@ -3,24 +3,9 @@
 from __future__ import annotations
 
 import re
-import subprocess
 
 from tests.chromium import chromium, console_lines, needs_chromium
-from tests.conftest import ROOT, npuconf
-
-
-def _skeleton_run(tmp_path):
-    """examples/skeleton (refuses every allocation) over the corpus: about 2 s."""
-    library = tmp_path / "libnpu_refuse_all.so"
-    subprocess.run(
-        ["cc", "-std=c11", "-shared", "-fPIC", "-pthread", "-I", str(ROOT / "ndk_probe" / "include"),
-         "-o", str(library), str(ROOT / "examples" / "skeleton" / "npu_refuse_all.c")],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    run_dir = tmp_path / "skeleton"
-    done = npuconf("run", "--target", "local", "--impl", library, "--out", run_dir, "-q")
-    assert done.returncode == 2, done.stdout + done.stderr
-    return run_dir
+from tests.conftest import npuconf
 
 
 def _sentence(page: str, clause: str) -> str:
@@ -43,9 +28,9 @@ def test_coverage_page_without_runs(tmp_path):
 
 
 @needs_chromium
-def test_clicking_a_failing_sentence_shows_the_twin_failure_and_its_replay(twin, tmp_path, probe_build):
+def test_clicking_a_failing_sentence_shows_the_twin_failure_and_its_replay(twin, skeleton_corpus_run, tmp_path):
     out = tmp_path / "spec.html"
-    skeleton = _skeleton_run(tmp_path)
+    skeleton = skeleton_corpus_run.path
     done = npuconf("spec", twin, skeleton, "--out", out)
     assert done.returncode == 0, done.stdout + done.stderr
     page = out.read_text(encoding="utf-8")
