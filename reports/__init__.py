@@ -2,19 +2,44 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
-from .html import write_html as write_html
-from .junit import write_junit as write_junit
 from .outputs import REPORT_FILES as REPORT_FILES
 from .outputs import RESULTS_FILE as RESULTS_FILE
 from .outputs import present as present
-from .results import ResultRecord as ResultRecord
-from .results import ResultsUnreadable as ResultsUnreadable
-from .results import RunResults as RunResults
-from .results import load_results as load_results
-from .safe_io import output_dir
-from .summary import write_summary as write_summary
+
+if TYPE_CHECKING:
+    from .html import write_html as write_html
+    from .junit import write_junit as write_junit
+    from .results import ResultRecord as ResultRecord
+    from .results import ResultsUnreadable as ResultsUnreadable
+    from .results import RunResults as RunResults
+    from .results import load_results as load_results
+    from .summary import write_summary as write_summary
+
+# Imported when first used: a command that only writes a file safely (reports.safe_io, which every
+# command uses) or reads a store loads no report renderer.
+_LATER: Final = {
+    "write_html": ".html",
+    "write_junit": ".junit",
+    "ResultRecord": ".results",
+    "ResultsUnreadable": ".results",
+    "RunResults": ".results",
+    "load_results": ".results",
+    "write_summary": ".summary",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LATER.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "REPORT_FILES",
@@ -35,6 +60,8 @@ __all__ = [
 
 def write_reports(results_path: Path, out_dir: Path) -> dict[str, Path]:
     """Read `results_path` (results.jsonl or its directory) and write the three reports into `out_dir`."""
+    from .results import load_results
+
     return write_run_reports(load_results(results_path), out_dir)
 
 
@@ -49,6 +76,11 @@ def report_paths(out_dir: Path) -> dict[str, Path]:
 
 def write_run_reports(run: RunResults, out_dir: Path) -> dict[str, Path]:
     """Write the three reports of a run already read into `out_dir`."""
+    from .html import write_html
+    from .junit import write_junit
+    from .safe_io import output_dir
+    from .summary import write_summary
+
     output_dir(out_dir)
     paths = report_paths(out_dir)
     write_junit(run, paths["junit"])

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reference_model.verdicts import Verdict
 from reports import REPORT_FILES, RESULTS_FILE, load_results, present, report_paths, write_run_reports
@@ -32,19 +33,10 @@ from ..suite import (
     model_hash,
     select,
 )
-from ..targets import (
-    DEFAULT_CAPACITY,
-    AdbServerAddress,
-    AdbTarget,
-    FleetSupervisor,
-    LocalTarget,
-    Target,
-    VnpuProfile,
-    attached_devices,
-    discover_targets,
-    reap_orphan_fleets,
-    start_fleet,
-)
+from ..targets import DEFAULT_CAPACITY, LocalTarget, Target, VnpuProfile
+
+if TYPE_CHECKING:
+    from ..targets import AdbServerAddress, AdbTarget
 from .lanes import default_lanes
 from .ownership import MARKER, claim, unclaim
 from .plan import RunPlan, RunRequest, new_run_id
@@ -224,6 +216,8 @@ def resolve_target(request: RunRequest) -> str:
         return "local"
     if request.adb_servers or request.serials:
         return "adb"
+    from ..targets import AdbServerAddress, attached_devices  # adb code only where adb is asked about
+
     return "adb" if attached_devices(AdbServerAddress.default()) else "virtual"
 
 
@@ -248,6 +242,8 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
     First, fleets left running by a killed `npuconf` on this host are stopped.
     """
     check_target_request(request, target_name)
+    from ..targets import reap_orphan_fleets
+
     reap_orphan_fleets()
     if target_name == "local":
         yield [
@@ -262,6 +258,9 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
             )
         ]
         return
+    # The adb target and the virtual devices are imported only by the runs that use them.
+    from ..targets import AdbServerAddress, AdbTarget, FleetSupervisor, discover_targets, start_fleet
+
     if target_name == "virtual":
         names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(request.devices))
         supervisor = FleetSupervisor(start_fleet(len(names), out_dir / VIRTUAL_STATE_DIR, names=names))

@@ -124,13 +124,17 @@ class LocalTarget:
         write_entry(BUILD_CACHE, key, json.dumps(facts).encode())
         return facts
 
-    def discovery_key(self, program: str) -> str:
-        """Everything the discovery answer depends on here: the probe and library, the vnpu profile the
-        library reads, how the probe is started, the discovery program and its budgets."""
-        library = self.impl if self.impl is not None else self.build.vnpu
+    def discovery_key(self, program: str) -> str | None:
+        """For the kit's own vnpu, everything the discovery answer depends on: the probe and the library,
+        the profile the library reads (its only input), how the probe is started, the discovery program
+        and its budgets, and this class (a subclass may run batches otherwise). None for an `--impl`
+        library: what it answers may depend on what the kit cannot see (its files, its environment)."""
+        if self.impl is not None:
+            return None
         return cache_key(
-            _identity(self.build.probe), _identity(library), self.profile.render(), program,
+            _identity(self.build.probe), _identity(self.build.vnpu), self.profile.render(), program,
             f"{self.timeout_multiplier:g}", str(self.settle_ms), *self.exec_prefix,
+            f"{type(self).__module__}.{type(self).__qualname__}",
         )  # fmt: skip
 
     def _abi(self) -> str:

@@ -38,6 +38,8 @@ def test_a_second_run_of_the_same_build_and_profile_does_not_discover_again(cach
     assert again.info["fingerprint"] == first.info["fingerprint"]
     prepare_device(_target(tmp_path, personality="aosp-2026"))  # another profile: discovered again
     assert Counting.batches == 2
+    # an --impl library may answer from what the kit cannot see: never cached
+    assert LocalTarget(VnpuProfile(), tmp_path / "w", impl=probe_build.vnpu).discovery_key("program") is None
 
 
 def test_a_rebuilt_library_is_checked_and_discovered_again(cache, tmp_path, probe_build, monkeypatch):

@@ -63,7 +63,8 @@ def test_a_local_run_imports_no_adb_library_and_the_cli_no_report_library(tmp_pa
         "import host.cli\n"
         "print(sorted(m for m in ('jinja2', 'junitparser', 'adbutils') if m in sys.modules))\n"
         "host.cli.main(sys.argv[1:])\n"
-        "print(sorted(m for m in ('adbutils', 'requests', 'PIL') if m in sys.modules))\n"
+        "print(sorted(m for m in ('adbutils', 'requests', 'PIL', 'cryptography', 'host.targets.adb',\n"
+        "                         'host.targets.virtual_device.fleet') if m in sys.modules))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, "run", "--target", "local", "-q", "--scenario", SHORT, "--out",
