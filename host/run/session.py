@@ -7,6 +7,7 @@ import datetime as dt
 import shlex
 import shutil
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -259,10 +260,19 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
         ]
         return
     # The adb target and the virtual devices are imported only by the runs that use them.
-    from ..targets import AdbServerAddress, AdbTarget, FleetSupervisor, discover_targets, start_fleet
+    from ..targets import (
+        AdbServerAddress,
+        AdbTarget,
+        FleetSupervisor,
+        discover_targets,
+        preload_adb_client,
+        start_fleet,
+    )
 
     if target_name == "virtual":
         names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(request.devices))
+        # adbutils (requests and PIL under it) takes long to import: it loads while the devices start.
+        threading.Thread(target=preload_adb_client, name="preload-adbutils", daemon=True).start()
         supervisor = FleetSupervisor(start_fleet(len(names), out_dir / VIRTUAL_STATE_DIR, names=names))
         try:
             server = AdbServerAddress("127.0.0.1", supervisor.fleet.server.port)

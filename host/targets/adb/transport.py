@@ -82,6 +82,12 @@ def _client_class() -> type[AdbClient]:
     return _Client
 
 
+def preload_adb_client() -> None:
+    """Import adbutils now: a caller with time to spare (waiting for virtual devices to start) runs it on
+    another thread, so the first device reached does not wait for the import."""
+    _client_class()
+
+
 def adb_errors() -> tuple[type[BaseException], ...]:
     """What an adb call raises when its link broke: OSError, EOFError and adbutils' AdbError."""
     import adbutils

@@ -18,7 +18,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import IO, Final
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -37,6 +37,10 @@ _STRUCT: Final = struct.Struct(f"<II{WORDS}I{WORDS}II")
 
 class AuthKeyError(ValueError):
     """A public key file that is not in adb's format."""
+
+
+# adb's public key line is base64 of 524 bytes plus a comment: far below this.
+KEY_TEXT_MAX: Final = 4096
 
 
 def encode_adb_public_key(key: rsa.RSAPublicKey, comment: str = "npuconf@virtual") -> str:
@@ -86,6 +90,11 @@ class DeviceAuth:
     @classmethod
     def load(cls, path: Path) -> DeviceAuth:
         return cls(decode_adb_public_key(path.read_text(encoding="ascii", errors="replace")))
+
+    @classmethod
+    def read(cls, source: IO[str]) -> DeviceAuth:
+        """The key given on a stream (the launcher writes it once the server's key exists)."""
+        return cls(decode_adb_public_key(source.read(KEY_TEXT_MAX)))
 
     @staticmethod
     def new_token() -> bytes:

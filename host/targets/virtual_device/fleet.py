@@ -23,7 +23,7 @@ from reports.safe_io import write_text
 
 from ...errors import UsageError
 from ..adb_host import AdbServerError, host_request
-from .adb_server import AdbServer, start_adb_server, stop_adb_server
+from .adb_server import AdbServer, server_public_key, start_adb_server, stop_adb_server
 from .launch import TEMP_SANDBOX_PREFIX, VirtualDevice, connect_device, device_markers, launch_devices, stop_device
 from .processes import pid_runs
 from .profile import DeviceProfile
@@ -97,10 +97,23 @@ def start_fleet(
     names = list(names or [f"virtual-{i + 1}" for i in range(count)])
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    server = start_adb_server(state_dir, adb_port)
+    started: list[AdbServer] = []
+
+    def server_key() -> Path:
+        # Made while the device processes load (they wait for the key on stdin).
+        started.append(start_adb_server(state_dir, adb_port))
+        return server_public_key(state_dir)
+
+    try:
+        devices = launch_devices(state_dir, names, profiles, key=server_key)
+    except BaseException:
+        for server in started:
+            stop_adb_server(server)
+        raise
+    server = started[0]
     fleet = Fleet(server, (), state_dir)
     try:
-        fleet = Fleet(server, launch_devices(state_dir, names, profiles), state_dir)
+        fleet = Fleet(server, devices, state_dir)
         fleet.write_state()
         for device in fleet.devices:
             connect_device(server, device)
