@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reference_model.verdicts import Verdict
-from reports import load_results, report_paths, write_run_reports
+from reports import load_results, report_paths
 from reports.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 
 from ..errors import UsageError
@@ -16,9 +16,9 @@ from ..targets import DEFAULT_CAPACITY, VnpuProfile
 from .given_options import check_resume_options
 from .ownership import created_here
 from .plan import Resume, RunPlan, RunRequest, check_target_options
-from .record import duration_estimates, record_run
+from .record import duration_estimates
 from .runner import ProgressFn, execute_run
-from .session import RunOutcome, interrupted, open_targets
+from .session import RunOutcome, interrupted, open_targets, report_and_record
 
 
 def resume_run(
@@ -135,9 +135,7 @@ def resume_run(
 
     def finish() -> None:
         try:
-            write_run_reports(run, directory)
-            if todo:
-                record_run(directory, store)
+            report_and_record(run, directory, store, record=bool(todo))
         except KeyboardInterrupt:
             raise interrupted(directory) from None
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reference_model.verdicts import Verdict
-from reports import REPORT_FILES, RESULTS_FILE, load_results, present, report_paths, write_run_reports
+from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, report_paths, write_run_reports
 from reports.claim import Claim
 from reports.safe_io import output_dir
 
@@ -159,14 +159,26 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
 
     def finish() -> None:
         try:
-            write_run_reports(run, out_dir)
-            record_run(out_dir, request.store)
+            report_and_record(run, out_dir, request.store)
         except KeyboardInterrupt:
             raise interrupted(out_dir) from None
 
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
     paths = {"results": out_dir / RESULTS_FILE, **report_paths(out_dir)}
     return RunOutcome(out_dir, int(run.claim.exit_code), counts, run.claim, paths, finish)
+
+
+def report_and_record(run: RunResults, out_dir: Path, store: str | None, record: bool = True) -> None:
+    """Write the run's reports and, at the same time on another thread, record it in the store (whose
+    commits wait on the disk); both are done when this returns."""
+    recorder = threading.Thread(target=record_run, args=(out_dir, store), name="record-run") if record else None
+    if recorder is not None:
+        recorder.start()
+    try:
+        write_run_reports(run, out_dir)
+    finally:
+        if recorder is not None:
+            recorder.join()
 
 
 def _missing_ancestors(directory: Path) -> list[Path]:

@@ -1,6 +1,7 @@
 """`npuconf run` from request to answer (host/run/session.py, command.py): a usage error creates nothing,
 the answer is printed before the reports are written, and a local run imports no adb library."""
 
+import os
 import subprocess
 import sys
 
@@ -70,6 +71,7 @@ def test_a_local_run_imports_no_adb_library_and_the_cli_no_report_library(tmp_pa
         [sys.executable, "-c", probe, "run", "--target", "local", "-q", "--scenario", SHORT, "--out",
          str(tmp_path / "run")],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        env=dict(os.environ, NPUCONF_STATE_DIR=str(tmp_path / "state")),  # no fleet of another run to reap
     )  # fmt: skip
     lines = done.stdout.splitlines()
     assert lines[0] == "[]", done.stdout + done.stderr
