@@ -146,22 +146,30 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         },
     )
     estimates = duration_estimates(out_dir, request.store)
+    stopping: list[threading.Thread] = []  # virtual devices being stopped while the answer is given
     try:
-        with open_targets(request, target_name, out_dir, profile) as targets:
+        with open_targets(request, target_name, out_dir, profile, stopping) as targets:
             execute_run(plan, targets, progress, estimates=estimates)
         run = load_results(out_dir / "results.jsonl")
     except UsageError:
+        _join(stopping)
         if not (out_dir / RESULTS_FILE).exists():  # a setup error (a bad --impl, no build): nothing ran
             _discard(created, out_dir, token)
         raise
     except KeyboardInterrupt:
+        _join(stopping)
         raise interrupted(out_dir) from None
+    except BaseException:
+        _join(stopping)
+        raise
 
     def finish() -> None:
         try:
             report_and_record(run, out_dir, request.store)
         except KeyboardInterrupt:
             raise interrupted(out_dir) from None
+        finally:
+            _join(stopping)
 
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
     paths = {"results": out_dir / RESULTS_FILE, **report_paths(out_dir)}
@@ -179,6 +187,11 @@ def report_and_record(run: RunResults, out_dir: Path, store: str | None, record:
     finally:
         if recorder is not None:
             recorder.join()
+
+
+def _join(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.join()
 
 
 def _missing_ancestors(directory: Path) -> list[Path]:
@@ -249,8 +262,16 @@ def check_target_request(request: RunRequest, target_name: str) -> None:
 
 
 @contextlib.contextmanager
-def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: VnpuProfile) -> Iterator[list[Target]]:
-    """The run's targets; virtual devices (and their adb server) are started here and stopped on exit.
+def open_targets(
+    request: RunRequest,
+    target_name: str,
+    out_dir: Path,
+    profile: VnpuProfile,
+    stopping: list[threading.Thread] | None = None,
+) -> Iterator[list[Target]]:
+    """The run's targets; virtual devices (and their adb server) are started here and stopped on exit:
+    then and there, or with `stopping`, on a thread appended to it (the caller joins it, having given
+    its answer meanwhile).
 
     First, fleets left running by a killed `npuconf` on this host are stopped.
     """
@@ -301,7 +322,12 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
                 for device in supervisor.fleet.devices
             ]
         finally:
-            supervisor.stop()
+            if stopping is None:
+                supervisor.stop()
+            else:
+                stopper = threading.Thread(target=supervisor.stop, name="stop-fleet")
+                stopper.start()
+                stopping.append(stopper)
         return
     servers = [AdbServerAddress.parse(text) for text in request.adb_servers] or [AdbServerAddress.default()]
 

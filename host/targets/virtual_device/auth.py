@@ -14,7 +14,10 @@ Signatures are PKCS#1 v1.5 over the 20-byte token taken as a SHA-1 digest (not h
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
+import secrets
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +27,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
 
-from reports.safe_io import write_bytes, write_text
+from reports.safe_io import host_state_dir, write_bytes, write_text
 
 KEY_BITS: Final = 2048
 WORDS: Final = KEY_BITS // 32
@@ -70,8 +73,12 @@ def decode_adb_public_key(text: str) -> rsa.RSAPublicKey:
 
 
 def generate_server_key(home: Path) -> Path:
-    """A fresh key for a private adb server with HOME `home`; returns the adb-format public key path."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
+    """A fresh key for a private adb server with HOME `home`; returns the adb-format public key path.
+
+    Generating an RSA-2048 key is most of a fleet's start, so one is made ahead (`make_spare_key`, on
+    another thread once a fleet is up) and kept in this user's state directory; a server takes it (and
+    it is gone from there) or, when there is none, generates its own. Either way no other server holds it."""
+    key = take_spare_key() or rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
     android = home / ".android"
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
@@ -79,6 +86,77 @@ def generate_server_key(home: Path) -> Path:
     private = write_bytes(android / "adbkey", pem)
     os.chmod(private, 0o600)
     return write_text(android / "adbkey.pub", encode_adb_public_key(key.public_key()) + "\n")
+
+
+SPARE_KEY_BYTES: Final = 8192
+
+
+def _spare_dir() -> Path:
+    return host_state_dir() / "adb-keys"
+
+
+def _private(info: os.stat_result) -> bool:
+    return info.st_uid == os.geteuid() and not info.st_mode & 0o077
+
+
+def take_spare_key() -> rsa.RSAPrivateKey | None:
+    """A spare key made by an earlier fleet, taken (renamed away, then removed) so no other run gets it;
+    None when there is none this user alone could have written, or it is not an RSA-2048 key."""
+    directory = _spare_dir()
+    try:
+        if not _private(directory.stat(follow_symlinks=False)):
+            return None
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".pem") and not n.startswith("."))
+    except OSError:
+        return None
+    for name in names:
+        taken = directory / f".{name}.{secrets.token_hex(4)}.taken"
+        try:
+            os.rename(directory / name, taken)  # atomic: one taker only
+            fd = os.open(taken, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            with os.fdopen(fd, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                pem = handle.read(SPARE_KEY_BYTES + 1) if stat.S_ISREG(info.st_mode) and _private(info) else b""
+        finally:
+            with contextlib.suppress(OSError):
+                taken.unlink()
+        try:
+            key = serialization.load_pem_private_key(pem, password=None) if 0 < len(pem) <= SPARE_KEY_BYTES else None
+        except (ValueError, TypeError):
+            key = None
+        if (
+            isinstance(key, rsa.RSAPrivateKey)
+            and key.key_size == KEY_BITS
+            and key.public_key().public_numbers().e == 65537
+        ):
+            return key
+    return None
+
+
+def make_spare_key() -> None:
+    """Make the next fleet's key now (run on another thread while this fleet works), unless one waits."""
+    directory = _spare_dir()
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _private(directory.stat(follow_symlinks=False)) or any(
+            n.endswith(".pem") and not n.startswith(".") for n in os.listdir(directory)
+        ):
+            return
+        key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+        )
+        name = secrets.token_hex(8)
+        temporary = directory / f".{name}.tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(pem)
+        os.rename(temporary, directory / f"{name}.pem")
+    except OSError:
+        return  # no spare: the next fleet generates its key itself
 
 
 @dataclass(frozen=True)

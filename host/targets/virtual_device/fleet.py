@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from reports.safe_io import write_text
 from ...errors import UsageError
 from ..adb_host import AdbServerError, host_request
 from .adb_server import AdbServer, server_public_key, start_adb_server, stop_adb_server
+from .auth import make_spare_key
 from .launch import TEMP_SANDBOX_PREFIX, VirtualDevice, connect_device, device_markers, launch_devices, stop_device
 from .processes import pid_runs
 from .profile import DeviceProfile
@@ -120,6 +122,7 @@ def start_fleet(
     except BaseException:
         stop_fleet(fleet)
         raise
+    threading.Thread(target=make_spare_key, name="spare-adb-key", daemon=True).start()  # for the next fleet
     return fleet
 
 
