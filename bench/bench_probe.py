@@ -143,9 +143,10 @@ def main() -> int:
     if not build.exists():
         build = build_probe()
     load = os.getloadavg()
+    bytecode = "present" if (ROOT / "host" / "__pycache__").is_dir() else "absent (every start compiles the kit)"
     print(f"host: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start; "
-          f"PYTHONDONTWRITEBYTECODE={'set' if os.environ.get('PYTHONDONTWRITEBYTECODE') else 'unset'}; "
-          f"median of {args.repeat} runs per row")
+          f"PYTHONDONTWRITEBYTECODE={'set' if os.environ.get('PYTHONDONTWRITEBYTECODE') else 'unset'}, "
+          f"kit bytecode {bytecode}; median of {args.repeat} runs per row")
     with tempfile.TemporaryDirectory() as tmp:
         runs = Runs(Path(tmp), args.repeat)
         runs.measure("warm-up", "--target", "local")
