@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
+from .lazy_names import lazy_names
 from .outputs import REPORT_FILES as REPORT_FILES
 from .outputs import RESULTS_FILE as RESULTS_FILE
 from .outputs import present as present
@@ -32,13 +32,7 @@ _LATER: Final = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LATER.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LATER)
 
 
 __all__ = [

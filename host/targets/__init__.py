@@ -3,8 +3,9 @@
 emulators and the embedded virtual devices (`virtual_device`) through adb servers; `VnpuProfile`
 configures the virtual NPU."""
 
-import importlib
 from typing import TYPE_CHECKING, Final
+
+from reports.lazy_names import lazy_names
 
 from .base import Device as Device
 from .base import Target as Target
@@ -47,10 +48,4 @@ _LATER: Final = {
 }  # fmt: skip
 
 
-def __getattr__(name: str) -> object:
-    module = _LATER.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LATER)

@@ -15,6 +15,13 @@ def run_probe(probe_build, tmp_path, body):
                           check=False)
 
 
+def probe_events(probe_build, tmp_path, body):
+    """The trace events of a program that must run to completion."""
+    done = run_probe(probe_build, tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
 SETUP = """req_create r0
 req_set_device r0 0
 req_set_type r0 1
@@ -108,9 +115,7 @@ def test_a_held_callback_runs_until_the_steps_are_done_and_bind_sees_it_start(pr
     teardown begins, long before its bound; bind does not wait for the callback to return."""
     body = ("scenario t.hold 20000\n" + SETUP + "cb_action alloc hold_9000 1\nalloc r0\nbind b0 cookie:c0\n"
             "buf_free b0\ncookie_new c1\nreq_set_cookie r0 c1 1\nend\n")
-    done = run_probe(probe_build, tmp_path, body)
-    assert done.returncode == 0, done.stderr
-    events = [json.loads(line) for line in done.stdout.splitlines()]
+    events = probe_events(probe_build, tmp_path, body)
 
     def first(predicate):
         return next(i for i, e in enumerate(events) if predicate(e))
@@ -129,9 +134,7 @@ def test_a_held_callback_inside_a_call_of_the_program_is_not_held(probe_build, t
     """With callbacks on the caller's thread, nothing could release a hold before its bound: none is made."""
     body = ("scenario t.hold_caller 20000\n" + SETUP + "vnpu callback_thread=caller\ncb_action alloc hold_9000 1\n"
             "alloc r0\nawait_alloc 1 2000\nend\n")
-    done = run_probe(probe_build, tmp_path, body)
-    assert done.returncode == 0, done.stderr
-    events = [json.loads(line) for line in done.stdout.splitlines()]
+    events = probe_events(probe_build, tmp_path, body)
     call = next(e for e in events if e["ev"] == "ret" and e["op"] == "alloc")
     assert call["dur_ns"] < 2_000_000_000
     assert any(e["ev"] == "cb" and e["thread"] == "caller" for e in events)

@@ -7,8 +7,9 @@ session's fleet, kept alive), `processes` (PIDs checked before they are signalle
 API and the profile facts the adb target reads.
 """
 
-import importlib
 from typing import TYPE_CHECKING, Final
+
+from reports.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from .adb_server import adb_env as adb_env
@@ -44,10 +45,4 @@ _LATER: Final = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LATER.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LATER)

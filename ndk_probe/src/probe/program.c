@@ -615,19 +615,13 @@ bool program_cb_action(const char *kind, const char *action, struct probe_cb_act
             return false;
         }
         out->act = CB_ACT_ALLOC;
-    } else if (strncmp(action, sleep, sizeof sleep - 1) == 0) {
+    } else if (strncmp(action, sleep, sizeof sleep - 1) == 0 || strncmp(action, hold, sizeof hold - 1) == 0) {
+        bool slept = action[0] == 's';
         uint64_t ms;
-        if (!parse_u64(action + sizeof sleep - 1, &ms) || ms < 1 || ms > 9999) {
+        if (!parse_u64(action + (slept ? sizeof sleep : sizeof hold) - 1, &ms) || ms < 1 || ms > 9999) {
             return false;
         }
-        out->act = CB_ACT_SLEEP;
-        out->sleep_ms = ms;
-    } else if (strncmp(action, hold, sizeof hold - 1) == 0) {
-        uint64_t ms;
-        if (!parse_u64(action + sizeof hold - 1, &ms) || ms < 1 || ms > 9999) {
-            return false;
-        }
-        out->act = CB_ACT_HOLD;
+        out->act = slept ? CB_ACT_SLEEP : CB_ACT_HOLD;
         out->sleep_ms = ms;
     } else {
         return false;
