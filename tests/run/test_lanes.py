@@ -82,3 +82,9 @@ def test_the_default_lanes_give_the_verdicts_of_one_lane(tmp_path, published_run
     default_jobs, default_verdicts = _verdicts(published_run.path)  # the default lanes (tests/conftest.py)
     assert (one_jobs, default_jobs) == (1, DEFAULT_LANES)
     assert default_verdicts == one_verdicts and len(one_verdicts) > 300
+    # A virtual device with its default lanes, each lane's probe with its own vnpu: the same verdicts.
+    virtual = npuconf("run", "--target", "virtual", "--out", tmp_path / "virtual", "-q", "--store", tmp_path / "v.db")
+    assert virtual.returncode == 0, virtual.stderr
+    virtual_jobs, virtual_verdicts = _verdicts(tmp_path / "virtual")
+    assert virtual_jobs == DEFAULT_LANES
+    assert {s: v for (_, s), v in virtual_verdicts.items()} == {s: v for (_, s), v in one_verdicts.items()}
