@@ -14,20 +14,19 @@ Signatures are PKCS#1 v1.5 over the 20-byte token taken as a SHA-1 digest (not h
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import secrets
+import shutil
 import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
+from typing import IO, TYPE_CHECKING, Final
 
 from reports.safe_io import host_state_dir, write_bytes, write_text
+
+if TYPE_CHECKING:  # the crypto library is loaded where a key is made, read or checked
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
 KEY_BITS: Final = 2048
 WORDS: Final = KEY_BITS // 32
@@ -58,6 +57,8 @@ def encode_adb_public_key(key: rsa.RSAPublicKey, comment: str = "npuconf@virtual
 
 
 def decode_adb_public_key(text: str) -> rsa.RSAPublicKey:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     try:
         packed = base64.b64decode(text.strip().split()[0], validate=True)
     except (ValueError, IndexError) as exc:
@@ -75,20 +76,31 @@ def decode_adb_public_key(text: str) -> rsa.RSAPublicKey:
 def generate_server_key(home: Path) -> Path:
     """A fresh key for a private adb server with HOME `home`; returns the adb-format public key path.
 
-    Generating an RSA-2048 key is most of a fleet's start, so one is made ahead (`make_spare_key`, on
-    another thread once a fleet is up) and kept in this user's state directory; a server takes it (and
-    it is gone from there) or, when there is none, generates its own. Either way no other server holds it."""
-    key = take_spare_key() or rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
+    Making an RSA-2048 key (and loading the crypto library) is most of a fleet's start, so the next key
+    is made ahead (`make_spare_key`, on another thread once a fleet is up) and kept in this user's
+    state directory; a server takes it (and it is gone from there) or, when there is none, makes its
+    own. Either way no other server holds it."""
+    pem, public = take_spare_key() or _new_key()
     android = home / ".android"
+    private = write_bytes(android / "adbkey", pem)
+    os.chmod(private, 0o600)
+    return write_text(android / "adbkey.pub", public)
+
+
+def _new_key() -> tuple[bytes, str]:
+    """A new key: its PEM (adb's `adbkey`) and its public half in adb's format (`adbkey.pub`)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
     )
-    private = write_bytes(android / "adbkey", pem)
-    os.chmod(private, 0o600)
-    return write_text(android / "adbkey.pub", encode_adb_public_key(key.public_key()) + "\n")
+    return pem, encode_adb_public_key(key.public_key()) + "\n"
 
 
-SPARE_KEY_BYTES: Final = 8192
+SPARE_FILE_BYTES: Final = 8192
+_PEM_BEGIN: Final = b"-----BEGIN RSA PRIVATE KEY-----"
 
 
 def _spare_dir() -> Path:
@@ -99,40 +111,49 @@ def _private(info: os.stat_result) -> bool:
     return info.st_uid == os.geteuid() and not info.st_mode & 0o077
 
 
-def take_spare_key() -> rsa.RSAPrivateKey | None:
-    """A spare key made by an earlier fleet, taken (renamed away, then removed) so no other run gets it;
-    None when there is none this user alone could have written, or it is not an RSA-2048 key."""
+def _read_private(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or not _private(info):
+            return None
+        data = handle.read(SPARE_FILE_BYTES + 1)
+    return data if len(data) <= SPARE_FILE_BYTES else None
+
+
+def take_spare_key() -> tuple[bytes, str] | None:
+    """A key made ahead by an earlier fleet (its `adbkey` PEM and `adbkey.pub` text), taken (its directory
+    renamed away, then removed) so no other run gets it; None when there is none that this user alone
+    could have written and read, or it is not shaped as adb's RSA-2048 key files."""
     directory = _spare_dir()
     try:
         if not _private(directory.stat(follow_symlinks=False)):
             return None
-        names = sorted(n for n in os.listdir(directory) if n.endswith(".pem") and not n.startswith("."))
+        names = sorted(n for n in os.listdir(directory) if not n.startswith("."))
     except OSError:
         return None
     for name in names:
         taken = directory / f".{name}.{secrets.token_hex(4)}.taken"
         try:
             os.rename(directory / name, taken)  # atomic: one taker only
-            fd = os.open(taken, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            held = taken.stat(follow_symlinks=False)
         except OSError:
             continue
+        pem = _read_private(taken / "adbkey") if stat.S_ISDIR(held.st_mode) and _private(held) else None
+        public = _read_private(taken / "adbkey.pub") if pem is not None else None
+        shutil.rmtree(taken, ignore_errors=True)
+        if pem is None or public is None or not pem.startswith(_PEM_BEGIN):
+            continue
         try:
-            with os.fdopen(fd, "rb") as handle:
-                info = os.fstat(handle.fileno())
-                pem = handle.read(SPARE_KEY_BYTES + 1) if stat.S_ISREG(info.st_mode) and _private(info) else b""
-        finally:
-            with contextlib.suppress(OSError):
-                taken.unlink()
-        try:
-            key = serialization.load_pem_private_key(pem, password=None) if 0 < len(pem) <= SPARE_KEY_BYTES else None
-        except (ValueError, TypeError):
-            key = None
-        if (
-            isinstance(key, rsa.RSAPrivateKey)
-            and key.key_size == KEY_BITS
-            and key.public_key().public_numbers().e == 65537
-        ):
-            return key
+            text = public.decode("ascii")
+            size = len(base64.b64decode(text.split()[0], validate=True))
+        except (ValueError, IndexError):
+            continue
+        if size == _STRUCT.size:
+            return pem, text
     return None
 
 
@@ -142,21 +163,20 @@ def make_spare_key() -> None:
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not _private(directory.stat(follow_symlinks=False)) or any(
-            n.endswith(".pem") and not n.startswith(".") for n in os.listdir(directory)
+            not n.startswith(".") for n in os.listdir(directory)
         ):
             return
-        key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
-        pem = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
-        )
+        pem, public = _new_key()
         name = secrets.token_hex(8)
-        temporary = directory / f".{name}.tmp"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(pem)
-        os.rename(temporary, directory / f"{name}.pem")
+        building = directory / f".{name}.tmp"
+        building.mkdir(mode=0o700)
+        for file, data in (("adbkey", pem), ("adbkey.pub", public.encode("ascii"))):
+            fd = os.open(building / file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        os.rename(building, directory / name)
     except OSError:
-        return  # no spare: the next fleet generates its key itself
+        return  # no spare: the next fleet makes its key itself
 
 
 @dataclass(frozen=True)
@@ -179,6 +199,10 @@ class DeviceAuth:
         return os.urandom(TOKEN_BYTES)
 
     def verifies(self, token: bytes, signature: bytes) -> bool:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding, utils
+
         try:
             self.key.verify(signature, token, padding.PKCS1v15(), utils.Prehashed(hashes.SHA1()))
         except (InvalidSignature, ValueError):
