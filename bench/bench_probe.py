@@ -1,16 +1,29 @@
-"""Probe throughput on the local target, measured side by side in one run.
+"""Run time of the corpus, measured side by side in one run: what bounds a run and how far it is from the floor.
 
-    python bench/bench_probe.py [--rounds N]
+    .venv/bin/python bench/bench_probe.py [--repeat N] [--jobs 1,2,4,8,16] [--virtual-jobs 1,8] [--rounds N]
 
-Prints: the raw batch throughput of one probe process (scenarios/s, no judging), the same with
-judging overlapped (what `npuconf run` does per lane), and the wall time of the whole corpus
-through `npuconf run --target local` with -j 1 and -j 2.
+Every row is the median wall time of N runs of the real command line (`python -m host run -q ...`),
+from the start of the process to its exit, with the same store for all of them (the durations it
+keeps deal the lanes, as on a user's machine) after one warm-up run (which fills the user cache).
+Rows:
+- the whole corpus on the local target with each `-j` of --jobs and with the default lanes; the
+  verdicts of every run are compared with those of `-j 1` (`same` or the number that differ);
+- a one-scenario run (a short scenario: the fixed cost), and a one-scenario run of the longest
+  scenario beside that scenario's own duration (the floor: no run can end before it);
+- the whole corpus on one virtual device (the adb path), with the default lanes and each `-j` of
+  --virtual-jobs, against the local default;
+- with --rounds N > 0, the raw throughput of one probe process over N copies of the corpus, without
+  and with judging (no start-up, no reports).
+The header gives the machine's load: figures from a shared machine are inflated, ratios less so.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,26 +34,80 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from host.probe import DEFAULT_BUILD_DIR, Pairs, ProbeBuild, build_probe, compile_program, compile_scenario, run_batch
-from host.suite import (
-    load_catalogue,
-    load_corpus,
-)
+from host.run.lanes import default_lanes
+from host.suite import load_catalogue, load_corpus
 from host.targets import DEFAULT_PAIRS
 from reference_model.caps import DeviceCaps
 from reference_model.judge import judge
 
+SHORT_SCENARIO = "cookies.deleter_runs_without_allocation"
 
-def replicated_corpus(rounds: int):
+
+@dataclasses.dataclass
+class Measured:
+    name: str
+    seconds: list[float]
+    verdicts: dict[str, str]
+    exit_codes: set[int]
+    results: Path | None = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+class Runs:
+    def __init__(self, work: Path, repeat: int) -> None:
+        self.work = work
+        self.repeat = repeat
+        self.count = 0
+
+    def measure(self, name: str, *options: str) -> Measured:
+        seconds: list[float] = []
+        verdicts: dict[str, str] = {}
+        codes: set[int] = set()
+        out = None
+        for _ in range(self.repeat):
+            self.count += 1
+            out = self.work / f"run-{self.count}"
+            started = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-m", "host", "run", "-q", "--out", str(out), *options],
+                cwd=ROOT, capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            seconds.append(time.perf_counter() - started)
+            codes.add(done.returncode)
+            verdicts = _verdicts(out)
+        return Measured(name, seconds, verdicts, codes, out / "results.jsonl" if out else None)
+
+
+def _verdicts(out: Path) -> dict[str, str]:
+    found: dict[str, str] = {}
+    path = out / "results.jsonl"
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("kind") == "result":
+                found[record["scenario"]] = record["verdict"]
+    return found
+
+
+def _longest(results: Path) -> tuple[str, float]:
+    durations = []
+    for line in results.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("kind") == "result" and record.get("duration_ms"):
+            durations.append((float(record["duration_ms"]), record["scenario"]))
+    ms, scenario = max(durations)
+    return scenario, ms
+
+
+def _raw_batch(build: ProbeBuild, rounds: int, with_judge: bool) -> tuple[float, int]:
     catalogue = load_catalogue()
     corpus = load_corpus(known_clauses=catalogue.ids())
     scenarios = [dataclasses.replace(s, id=f"{s.id}.r{i}") for i in range(rounds) for s in corpus]
-    return catalogue, corpus, scenarios
-
-
-def timed_batch(build: ProbeBuild, scenarios, with_judge: bool, catalogue) -> tuple[float, int]:
     caps = DeviceCaps(supported_pairs=frozenset(DEFAULT_PAIRS), vnpu_control=True)
-    pairs = Pairs(DEFAULT_PAIRS[0], (2, 1))
-    compiled = [compile_scenario(s, pairs) for s in scenarios]
+    compiled = [compile_scenario(s, Pairs(DEFAULT_PAIRS[0], (2, 1))) for s in scenarios]
     by_id = {c.scenario.id: c.scenario for c in compiled}
     quotes = catalogue.quotes()
     seen = 0
@@ -57,45 +124,78 @@ def timed_batch(build: ProbeBuild, scenarios, with_judge: bool, catalogue) -> tu
     return time.perf_counter() - started, seen
 
 
-def timed_run(jobs: int) -> tuple[float, int]:
-    with tempfile.TemporaryDirectory() as tmp:
-        started = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "host", "run", "--out", f"{tmp}/run", "-q", "-j", str(jobs)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        return time.perf_counter() - started, done.returncode
+def _same(row: Measured, reference: Measured) -> str:
+    if not row.verdicts:
+        return "no results"
+    differ = sum(1 for k in reference.verdicts.keys() | row.verdicts.keys()
+                 if reference.verdicts.get(k) != row.verdicts.get(k))  # fmt: skip
+    return "same" if not differ else f"{differ} differ"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="corpus copies in the raw batch")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per row (the median is shown)")
+    parser.add_argument("--jobs", default="1,2,4,8,16", help="-j values for the local target")
+    parser.add_argument("--virtual-jobs", default="", help="-j values for one virtual device, besides its default")
+    parser.add_argument("--rounds", type=int, default=0, help="corpus copies for the raw probe batch rows (0: none)")
     args = parser.parse_args()
     build = ProbeBuild(DEFAULT_BUILD_DIR)
     if not build.exists():
         build = build_probe()
-    catalogue, corpus, scenarios = replicated_corpus(args.rounds)
-    raw_s, raw_n = timed_batch(build, scenarios, False, catalogue)
-    judged_s, judged_n = timed_batch(build, scenarios, True, catalogue)
-    run1_s, rc1 = timed_run(1)
-    run2_s, rc2 = timed_run(2)
-    print(f"corpus: {len(corpus)} scenarios; raw batch: {len(scenarios)} scenarios in one probe process")
-    rows = [
-        ("probe batch, no judging", raw_s, raw_n, ""),
-        ("probe batch, judging overlapped", judged_s, judged_n, ""),
-        ("npuconf run --target local -j 1 (whole run)", run1_s, len(corpus), f"exit {rc1}"),
-        ("npuconf run --target local -j 2 (whole run)", run2_s, len(corpus), f"exit {rc2}"),
-    ]
-    print(f"{'measurement':<44} {'time':>9} {'scen/s':>9} {'ms/scen':>8}")
-    for name, seconds, count, note in rows:
-        print(f"{name:<44} {seconds:8.2f}s {count / seconds:9.0f} {1000 * seconds / count:8.2f}  {note}")
-    print(
-        f"judging overhead: {judged_s / raw_s:.2f}x raw; -j 2 vs -j 1: {run1_s / run2_s:.2f}x; "
-        f"whole corpus on the local target: {min(run1_s, run2_s):.2f} s (target <= 10 s)"
-    )
+    load = os.getloadavg()
+    bytecode = "present" if (ROOT / "host" / "__pycache__").is_dir() else "absent (every start compiles the kit)"
+    print(f"host: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start; "
+          f"PYTHONDONTWRITEBYTECODE={'set' if os.environ.get('PYTHONDONTWRITEBYTECODE') else 'unset'}, "
+          f"kit bytecode {bytecode}; median of {args.repeat} runs per row")
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = Runs(Path(tmp), args.repeat)
+        runs.measure("warm-up", "--target", "local")
+        local = {j: runs.measure(f"local -j {j}", "--target", "local", "-j", str(j))
+                 for j in map(int, args.jobs.split(","))}  # fmt: skip
+        default = runs.measure(f"local, default lanes ({default_lanes('local')})", "--target", "local")
+        one_lane = local.get(1) or runs.measure("local -j 1", "--target", "local", "-j", "1")
+        best_j = min(local, key=lambda j: local[j].median)
+        short = runs.measure(f"one scenario ({SHORT_SCENARIO})", "--target", "local", "--scenario", SHORT_SCENARIO)
+        floor_id, floor_ms = _longest(default.results) if default.results else ("?", 0.0)
+        floor_run = runs.measure(f"one scenario, the longest ({floor_id})", "--target", "local", "--scenario", floor_id)
+        lanes = default_lanes("virtual")
+        virtual = [runs.measure(f"virtual, 1 device, default lanes ({lanes})", "--target", "virtual")]
+        for j in (int(x) for x in args.virtual_jobs.split(",") if x):
+            virtual.append(runs.measure(f"virtual, 1 device, -j {j}", "--target", "virtual", "-j", str(j)))
+        load_end = os.getloadavg()
+
+    print()
+    print(f"| {'measurement':<64} | {'wall s':>7} | {'vs default':>10} | verdicts vs -j 1 | exit |")
+    print(f"|{'-' * 66}|{'-' * 9}:|{'-' * 11}:|------------------|------|")
+
+    def row(m: Measured, note: str = "") -> None:
+        ratio = m.median / default.median
+        verdicts = note or _same(m, one_lane)
+        codes = ",".join(map(str, sorted(m.exit_codes)))
+        print(f"| {m.name:<64} | {m.median:7.2f} | {ratio:9.2f}x | {verdicts:<16} | {codes:<4} |")
+
+    for j in sorted(local):
+        row(local[j])
+    row(default)
+    row(short, "(partial)")
+    row(floor_run, "(partial)")
+    for m in virtual:
+        row(m)
+    print()
+    print(f"best -j on the local target: {best_j} ({local[best_j].median:.2f} s); "
+          f"default: {default.median:.2f} s (target <= 2.0 s); -j 1 / default: {one_lane.median / default.median:.2f}x")
+    print(f"one-scenario run: {short.median:.2f} s (target <= 0.6 s)")
+    over_floor = default.median / max(floor_run.median, 1e-9)
+    print(f"floor: the longest scenario, {floor_id}, takes {floor_ms / 1000:.3f} s inside the probe; "
+          f"its one-scenario run {floor_run.median:.2f} s; the whole corpus takes {over_floor:.2f}x that")
+    virtual_ratio = virtual[0].median / default.median
+    print(f"virtual (1 device, default lanes) / local default: {virtual_ratio:.2f}x (target <= 1.2x)")
+    print(f"load average at the end: {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
+    if args.rounds > 0:
+        raw_s, raw_n = _raw_batch(build, args.rounds, False)
+        judged_s, judged_n = _raw_batch(build, args.rounds, True)
+        print(f"one probe process, {raw_n} scenarios ({args.rounds} copies of the corpus): "
+              f"{raw_s:.2f} s ({raw_n / raw_s:.0f}/s) raw, {judged_s:.2f} s ({judged_n / judged_s:.0f}/s) judged")
     return 0
 
 

@@ -46,7 +46,7 @@ FILE_NEW_MAX_BYTES: Final = 64 * 2**20
 BLOCK_OPS: Final = frozenset({Op.PAR_BEGIN, Op.PAR_END})
 CB_KINDS: Final = ("alloc", "load", "preempt")
 CB_ACTION: Final = re.compile(
-    r"(none|free_buf|map_unmap|wait_return|new_request|set_priority_(-?[0-9]+)|alloc_([a-z][a-z0-9_]*)|sleep_([1-9][0-9]{0,3}))\Z")
+    r"(none|free_buf|map_unmap|wait_return|new_request|set_priority_(-?[0-9]+)|alloc_([a-z][a-z0-9_]*)|(?:sleep|hold)_([1-9][0-9]{0,3}))\Z")
 
 # An argument value after validation: ints, handle names, None, lists of names, or small mappings.
 ArgValue = object
@@ -198,7 +198,7 @@ def _check_cb_actions(steps: tuple[Step, ...], body: tuple[Step | Parallel, ...]
             if match is None:
                 raise ScenarioInvalid(source, sid, f"{field}.action", action,
                                       "none, free_buf, map_unmap, wait_return, new_request, set_priority_<int32>, "
-                                      "alloc_<request handle> or sleep_<ms 1..9999>")
+                                      "alloc_<request handle>, sleep_<ms 1..9999> or hold_<ms 1..9999>")
             if match.group(2) is not None and not -(2**31) <= int(match.group(2)) < 2**31:
                 raise ScenarioInvalid(source, sid, f"{field}.action", action, "set_priority_<int32>")
             if match.group(3) is not None and match.group(3) not in requests:

@@ -252,6 +252,7 @@ CB_ACTIONS: Final[tuple[CbActionSpec, ...]] = (
     CbActionSpec("set_priority_", ArgKind.I32, None, None),
     CbActionSpec("alloc_", ArgKind.REQ, None, None),
     CbActionSpec("sleep_", ArgKind.U64, 1, 9999),
+    CbActionSpec("hold_", ArgKind.U64, 1, 9999),
 )
 
 

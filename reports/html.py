@@ -8,15 +8,16 @@ exercised and why, the charts, and last a filterable table of every result.
 
 from __future__ import annotations
 
+import functools
+import io
 import itertools
 import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import jinja2
 from markupsafe import Markup
 
 from reference_model.verdicts import FINDING_ORDER, SEVERITY, Verdict
@@ -44,6 +45,10 @@ from .results import (
     safe_text,
 )
 from .safe_io import write_text
+from .user_cache import cache_key, read_entry, write_entry
+
+if TYPE_CHECKING:
+    import jinja2
 
 TEMPLATES_DIR: Final = Path(__file__).parent / "templates"
 
@@ -369,7 +374,24 @@ def _finalize(value: object) -> object:
     return value
 
 
+@functools.cache
 def environment() -> jinja2.Environment:
+    """The one template environment of the kit's pages, made once per process (jinja2 is imported only
+    by commands that render a page); each template is compiled once and its code kept in the user
+    cache (reports/user_cache.py), keyed by jinja2 on the template's source."""
+    import jinja2
+
+    class UserCache(jinja2.BytecodeCache):
+        def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            data = read_entry(TEMPLATE_CACHE, cache_key(bucket.key, jinja2.__version__))
+            if data is not None:
+                bucket.load_bytecode(io.BytesIO(data))  # a wrong magic or source checksum resets it
+
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            out = io.BytesIO()
+            bucket.write_bytecode(out)
+            write_entry(TEMPLATE_CACHE, cache_key(bucket.key, jinja2.__version__), out.getvalue())
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
         autoescape=True,
@@ -378,7 +400,11 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        bytecode_cache=UserCache(),
     )
+
+
+TEMPLATE_CACHE: Final = "templates"
 
 
 def shard_groups(run: RunResults) -> list[tuple[str, list[tuple[str, int]]]]:

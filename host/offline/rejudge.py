@@ -34,7 +34,7 @@ from reports.safe_io import output_dir
 
 from ..errors import UsageError
 from ..probe import Pairs
-from ..run import DeviceFacts, Judging, now_iso, planned
+from ..run import DeviceFacts, Judging, load_digests, now_iso, planned, save_digests
 from ..suite import SCENARIO_ROOT, corpus_hash, load_catalogue, load_corpus, load_waiver_file, model_hash
 from .recorded import decide_record, recorded_devices
 from .run_dir import load_planned_run
@@ -103,6 +103,7 @@ def rejudge_run(
     notes: list[str] = list(devices.problems)
     judging = Judging(catalogue, profile, waivers or (), today)
     judged = 0
+    digests = load_digests()
     unknown = DeviceFacts(DeviceCaps(), Pairs(None, None))
     for serial in run.device_serials:
         if serial not in devices.facts and any(r.recorded and r.device == serial for r in run.results):
@@ -141,6 +142,7 @@ def rejudge_run(
         records.append(new)
         if verdict is not record.verdict:
             changes.append(VerdictChange(record.device, record.scenario, record.verdict, verdict, outcome.discrepancy))
+    save_digests(digests)
     return Rejudged(run, profile, tuple(records), tuple(changes), judged, tuple(missing), tuple(notes))
 
 

@@ -18,6 +18,8 @@ from .device_session import DeviceSession as DeviceSession
 from .device_session import caps_from_info as caps_from_info
 from .device_session import pointer_bits as pointer_bits
 from .device_session import prepare_device as prepare_device
+from .digests import load_digests as load_digests
+from .digests import save_digests as save_digests
 from .discovery import DISCOVERY_ID as DISCOVERY_ID
 from .discovery import GRID as GRID
 from .discovery import parse_discovery as parse_discovery

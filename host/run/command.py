@@ -39,5 +39,8 @@ def run_command(args: argparse.Namespace) -> int:
     finally:
         if progress:
             progress.finish()
+    # The answer first: the reports and the store import follow, before the command returns.
     print_answer(outcome.claim, outcome.counts, outcome.reports)
+    sys.stdout.flush()
+    outcome.finish()
     return outcome.exit_code

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from reference_model.caps import DeviceCaps
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
+from reports.limits import limit
+from reports.user_cache import read_entry, write_entry
 
 from .. import KIT_VERSION
 from ..probe import Pairs, ScenarioTrace, api_missing_line, compile_program, compile_scenario
@@ -27,6 +30,7 @@ from .discovery import DISCOVERY_ID, discovery_scenario, parse_discovery, probed
 from .judging import Outcome
 
 DISCOVERY_LIMIT_S = 30.0
+DISCOVERY_CACHE: Final = "discovery"
 
 
 ABIS_32 = frozenset({"armeabi-v7a", "armeabi", "x86", "arm", "armhf", "armv7l", "i386", "i686"})
@@ -69,17 +73,30 @@ def caps_from_info(info: Mapping[str, object]) -> DeviceCaps:
 
 
 def prepare_device(target: Target) -> Device:
-    """Prepare the target and discover its supported pairs and vnpu control."""
+    """Prepare the target and discover its supported pairs and vnpu control.
+
+    A target that can name everything its answer depends on (`discovery_key`: the local target, by its
+    probe, library and profile) gets the discovery trace an earlier run recorded for that key from the
+    user cache instead of running it again; the trace is parsed as if it had just been recorded."""
     info = target.prepare()
-    scenario = discovery_scenario()
+    program = compile_program([compile_scenario(discovery_scenario(), Pairs(None, None))])
+    key_of = getattr(target, "discovery_key", None)
+    key = key_of(program) if key_of is not None else None
     traces: list[ScenarioTrace] = []
-    target.run_batch(
-        compile_program([compile_scenario(scenario, Pairs(None, None))]),
-        [DISCOVERY_ID],
-        [DISCOVERY_LIMIT_S * float(getattr(target, "timeout_multiplier", 1.0))],
-        traces.append,
-    )
+    cached = read_entry(DISCOVERY_CACHE, key) if key is not None else None
+    lines = _cached_lines(cached)
+    if lines is not None:
+        traces.append(ScenarioTrace(DISCOVERY_ID, lines, 0.0))
+    else:
+        target.run_batch(
+            program,
+            [DISCOVERY_ID],
+            [DISCOVERY_LIMIT_S * float(getattr(target, "timeout_multiplier", 1.0))],
+            traces.append,
+        )
     found = parse_discovery(traces[0]) if traces else None
+    if key is not None and lines is None and traces and found is not None and found.problem is None:
+        write_entry(DISCOVERY_CACHE, key, json.dumps(list(traces[0].lines)).encode())
     notes: tuple[str, ...] = ()
     failed: str | None = None
     if found is None or found.problem:
@@ -99,6 +116,19 @@ def prepare_device(target: Target) -> Device:
         "pointer_bits": pointer_bits(info),
     }
     return Device(target.serial, info, caps_from_info(info), notes, failed)
+
+
+def _cached_lines(data: bytes | None) -> tuple[str, ...] | None:
+    """A cached discovery trace: a JSON list of at most limit trace_lines strings, else None."""
+    if data is None:
+        return None
+    try:
+        lines = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(lines, list) or len(lines) > limit("trace_lines") or not all(isinstance(x, str) for x in lines):
+        return None
+    return tuple(lines)
 
 
 @dataclass

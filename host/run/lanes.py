@@ -1,11 +1,13 @@
 """How many probe processes (lanes) run at once on one device, and which scenarios each one runs.
 
 The corpus is bound by waits (settles, callback waits, the delays scenarios ask for), not by the CPU,
-so on the local target, where every lane's probe loads its own virtual NPU in its own process, lanes
-overlap those waits: `DEFAULT_LANES` of them unless `-j` says otherwise. Through adb (phones and the
-virtual devices alike) the lanes share one device, one adb connection and the device's health
-bookkeeping (three timeouts in a row lose it), so the default there stays one lane
-(docs/decisions.md, "Lanes").
+so lanes overlap those waits. On the local target and on the kit's virtual devices every lane's probe
+loads its own virtual NPU in its own process, so lanes share nothing a verdict depends on:
+`DEFAULT_LANES` of them (shared among the virtual devices of a run) unless `-j` says otherwise. On a
+phone or an emulator (`adb`) the lanes would share one NPU service: its capacity, its preemption
+victims, its callback threads; the default there stays one lane, and with `-j` the scenarios whose
+verdict rests on the whole device's state (`requires` a declared capacity or allocation policy) still
+run alone, after the others (docs/decisions.md, "Lanes").
 Scenarios are dealt longest first to the lane with the least estimated work, using the durations the
 results store measured on the same build, so that no lane is left holding the long ones at the end.
 """
@@ -17,10 +19,14 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, TypeVar
 
-# Measured on the 2-core host (docs/decisions.md, "Lanes"): verdicts identical to -j 1 up to 16 lanes;
-# past 8 the wall time gains little and every lane is a probe process with its own memory.
+# Measured on the 2-core host (docs/decisions.md, "Lanes"): verdicts identical to -j 1 up to 32 lanes on
+# the local target and 16 on a virtual device; past 8 the wall time gains little and every lane is a
+# probe process with its own memory.
 DEFAULT_LANES: Final = 8
-SHARED_DEVICE_TARGETS: Final = frozenset({"adb", "virtual"})
+SHARED_DEVICE_TARGETS: Final = frozenset({"adb"})
+# Capabilities whose scenarios predict the whole device's allocations and preemptions: on a shared device
+# they need it alone.
+DEVICE_WIDE: Final = frozenset({"capacity", "policy-budget", "policy-acl", "policy-caching", "policy-arena"})
 
 DEFAULT_ESTIMATE_MS: Final = 50.0
 
@@ -29,9 +35,15 @@ EstimatesFn = Callable[[str], Mapping[str, float]]
 Item = TypeVar("Item")
 
 
-def default_lanes(target_name: str) -> int:
-    """The lanes a run uses on `target_name` when `-j` is not given."""
-    return 1 if target_name in SHARED_DEVICE_TARGETS else DEFAULT_LANES
+def default_lanes(target_name: str, devices: int = 1) -> int:
+    """The lanes per device a run uses on `target_name` (with `devices` virtual devices) when `-j` is not
+    given."""
+    return 1 if target_name in SHARED_DEVICE_TARGETS else max(1, DEFAULT_LANES // max(devices, 1))
+
+
+def needs_device_alone(target_name: str, requires: frozenset[str]) -> bool:
+    """Whether a scenario must run with no other lane on its device (a shared device, a device-wide verdict)."""
+    return target_name in SHARED_DEVICE_TARGETS and bool(requires & DEVICE_WIDE)
 
 
 def estimate_all(ids: Sequence[str], known: Mapping[str, float]) -> dict[str, float]:

@@ -8,6 +8,7 @@ never loads the library its plan names and asks for `--impl` on the command line
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 from pathlib import Path
@@ -29,6 +30,12 @@ def claim(run_dir: Path) -> str:
     write_text(_registry(token), str(run_dir.resolve()) + "\n")
     write_text(run_dir / MARKER, token + "\n")
     return token
+
+
+def unclaim(token: str) -> None:
+    """Forget a claim whose run directory was removed before anything ran in it."""
+    with contextlib.suppress(OSError):
+        _registry(token).unlink()
 
 
 def created_here(run_dir: Path) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 from reference_model.errors import KitError
 from reports.store import DEFAULT_STORE, describe_location, import_runs, scenario_durations
 
-from ..suite import checkout_tree_hashes
+from ..suite import part_tree_hash
 
 
 def default_store(out_dir: Path) -> Path:
@@ -24,7 +24,7 @@ def record_run(out_dir: Path, store: str | Path | None = None) -> str | Path | N
     location = store if store is not None else default_store(out_dir)
     where = describe_location(location)
     try:
-        outcomes = import_runs(location, [out_dir], kit_hash=checkout_tree_hashes()["kit"])
+        outcomes = import_runs(location, [out_dir], kit_hash=part_tree_hash("kit"))
     except (KitError, OSError) as exc:
         print(f"npuconf: warning: the run was not recorded in the results store {where}: {exc}", file=sys.stderr)
         return None

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reference_model.verdicts import Verdict
-from reports import load_results, write_run_reports
+from reports import load_results, report_paths
 from reports.plan_options import PlanOptions, read_plan_options
 from reports.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 
@@ -17,9 +17,9 @@ from ..targets import DEFAULT_CAPACITY, VnpuProfile
 from .given_options import check_resume_options
 from .ownership import created_here
 from .plan import Resume, RunPlan, RunRequest, check_target_options
-from .record import duration_estimates, record_run
+from .record import duration_estimates
 from .runner import ProgressFn, execute_run
-from .session import RunOutcome, interrupted, open_targets
+from .session import RunOutcome, interrupted, open_targets, report_and_record
 
 
 def resume_run(
@@ -131,11 +131,17 @@ def resume_run(
                 execute_run(plan, chosen, progress, resume, estimates)
         except KeyboardInterrupt:
             raise interrupted(directory) from None
-        record_run(directory, store)
     run = load_results(results_path)
-    reports = write_run_reports(run, directory)
+
+    def finish() -> None:
+        try:
+            report_and_record(run, directory, store, record=bool(todo))
+        except KeyboardInterrupt:
+            raise interrupted(directory) from None
+
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
-    return RunOutcome(directory, int(run.claim.exit_code), counts, run.claim, {"results": results_path, **reports})
+    paths = {"results": results_path, **report_paths(directory)}
+    return RunOutcome(directory, int(run.claim.exit_code), counts, run.claim, paths, finish)
 
 
 def _checked_impl(directory: Path, planned_path: str | None, given: Path | None) -> str | None:

@@ -31,8 +31,9 @@ from .decision import (
     device_fingerprint,
 )
 from .device_session import prepare_device
+from .digests import load_digests, save_digests
 from .judging import MAX_ATTEMPTS, Outcome, not_run
-from .lanes import EstimatesFn, deal_lanes, known_estimates
+from .lanes import EstimatesFn, deal_lanes, known_estimates, needs_device_alone
 from .plan import Resume, RunPlan
 from .results_writer import ResultsWriter, now_iso, plan_record, result_record, resume_record
 from .shard import execute_sharded, group_of
@@ -145,13 +146,19 @@ class DeviceRun:
 
     def _run_scenarios(self, device: Device, scenarios: Sequence[Scenario]) -> None:
         runnable = self.compile_for(device, scenarios)
+        alone: list[CompiledScenario] = []
+        if self.plan.jobs > 1:
+            alone = [c for c in runnable if needs_device_alone(self.plan.target_name, c.scenario.requires)]
+        shared = [c for c in runnable if not any(c is a for a in alone)] if alone else runnable
         known = known_estimates(self.estimates, group_of(device))
-        lanes = deal_lanes(runnable, self.plan.jobs, lambda c: c.scenario.id, known)
+        lanes = deal_lanes(shared, self.plan.jobs, lambda c: c.scenario.id, known)
         threads = [threading.Thread(target=self._run_lane, args=(device, lane)) for lane in lanes]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        if alone:  # after the others, in one lane: nothing else runs on the device meanwhile
+            self._run_lane(device, alone)
 
     def compile_for(self, device: Device, scenarios: Sequence[Scenario]) -> list[CompiledScenario]:
         """The scenarios the device can run, compiled; the others get their verdict here (decision.py,
@@ -316,6 +323,7 @@ def execute_run(
     device's), no end record is written, and KeyboardInterrupt propagates: what is recorded stays, for
     `--resume`.
     """
+    digests = load_digests()
     # A sharded run gives each device its build's share, so every device starts from the whole plan.
     runs = [
         DeviceRun(plan, target, progress=progress, resume=None if plan.shard else resume, estimates=estimates)
@@ -350,3 +358,4 @@ def execute_run(
         writer.write(EndRecord(now_iso(), {v.value: n for v, n in counts.items()}))
     if writer.failed is not None:
         raise writer.failed
+    save_digests(digests)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import shlex
+import shutil
 import sys
+import threading
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reference_model.verdicts import Verdict
-from reports import REPORT_FILES, RESULTS_FILE, load_results, present, write_run_reports
+from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, report_paths, write_run_reports
 from reports.claim import Claim
 from reports.plan_options import PlanOptions
 from reports.safe_io import output_dir
@@ -32,21 +35,12 @@ from ..suite import (
     model_hash,
     select,
 )
-from ..targets import (
-    DEFAULT_CAPACITY,
-    AdbServerAddress,
-    AdbTarget,
-    FleetSupervisor,
-    LocalTarget,
-    Target,
-    VnpuProfile,
-    attached_devices,
-    discover_targets,
-    reap_orphan_fleets,
-    start_fleet,
-)
+from ..targets import DEFAULT_CAPACITY, LocalTarget, Target, VnpuProfile
+
+if TYPE_CHECKING:
+    from ..targets import AdbServerAddress, AdbTarget
 from .lanes import default_lanes
-from .ownership import claim
+from .ownership import MARKER, claim, unclaim
 from .plan import RunPlan, RunRequest, new_run_id
 from .record import duration_estimates, record_run
 from .runner import ProgressFn, execute_run
@@ -55,13 +49,21 @@ TARGETS = ("local", "virtual", "adb")
 VIRTUAL_STATE_DIR = "virtual-devices"
 
 
+def _nothing_left() -> None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
+    """A run's answer, known once results.jsonl is complete; `finish` then writes the reports (named in
+    `reports`) and records the run in the store, so the answer can be printed before they are."""
+
     out_dir: Path
     exit_code: int
     counts: Counter[Verdict]
     claim: Claim
     reports: dict[str, Path]
+    finish: Callable[[], None] = field(default=_nothing_left)
 
 
 def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
@@ -93,16 +95,18 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     if foreign is not None:
         raise UsageError(f"--out {out_dir}: holds {foreign} but no results.jsonl (not a run directory); the run "
                          "would replace it: choose a new or empty directory")
-    output_dir(out_dir)
-    claim(out_dir)
+    target_name = resolve_target(request)
+    check_target_request(request, target_name)  # before anything is created: a usage error creates nothing
     profile = VnpuProfile(
         capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
         policy=request.policy,
         personality=request.personality,
         declared_capacity=request.capacity,
     )
-    target_name = resolve_target(request)
-    jobs = request.jobs if request.jobs is not None else default_lanes(target_name)
+    created = _missing_ancestors(out_dir)
+    output_dir(out_dir)
+    token = claim(out_dir)
+    jobs = request.jobs if request.jobs is not None else default_lanes(target_name, request.devices)
     plan = RunPlan(
         run_id=run_id,
         out_dir=out_dir,
@@ -143,17 +147,76 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
         ).to_json(),
     )
     estimates = duration_estimates(out_dir, request.store)
+    stopping: list[threading.Thread] = []  # virtual devices being stopped while the answer is given
     try:
-        with open_targets(request, target_name, out_dir, profile) as targets:
+        with open_targets(request, target_name, out_dir, profile, stopping) as targets:
             execute_run(plan, targets, progress, estimates=estimates)
         run = load_results(out_dir / "results.jsonl")
-        reports = write_run_reports(run, out_dir)
-        record_run(out_dir, request.store)
+    except UsageError:
+        _join(stopping)
+        if not (out_dir / RESULTS_FILE).exists():  # a setup error (a bad --impl, no build): nothing ran
+            _discard(created, out_dir, token)
+        raise
     except KeyboardInterrupt:
+        _join(stopping)
         raise interrupted(out_dir) from None
+    except BaseException:
+        _join(stopping)
+        raise
+
+    def finish() -> None:
+        try:
+            report_and_record(run, out_dir, request.store)
+        except KeyboardInterrupt:
+            raise interrupted(out_dir) from None
+        finally:
+            _join(stopping)
+
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
-    paths = {"results": out_dir / "results.jsonl", **reports}
-    return RunOutcome(out_dir, int(run.claim.exit_code), counts, run.claim, paths)
+    paths = {"results": out_dir / RESULTS_FILE, **report_paths(out_dir)}
+    return RunOutcome(out_dir, int(run.claim.exit_code), counts, run.claim, paths, finish)
+
+
+def report_and_record(run: RunResults, out_dir: Path, store: str | None, record: bool = True) -> None:
+    """Write the run's reports and, at the same time on another thread, record it in the store (whose
+    commits wait on the disk); both are done when this returns."""
+    recorder = threading.Thread(target=record_run, args=(out_dir, store), name="record-run") if record else None
+    if recorder is not None:
+        recorder.start()
+    try:
+        write_run_reports(run, out_dir)
+    finally:
+        if recorder is not None:
+            recorder.join()
+
+
+def _join(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.join()
+
+
+def _missing_ancestors(directory: Path) -> list[Path]:
+    """`directory` and those of its parents that do not exist yet, innermost first."""
+    missing: list[Path] = []
+    for path in (directory, *directory.parents):
+        if path.exists() or path.is_symlink():
+            break
+        missing.append(path)
+    return missing
+
+
+def _discard(created: list[Path], out_dir: Path, token: str) -> None:
+    """Remove what a run that stopped before its plan created: its directory (and the parents it made,
+    when left empty) or, in a directory that was already there, its marker; and its host registry entry."""
+    unclaim(token)
+    if created and created[0] == out_dir:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        for parent in created[1:]:
+            with contextlib.suppress(OSError):
+                parent.rmdir()
+    else:
+        with contextlib.suppress(OSError):
+            (out_dir / MARKER).unlink()
 
 
 def interrupted(out_dir: Path) -> RunInterrupted:
@@ -180,19 +243,44 @@ def resolve_target(request: RunRequest) -> str:
         return "local"
     if request.adb_servers or request.serials:
         return "adb"
+    from ..targets import AdbServerAddress, attached_devices  # adb code only where adb is asked about
+
     return "adb" if attached_devices(AdbServerAddress.default()) else "virtual"
 
 
-@contextlib.contextmanager
-def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: VnpuProfile) -> Iterator[list[Target]]:
-    """The run's targets; virtual devices (and their adb server) are started here and stopped on exit.
-
-    First, fleets left running by a killed `npuconf` on this host are stopped.
-    """
-    reap_orphan_fleets()
+def check_target_request(request: RunRequest, target_name: str) -> None:
+    """The options that belong to other targets than `target_name`: usage errors."""
+    if target_name not in TARGETS:
+        raise UsageError(f"--target {target_name}: expected one of {', '.join(TARGETS)}")
     if target_name == "local":
         if request.serials or request.adb_servers:
             raise UsageError("--serial and --adb-server are for --target adb")
+        return
+    if request.impl is not None or request.cross is not None:
+        raise UsageError(f"--impl and --cross are for --target local, not --target {target_name}")
+    if target_name == "virtual" and (request.serials or request.adb_servers):
+        raise UsageError("--serial and --adb-server select real devices: use them with --target adb")
+
+
+@contextlib.contextmanager
+def open_targets(
+    request: RunRequest,
+    target_name: str,
+    out_dir: Path,
+    profile: VnpuProfile,
+    stopping: list[threading.Thread] | None = None,
+) -> Iterator[list[Target]]:
+    """The run's targets; virtual devices (and their adb server) are started here and stopped on exit:
+    then and there, or with `stopping`, on a thread appended to it (the caller joins it, having given
+    its answer meanwhile).
+
+    First, fleets left running by a killed `npuconf` on this host are stopped.
+    """
+    check_target_request(request, target_name)
+    from ..targets import reap_orphan_fleets
+
+    reap_orphan_fleets()
+    if target_name == "local":
         yield [
             LocalTarget(
                 profile=profile,
@@ -205,12 +293,20 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
             )
         ]
         return
-    if request.impl is not None or request.cross is not None:
-        raise UsageError(f"--impl and --cross are for --target local, not --target {target_name}")
+    # The adb target and the virtual devices are imported only by the runs that use them.
+    from ..targets import (
+        AdbServerAddress,
+        AdbTarget,
+        FleetSupervisor,
+        discover_targets,
+        preload_adb_client,
+        start_fleet,
+    )
+
     if target_name == "virtual":
-        if request.serials or request.adb_servers:
-            raise UsageError("--serial and --adb-server select real devices: use them with --target adb")
         names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(request.devices))
+        # adbutils (requests and PIL under it) takes long to import: it loads while the devices start.
+        threading.Thread(target=preload_adb_client, name="preload-adbutils", daemon=True).start()
         supervisor = FleetSupervisor(start_fleet(len(names), out_dir / VIRTUAL_STATE_DIR, names=names))
         try:
             server = supervisor.fleet.server.address
@@ -227,10 +323,13 @@ def open_targets(request: RunRequest, target_name: str, out_dir: Path, profile: 
                 for device in supervisor.fleet.devices
             ]
         finally:
-            supervisor.stop()
+            if stopping is None:
+                supervisor.stop()
+            else:
+                stopper = threading.Thread(target=supervisor.stop, name="stop-fleet")
+                stopper.start()
+                stopping.append(stopper)
         return
-    if target_name != "adb":
-        raise UsageError(f"--target {target_name}: expected one of {', '.join(TARGETS)}")
     servers = [AdbServerAddress.parse(text) for text in request.adb_servers] or [AdbServerAddress.default()]
 
     def make(server: AdbServerAddress, adb_serial: str, name: str) -> AdbTarget:

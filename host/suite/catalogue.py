@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ import yaml
 from reference_model.errors import ScenarioInvalid
 
 from .checkout import CATALOGUE_PATH
-from .safe_yaml import load_yaml_file
+from .safe_yaml import load_yaml_text, read_yaml_bytes
 
 TESTABILITY: Final = frozenset({"device", "virtual-only", "death-test", "not-testable"})
 
@@ -47,8 +48,20 @@ class Catalogue:
 def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
     source = str(path)
     try:
-        data = load_yaml_file(path)
+        raw = read_yaml_bytes(path)
     except (OSError, yaml.YAMLError) as exc:
+        raise ScenarioInvalid(
+            source, None, "file", str(exc).splitlines()[0], "a readable YAML clause catalogue"
+        ) from None
+    return _parsed(raw, source)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(raw: bytes, source: str) -> Catalogue:
+    """The catalogue in these bytes, parsed once per process (a run reads it for its plan and its claim)."""
+    try:
+        data = load_yaml_text(raw.decode("utf-8", errors="replace"), source)
+    except yaml.YAMLError as exc:
         raise ScenarioInvalid(
             source, None, "file", str(exc).splitlines()[0], "a readable YAML clause catalogue"
         ) from None

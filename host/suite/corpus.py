@@ -5,28 +5,34 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import pickle
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 import yaml
 
 from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import Scenario, parse_scenario
+from reports.limits import limit
+from reports.user_cache import cache_key, read_entry, source_fingerprint, write_entry
 
 from ..errors import UsageError
-from .checkout import SCENARIO_ROOT
+from .checkout import REPO_ROOT, SCENARIO_ROOT
 from .safe_yaml import load_yaml_text, read_yaml_bytes
 
+CACHE_NAMESPACE: Final = "corpus"
 
-def load_file(path: Path, chapter: str, known_clauses: frozenset[str] | None) -> list[Scenario]:
-    source = _display(path)
+
+def _read(path: Path) -> bytes:
+    """A scenario file's bytes; an unreadable or oversized file is ScenarioInvalid naming it."""
     try:
-        raw = read_yaml_bytes(path)
+        return read_yaml_bytes(path)
     except OSError as exc:
-        raise ScenarioInvalid(source, None, "file", exc.strerror, "a readable file") from None
+        raise ScenarioInvalid(_display(path), None, "file", exc.strerror, "a readable file") from None
     except yaml.YAMLError as exc:
-        raise _not_yaml(exc, source) from None
-    return list(_parsed(raw, source, chapter, known_clauses))
+        raise _not_yaml(exc, _display(path)) from None
 
 
 def _not_yaml(exc: yaml.YAMLError, source: str) -> ScenarioInvalid:
@@ -65,15 +71,30 @@ def check_scenario_root(root: Path) -> None:
 
 
 def load_corpus(root: Path = SCENARIO_ROOT, known_clauses: frozenset[str] | None = None) -> tuple[Scenario, ...]:
-    """Every scenario under root, sorted by id; ids must be unique across the corpus."""
+    """Every scenario under root, sorted by id; ids must be unique across the corpus.
+
+    A corpus already parsed from the same bytes, by the same parser code, is taken from the user cache
+    (reports/user_cache.py): parsing is most of a short run's fixed cost."""
     check_scenario_root(root)
-    scenarios: list[Scenario] = []
-    first_seen: dict[str, str] = {}
     paths = sorted(root.glob("*/*.yaml"))
     if not paths:
         raise UsageError(f"scenario directory {root}: holds no scenario files; expected {SCENARIO_LAYOUT}")
-    for path in paths:
-        for scenario in load_file(path, path.parent.name, known_clauses):
+    shown = _Display()
+    files = [(path, shown(path), _read(path)) for path in paths]
+    key = cache_key(
+        _parser_fingerprint(),
+        str(limit("yaml_nodes")),
+        "\0".join(sorted(known_clauses)) if known_clauses is not None else "\1",
+        *(part for path, source, raw in files for part in (source, path.parent.name, raw)),
+    )
+    cached = _RECENT.get(key) or _cached_corpus(key)
+    if cached is not None:
+        _remember(key, cached)
+        return cached
+    scenarios: list[Scenario] = []
+    first_seen: dict[str, str] = {}
+    for path, source, raw in files:
+        for scenario in _parsed(raw, source, path.parent.name, known_clauses):
             if scenario.id in first_seen:
                 raise ScenarioInvalid(
                     scenario.source,
@@ -84,7 +105,45 @@ def load_corpus(root: Path = SCENARIO_ROOT, known_clauses: frozenset[str] | None
                 )
             first_seen[scenario.id] = scenario.source
             scenarios.append(scenario)
-    return tuple(sorted(scenarios, key=lambda s: s.id))
+    corpus = tuple(sorted(scenarios, key=lambda s: s.id))
+    write_entry(CACHE_NAMESPACE, key, pickle.dumps(corpus, protocol=pickle.HIGHEST_PROTOCOL))
+    _remember(key, corpus)
+    return corpus
+
+
+# The last corpora loaded in this process, by cache key: a run reads the corpus for its plan and again
+# for the claim's facts (host/suite/basis.py).
+_RECENT: dict[str, tuple[Scenario, ...]] = {}
+RECENT_KEPT: Final = 4
+
+
+def _remember(key: str, corpus: tuple[Scenario, ...]) -> None:
+    _RECENT.pop(key, None)
+    _RECENT[key] = corpus
+    while len(_RECENT) > RECENT_KEPT:
+        del _RECENT[next(iter(_RECENT))]
+
+
+@functools.cache
+def _parser_fingerprint() -> str:
+    """What a parse result depends on besides the files: the parser's code, PyYAML's and Python's versions."""
+    here = Path(__file__).parent
+    code = [*sorted((REPO_ROOT / "reference_model").rglob("*.py")), here / "corpus.py", here / "safe_yaml.py"]
+    return cache_key(source_fingerprint(p for p in code if "__pycache__" not in p.parts), yaml.__version__, sys.version)
+
+
+def _cached_corpus(key: str) -> tuple[Scenario, ...] | None:
+    """The corpus stored under `key`, when the cache holds one this user wrote (else None)."""
+    data = read_entry(CACHE_NAMESPACE, key)
+    if data is None:
+        return None
+    try:
+        corpus = pickle.loads(data)
+    except Exception:  # a truncated or outdated entry is a miss
+        return None
+    if not isinstance(corpus, tuple) or not all(isinstance(s, Scenario) for s in corpus):
+        return None
+    return corpus
 
 
 def corpus_hash(root: Path = SCENARIO_ROOT) -> str:
@@ -181,3 +240,22 @@ def _display(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+class _Display:
+    """`_display` of the files of one corpus, resolving each chapter directory once (not every file)."""
+
+    def __init__(self) -> None:
+        self.cwd = Path.cwd().resolve()
+        self.chapters: dict[Path, Path] = {}
+
+    def __call__(self, path: Path) -> str:
+        if path.is_symlink():
+            return _display(path)
+        chapter = self.chapters.get(path.parent)
+        if chapter is None:
+            chapter = self.chapters[path.parent] = path.parent.resolve()
+        try:
+            return str((chapter / path.name).relative_to(self.cwd))
+        except ValueError:
+            return str(path)

@@ -48,7 +48,12 @@ def tree_hash(root: Path, files: Iterable[Path]) -> str:
 def checkout_tree_hashes(root: Path = REPO_ROOT) -> dict[str, str]:
     """kit (host, reference_model, reports Python files), model, probe (sources + vocabulary), suite
     (scenario files + clause catalogue): full SHA-256 tree hashes."""
-    return {part: tree_hash(root, part_files(root, PART_FILES[part])) for part in HASHED_PARTS}
+    return {part: part_tree_hash(part, root) for part in HASHED_PARTS}
+
+
+def part_tree_hash(part: str, root: Path = REPO_ROOT) -> str:
+    """The tree hash of one part (a run's store record needs only the kit's)."""
+    return tree_hash(root, part_files(root, PART_FILES[part]))
 
 
 def model_hash() -> str:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reference_model.caps import DeviceCaps
 
-from ..probe import BatchOutcome, ScenarioTrace
+if TYPE_CHECKING:
+    from ..probe import BatchOutcome, ScenarioTrace
 
 
 @dataclass(frozen=True, slots=True)

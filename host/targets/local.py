@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import platform
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from reference_model.vocabulary import PROBE_LIST_LINES
 from reports.limits import limit, over
 from reports.safe_io import append_bytes, output_dir, write_text
+from reports.user_cache import cache_key, read_entry, write_entry
 
 from ..errors import UsageError
 from ..probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch
 from .impl_check import check_impl
 from .vnpu_profile import VnpuProfile, declared_capacity
+
+BUILD_CACHE: Final = "local-builds"
 
 # Everything the probe and the implementation print on stderr, kept beside results.jsonl
 # (sanitizer builds report here; CI fails on any report).
@@ -74,7 +80,8 @@ class LocalTarget:
                     f"{self.build_dir}: no cross build there; run `npuconf probe build --cross {arch}` first"
                 )
             build_probe(self.build_dir)
-        check_op_table([*self.exec_prefix, str(self.build.probe)])
+        library = self.impl if self.impl is not None else self.build.vnpu
+        facts = self._build_facts(library)
         output_dir(self.work_dir)
         write_text(self._profile_path, self.profile.render())
         append_bytes(self.work_dir / PROBE_STDERR_LOG, b"")  # present even when nothing was printed
@@ -84,22 +91,51 @@ class LocalTarget:
             "abis": [self._abi()],
             "npu_feature": True,
             "manufacturer": "npuconf",
-            "probe_version": _file_digest(self.build.probe),
+            "probe_version": facts["probe"],
         }
         if self.impl is None:
             info |= {
                 "model": "vnpu",
-                "fingerprint": (
-                    f"npuconf/vnpu/{self.profile.personality}/{self.profile.policy}:{_file_digest(self.build.vnpu)}"
-                ),
+                "fingerprint": f"npuconf/vnpu/{self.profile.personality}/{self.profile.policy}:{facts['library']}",
                 "personality": self.profile.personality,
                 "policy": self.profile.policy,
                 "capacity": self.profile.enforced_capacity(),
             }
         else:
-            info |= {"model": self.impl.name, "fingerprint": f"local/{self.impl.name}:{_file_digest(self.impl)}"}
+            info |= {"model": self.impl.name, "fingerprint": f"local/{self.impl.name}:{facts['library']}"}
             info |= declared_capacity(self.profile.declared_capacity)
         return info
+
+    def _build_facts(self, library: Path) -> dict[str, str]:
+        """The probe's and the library's digests, the probe's op table checked against the vocabulary.
+
+        Kept in the user cache under the files' identities (device, inode, size, modification and change
+        times, which a rebuild or an edit changes) and the vocabulary: a rerun with the same build does
+        not hash the binaries or start the probe to list its ops again."""
+        key = cache_key(_identity(self.build.probe), _identity(library), *PROBE_LIST_LINES, *self.exec_prefix)
+        cached = read_entry(BUILD_CACHE, key)
+        if cached is not None:
+            with contextlib.suppress(ValueError):
+                facts = json.loads(cached)
+                if isinstance(facts, dict) and all(isinstance(facts.get(k), str) for k in ("probe", "library")):
+                    return {"probe": facts["probe"], "library": facts["library"]}
+        check_op_table([*self.exec_prefix, str(self.build.probe)])
+        facts = {"probe": _file_digest(self.build.probe), "library": _file_digest(library)}
+        write_entry(BUILD_CACHE, key, json.dumps(facts).encode())
+        return facts
+
+    def discovery_key(self, program: str) -> str | None:
+        """For the kit's own vnpu, everything the discovery answer depends on: the probe and the library,
+        the profile the library reads (its only input), how the probe is started, the discovery program
+        and its budgets, and this class (a subclass may run batches otherwise). None for an `--impl`
+        library: what it answers may depend on what the kit cannot see (its files, its environment)."""
+        if self.impl is not None:
+            return None
+        return cache_key(
+            _identity(self.build.probe), _identity(self.build.vnpu), self.profile.render(), program,
+            f"{self.timeout_multiplier:g}", str(self.settle_ms), *self.exec_prefix,
+            f"{type(self).__module__}.{type(self).__qualname__}",
+        )  # fmt: skip
 
     def _abi(self) -> str:
         return self.exec_prefix[0].removeprefix("qemu-") if self.exec_prefix else platform.machine()
@@ -134,3 +170,10 @@ class LocalTarget:
 
 def _file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def _identity(path: Path) -> str:
+    """A file as it is now: which file (device, inode) and its state (size, mtime, ctime): a rebuild or an
+    edit changes it (ctime cannot be set back by a user)."""
+    info = path.resolve().stat()
+    return f"{path.resolve()}:{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"

@@ -95,9 +95,10 @@ def test_hung_device_times_out_within_twice_the_deadline_then_is_lost(tmp_path, 
     run_dir = tmp_path / "run"
     multiplier = 0.5
     limit_s = (1000 / 1000 + 2.0) * multiplier  # the runner's limit: timeout plus settle allowance
+    # One lane: with N lanes each lane's scenario in flight times out too (up to N TIMEOUTs, not 3).
     run = npuconf_popen(
         "run", "--target", "virtual", "--scenarios", scenarios, "--timeout-multiplier", multiplier,
-        "--out", run_dir, "-q",
+        "--out", run_dir, "-q", "-j", "1",
     )
     pid = None
     try:

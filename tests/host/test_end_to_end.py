@@ -25,11 +25,11 @@ def records(run_dir, kind):
 
 
 @pytest.fixture(scope="module")
-def corpus_run(tmp_path_factory, probe_build):
-    """The whole corpus once on the local target (vnpu, published personality)."""
-    run_dir = tmp_path_factory.mktemp("corpus") / "run"
-    done = npuconf("run", "--target", "local", "--out", run_dir, "-q", "-j", "2")
-    return run_dir, done
+def corpus_run(shared_runs, probe_build):
+    """The whole corpus once on the local target (vnpu, published personality): the session's shared run
+    (tests/conftest.py), only read here."""
+    run = shared_runs.run("--target", "local")
+    return run.path, run
 
 
 def test_whole_corpus_passes_on_vnpu(corpus_run):

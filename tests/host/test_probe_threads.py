@@ -15,6 +15,13 @@ def run_probe(probe_build, tmp_path, body):
                           check=False)
 
 
+def probe_events(probe_build, tmp_path, body):
+    """The trace events of a program that must run to completion."""
+    done = run_probe(probe_build, tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
 SETUP = """req_create r0
 req_set_device r0 0
 req_set_type r0 1
@@ -62,6 +69,8 @@ def test_threads_run_their_steps_between_par_begin_and_par_end(probe_build, tmp_
         ("cb_action alloc none 1\n", "count must be 0 for action none"),
         ("cb_action alloc sleep_0 1\n", "sleep_<ms>"),
         ("cb_action load sleep_10000 1\n", "sleep_<ms>"),
+        ("cb_action alloc hold_0 1\n", "hold_<ms>"),
+        ("cb_action preempt hold_10000 1\n", "hold_<ms>"),
     ],
 )
 def test_bad_blocks_are_bad_programs_with_a_line_number(probe_build, tmp_path, body, message):
@@ -98,6 +107,37 @@ def test_each_callback_writes_cb_return_last_on_its_thread(probe_build, tmp_path
     nested = [i for i, e in enumerate(events) if e.get("in_cb")]
     assert nested and events.index(freeing) < min(nested) and max(nested) < events.index(freeing_ret)
     assert events.index(slow_ret) < next(i for i, e in enumerate(events) if e["ev"] == "end")
+
+
+def test_a_held_callback_runs_until_the_steps_are_done_and_bind_sees_it_start(probe_build, tmp_path):
+    """cb_action hold_<ms> ends on an event, the program's last step: the callback still runs (and borrows
+    its cookie) while the program binds and frees its buffer, replaces the cookie, and returns as
+    teardown begins, long before its bound; bind does not wait for the callback to return."""
+    body = ("scenario t.hold 20000\n" + SETUP + "cb_action alloc hold_9000 1\nalloc r0\nbind b0 cookie:c0\n"
+            "buf_free b0\ncookie_new c1\nreq_set_cookie r0 c1 1\nend\n")
+    events = probe_events(probe_build, tmp_path, body)
+
+    def first(predicate):
+        return next(i for i, e in enumerate(events) if predicate(e))
+
+    held = first(lambda e: e["ev"] == "cb" and e["kind"] == "alloc")
+    returned = first(lambda e: e["ev"] == "cb_return")
+    bound = first(lambda e: e["ev"] == "ret" and e["op"] == "bind")
+    replaced = first(lambda e: e["ev"] == "ret" and e["op"] == "req_set_cookie" and e["step"] == 12)
+    deleted = first(lambda e: e["ev"] == "deleter" and e["cookie"] == "c0")
+    assert events[bound]["handle"] == "B1"
+    assert held < bound < replaced < returned < deleted
+    assert events[returned]["t"] - events[held]["t"] < 2_000_000_000  # released by the steps, not its bound
+
+
+def test_a_held_callback_inside_a_call_of_the_program_is_not_held(probe_build, tmp_path):
+    """With callbacks on the caller's thread, nothing could release a hold before its bound: none is made."""
+    body = ("scenario t.hold_caller 20000\n" + SETUP + "vnpu callback_thread=caller\ncb_action alloc hold_9000 1\n"
+            "alloc r0\nawait_alloc 1 2000\nend\n")
+    events = probe_events(probe_build, tmp_path, body)
+    call = next(e for e in events if e["ev"] == "ret" and e["op"] == "alloc")
+    assert call["dur_ns"] < 2_000_000_000
+    assert any(e["ev"] == "cb" and e["thread"] == "caller" for e in events)
 
 
 def test_preempt_settle_waits_for_the_commanded_onpreempt_not_an_earlier_one_of_its_cookie(probe_build, tmp_path):

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import ROOT, npuconf
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -40,9 +40,8 @@ def test_skeleton_exports_exactly_the_18_functions(skeleton_library):
     assert exported == declared_functions()
 
 
-def test_skeleton_run_passes_what_applies_and_names_what_it_leaves_out(skeleton_library, tmp_path, probe_build):
-    run_dir = tmp_path / "run"
-    done = npuconf("run", "--target", "local", "--impl", skeleton_library, "--out", run_dir, "-q")
+def test_skeleton_run_passes_what_applies_and_names_what_it_leaves_out(skeleton_corpus_run):
+    done, run_dir = skeleton_corpus_run, skeleton_corpus_run.path  # the session's shared run (tests/conftest.py)
     # An implementation that refuses every allocation exercises no buffer clause: never "conformant".
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout.splitlines()[0].startswith("incomplete: "), done.stdout

@@ -8,7 +8,6 @@ reports and the bundle (`npuconf bundle`), so only the facts the cheat changed a
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -40,27 +39,14 @@ def _verify(bundle: Path) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def skeleton_run(tmp_path_factory, probe_build) -> Path:
+def skeleton_run(tmp_path_factory, skeleton_corpus_run) -> Path:
     """The refuse-everything skeleton on the local target: passes what applies, incomplete (exit 2)."""
-    work = tmp_path_factory.mktemp("skeleton")
-    library = work / "libnpu_refuse_all.so"
-    subprocess.run(
-        ["cc", "-std=c11", "-shared", "-fPIC", "-pthread", "-I", str(ROOT / "ndk_probe" / "include"),
-         "-o", str(library), str(SKELETON)],
-        check=True,
-        capture_output=True,
-    )
-    done = npuconf("run", "--target", "local", "--impl", library, "-q", "--out", work / "run")
-    assert done.returncode == 2, done.stdout + done.stderr
-    return work / "run"
+    return skeleton_corpus_run.copy(tmp_path_factory.mktemp("skeleton") / "run")
 
 
 @pytest.fixture(scope="module")
-def aosp_run(tmp_path_factory, probe_build) -> Path:
-    out = tmp_path_factory.mktemp("aosp") / "run"
-    done = npuconf("run", "--target", "local", "--personality", "aosp-2026", "-q", "--out", out)
-    assert done.returncode == 1, done.stdout + done.stderr
-    return out
+def aosp_run(tmp_path_factory, aosp_twin_run) -> Path:
+    return aosp_twin_run.copy(tmp_path_factory.mktemp("aosp") / "run")
 
 
 def test_failures_dropped_behind_a_clause_filter_of_the_wrong_type(aosp_run, tmp_path):

@@ -20,22 +20,13 @@ def mixed_run(builder: ResultsBuilder) -> ResultsBuilder:
 
 
 @pytest.fixture(scope="session")
-def twin(tmp_path_factory, probe_build) -> Path:
-    """The whole corpus once on the aosp-2026 twin (shared by the clause answer and spec page tests)."""
-    from tests.conftest import npuconf
-
-    run_dir = tmp_path_factory.mktemp("twin") / "run"
-    done = npuconf("run", "--target", "local", "--personality", "aosp-2026", "--out", run_dir, "-q", "-j", "2")
-    assert done.returncode == 1, done.stdout + done.stderr
-    return run_dir
+def twin(tmp_path_factory, aosp_twin_run) -> Path:
+    """The whole corpus on the aosp-2026 twin (a copy of the session's shared run, tests/conftest.py)."""
+    return aosp_twin_run.copy(tmp_path_factory.mktemp("twin") / "run")
 
 
 @pytest.fixture(scope="session")
-def vnpu(tmp_path_factory, probe_build) -> Path:
-    """The whole corpus once on the published vnpu (conformant; the atlas and baseline tests compare it)."""
-    from tests.conftest import npuconf
-
-    run_dir = tmp_path_factory.mktemp("vnpu") / "run"
-    done = npuconf("run", "--target", "local", "--out", run_dir, "-q", "-j", "2")
-    assert done.returncode == 0, done.stdout + done.stderr
-    return run_dir
+def vnpu(tmp_path_factory, published_run) -> Path:
+    """The whole corpus on the published vnpu, conformant (a copy of the session's shared run): the atlas
+    and baseline tests compare it with the twin."""
+    return published_run.copy(tmp_path_factory.mktemp("vnpu") / "run")

@@ -11,7 +11,6 @@ from synthetic_results import ResultsBuilder, load
 
 from reports import write_run_reports
 from tests.chromium import chromium, console_lines, needs_chromium
-from tests.conftest import npuconf
 
 pytestmark = [pytest.mark.chromium, needs_chromium]
 
@@ -59,12 +58,10 @@ def test_screenshot(report: Path, tmp_path: Path):
 
 
 @pytest.fixture(scope="module")
-def aosp_run(tmp_path_factory: pytest.TempPathFactory, probe_build: object) -> Path:
-    """The whole corpus on the local target with the virtual NPU behaving like AOSP today (it has FAILs)."""
-    run_dir = tmp_path_factory.mktemp("aosp") / "run"
-    done = npuconf("run", "--target", "local", "--personality", "aosp-2026", "--out", run_dir, "-q")
-    assert done.returncode == 1, done.stdout + done.stderr
-    return run_dir
+def aosp_run(aosp_twin_run) -> Path:
+    """The whole corpus on the local target with the virtual NPU behaving like AOSP today (it has FAILs);
+    the session's shared run (tests/conftest.py), only read here."""
+    return aosp_twin_run.path
 
 
 def test_aosp_run_report_leads_with_its_first_failure_and_marks_the_divergent_line(aosp_run: Path, tmp_path: Path):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from junitparser import Error, Failure, Skipped, xunit2
 from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario
 
-from reports.junit import write_junit
+from reports.junit import build_junit, pretty_xml, write_junit
+from reports.results import safe_text
 
 HOSTILE = "<script>alert(1)</script>\x01\x1b[31mred\x00&amp;\ud800"
 
@@ -162,3 +164,27 @@ def test_hostile_device_text_yields_valid_xml(builder: ResultsBuilder, tmp_path:
     raw = path.read_text(encoding="utf-8")
     assert "<script>" not in raw  # only ever as escaped text
     assert "&lt;script&gt;" in raw
+
+
+def test_the_file_is_written_as_junitparser_pretty_prints_it(mixed_run: ResultsBuilder, tmp_path: Path):
+    """reports/junit.py serializes the tree itself (the DOM round trip was most of a report's time):
+    byte for byte what `JUnitXml.write(pretty=True)` writes, hostile text and line breaks included."""
+    run = load(mixed_run.write())
+    xml = build_junit(run)
+    xml._elem.find("testsuite").set("name", safe_text(HOSTILE) + "\r\nline\ttab")
+    case = xml._elem.find("testsuite/testcase")
+    system_out = ET.SubElement(case, "system-out")
+    system_out.text = "first\r\nsecond\rthird\n<&>\"'"
+    ET.SubElement(case, "empty")
+    mixed = ET.SubElement(case, "mixed")
+    mixed.text = "before"
+    ET.SubElement(mixed, "inner").tail = "after\r"
+    expected = io.BytesIO()
+    xml.write(expected, pretty=True)
+    path = tmp_path / "junit.xml"
+    path.write_bytes(pretty_xml(xml._elem))
+    assert path.read_bytes() == expected.getvalue()
+    write_junit(run, tmp_path / "written.xml")
+    plain = io.BytesIO()
+    build_junit(run).write(plain, pretty=True)
+    assert (tmp_path / "written.xml").read_bytes() == plain.getvalue()

@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.cdp import Browser
 from tests.chromium import needs_chromium
-from tests.conftest import ROOT, npuconf
+from tests.conftest import npuconf
 
 
 @pytest.fixture(scope="module")
-def skeleton(tmp_path_factory, probe_build) -> Path:
-    """examples/skeleton (refuses every allocation) over the corpus: about 2 s."""
-    tmp_path = tmp_path_factory.mktemp("skeleton")
-    library = tmp_path / "libnpu_refuse_all.so"
-    subprocess.run(
-        ["cc", "-std=c11", "-shared", "-fPIC", "-pthread", "-I", str(ROOT / "ndk_probe" / "include"),
-         "-o", str(library), str(ROOT / "examples" / "skeleton" / "npu_refuse_all.c")],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    run_dir = tmp_path / "skeleton"
-    done = npuconf("run", "--target", "local", "--impl", library, "--out", run_dir, "-q")
-    assert done.returncode == 2, done.stdout + done.stderr
-    return run_dir
+def skeleton(skeleton_corpus_run) -> Path:
+    """examples/skeleton (refuses every allocation) over the corpus: the session's shared run."""
+    return skeleton_corpus_run.path
 
 
 def _sentence(page: str, clause: str) -> str:

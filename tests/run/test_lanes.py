@@ -4,14 +4,51 @@ run giving exactly the verdicts of a one-lane run."""
 from __future__ import annotations
 
 import json
+import threading
+import time
+from types import SimpleNamespace
 
-from host.run.lanes import DEFAULT_LANES, deal_lanes, default_lanes
+import host.run.runner as runner
+from host.run.lanes import DEFAULT_LANES, deal_lanes, default_lanes, needs_device_alone
 from tests.conftest import npuconf
 
 
 def test_default_lanes_keep_a_shared_device_to_one_lane():
-    assert default_lanes("adb") == default_lanes("virtual") == 1
-    assert default_lanes("local") == DEFAULT_LANES > 1
+    assert default_lanes("adb") == 1
+    assert default_lanes("local") == default_lanes("virtual") == DEFAULT_LANES > 1
+    assert default_lanes("virtual", 2) == DEFAULT_LANES // 2 and default_lanes("virtual", 64) == 1
+
+
+def test_device_wide_scenarios_run_alone_after_the_others_on_a_shared_device(monkeypatch):
+    scenarios = [SimpleNamespace(id=f"s{i}", requires=frozenset({"capacity"} if i % 3 == 0 else ())) for i in range(9)]
+    compiled = [SimpleNamespace(scenario=s) for s in scenarios]
+    monkeypatch.setattr(runner.DeviceRun, "compile_for", lambda self, device, chosen: compiled)
+    monkeypatch.setattr(runner, "group_of", lambda device: "build")
+    lock, running, log = threading.Lock(), [], []
+
+    def lane(self, device, items):
+        with lock:
+            running.append(items)
+            log.append(("start", [c.scenario.id for c in items], len(running)))
+        time.sleep(0.05)
+        with lock:
+            running.remove(items)
+
+    monkeypatch.setattr(runner.DeviceRun, "_run_lane", lane)
+    for target, alone in (("adb", True), ("local", False), ("virtual", False)):
+        log.clear()
+        run = runner.DeviceRun.__new__(runner.DeviceRun)
+        run.plan, run.estimates = SimpleNamespace(jobs=3, target_name=target), None
+        run._run_scenarios(object(), [])
+        if alone:
+            *parallel, last = log
+            assert last == ("start", ["s0", "s3", "s6"], 1)  # alone: no other lane was running
+            assert sorted(i for _, ids, _ in parallel for i in ids) == ["s1", "s2", "s4", "s5", "s7", "s8"]
+        else:
+            assert sorted(i for _, ids, _ in log for i in ids) == sorted(s.id for s in scenarios)
+    assert needs_device_alone("adb", frozenset({"policy-acl", "load"}))
+    assert not needs_device_alone("adb", frozenset({"load"}))
+    assert not needs_device_alone("local", frozenset({"capacity"}))
 
 
 def test_longest_scenarios_are_dealt_first_to_the_least_loaded_lane():
@@ -38,11 +75,16 @@ def _verdicts(run_dir):
     return plan["options"]["jobs"], verdicts
 
 
-def test_the_default_lanes_give_the_verdicts_of_one_lane(tmp_path, probe_build):
+def test_the_default_lanes_give_the_verdicts_of_one_lane(tmp_path, published_run):
     one = npuconf("run", "--target", "local", "-j", "1", "--out", tmp_path / "one", "-q", "--store", tmp_path / "s.db")
-    default = npuconf("run", "--target", "local", "--out", tmp_path / "default", "-q", "--store", tmp_path / "s.db")
-    assert one.returncode == default.returncode == 0, one.stderr + default.stderr
+    assert one.returncode == 0, one.stderr
     one_jobs, one_verdicts = _verdicts(tmp_path / "one")
-    default_jobs, default_verdicts = _verdicts(tmp_path / "default")
+    default_jobs, default_verdicts = _verdicts(published_run.path)  # the default lanes (tests/conftest.py)
     assert (one_jobs, default_jobs) == (1, DEFAULT_LANES)
     assert default_verdicts == one_verdicts and len(one_verdicts) > 300
+    # A virtual device with its default lanes, each lane's probe with its own vnpu: the same verdicts.
+    virtual = npuconf("run", "--target", "virtual", "--out", tmp_path / "virtual", "-q", "--store", tmp_path / "v.db")
+    assert virtual.returncode == 0, virtual.stderr
+    virtual_jobs, virtual_verdicts = _verdicts(tmp_path / "virtual")
+    assert virtual_jobs == DEFAULT_LANES
+    assert {s: v for (_, s), v in virtual_verdicts.items()} == {s: v for (_, s), v in one_verdicts.items()}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import re
 import secrets
@@ -37,11 +38,17 @@ class Deployed:
 def deploy(
     transport: DeviceTransport, profile: VnpuProfile, build_root: Path, host_build: Path | None
 ) -> Deployed:
-    """Read the device, choose and install its probe build, check the op table; the device info record."""
-    props = parse_getprop(transport.shell("getprop").stdout)
+    """Read the device, choose and install its probe build, check the op table; the device info record.
+
+    The three reads (properties, features, what is installed) are independent: they go out at once, each
+    on its own adb connection, and installing ends with the op-table listing in the same shell."""
+    with concurrent.futures.ThreadPoolExecutor(3, thread_name_prefix=f"deploy-{transport.serial}") as pool:
+        asked = [pool.submit(transport.shell, command) for command in ("getprop", "pm list features", _LIST_INSTALLED)]
+        getprop, listed_features, installed = (future.result() for future in asked)
+    props = parse_getprop(getprop.stdout)
     if not props:
         raise InfraError(f"{transport.serial}: `getprop` printed no properties; is it an Android device?")
-    features = transport.shell("pm list features").stdout
+    features = listed_features.stdout
     virtual = props.get(VIRTUAL_PROP) == "1"
     abis = [a for a in props.get("ro.product.cpu.abilist", props.get("ro.product.cpu.abi", "")).split(",") if a]
     try:
@@ -49,10 +56,18 @@ def deploy(
     except UnsafeOutput as exc:
         raise InfraError(f"{transport.serial}: ro.product.cpu.abilist: {exc}") from None
     build_dir, abi = _choose_build(transport.serial, abis, virtual, build_root, host_build)
-    _install(transport, build_dir, profile if virtual else None)
-    listed = transport.shell(f"{shlex.quote(f'{DEVICE_DIR}/{PROBE_NAME}')} --list")
+    moves = _push(transport, build_dir, profile if virtual else None, installed.stdout)
+    marker = f"npuconf-installed-{secrets.token_hex(8)}"
+    listing = f"{shlex.quote(f'{DEVICE_DIR}/{PROBE_NAME}')} --list"
+    listed = transport.shell(" && ".join([*moves, f"echo {marker}", listing]) if moves else listing)
+    lines = listed.stdout.splitlines()
+    if moves:
+        if marker not in lines:
+            problem = listed.output.strip()
+            raise InfraError(f"{transport.serial}: could not install the probe in {DEVICE_DIR}: {problem}")
+        lines = lines[lines.index(marker) + 1 :]
     probe = f"{transport.serial}:{DEVICE_DIR}/{PROBE_NAME}"
-    check_listed_op_table(probe, listed.stdout.splitlines(), listed.returncode)
+    check_listed_op_table(probe, lines, listed.returncode)
     sdk_text = props.get("ro.build.version.sdk", "")
     info: dict[str, Any] = {
         "serial": transport.serial,
@@ -110,16 +125,23 @@ def _choose_build(
     )
 
 
-def _install(transport: DeviceTransport, build_dir: Path, profile: VnpuProfile | None) -> None:
-    """Push what differs (by SHA-256) from what the device already holds, atomically by rename."""
+# What the device holds of the files the kit installs (whichever build and target): their SHA-256.
+_LIST_INSTALLED: Final = (
+    f"mkdir -p {shlex.quote(RUN_DIR)} && sha256sum "
+    + " ".join(shlex.quote(f"{DEVICE_DIR}/{name}") for name in (PROBE_NAME, VNPU_NAME, PROFILE_NAME))
+    + " 2>/dev/null; true"
+)
+
+
+def _push(transport: DeviceTransport, build_dir: Path, profile: VnpuProfile | None, installed: str) -> list[str]:
+    """Push what differs (by SHA-256, `installed` is the device's `sha256sum` listing) from what the device
+    holds, each to a temporary name; the shell commands that move them into place (atomic renames)."""
     files: dict[str, bytes] = {PROBE_NAME: (build_dir / PROBE_NAME).read_bytes()}
     if profile is not None:
         files[VNPU_NAME] = (build_dir / VNPU_NAME).read_bytes()
         files[PROFILE_NAME] = profile.render().encode()
-    paths = " ".join(shlex.quote(f"{DEVICE_DIR}/{name}") for name in files)
-    listed = transport.shell(f"mkdir -p {shlex.quote(RUN_DIR)} && sha256sum {paths} 2>/dev/null; true")
     have: dict[str, str] = {}
-    for line in listed.stdout.splitlines():
+    for line in installed.splitlines():
         digest, _, path = line.partition("  ")
         have[path.strip().rsplit("/", 1)[-1]] = digest.strip()
     moves: list[str] = []
@@ -129,7 +151,4 @@ def _install(transport: DeviceTransport, build_dir: Path, profile: VnpuProfile |
         temporary = f"{RUN_DIR}/.{name}.{secrets.token_hex(4)}"
         transport.push(data, temporary)
         moves.append(f"mv -f {shlex.quote(temporary)} {shlex.quote(f'{DEVICE_DIR}/{name}')}")
-    if moves:
-        done = transport.shell(" && ".join(moves))
-        if done.returncode != 0:
-            raise InfraError(f"{transport.serial}: could not install the probe in {DEVICE_DIR}: {done.output.strip()}")
+    return moves

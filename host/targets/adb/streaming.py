@@ -14,10 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
-
-import adbutils
-from adbutils import AdbClient
+from typing import TYPE_CHECKING, Final
 
 from reports.limits import TraceLimits
 
@@ -33,7 +30,10 @@ from ...probe import (
     host_exit_line,
 )
 from .deployment import DEVICE_DIR, PROFILE_NAME, RUN_DIR
-from .transport import COMMAND_TIMEOUT_S, DeviceLost, DeviceTransport, bounded
+from .transport import COMMAND_TIMEOUT_S, DeviceLost, DeviceTransport, adb_errors, bounded
+
+if TYPE_CHECKING:
+    from adbutils import AdbClient
 
 # The host waits this multiple of a scenario's limit (plus a little) before it declares a timeout.
 HOST_WAIT_FACTOR: Final = 1.5
@@ -91,7 +91,7 @@ class _ProbeStream:
                         self._put(_Event("line", text, problem=problem))
                     self._put(_Event("exit", code=payload[0] if payload else 255))
                     return
-        except (OSError, EOFError, adbutils.AdbError) as exc:
+        except adb_errors() as exc:
             reason = "aborted" if self._aborted else f"{type(exc).__name__}: {exc}"
             with contextlib.suppress(_Aborted):
                 self._put(_Event("eof", reason))
@@ -115,7 +115,7 @@ class _ProbeStream:
     def abort(self) -> None:
         """Break the stream from the watchdog: the device side sees CLSE and kills the probe."""
         self._aborted = True
-        with contextlib.suppress(OSError, adbutils.AdbError):
+        with contextlib.suppress(*adb_errors()):
             self._connection.conn.shutdown(socket.SHUT_RDWR)
 
     def stderr_text(self) -> str:
@@ -248,7 +248,7 @@ class BatchRunner:
         except TimeoutError:
             self._timed_out(scenario_ids[start], (), began, first_wait, on_trace, completed)
             return start + 1
-        except (OSError, EOFError, adbutils.AdbError) as exc:
+        except adb_errors() as exc:
             transport.recover(f"starting the probe: {exc}")
             return start
         pending = PendingTrace(stream.limits)

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
-
-from adbutils import AdbDevice
+from typing import TYPE_CHECKING, Any, Final
 
 from reports.limits import limit, over
 
@@ -20,6 +18,9 @@ from ..vnpu_profile import VnpuProfile
 from .deployment import deploy
 from .streaming import BatchRunner
 from .transport import DeviceTransport, bounded
+
+if TYPE_CHECKING:
+    from adbutils import AdbDevice
 
 LOGCAT_LINES: Final = 200
 

@@ -4,6 +4,7 @@ device listing, and one device's transport (bounded shell calls, pushes, recover
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import socket
@@ -11,15 +12,14 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Final, TypeVar
-
-import adbutils
-from adbutils import AdbClient, AdbDevice
-from adbutils._adb import AdbConnection
-from adbutils.errors import AdbConnectionError
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from ...errors import InfraError, UsageError
 from ..adb_host import AdbServerAddress, AdbServerError, device_states, host_request, server_answers
+
+if TYPE_CHECKING:
+    import adbutils
+    from adbutils import AdbClient, AdbDevice
 
 COMMAND_TIMEOUT_S: Final = 20.0
 PUSH_TIMEOUT_S: Final = 60.0
@@ -36,36 +36,57 @@ class DeviceLost(InfraError):
     """The device stopped answering (gone from adb, or hung): the rest of its plan is NOT_EXECUTED."""
 
 
-class _Connection(AdbConnection):  # type: ignore[misc]
-    """An adbutils connection that fails instead of running `adb start-server` (which would use 5037), and
-    reaches a server on a unix socket as well as on a TCP port."""
+@functools.cache
+def _client_class() -> type[AdbClient]:
+    """adbutils' client, with connections that fail instead of running `adb start-server` (which would use
+    5037) and that reach a server on a unix socket as well as on a TCP port. Built on first use: adbutils
+    (and requests, PIL under it) is imported only by commands that reach a device through adb, never by
+    a run on the local target."""
+    from adbutils import AdbClient
+    from adbutils._adb import AdbConnection
+    from adbutils.errors import AdbConnectionError
 
-    def __init__(self, server: AdbServerAddress) -> None:
-        self._server = server
-        super().__init__(server.host, server.port)
+    class _Connection(AdbConnection):  # type: ignore[misc]
+        def __init__(self, server: AdbServerAddress) -> None:
+            self._server = server
+            super().__init__(server.host, server.port)
 
-    def _safe_connect(self) -> socket.socket:
-        if not self._server.is_unix:
-            sock: socket.socket = self._create_socket()
+        def _safe_connect(self) -> socket.socket:
+            if not self._server.is_unix:
+                sock: socket.socket = self._create_socket()
+                return sock
+            try:
+                sock = self._server.connect(timeout=CONNECT_TIMEOUT_S)
+            except OSError as exc:
+                raise AdbConnectionError(f"connect to adb server {self._server} failed: {exc}") from None
+            sock.settimeout(None)
             return sock
-        try:
-            sock = self._server.connect(timeout=CONNECT_TIMEOUT_S)
-        except OSError as exc:
-            raise AdbConnectionError(f"connect to adb server {self._server} failed: {exc}") from None
-        sock.settimeout(None)
-        return sock
+
+    class _Client(AdbClient):  # type: ignore[misc]
+        def __init__(self, server: AdbServerAddress) -> None:
+            super().__init__(host=server.host, port=server.port)
+            self._server = server
+
+        def make_connection(self, timeout: float | None = None) -> AdbConnection:
+            connection = _Connection(self._server)
+            if timeout:
+                connection.conn.settimeout(timeout)
+            return connection
+
+    return _Client
 
 
-class _Client(AdbClient):  # type: ignore[misc]
-    def __init__(self, server: AdbServerAddress) -> None:
-        super().__init__(host=server.host, port=server.port)
-        self._server = server
+def preload_adb_client() -> None:
+    """Import adbutils now: a caller with time to spare (waiting for virtual devices to start) runs it on
+    another thread, so the first device reached does not wait for the import."""
+    _client_class()
 
-    def make_connection(self, timeout: float | None = None) -> AdbConnection:
-        connection = _Connection(self._server)
-        if timeout:
-            connection.conn.settimeout(timeout)
-        return connection
+
+def adb_errors() -> tuple[type[BaseException], ...]:
+    """What an adb call raises when its link broke: OSError, EOFError and adbutils' AdbError."""
+    import adbutils
+
+    return (OSError, EOFError, adbutils.AdbError)
 
 
 _client_lock = threading.Lock()
@@ -76,7 +97,7 @@ def adb_client(server: AdbServerAddress) -> AdbClient:
     with _client_lock:
         if not server.is_unix:
             os.environ["ANDROID_ADB_SERVER_PORT"] = str(server.port)
-        return _Client(server)
+        return _client_class()(server)
 
 
 def list_devices(server: AdbServerAddress, given: bool = True) -> dict[str, str]:
@@ -183,13 +204,13 @@ class DeviceTransport:
             return bounded(function, timeout, what)
         except TimeoutError as exc:
             raise DeviceLost(f"{self.serial}: {exc} (device unresponsive)") from None
-        except (OSError, EOFError, adbutils.AdbError) as exc:
+        except adb_errors() as exc:
             self.recover(f"{what}: {exc}")
         try:
             return bounded(function, timeout, what)
         except TimeoutError as exc:
             raise DeviceLost(f"{self.serial}: {exc} (device unresponsive)") from None
-        except (OSError, EOFError, adbutils.AdbError) as exc:
+        except adb_errors() as exc:
             raise DeviceLost(f"{self.serial}: {what}: {exc}") from None
 
     def recover(self, why: str) -> None:
@@ -242,7 +263,9 @@ class DeviceTransport:
             status = connection.read_exact(8)
             if status[:4] != b"OKAY":
                 message = connection.read_exact(struct.unpack("<I", status[4:])[0]).decode(errors="replace")
-                raise adbutils.AdbSyncError(f"push {destination}: {message}")
+                from adbutils import AdbSyncError
+
+                raise AdbSyncError(f"push {destination}: {message}")
             connection.conn.sendall(b"QUIT" + struct.pack("<I", 0))
         finally:
             with contextlib.suppress(OSError):

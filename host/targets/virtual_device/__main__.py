@@ -30,7 +30,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--root", type=Path, required=True, help="sandbox directory (the device filesystem)")
     parser.add_argument("--profile", type=Path, help="device profile JSON (default: a vNPU for this host's ABI)")
     parser.add_argument("--name", default="virtual-1", help="ro.serialno of the default profile")
-    parser.add_argument("--auth-key", type=Path, help="adb public key (adbkey.pub) of the one adb server to accept")
+    parser.add_argument(
+        "--auth-key", type=Path,
+        help="adb public key (adbkey.pub) of the one adb server to accept; `-`: read it from stdin",
+    )  # fmt: skip
     parser.add_argument("--max-payload", type=int, default=MAX_PAYLOAD)
     parser.add_argument("--protocol-version", type=lambda s: int(s, 0), default=A_VERSION)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv every message")
@@ -42,7 +45,12 @@ async def amain(args: argparse.Namespace) -> int:
     identity = private_identity()  # held (with its claim) for as long as the device serves
     owner = identity.ids if identity is not None else None
     sandbox = Sandbox.create(args.root, owner, profile.stub_scripts())
-    auth = DeviceAuth.load(args.auth_key) if args.auth_key else None
+    if args.auth_key is None:
+        auth = None
+    elif str(args.auth_key) == "-":  # the launcher writes it once the server's key exists
+        auth = DeviceAuth.read(sys.stdin)
+    else:
+        auth = DeviceAuth.load(args.auth_key)
     if identity is not None:
         # Everything the device does from here on (sync, shell, its services) is done as the device's
         # own uid, so whoever reaches it gains nothing root or any other device has, whatever race it

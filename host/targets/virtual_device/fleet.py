@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,8 @@ from reports.safe_io import UnsafeOutput, output_dir, remove_file, write_text
 
 from ...errors import UsageError
 from ..adb_host import LOOPBACK, AdbServerAddress, AdbServerError, host_request
-from .adb_server import AdbServer, start_adb_server, stop_adb_server
+from .adb_server import AdbServer, server_public_key, start_adb_server, stop_adb_server
+from .auth import make_spare_key
 from .launch import TEMP_SANDBOX_PREFIX, VirtualDevice, connect_device, device_markers, launch_devices, stop_device
 from .processes import pid_runs
 from .profile import DeviceProfile
@@ -102,16 +104,32 @@ def start_fleet(
     names = list(names or [f"virtual-{i + 1}" for i in range(count)])
     # made (or reached) with no other user's symlink followed: a planted <out>/virtual-devices is refused
     state_dir = output_dir(Path(os.path.abspath(state_dir)))
-    server = start_adb_server(state_dir, AdbServerAddress(LOOPBACK, adb_port) if adb_port is not None else None)
+    started: list[AdbServer] = []
+
+    def server_key() -> Path:
+        # Made while the device processes load (they wait for the key on stdin).
+        started.append(
+            start_adb_server(state_dir, AdbServerAddress(LOOPBACK, adb_port) if adb_port is not None else None)
+        )
+        return server_public_key(state_dir)
+
+    try:
+        devices = launch_devices(state_dir, names, profiles, key=server_key)
+    except BaseException:
+        for server in started:
+            stop_adb_server(server)
+        raise
+    server = started[0]
     fleet = Fleet(server, (), state_dir)
     try:
-        fleet = Fleet(server, launch_devices(state_dir, names, profiles), state_dir)
+        fleet = Fleet(server, devices, state_dir)
         fleet.write_state()
         for device in fleet.devices:
             connect_device(server, device)
     except BaseException:
         stop_fleet(fleet)
         raise
+    threading.Thread(target=make_spare_key, name="spare-adb-key", daemon=True).start()  # for the next fleet
     return fleet
 
 

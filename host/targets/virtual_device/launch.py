@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -50,15 +50,22 @@ def device_markers(device: VirtualDevice) -> tuple[str, ...]:
 
 
 def launch_devices(
-    state_dir: Path, names: Sequence[str], profiles: Sequence[DeviceProfile | None] | None = None
+    state_dir: Path,
+    names: Sequence[str],
+    profiles: Sequence[DeviceProfile | None] | None = None,
+    key: Callable[[], Path] | None = None,
 ) -> tuple[VirtualDevice, ...]:
-    """Start one device process per name (in parallel); wait for each readiness line."""
+    """Start one device process per name (in parallel); wait for each readiness line.
+
+    With `key`, the devices start at once and `key()` (which may start the adb server and make its key)
+    runs while they load; the public key it returns is then written to each device's stdin. Without it
+    the devices accept the key the state directory holds, if any."""
     launched: list[tuple[str, Path, subprocess.Popen[bytes]]] = []
     logs = output_dir(state_dir / "logs")
     # REPO_ROOT holds the host package in a checkout and in a wheel install (site-packages) alike.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    key = server_public_key(state_dir)
-    auth = ["--auth-key", str(key)] if key.is_file() else []
+    held = server_public_key(state_dir)
+    auth = ["--auth-key", "-"] if key is not None else ["--auth-key", str(held)] if held.is_file() else []
     for index, name in enumerate(names):
         checked_name(name, "virtual device name")
         root = output_dir(state_dir / "devices" / name)  # no other user's symlink followed on the way
@@ -76,7 +83,7 @@ def launch_devices(
             process = subprocess.Popen(
                 [sys.executable, "-m", "host.targets.virtual_device", "--port", "0", "--root", str(root / "fs"),
                  "--profile", str(profile_path), *auth],
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE if key is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,
                 env=env,
@@ -85,6 +92,13 @@ def launch_devices(
         launched.append((name, root / "fs", process))
     devices: list[VirtualDevice] = []
     try:
+        if key is not None:
+            text = key().read_bytes()
+            for _, _, process in launched:
+                assert process.stdin is not None
+                with contextlib.suppress(BrokenPipeError):  # a device that died says so in _read_ready
+                    process.stdin.write(text)
+                process.stdin.close()
         for name, root, process in launched:
             port = _read_ready(process, logs / f"{name}.log")
             devices.append(VirtualDevice(name, port, process.pid, root))

@@ -8,12 +8,15 @@ import json
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reports.safe_io import host_state_dir, write_text
 
 from ...errors import UsageError
-from .fleet import Fleet, read_state, stop_fleet
 from .processes import process_start
+
+if TYPE_CHECKING:
+    from .fleet import Fleet
 
 
 def _registry() -> Path:
@@ -30,11 +33,13 @@ def register_fleet(fleet: Fleet) -> Path:
 
 def reap_orphan_fleets() -> int:
     """Stop the fleets whose owning `npuconf` process is gone (SIGKILL, power loss); how many were stopped."""
-    directory = _registry()
-    if not directory.is_dir():
+    entries = sorted(_registry().glob("*.json"))
+    if not entries:
         return 0
+    from .fleet import read_state, stop_fleet  # only with fleets recorded: a local run loads no fleet code
+
     stopped = 0
-    for entry in sorted(directory.glob("*.json")):
+    for entry in entries:
         try:
             owner = json.loads(entry.read_text(encoding="utf-8"))
             pid, start, state_file = int(owner["pid"]), owner.get("start"), Path(str(owner["state_file"]))

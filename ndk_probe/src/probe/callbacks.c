@@ -187,6 +187,9 @@ static void run_job(const struct trace_job *job) {
     case CB_ACT_SLEEP:
         probe_sleep_ns(job->wait_ns); /* a slow callback: it still borrows its cookie meanwhile */
         break;
+    case CB_ACT_HOLD:
+        trace_hold(job->wait_ns); /* the same, until the program's steps are done */
+        break;
     case CB_ACT_NONE:
         break;
     }

@@ -42,21 +42,22 @@ static size_t bind_select(const struct probe_arg *sel) {
 }
 
 /* Waits (within the settle budget) while nothing matches and an onAlloc is still owed: a bind names
- * the buffer an onAlloc brings, so an `await_alloc` just before it is not needed. The counts are read
- * before selecting: a success is recorded before its callback is counted, so once every owed onAlloc
- * was counted before a selection, that selection saw them all. */
+ * the buffer an onAlloc brings, so an `await_alloc` just before it is not needed. It waits for onAllocs
+ * to start, not to return: a success is recorded with its `cb` event, in the same locked step that
+ * counts the start, so once every owed onAlloc had started before a selection, that selection saw them
+ * all; and a bind can name the buffer of an onAlloc that is still running (cb_action hold_<ms>). */
 static size_t bind_waiting(struct probe_ctx *ctx, const struct probe_arg *sel) {
     uint64_t deadline = probe_now_ns() + probe_scaled_ns(ctx->opt->settle_ms, ctx->opt->timeout_multiplier);
     for (;;) {
-        uint64_t answered = trace_count(TC_ALLOC);
+        uint64_t started = trace_count(TC_ALLOC_SEEN);
         uint64_t owed = trace_count(TC_SUB_ALLOC);
         size_t index = bind_select(sel);
         uint64_t now = probe_now_ns();
-        if (index != TRACE_NO_BUF || answered >= owed || now >= deadline) {
+        if (index != TRACE_NO_BUF || started >= owed || now >= deadline) {
             return index;
         }
         uint64_t got;
-        trace_wait(TC_ALLOC, answered + 1, deadline - now, &got);
+        trace_wait(TC_ALLOC_SEEN, started + 1, deadline - now, &got);
     }
 }
 
@@ -156,8 +157,8 @@ void op_cb_action(struct probe_ctx *ctx, const struct probe_step *st, struct op_
         op_skip(res, "unknown cb_action"); /* the parser rejects these; kept for safety */
         return;
     }
-    action.wait_ns =
-        probe_scaled_ns(action.act == CB_ACT_SLEEP ? action.sleep_ms : WAIT_RETURN_MS, ctx->opt->timeout_multiplier);
+    bool timed = action.act == CB_ACT_SLEEP || action.act == CB_ACT_HOLD;
+    action.wait_ns = probe_scaled_ns(timed ? action.sleep_ms : WAIT_RETURN_MS, ctx->opt->timeout_multiplier);
     ANpuManager_AllocRequest *req = NULL;
     if (action.act == CB_ACT_ALLOC) {
         if (!ctx->req[action.req_slot].live) {

@@ -370,7 +370,7 @@ static bool parse_op_line(struct parser *p, char **toks, size_t ntoks, struct pr
         if (!program_cb_action(st->args[0].v.text, st->args[1].v.text, &act)) {
             return fail(p,
                         "cb_action: expected kind alloc|load|preempt and action none|free_buf|set_priority_<n>|"
-                        "map_unmap|wait_return|new_request|alloc_r<N>|sleep_<ms>, found '%s %s'",
+                        "map_unmap|wait_return|new_request|alloc_r<N>|sleep_<ms>|hold_<ms>, found '%s %s'",
                         st->args[0].v.text, st->args[1].v.text);
         }
         if ((act.act == CB_ACT_NONE) != (st->args[2].v.u64 == 0)) {
@@ -592,6 +592,7 @@ bool program_cb_action(const char *kind, const char *action, struct probe_cb_act
     static const char prio[] = "set_priority_";
     static const char alloc[] = "alloc_";
     static const char sleep[] = "sleep_";
+    static const char hold[] = "hold_";
     if (strcmp(action, "none") == 0) {
         out->act = CB_ACT_NONE;
     } else if (strcmp(action, "free_buf") == 0) {
@@ -614,12 +615,13 @@ bool program_cb_action(const char *kind, const char *action, struct probe_cb_act
             return false;
         }
         out->act = CB_ACT_ALLOC;
-    } else if (strncmp(action, sleep, sizeof sleep - 1) == 0) {
+    } else if (strncmp(action, sleep, sizeof sleep - 1) == 0 || strncmp(action, hold, sizeof hold - 1) == 0) {
+        bool slept = action[0] == 's';
         uint64_t ms;
-        if (!parse_u64(action + sizeof sleep - 1, &ms) || ms < 1 || ms > 9999) {
+        if (!parse_u64(action + (slept ? sizeof sleep : sizeof hold) - 1, &ms) || ms < 1 || ms > 9999) {
             return false;
         }
-        out->act = CB_ACT_SLEEP;
+        out->act = slept ? CB_ACT_SLEEP : CB_ACT_HOLD;
         out->sleep_ms = ms;
     } else {
         return false;

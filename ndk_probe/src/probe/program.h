@@ -83,6 +83,8 @@ void program_free(struct probe_program *prog);
 enum probe_cb_kind { CB_KIND_ALLOC, CB_KIND_LOAD, CB_KIND_PREEMPT, CB_KIND__COUNT };
 /* CB_ACT_WAIT_RETURN: the callback waits, bounded, until no allocAsync/loadAsync is in flight (issue 11 e).
  * CB_ACT_SLEEP: the callback sleeps sleep_<ms> (x the timeout multiplier) before it returns.
+ * CB_ACT_HOLD: the callback waits until the scenario's steps are done (teardown begins), at most hold_<ms>
+ * (x the timeout multiplier): a callback that still runs while the program goes on, ended by the program.
  * CB_ACT_NEW_REQUEST: the callback creates a request, sets its cookie (NULL, no deleter) and frees it. */
 enum probe_cb_act {
     CB_ACT_NONE,
@@ -92,6 +94,7 @@ enum probe_cb_act {
     CB_ACT_ALLOC,
     CB_ACT_WAIT_RETURN,
     CB_ACT_SLEEP,
+    CB_ACT_HOLD,
     CB_ACT_NEW_REQUEST
 };
 
@@ -101,7 +104,7 @@ struct probe_cb_action {
     int32_t priority;  /* set_priority_<n> */
     unsigned req_slot; /* alloc_r<N> */
     uint64_t wait_ns;  /* wait_return: how long the callback waits (set when armed, timeout multiplier applied) */
-    uint64_t sleep_ms; /* sleep_<ms>; wait_ns is set from it when armed */
+    uint64_t sleep_ms; /* sleep_<ms> or hold_<ms>; wait_ns is set from it when armed */
 };
 
 #define WAIT_RETURN_MS 400 /* wait_return's wait before the multiplier */

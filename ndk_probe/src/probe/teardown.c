@@ -135,6 +135,7 @@ static void free_requests(struct probe_ctx *ctx) {
 }
 
 void scenario_teardown(struct probe_ctx *ctx) {
+    trace_release_holds(); /* the steps are done: a held callback returns now, before the settles */
     uint64_t budget = probe_scaled_ns(ctx->opt->settle_ms, ctx->opt->timeout_multiplier);
     uint64_t deadline = probe_now_ns() + budget;
     settle("alloc", TC_ALLOC, trace_count(TC_SUB_ALLOC), deadline);

@@ -28,7 +28,18 @@
  * made from them); TC_SUB_ALLOC/LOAD count the onAlloc/onLoad calls owed (requests submitted,
  * loadAsync calls with a callback), on whichever thread submitted them.
  */
-enum trace_counter { TC_ALLOC, TC_LOAD, TC_PREEMPT, TC_DELETER, TC_HANDED, TC_SUB_ALLOC, TC_SUB_LOAD, TC__COUNT };
+/* TC_ALLOC counts onAllocs returned, TC_ALLOC_SEEN onAllocs started (their `cb` written). */
+enum trace_counter {
+    TC_ALLOC,
+    TC_LOAD,
+    TC_PREEMPT,
+    TC_DELETER,
+    TC_HANDED,
+    TC_SUB_ALLOC,
+    TC_SUB_LOAD,
+    TC_ALLOC_SEEN,
+    TC__COUNT
+};
 
 #define TRACE_NO_BUF ((size_t)-1)
 
@@ -78,6 +89,10 @@ void trace_wait_async_return(uint64_t budget_ns);
 void trace_arm(const struct probe_cb_action *action, ANpuManager_AllocRequest *req, uint64_t count, size_t step);
 /* Teardown: disarms every action and waits until no callback is still running one. */
 void trace_disarm_all(void);
+/* cb_action hold_<ms>: waits until trace_release_holds() (teardown begins) or `budget_ns` passes. */
+void trace_hold(uint64_t budget_ns);
+/* The scenario's steps are done: every held callback may return. */
+void trace_release_holds(void);
 
 /* The pool cookie object of slot c<slot>: the pointer the API receives for it. */
 void *trace_cookie_ptr(unsigned slot);

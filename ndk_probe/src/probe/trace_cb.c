@@ -11,6 +11,24 @@ void trace_arm(const struct probe_cb_action *action, ANpuManager_AllocRequest *r
     trace_unlock(st);
 }
 
+void trace_hold(uint64_t budget_ns) {
+    struct timespec deadline = probe_deadline_ts(budget_ns);
+    struct trace_state *st = trace_lock();
+    while (!st->released) {
+        if (!trace_sleep_until_locked(st, &deadline)) {
+            break;
+        }
+    }
+    trace_unlock(st);
+}
+
+void trace_release_holds(void) {
+    struct trace_state *st = trace_lock();
+    st->released = true;
+    trace_wake_all_locked(st);
+    trace_unlock(st);
+}
+
 void trace_disarm_all(void) {
     struct trace_state *st = trace_lock();
     memset(st->armed, 0, sizeof st->armed);
@@ -29,11 +47,13 @@ static void decide_locked(struct trace_state *st, enum probe_cb_kind kind, size_
     if (a->count == 0 || a->action.act == CB_ACT_NONE) {
         return;
     }
-    if (a->action.act == CB_ACT_WAIT_RETURN && trace_api_depth() > 0) {
-        return; /* on the calling thread inside a call: waiting for its return would only time out */
+    if ((a->action.act == CB_ACT_WAIT_RETURN || a->action.act == CB_ACT_HOLD) && trace_api_depth() > 0) {
+        /* on a thread of the program inside a call: waiting for that call's return, or for the program
+         * to finish its steps, would only time out */
+        return;
     }
     if (a->action.act != CB_ACT_ALLOC && a->action.act != CB_ACT_WAIT_RETURN && a->action.act != CB_ACT_SLEEP &&
-        a->action.act != CB_ACT_NEW_REQUEST) {
+        a->action.act != CB_ACT_HOLD && a->action.act != CB_ACT_NEW_REQUEST) {
         /* Buffer actions need a buffer: none for a failed onAlloc; onPreempt's was chosen by cookie. */
         if (index == TRACE_NO_BUF || !st->bufs[index].live) {
             return;
@@ -88,6 +108,10 @@ static void callback_event(enum probe_cb_kind kind, void *cookie, bool with_resu
     bool has_buf = kind == CB_KIND_PREEMPT || (with_result && (kind != CB_KIND_ALLOC || error == 0));
     decide_locked(st, kind, has_buf ? index : TRACE_NO_BUF, job);
     st->inside++;
+    if (kind == CB_KIND_ALLOC) {
+        st->counts[TC_ALLOC_SEEN]++; /* bind waits for it: the success above is recorded */
+        trace_wake_all_locked(st);
+    }
     trace_emit_locked(st, &ev);
     trace_unlock(st);
     jb_free(&ev);

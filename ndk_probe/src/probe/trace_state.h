@@ -89,6 +89,7 @@ struct trace_state {
     unsigned next_worker;    /* the N of the next "w<N>" */
     unsigned async_inflight; /* allocAsync / loadAsync calls not returned yet */
     unsigned async_blocked;  /* wait_return callbacks that timed out waiting for those calls */
+    bool released;           /* the scenario's steps are done: held callbacks return (cb_action hold) */
     struct trace_reqinfo *reqs;
     size_t nreqs, capreqs;
     struct trace_pcookie *pcs;

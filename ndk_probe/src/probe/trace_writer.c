@@ -38,6 +38,7 @@ void trace_reset(const struct probe_api *api) {
     st->inside = 0;
     st->async_inflight = 0;
     st->async_blocked = 0;
+    st->released = false;
     st->gen++;
     st->next_worker = 1;
     memset(st->counts, 0, sizeof st->counts);

@@ -1,0 +1,78 @@
+"""`npuconf run` from request to answer (host/run/session.py, command.py): a usage error creates nothing,
+the answer is printed before the reports are written, and a local run imports no adb library."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import host.run.session as session
+from host.cli import main
+from tests.conftest import ROOT, npuconf
+
+SHORT = "cookies.deleter_runs_without_allocation"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--target", "local", "--serial", "X"],
+        ["--target", "virtual", "--impl", "IMPL"],
+        ["--target", "local", "--impl", "IMPL"],
+    ],
+    ids=["serial-on-local", "impl-on-virtual", "impl-missing"],
+)
+def test_a_usage_error_at_run_start_creates_nothing(tmp_path, options):
+    options = [str(tmp_path / "nope.so") if o == "IMPL" else o for o in options]
+    done = npuconf("run", *options, "--out", tmp_path / "new" / "run", "-q")
+    assert done.returncode == 3, done.stderr
+    assert not (tmp_path / "new").exists()
+    done = npuconf("run", *options, "-q", cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_usage_error_in_a_directory_that_was_there_leaves_it_as_it_was(tmp_path):
+    out = tmp_path / "given"
+    out.mkdir()
+    done = npuconf("run", "--target", "local", "--impl", tmp_path / "nope.so", "--out", out, "-q")
+    assert done.returncode == 3, done.stderr
+    assert out.is_dir() and not any(out.iterdir())
+
+
+def test_the_answer_is_printed_before_the_reports_are_written(tmp_path, monkeypatch, capsys):
+    seen = []
+    write = session.write_run_reports
+
+    def spy(run, out_dir):
+        seen.append(capsys.readouterr().out)
+        return write(run, out_dir)
+
+    monkeypatch.setattr(session, "write_run_reports", spy)
+    out = tmp_path / "run"
+    code = main(["run", "--target", "local", "-q", "--scenario", SHORT, "--out", str(out), "--store",
+                 str(tmp_path / "store.sqlite")])
+    assert code == 0
+    assert len(seen) == 1 and seen[0].startswith("partial run") and f"junit: {out / 'junit.xml'}" in seen[0]
+    assert all((out / name).is_file() for name in ("junit.xml", "report.html", "summary.json"))
+
+
+def test_a_local_run_imports_no_adb_library_and_the_cli_no_report_library(tmp_path):
+    probe = (
+        "import sys\n"
+        "import host.cli\n"
+        "print(sorted(m for m in ('jinja2', 'junitparser', 'adbutils') if m in sys.modules))\n"
+        "host.cli.main(sys.argv[1:])\n"
+        "print(sorted(m for m in ('adbutils', 'requests', 'PIL', 'cryptography', 'host.targets.adb',\n"
+        "                         'host.targets.virtual_device.fleet') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "run", "--target", "local", "-q", "--scenario", SHORT, "--out",
+         str(tmp_path / "run")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        env=dict(os.environ, NPUCONF_STATE_DIR=str(tmp_path / "state")),  # no fleet of another run to reap
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert lines[0] == "[]", done.stdout + done.stderr
+    assert lines[-1] == "[]", done.stdout + done.stderr
