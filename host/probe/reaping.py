@@ -7,7 +7,10 @@ parent died is re-parented to the kit instead of init. Each batch's processes ca
 which the kit tells them from its other children (adb servers, virtual devices): a token in their
 environment, and an inherited descriptor of the batch's own anonymous file. A child that clears its
 environment still holds the descriptor; one that also closes every descriptor it did not open is not
-found (docs/hostile.md says so).
+found (docs/hostile.md says so). Nothing in the kit's own session is ever taken for a leftover: a batch
+starts in a session of its own and no descendant can rejoin the kit's, while a child the kit is
+starting for another lane shares the kit's session (or holds the kit's descriptors close-on-exec)
+until it execs.
 """
 
 from __future__ import annotations
@@ -131,13 +134,20 @@ def kill_orphans(token: str) -> int:
     killed = 0
     marker = f"{BATCH_TOKEN_VAR}={token}".encode()
     held = _MARKERS.identity(token)
+    own_session, own_group = os.getsid(0), os.getpgrp()
     for _ in range(REAP_ROUNDS):
-        found = [pid for pid in _children() if marker in _environment(pid) or _holds(pid, held)]
+        found = [
+            pid
+            for pid in _children()
+            if _session(pid) not in (own_session, None) and (marker in _environment(pid) or _holds(pid, held))
+        ]
         if not found:
             return killed
         for pid in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(os.getpgid(pid), signal.SIGKILL)
+                group = os.getpgid(pid)
+                if group != own_group:
+                    os.killpg(group, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError, OSError):
@@ -164,8 +174,20 @@ def _children() -> list[int]:
     return children
 
 
+def _session(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
 def _holds(pid: int, identity: tuple[int, int] | None) -> bool:
-    """Whether process `pid` holds a descriptor of the file `identity` (st_dev, st_ino) names."""
+    """Whether process `pid` holds, as an inheritable descriptor, the file `identity` (st_dev, st_ino) names.
+
+    Only an inheritable copy counts: the batch's processes got the marker through `pass_fds`, while a
+    child that another lane is starting holds every descriptor of the kit, close-on-exec, between its
+    fork and its exec; that child is not a leftover of this batch.
+    """
     if identity is None:
         return False
     try:
@@ -177,9 +199,25 @@ def _holds(pid: int, identity: tuple[int, int] | None) -> bool:
             info = os.stat(f"/proc/{pid}/fd/{name}")
         except OSError:
             continue
-        if (info.st_dev, info.st_ino) == identity:
+        if (info.st_dev, info.st_ino) == identity and not _close_on_exec(pid, name):
             return True
     return False
+
+
+def _close_on_exec(pid: int, fd_name: str) -> bool:
+    """Whether descriptor `fd_name` of `pid` is close-on-exec (its fdinfo `flags`, octal); unreadable: yes."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd_name}", "rb") as source:
+            info = source.read(4096)
+    except OSError:
+        return True
+    for line in info.splitlines():
+        if line.startswith(b"flags:"):
+            try:
+                return bool(int(line.split()[1], 8) & os.O_CLOEXEC)
+            except (IndexError, ValueError):
+                return True
+    return True
 
 
 def _environment(pid: int) -> bytes:

@@ -2,6 +2,7 @@
 fork, so it is nobody's child) is killed when its batch ends, and SIGTERM of `npuconf run` kills the
 probe that was running as well as its leftovers."""
 
+import contextlib
 import os
 import signal
 import time
@@ -110,3 +111,52 @@ def test_sigterm_of_a_run_kills_the_running_probe_and_its_leftovers(tmp_path, pr
     assert loaders and left
     time.sleep(0.2)
     assert [pid for pid in loaders + left if _alive(pid)] == []
+
+
+def test_a_batch_end_spares_a_probe_another_lane_is_starting():
+    """Between fork and exec, a probe another lane is starting holds every descriptor of the kit, this
+    batch's marker among them (close-on-exec). Killing and reaping it ended that lane's batch with "probe
+    process ended unexpectedly (exit status 0)" and no trace (its Popen then finds no child to wait for):
+    the retried scenarios of interposer runs with -j 4 came back ERROR. Only a process outside the kit's
+    session that holds the marker inheritably (or carries the token) is this batch's leftover."""
+    from host.probe.reaping import batch_fds, end_batch, kill_orphans, new_batch_token
+
+    token = new_batch_token()
+    (marker,) = batch_fds(token)
+    children = {}
+    try:
+        for name, in_new_session, inheritable in (
+            ("starting, in the kit's session", False, False),
+            ("starting, in a session of its own", True, False),
+            ("leftover", True, True),
+        ):
+            ready_r, ready_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child
+                if in_new_session:
+                    os.setsid()
+                else:
+                    os.setpgid(0, 0)  # a group of its own, so a kill of its group spares the test
+                if inheritable:
+                    os.set_inheritable(marker, True)
+                os.write(ready_w, b"x")
+                time.sleep(30)
+                os._exit(0)
+            os.close(ready_w)
+            os.read(ready_r, 1)
+            os.close(ready_r)
+            children[name] = pid
+        assert kill_orphans(token) == 1
+        for name, pid in children.items():
+            try:
+                alive = os.waitpid(pid, os.WNOHANG)[0] == 0
+            except ChildProcessError:
+                alive = False  # killed and reaped by kill_orphans
+            assert alive == (name != "leftover"), name
+    finally:
+        for pid in children.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        end_batch(token)
