@@ -145,6 +145,8 @@ class Buffer:
     preemptable: bool = False  # vnpu pressure may have preempted it
     vnpu_preempted: bool = False  # the vnpu confirmed preempting it: onPreempt is owed
     announced: bool = False  # the application saw it preempted (ENOENT): onPreempt is owed, even after free
+    notified: bool = False  # aosp-2026 (D24): a map failed ENOMEM after the preemption: the notice arrived
+    wedged: bool = False  # aosp-2026 (D25): a loadAsync with a negative fd other than -1 left it Loading
     loads: int = 0
     content: Content = EMPTY
     mapped_hold: bool = False  # freed while mapped: it may hold its cookie until its last unmap
