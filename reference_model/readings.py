@@ -35,4 +35,8 @@ READINGS: Final[dict[str, str]] = {
            "not raise (\"-1 on error\" lists no errors)",
     "R20": "ANpuBuffer_free refused while a load of one of its buffers is in flight (\"-1 on error\" lists no "
            "errors; the buffers stay live and can be freed after the onLoad)",
+    "R21": "a request refused that would otherwise be granted, while its allocAsync overlapped another thread's "
+           "(the text names no consequence for concurrent allocAsync calls)",
+    "R22": "a request whose file descriptor is neither valid nor -1 allocated (\"Must be a valid file descriptor, "
+           "or -1\" is the caller's duty; the text states no consequence)",
 }
