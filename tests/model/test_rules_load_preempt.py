@@ -541,3 +541,27 @@ def test_a_refused_descriptor_may_leave_the_buffer_loading_only_under_aosp_d25()
     b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=-1,
            errno="ENOMEM")
     fails(teardown(b, bufs=["b"], reqs=["r"]), "map-maps-buffer", caps=VNPU, profile="aosp-2026")
+
+
+def lowest(victim: str, *, set_priority: bool = False, out_of_range: bool = False) -> TB:
+    """Two buffers, priorities 900 (x) and 500 (y) (x's set by setPriority with ``set_priority``), then
+    `vnpu preempt=lowest` and the onPreempt of ``victim``."""
+    b = TB()
+    for req, buf, handle, cookie, prio in (("rx", "bx", "B1", "cx", 900), ("ry", "by", "B2", "cy", 500)):
+        request(b, req, cookie=cookie, onpreempt=True)
+        if not (set_priority and req == "rx"):
+            b.call("req_set_priority", req=req, priority=2000 if out_of_range and req == "rx" else prio)
+        b.call("alloc", reqs=[req], during=[b.cb("alloc", cookie, 0, handle)])
+        b.bind(buf, handle)
+    if set_priority:
+        b.call("buf_set_priority", buf="bx", priority=900)
+    b.call("vnpu", command="preempt=lowest", during=[b.cb("preempt", victim)])
+    return teardown(b, bufs=["bx", "by"], reqs=["rx", "ry"], deleted=["cx", "cy"])
+
+
+@covers("preemption.lowest_candidates")
+def test_preempt_lowest_takes_the_greatest_priority_value():
+    passes(lowest("cx"), caps=VNPU)
+    fails(lowest("cy"), "priority-request-range", caps=VNPU)  # the device holds another priority than set
+    fails(lowest("cy", set_priority=True), "priority-set", caps=VNPU)
+    warns(lowest("cy", out_of_range=True), "R4", caps=VNPU)  # an accepted out-of-range priority ranks nothing
