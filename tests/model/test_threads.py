@@ -82,8 +82,8 @@ class T:
         return judge(self.scenario, self.lines, caps, CATALOGUE)
 
 
-def setup(t: T, r: str = "r0", c: str = "c0", handle: str = "B1", first: int = 0, onpreempt: bool = True) -> int:
-    """The steps of ``request`` then alloc, await, bind, as the probe writes them; returns the next step."""
+def requested(t: T, r: str = "r0", c: str = "c0", first: int = 0, onpreempt: bool = True) -> int:
+    """The steps of ``request`` as the probe writes them; returns the next step."""
     n = first
     t.op(n, "req_create", {"req": r})
     t.op(n + 1, "req_set_device", {"req": r, "device": 0})
@@ -96,6 +96,12 @@ def setup(t: T, r: str = "r0", c: str = "c0", handle: str = "B1", first: int = 0
         n += 1
     t.op(n, "cookie_new", {"cookie": c}, ret=0)
     t.op(n + 1, "req_set_cookie", {"req": r, "cookie": c, "deleter": True})
+    return n + 2
+
+
+def setup(t: T, r: str = "r0", c: str = "c0", handle: str = "B1", first: int = 0, onpreempt: bool = True) -> int:
+    """The steps of ``request`` then alloc, await, bind, as the probe writes them; returns the next step."""
+    n = requested(t, r, c, first, onpreempt) - 2
     t.call(n + 2, "alloc", {"reqs": [r]}).cb("alloc", c, handle).ret(n + 2, "alloc")
     t.op(n + 3, "await_alloc", {"count": 1, "timeout_ms": 100}, ret=0, reached=True, got=1)
     t.op(n + 4, "bind", {"buf": None, "select": {"cookie": c}}, ret=0, handle=handle)
@@ -321,14 +327,8 @@ def test_refusing_requests_of_overlapping_allocs_warns_r21():
     assert j.verdict is Verdict.WARN and "R21 (" in j.reason, j.reason
     # the same refusal of a request whose allocAsync overlapped nothing stays a FAIL
     t = T([*request("r", "c", onpreempt=False), {"alloc": {"reqs": ["r"]}}])
-    t.op(0, "req_create", {"req": "r0"})
-    t.op(1, "req_set_device", {"req": "r0", "device": 0})
-    t.op(2, "req_set_type", {"req": "r0", "type": 1})
-    t.op(3, "req_set_size", {"req": "r0", "size": 4096})
-    t.op(4, "req_set_onalloc", {"req": "r0", "set": True})
-    t.op(5, "cookie_new", {"cookie": "c0"}, ret=0)
-    t.op(6, "req_set_cookie", {"req": "r0", "cookie": "c0", "deleter": True})
-    t.op(7, "alloc", {"reqs": ["r0"]}).cb("alloc", "c0", None, "EBUSY")
+    n = requested(t, onpreempt=False)
+    t.op(n, "alloc", {"reqs": ["r0"]}).cb("alloc", "c0", None, "EBUSY")
     fails(t.finish(settle=False), "alloc-supported-may-fail")
 
 
@@ -460,13 +460,7 @@ def test_alloc_inside_onalloc_needs_its_own_onalloc():
 
     def build(second: bool) -> T:
         t = T(steps)
-        t.op(0, "req_create", {"req": "r0"})
-        t.op(1, "req_set_device", {"req": "r0", "device": 0})
-        t.op(2, "req_set_type", {"req": "r0", "type": 1})
-        t.op(3, "req_set_size", {"req": "r0", "size": 4096})
-        t.op(4, "req_set_onalloc", {"req": "r0", "set": True})
-        t.op(5, "cookie_new", {"cookie": "c0"}, ret=0)
-        t.op(6, "req_set_cookie", {"req": "r0", "cookie": "c0", "deleter": True})
+        requested(t, onpreempt=False)
         t.op(7, "cb_action", {"kind": "alloc", "action": "alloc_r0", "count": 1}, ret=0)
         t.op(8, "alloc", {"reqs": ["r0"]})
         t.call(9, "await_alloc", {"count": 2, "timeout_ms": 9}).cb("alloc", "c0", "B1")
