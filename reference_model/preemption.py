@@ -233,10 +233,12 @@ def lowest_candidates(s: State) -> tuple[frozenset[str], str]:
     flight (the vnpu may pass those over). Also the clause an onPreempt of one of the others contradicts:
     the priority the device holds for the buffers is not the one last set (by setPriority, or by the
     request). A priority outside the range that the device accepted (R4) ranks nothing: how the device
-    orders it is not known.
+    orders it is not known. Nor does a buffer that may have been preempted already (by pressure, unseen, or
+    passed over in a tie): the vnpu no longer counts it, so it sets no bar for the others.
     """
     live = {h: b for h, b in s.bufs.items() if not b.freed and b.maps == 0}
-    idle = [b.priority for b in live.values() if not b.loads and not b.vnpu_preempted]
+    idle = [b.priority for b in live.values()
+            if not (b.loads or b.vnpu_preempted or b.preempted or b.preemptable)]
     top = max(idle, default=None)
     if any(b.priority not in PRIORITY_RANGE for b in live.values()):
         top = None

@@ -543,9 +543,10 @@ def test_a_refused_descriptor_may_leave_the_buffer_loading_only_under_aosp_d25()
     fails(teardown(b, bufs=["b"], reqs=["r"]), "map-maps-buffer", caps=VNPU, profile="aosp-2026")
 
 
-def lowest(victim: str, *, set_priority: bool = False, out_of_range: bool = False) -> TB:
+def lowest(victim: str, *, set_priority: bool = False, out_of_range: bool = False, pressure: bool = False) -> TB:
     """Two buffers, priorities 900 (x) and 500 (y) (x's set by setPriority with ``set_priority``), then
-    `vnpu preempt=lowest` and the onPreempt of ``victim``."""
+    `vnpu preempt=lowest` and the onPreempt of ``victim`` (after a `pressure=` that may have taken x with
+    ``pressure``)."""
     b = TB()
     for req, buf, handle, cookie, prio in (("rx", "bx", "B1", "cx", 900), ("ry", "by", "B2", "cy", 500)):
         request(b, req, cookie=cookie, onpreempt=True)
@@ -555,6 +556,10 @@ def lowest(victim: str, *, set_priority: bool = False, out_of_range: bool = Fals
         b.bind(buf, handle)
     if set_priority:
         b.call("buf_set_priority", buf="bx", priority=900)
+    if pressure:  # y is mapped while pressure preempts x, so only x was preemptable then
+        b.call("buf_map", map="m", buf="by", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+        b.call("vnpu", command="pressure=1048576", during=[b.cb("preempt", "cx")])
+        b.call("buf_unmap", map="m", offset=0, length=8192)
     b.call("vnpu", command="preempt=lowest", during=[b.cb("preempt", victim)])
     return teardown(b, bufs=["bx", "by"], reqs=["rx", "ry"], deleted=["cx", "cy"])
 
@@ -565,3 +570,4 @@ def test_preempt_lowest_takes_the_greatest_priority_value():
     fails(lowest("cy"), "priority-request-range", caps=VNPU)  # the device holds another priority than set
     fails(lowest("cy", set_priority=True), "priority-set", caps=VNPU)
     warns(lowest("cy", out_of_range=True), "R4", caps=VNPU)  # an accepted out-of-range priority ranks nothing
+    passes(lowest("cy", pressure=True), caps=VNPU)  # pressure took x: it sets no bar for y
