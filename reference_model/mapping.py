@@ -159,6 +159,8 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if bad is not None:
         return bad
     dids = s.dids
+    length, prot, flags, offset = (arg_int(call, "length"), arg_int(call, "prot"), arg_int(call, "flags"),
+                                   arg_int(call, "offset"))
     if b.preempted:
         res = map_preempted(ctx, b, ret)
         if isinstance(res, Reject):
@@ -170,9 +172,7 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
             if res == "D1" and not b.notified:
                 bufs = {**s.bufs, handle: evolve_buffer(b, notified=True)}
             return [evolve_state(s, bufs=bufs, inflight=None, dids=dids)]
-        return [_mapped(s, call, handle, b, dids)]
-    length, prot, flags, offset = (arg_int(call, "length"), arg_int(call, "prot"), arg_int(call, "flags"),
-                                   arg_int(call, "offset"))
+        return [_mapped(s, call, handle, b, dids, Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED)))]
     load_met = s.inflight is not None and any(buf == handle for buf, _, _ in s.inflight.overtaken)
     alts, cid, why = map_outcome(ctx, b, length, prot, flags, offset, load_met)
     key = "success" if ret.ret == 0 else (ret.errno or "")
@@ -187,14 +187,13 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         if key in ("ENOENT", "ENOMEM") and key in alts and cid == "map-maps-buffer" and tag not in ("R6", "D25"):
             bufs[handle] = evolve_buffer(b, preempted=True, announced=b.onpreempt)
         return [evolve_state(s, bufs=bufs, inflight=None, dids=dids)]
-    return [_mapped(s, call, handle, b, dids)]
+    return [_mapped(s, call, handle, b, dids, Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED)))]
 
 
-def _mapped(s: State, call: Call, handle: str, b: Buffer, dids: frozenset[str]) -> State:
-    """The state once ``buf_map`` of ``handle`` succeeded: one more live mapping of the buffer."""
+def _mapped(s: State, call: Call, handle: str, b: Buffer, dids: frozenset[str], m: Mapping_) -> State:
+    """The state once ``buf_map`` of ``handle`` succeeded: one more live mapping of the buffer, ``m``."""
     maps = dict(s.maps)
-    maps[arg_slot(call, "map")] = Mapping_(handle, arg_int(call, "offset"), arg_int(call, "length"),
-                                           arg_int(call, "prot"), bool(arg_int(call, "flags") & MAP_SHARED))
+    maps[arg_slot(call, "map")] = m
     bufs = dict(s.bufs)
     bufs[handle] = evolve_buffer(b, maps=b.maps + 1)
     loads = relax_loads(s, handle) if b.loads else s.loads

@@ -67,8 +67,6 @@ OVERLAP_OPS: Final = frozenset({"alloc"})
 def overlapping_calls(s: State, step: int, op: str) -> State:
     """``s`` at the ``call`` of ``step``: when another lane has a call of the same op in flight, both steps
     are recorded in ``State.overlaps`` (their intervals intersect, whatever the placement of effects)."""
-    if op not in OVERLAP_OPS:
-        return s
     others = {inf.step for lane, inf in inflights(s) if inf.op == op and lane != s.lane}
     if not others:
         return s
