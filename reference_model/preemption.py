@@ -164,7 +164,7 @@ def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
             if ranked is not None and h not in ranked[0]:
                 bufs[h] = evolve_buffer(b, outranked=ranked[1])
             else:
-                bufs[h] = evolve_buffer(b, preemptable=True)
+                bufs[h] = evolve_buffer(b, preemptable=True, outranked="")
     subs = s.subs
     if target is None:
         # A buffer whose onAlloc is starting is the device's already, before the trace shows its callback:
@@ -202,9 +202,8 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return [s]
     if value == "lowest":
         out = []
-        ranked, _ = lowest_candidates(s)
-        for h, b in s.bufs.items():
-            if h in ranked and not b.vnpu_preempted:
+        for h, b in s.bufs.items():  # the candidates call_vnpu ranked (it marked the others outranked)
+            if not b.freed and b.maps == 0 and not b.vnpu_preempted and not b.outranked:
                 bufs = dict(s.bufs)
                 bufs[h] = evolve_buffer(b, preempted=True, vnpu_preempted=True)
                 out.append(evolve_state(s, bufs=bufs))

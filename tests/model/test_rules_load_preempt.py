@@ -543,7 +543,8 @@ def test_a_refused_descriptor_may_leave_the_buffer_loading_only_under_aosp_d25()
     fails(teardown(b, bufs=["b"], reqs=["r"]), "map-maps-buffer", caps=VNPU, profile="aosp-2026")
 
 
-def lowest(victim: str, *, set_priority: bool = False, out_of_range: bool = False, pressure: bool = False) -> TB:
+def lowest(victim: str, *, set_priority: bool = False, out_of_range: bool = False, pressure: bool = False,
+           late: bool = False) -> TB:
     """Two buffers, priorities 900 (x) and 500 (y) (x's set by setPriority with ``set_priority``), then
     `vnpu preempt=lowest` and the onPreempt of ``victim`` (after a `pressure=` that may have taken x with
     ``pressure``)."""
@@ -560,7 +561,9 @@ def lowest(victim: str, *, set_priority: bool = False, out_of_range: bool = Fals
         b.call("buf_map", map="m", buf="by", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
         b.call("vnpu", command="pressure=1048576", during=[b.cb("preempt", "cx")])
         b.call("buf_unmap", map="m", offset=0, length=8192)
-    b.call("vnpu", command="preempt=lowest", during=[b.cb("preempt", victim)])
+    b.call("vnpu", command="preempt=lowest", during=[] if late else [b.cb("preempt", victim)])
+    if late:  # the onPreempt after the command returned
+        b.emit(b.cb("preempt", victim))
     return teardown(b, bufs=["bx", "by"], reqs=["rx", "ry"], deleted=["cx", "cy"])
 
 
@@ -568,6 +571,8 @@ def lowest(victim: str, *, set_priority: bool = False, out_of_range: bool = Fals
 def test_preempt_lowest_takes_the_greatest_priority_value():
     passes(lowest("cx"), caps=VNPU)
     fails(lowest("cy"), "priority-request-range", caps=VNPU)  # the device holds another priority than set
+    passes(lowest("cx", late=True), caps=VNPU)
+    fails(lowest("cy", late=True), "priority-request-range", caps=VNPU)
     fails(lowest("cy", set_priority=True), "priority-set", caps=VNPU)
     warns(lowest("cy", out_of_range=True), "R4", caps=VNPU)  # an accepted out-of-range priority ranks nothing
     passes(lowest("cy", pressure=True), caps=VNPU)  # pressure took x: it sets no bar for y
