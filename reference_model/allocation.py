@@ -114,7 +114,8 @@ def file_outcome(ctx: Ctx, s: State, a: Attrs) -> Expect | None:
     Spec: "Must be a valid file descriptor, or -1 to ask NpuManager to not load any file." (req-file-fd-default)
 
     A segment that cannot be loaded makes the allocation fail (any errno: the spec names none); a segment
-    outside the file or the buffer leaves both answers open.
+    outside the file or the buffer leaves both answers open. A negative fd other than -1 is expected to fail
+    the allocation; allocating it as if no file were given is WARN R22 (the caller's duty, no consequence).
     """
     seg = a.file
     if seg is None:
@@ -122,10 +123,11 @@ def file_outcome(ctx: Ctx, s: State, a: Attrs) -> Expect | None:
     if seg.file is None:
         if seg.fd >= 0:
             return Expect({SUCCESS: "", ANY_ERRNO: ""}, "req-file-fd-default", "a descriptor the probe does not know")
+        # "Must be a valid file descriptor, or -1 ...": the caller's duty, no consequence stated. Failing is the
+        # reading; treating it as "no file" (aosp-2026: D11) or otherwise allocating is WARN R22.
         e = Expect({ANY_ERRNO: ""}, "req-file-fd-default", f"fd {seg.fd} is neither valid nor -1")
-        if ctx.profile.any_negative_fd_no_file:
-            return _merge(e, valid_outcome(ctx, evolve(a, file=None), None, 0, 0), "D11")
-        return e
+        tag = "D11" if ctx.profile.any_negative_fd_no_file else "R22"
+        return _merge(e, valid_outcome(ctx, evolve(a, file=None), None, 0, 0), tag)
     if seg.length < 0:
         # "Must be non-negative": the caller's duty, no consequence stated: accepting it is WARN R17
         return Expect({ANY_ERRNO: "", SUCCESS: "R17"}, "req-file-length-nonnegative",
@@ -203,6 +205,10 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
     if crash is not None:
         return [evolve_state(s, inflight=Inflight(call.step, call.op, crash=crash))]
     subs = dict(s.subs)
+    overlapping = overlapped_allocs(s, call)
+    for other, sub in s.subs.items():
+        if sub.step in s.overlaps and not sub.overlapped:
+            subs[other] = replace(sub, overlapped=True)
     files = dict(s.files)
     forced = list(s.forced)
     live = live_bytes(s)
@@ -216,7 +222,7 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
         label = slot_label(ctx, slot) if len(slots) > 1 else slot
         subs[sid] = Submission(req.attrs, req.cookie, call.step, forced.pop(0) if forced else None, live,
                                req.attrs.support_key() in s.unsupported, slot=label, position=position,
-                               batch=len(slots))
+                               batch=len(slots), overlapped=overlapping)
         if req.cookie.token is not None and req.cookie.token in tokens:
             t = tokens[req.cookie.token]
             tokens[req.cookie.token] = evolve(t, holders=t.holders + 1)
@@ -275,6 +281,21 @@ def returned_first(ret: Ret) -> str:
     returns, so this is WARN R14, never a FAIL. Returns the tag ("" when none).
     """
     return "R14" if ret.extra.get("blocked") is True else ""
+
+
+@clause("alloc-async", "alloc-supported-may-fail")
+def overlapped_allocs(s: State, call: Call) -> bool:
+    """Spec: "Asynchronously allocates multiple buffers." (alloc-async)
+    Spec: "If a request is supported, ANpuManager_allocAsync() may still respond onAlloc with a failure due
+    to other reasons, e.g., no memory." (alloc-supported-may-fail)
+
+    Whether this allocAsync was in flight together with another thread's (threads.overlapping_calls). The
+    text forbids changing a call's list or requests while it runs, not calling allocAsync from two threads
+    at once, and names no consequence for it; the kit reads overlapping calls as independent. A request
+    refused where it would otherwise be granted, while its allocAsync overlapped another, is accepted under
+    "may still respond onAlloc with a failure due to other reasons": WARN R21.
+    """
+    return call.step in s.overlaps
 
 
 def ret_alloc(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
@@ -367,6 +388,8 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
         tag = ",".join(x for x in (tag, thread_tag) if x)
     if tag is None and ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks and SUCCESS in exp.alts:
         tag = "D14"
+    if tag is None and ev.error is not None and sub.overlapped and SUCCESS in exp.alts:
+        tag = "R21"  # refused while another thread's allocAsync was in flight (overlapped_allocs)
     if tag is None:
         return reject(exp.clause, f"onAlloc(errorNum={show_errno(ev.error)})", exp.shown(),
                       f"{exp.why} ({sub.named()})")

@@ -50,6 +50,8 @@ def _apply(ctx: Ctx, s: State, call: Call) -> Out:
 def _lane_step(ctx: Ctx, s: State, ev: Event, call: Call | None) -> Out:
     """``step`` on the event's lane, with the call-time effects of a call on another lane kept pending,
     and applied at its ret."""
+    if isinstance(ev, Call) and s.parked and ev.op in threads.OVERLAP_OPS:
+        s = threads.overlapping_calls(s, ev.step, ev.op)
     if isinstance(ev, Call) and _defers(s, ev):
         return [evolve_state(s, inflight=threads.deferred(ev.step, ev.op))]
     if isinstance(ev, Ret) and s.inflight is not None and s.inflight.pending:

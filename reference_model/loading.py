@@ -141,7 +141,7 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
     unseen = ld.expect == "success" and ev.error == "ENOENT" and may_be_preempted_unseen(ctx, s, ld.buf)
     if ld.expect == "success" and ev.error is not None and not unseen:
         # "is done or has encountered an error": nothing promises that a valid load succeeds (reading R8)
-        dids = dids | {"D14" if ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks else "R8"}
+        dids = dids | {aosp_load_error(ctx, b, ev) or "R8"}
     loads = dict(s.loads)
     del loads[lid]
     files = dict(s.files)
@@ -150,12 +150,25 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
     if b is not None:
         if unseen:  # an unseen preemption, as for map (load-preempted-enoent): announced if onPreempt is set
             b = evolve_buffer(b, preempted=True, announced=b.onpreempt and not b.preempt_cb)
+        if (ctx.profile.load_bad_fd_wedges and ev.error is not None and ld.seg.file is None and ld.seg.fd < -1):
+            b = evolve_buffer(b, wedged=True)  # D25: the AOSP client stays Loading
         bufs = dict(s.bufs)
         bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1,
                                      content=loaded_content(s, b, ld, ev.error is None, loads))
     inflight, parked = overtake(s, ld)
     return [borrow(ctx, evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1),
                                      dids=dids, inflight=inflight, parked=parked), ld.cookie, ev)]
+
+
+def aosp_load_error(ctx: Ctx, b: Buffer | None, ev: Cb) -> str | None:
+    """The AOSP discrepancy that explains an error answering a valid load, or None: ECANCELED when a
+    preemption notice reached the load (D14); any error once a load with a negative fd other than -1
+    left the client's buffer Loading (D25: EINVAL)."""
+    if ev.error == "ECANCELED" and ctx.profile.preempt_extra_callbacks:
+        return "D14"
+    if b is not None and b.wedged and ctx.profile.load_bad_fd_wedges:
+        return "D25"
+    return None
 
 
 @clause("load-callback-errornum")

@@ -47,12 +47,16 @@ def map_preempted(ctx: Ctx, b: Buffer, ret: Ret) -> Reject | str | None:
     ENOENT, even though when ANpuManager_OnPreempt has not been called yet." (map-preempt-window-enoent)
 
     Returns None when accepted under the published text, a discrepancy tag when accepted as AOSP
-    behaviour (D1: ENOMEM), or the rejection.
+    behaviour (D1: ENOMEM; D24: success while the AOSP client has not had the notice of a commanded
+    preemption, i.e. before its onPreempt and before a map showed ENOMEM), or the rejection.
     """
     if ret.ret == -1 and ret.errno == "ENOENT":
         return None
     if ret.ret == -1 and ret.errno == "ENOMEM" and ctx.profile.preempt_map_enomem:
         return "D1"
+    if (ret.ret == 0 and ctx.profile.preempt_notice_window and b.vnpu_preempted and not b.preempt_cb
+            and not b.notified):
+        return "D24"
     cid = "preempt-map-fails-after-callback" if b.preempt_cb else "map-preempt-window-enoent"
     if ret.ret == -1:
         cid = "preempt-map-enoent" if b.preempt_cb else "map-after-preempt-enoent"
@@ -103,6 +107,8 @@ def map_outcome(
         alts["ENOENT"] = ""
         if ctx.profile.preempt_map_enomem:
             alts["ENOMEM"] = "D1"
+    if b.wedged and ctx.profile.load_bad_fd_wedges:
+        alts["ENOMEM"] = "D25"  # the AOSP client still thinks a load is running (D25)
     return alts, "map-maps-buffer", f"a valid mapping of live buffer {b.handle}"
 
 
@@ -153,15 +159,20 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if bad is not None:
         return bad
     dids = s.dids
+    length, prot, flags, offset = (arg_int(call, "length"), arg_int(call, "prot"), arg_int(call, "flags"),
+                                   arg_int(call, "offset"))
     if b.preempted:
         res = map_preempted(ctx, b, ret)
         if isinstance(res, Reject):
             return res
         if res:
             dids = dids | {res}
-        return [evolve_state(s, inflight=None, dids=dids)]
-    length, prot, flags, offset = (arg_int(call, "length"), arg_int(call, "prot"), arg_int(call, "flags"),
-                                   arg_int(call, "offset"))
+        if res != "D24":
+            bufs = s.bufs
+            if res == "D1" and not b.notified:
+                bufs = {**s.bufs, handle: evolve_buffer(b, notified=True)}
+            return [evolve_state(s, bufs=bufs, inflight=None, dids=dids)]
+        return [_mapped(s, call, handle, b, dids, Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED)))]
     load_met = s.inflight is not None and any(buf == handle for buf, _, _ in s.inflight.overtaken)
     alts, cid, why = map_outcome(ctx, b, length, prot, flags, offset, load_met)
     key = "success" if ret.ret == 0 else (ret.errno or "")
@@ -171,17 +182,22 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return reject(cid, "mapped" if ret.ret == 0 else f"MAP_FAILED, errno {ret.errno}", shown, why)
     if tag:
         dids = dids | {tag}
-    bufs = dict(s.bufs)
     if ret.ret == -1:
-        if key in ("ENOENT", "ENOMEM") and key in alts and cid == "map-maps-buffer" and tag != "R6":
+        bufs = dict(s.bufs)
+        if key in ("ENOENT", "ENOMEM") and key in alts and cid == "map-maps-buffer" and tag not in ("R6", "D25"):
             bufs[handle] = evolve_buffer(b, preempted=True, announced=b.onpreempt)
         return [evolve_state(s, bufs=bufs, inflight=None, dids=dids)]
+    return [_mapped(s, call, handle, b, dids, Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED)))]
+
+
+def _mapped(s: State, call: Call, handle: str, b: Buffer, dids: frozenset[str], m: Mapping_) -> State:
+    """The state once ``buf_map`` of ``handle`` succeeded: one more live mapping of the buffer, ``m``."""
     maps = dict(s.maps)
-    slot = arg_slot(call, "map")
-    maps[slot] = Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED))
+    maps[arg_slot(call, "map")] = m
+    bufs = dict(s.bufs)
     bufs[handle] = evolve_buffer(b, maps=b.maps + 1)
     loads = relax_loads(s, handle) if b.loads else s.loads
-    return [evolve_state(s, bufs=bufs, maps=maps, loads=loads, inflight=None, dids=dids)]
+    return evolve_state(s, bufs=bufs, maps=maps, loads=loads, inflight=None, dids=dids)
 
 
 def unmapped_span(m: Mapping_, offset: int, length: int) -> tuple[int, int] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import policies
-from ._context import Ctx, Out, reject
+from ._context import PRIORITY_RANGE, Ctx, Out, reject
 from .cookies import all_deleted, borrow, callback_cookie_alive, changed_value, hold
 from .rules import Reject, clause
 from .state import Buffer, Inflight, State, evolve_buffer, evolve_state
@@ -49,6 +49,11 @@ def preempt_allowed(ctx: Ctx, s: State, b: Buffer, ev: Cb) -> Reject | str | Non
             return reject("preempt-never-while-mapped", f"onPreempt for {b.handle} with {b.maps} live mapping(s)",
                           ["no onPreempt while the buffer is mapped"], "a mapped buffer is never preempted")
         tag = "D14"
+    if not (b.preempted or ctx.spontaneous or b.preemptable or policies.lenient(s)) and b.outranked:
+        return reject(b.outranked, f"onPreempt for {b.handle} (priority {b.priority}) after vnpu preempt=lowest",
+                      ["the onPreempt of a buffer with the greatest priority value"],
+                      "preempt=lowest takes a buffer of the numerically greatest priority (the least important); "
+                      "the device preempted one whose priority, as last set, is smaller")
     if not (b.preempted or ctx.spontaneous or b.preemptable or policies.lenient(s)):
         return reject("preempt-callback-on-forced-dealloc", f"onPreempt for {b.handle}",
                       ["no onPreempt: nothing preempted this buffer"],
@@ -153,9 +158,13 @@ def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
         # The slot names no buffer (its allocation failed, legally): the probe skips the command.
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     bufs = dict(s.bufs)
+    ranked = lowest_candidates(s) if key == "preempt" and target is None else None
     for h, b in s.bufs.items():
         if not b.freed and b.maps == 0 and (target is None or h == target):
-            bufs[h] = evolve_buffer(b, preemptable=True)
+            if ranked is not None and h not in ranked[0]:
+                bufs[h] = evolve_buffer(b, outranked=ranked[1])
+            else:
+                bufs[h] = evolve_buffer(b, preemptable=True, outranked="")
     subs = s.subs
     if target is None:
         # A buffer whose onAlloc is starting is the device's already, before the trace shows its callback:
@@ -193,8 +202,8 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return [s]
     if value == "lowest":
         out = []
-        for h, b in s.bufs.items():
-            if not b.freed and b.maps == 0 and not b.vnpu_preempted:
+        for h, b in s.bufs.items():  # the candidates call_vnpu ranked (it marked the others outranked)
+            if not b.freed and b.maps == 0 and not b.vnpu_preempted and not b.outranked:
                 bufs = dict(s.bufs)
                 bufs[h] = evolve_buffer(b, preempted=True, vnpu_preempted=True)
                 out.append(evolve_state(s, bufs=bufs))
@@ -211,6 +220,30 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bufs = dict(s.bufs)
     bufs[b.handle] = evolve_buffer(b, preempted=True, vnpu_preempted=True)
     return [evolve_state(s, bufs=bufs)]
+
+
+@clause("priority-request-range", "priority-set")
+def lowest_candidates(s: State) -> tuple[frozenset[str], str]:
+    """Spec: "This is the relative priority of the buffer within the app." (priority-request-range)
+    Spec: "Sets the priority of the buffer." (priority-set)
+
+    The buffers ``vnpu preempt=lowest`` may take: the unmapped live ones of the numerically greatest
+    priority value (the vnpu's victim order, docs/vnpu.md §7; ties: any of them), and any with a load in
+    flight (the vnpu may pass those over). Also the clause an onPreempt of one of the others contradicts:
+    the priority the device holds for the buffers is not the one last set (by setPriority, or by the
+    request). A priority outside the range that the device accepted (R4) ranks nothing: how the device
+    orders it is not known. Nor does a buffer that may have been preempted already (by pressure, unseen, or
+    passed over in a tie): the vnpu no longer counts it, so it sets no bar for the others.
+    """
+    live = {h: b for h, b in s.bufs.items() if not b.freed and b.maps == 0}
+    idle = [b.priority for b in live.values()
+            if not (b.loads or b.vnpu_preempted or b.preempted or b.preemptable)]
+    top = max(idle, default=None)
+    if any(b.priority not in PRIORITY_RANGE for b in live.values()):
+        top = None
+    ranked = frozenset(h for h, b in live.items() if top is None or b.loads or b.priority >= top)
+    cid = "priority-set" if any(b.priority_set for b in live.values()) else "priority-request-range"
+    return ranked, cid
 
 
 @clause("alloc-supported-may-fail")

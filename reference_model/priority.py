@@ -52,5 +52,5 @@ def ret_set_priority(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bufs = s.bufs
     if ret.ret == 0:
         bufs = dict(s.bufs)
-        bufs[handle] = evolve_buffer(b, priority=value)
+        bufs[handle] = evolve_buffer(b, priority=value, priority_set=True)
     return [evolve_state(s, bufs=bufs, inflight=None, dids=s.dids | {res} if res else s.dids)]

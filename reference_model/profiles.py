@@ -33,12 +33,19 @@ class Profile:
     prot_unchecked: bool = False
     # D13: map does not check the prot subset on the client (the kernel decides).
     map_prot_unchecked: bool = False
-    # D14: preemption while allocating / loading reports ECANCELED, and "not while mapped" is not enforced.
+    # D14: a notice that reaches a load in flight (or an allocation not yet answered) reports ECANCELED
+    # before onPreempt, and "not while mapped" is not enforced by the client.
     preempt_extra_callbacks: bool = False
     # D22: ANpuBuffer_free while a load is in flight drops the load's late reply: no onLoad comes.
     free_drops_load_reply: bool = False
     # D23: loadAsync with fd -1 aborts the process (the owned-fd wrapper asserts fd != -1).
     load_fd_minus_one_aborts: bool = False
+    # D24: the client marks a buffer preempted only when the service's notice reaches it: a map between
+    # the preemption and the notice succeeds.
+    preempt_notice_window: bool = False
+    # D25: loadAsync with a negative fd other than -1 is answered with an error (ECONNRESET) and leaves the
+    # client's buffer Loading: later maps fail with ENOMEM (and loads with EINVAL).
+    load_bad_fd_wedges: bool = False
 
 
 PUBLISHED: Final = Profile("published-37")
@@ -56,6 +63,8 @@ AOSP_2026: Final = Profile(
     preempt_extra_callbacks=True,
     free_drops_load_reply=True,
     load_fd_minus_one_aborts=True,
+    preempt_notice_window=True,
+    load_bad_fd_wedges=True,
 )
 
 PROFILES: Final[dict[str, Profile]] = {p.name: p for p in (PUBLISHED, AOSP_2026)}

@@ -51,6 +51,12 @@ READING_TABLE: Final[dict[str, Reading]] = {
                    "will not raise (\"-1 on error\" lists no errors)", ("priority-set-returns",)),
     "R20": Reading("ANpuBuffer_free refused while a load of one of its buffers is in flight (\"-1 on error\" lists "
                    "no errors; the buffers stay live and can be freed after the onLoad)", ("free-returns",)),
+    "R21": Reading("a request refused that would otherwise be granted, while its allocAsync overlapped another "
+                   "thread's (the text names no consequence for concurrent allocAsync calls)",
+                   ("alloc-supported-may-fail",)),
+    "R22": Reading("a request whose file descriptor is neither valid nor -1 allocated (\"Must be a valid file "
+                   "descriptor, or -1\" is the caller's duty; the text states no consequence)",
+                   ("req-file-fd-default",)),
 }
 # Reading ID -> its text, and -> the clauses whose sentence it reads (docs/model.md §4 quotes each sentence).
 READINGS: Final[dict[str, str]] = {rid: r.text for rid, r in READING_TABLE.items()}

@@ -121,6 +121,7 @@ class Submission:
     slot: str = ""  # the request as the scenario (and the trace) names it
     position: int = 1  # 1-based place in the allocAsync list
     batch: int = 1  # how many requests that allocAsync submitted
+    overlapped: bool = False  # its allocAsync ran while another thread's allocAsync was in flight (R21)
 
     def named(self) -> str:
         """The request as a why names it: one of a batch by its place in the list, since the step alone
@@ -145,6 +146,12 @@ class Buffer:
     preemptable: bool = False  # vnpu pressure may have preempted it
     vnpu_preempted: bool = False  # the vnpu confirmed preempting it: onPreempt is owed
     announced: bool = False  # the application saw it preempted (ENOENT): onPreempt is owed, even after free
+    notified: bool = False  # aosp-2026 (D24): a map failed ENOMEM after the preemption: the notice arrived
+    wedged: bool = False  # aosp-2026 (D25): a loadAsync with a negative fd other than -1 left it Loading
+    priority_set: bool = False  # its priority came from a successful ANpuBuffer_setPriority
+    # A `vnpu preempt=lowest` passed it over for a buffer of a greater priority value: the clause an onPreempt
+    # of it then contradicts (the priority the device holds is not the one set), or "".
+    outranked: str = ""
     loads: int = 0
     content: Content = EMPTY
     mapped_hold: bool = False  # freed while mapped: it may hold its cookie until its last unmap
@@ -251,6 +258,8 @@ class State:
     parked: tuple[tuple[str, Inflight], ...] = ()
     pool: Pool | None = None  # a declared acl/caching/arena policy's state (policies/)
     cbs: tuple[Borrow, ...] = ()  # callbacks carrying a hand-over, not known to have returned
+    # Steps of allocAsync calls that were in flight on two lanes at once (threads.overlapping_calls).
+    overlaps: frozenset[int] = frozenset()
 
     def key(self) -> tuple[object, ...]:
         """A hashable identity, used to deduplicate candidate states."""
@@ -274,6 +283,7 @@ class State:
             self.parked,
             self.pool.key() if self.pool is not None else None,
             self.cbs,
+            self.overlaps,
         )
 
 

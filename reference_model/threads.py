@@ -58,3 +58,16 @@ def inflights(s: State) -> list[tuple[str, Inflight]]:
 
 def deferred(step: int, op: str) -> Inflight:
     return Inflight(step, op, pending=True)
+
+
+# Calls whose overlap with a call of the same op on another thread a chapter judges (allocation.R21).
+OVERLAP_OPS: Final = frozenset({"alloc"})
+
+
+def overlapping_calls(s: State, step: int, op: str) -> State:
+    """``s`` at the ``call`` of ``step``: when another lane has a call of the same op in flight, both steps
+    are recorded in ``State.overlaps`` (their intervals intersect, whatever the placement of effects)."""
+    others = {inf.step for lane, inf in inflights(s) if inf.op == op and lane != s.lane}
+    if not others:
+        return s
+    return evolve_state(s, overlaps=s.overlaps | others | {step})

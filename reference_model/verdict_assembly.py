@@ -133,8 +133,9 @@ def stuck_in_onpreempt(calls: Mapping[str, Call]) -> tuple[Reject, Call] | None:
 
 def _passed(candidates: list[State]) -> Result:
     """PASS, or WARN when every surviving history departs from a reading of silent text (tags ``R<n>``,
-    docs/model.md §4): the history with the fewest departures is the one reported."""
-    best = min(candidates, key=lambda c: len(readings_of(c.dids)))
+    docs/model.md §4): the history with the fewest departures is the one reported, and among those the one
+    the fewest AOSP discrepancies (``D<n>``, under aosp-2026) explain."""
+    best = min(candidates, key=lambda c: (len(readings_of(c.dids)), len(discrepancies_of(c.dids))))
     warns = readings_of(best.dids)
     if warns:
         return Result(Verdict.WARN, "allowed by the text, but departs from the kit's reading(s) "

@@ -10,7 +10,7 @@ from reference_model.caps import DeviceCaps
 from reference_model.divergence import Divergence
 from reference_model.judge import judge
 from reference_model.scenario import Scenario
-from reference_model.trace import Cb, read_line
+from reference_model.trace import Call, Cb, Ret, read_line
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver, failing_clauses, find_waiver
 
@@ -18,19 +18,31 @@ from reference_model.waivers import Waiver, failing_clauses, find_waiver
 MAX_ATTEMPTS = 3
 
 
+FORCED_ENOMEM = "fail_next=ENOMEM"
+
+
 def allocation_refused(lines: Sequence[str], caps: DeviceCaps) -> bool:
     """An allocation answered ENOMEM on a device that declares no capacity: the published text allows
     it for any request (a real device may be out of memory), so the scenario passed without
     exercising what follows the allocation. A device with a declared capacity (the vnpu) has its
-    ENOMEMs predicted exactly by the model: those are what the scenario tests, not a refusal."""
+    ENOMEMs predicted exactly by the model: those are what the scenario tests, not a refusal. So are
+    the ENOMEMs the scenario forced (`vnpu fail_next=ENOMEM` accepted): one onAlloc each."""
     if caps.capacity_bytes is not None:
         return False
+    forcing: set[int] = set()  # steps of fail_next=ENOMEM commands
+    forced = 0
     for number, line in enumerate(lines, 1):
-        if '"ENOMEM"' not in line:  # cheap filter: only such a line can carry the refusal
-            continue
+        if '"ENOMEM"' not in line and FORCED_ENOMEM not in line and '"vnpu"' not in line:
+            continue  # cheap filter: only such a line can carry a refusal or a forcing command
         event = read_line(line, number)
-        if isinstance(event, Cb) and event.kind == "alloc" and event.error == "ENOMEM":
-            return True
+        if isinstance(event, Call) and event.op == "vnpu" and event.args.get("command") == FORCED_ENOMEM:
+            forcing.add(event.step)
+        elif isinstance(event, Ret) and event.step in forcing and event.op == "vnpu" and event.ret == 0:
+            forced += 1
+        elif isinstance(event, Cb) and event.kind == "alloc" and event.error == "ENOMEM":
+            if forced == 0:
+                return True
+            forced -= 1
     return False
 
 

@@ -27,12 +27,15 @@ BAD_VERDICTS = ("FAIL", "CRASH", "TIMEOUT", "ERROR", "NOT_EXECUTED")
 
 @dataclass(frozen=True)
 class Mutant:
-    """A violation of the published text: the run must exit 1 with a FAIL naming `clause`."""
+    """A violation of the published text: the run must exit 1 with a FAIL naming `clause` (a CRASH naming it,
+    for a mutant that makes the probe die: the clause of the step that died)."""
 
     klass: str
     mutation: str
     change: str
     clause: str
+    verdict: str = "FAIL"
+    args: tuple[str, ...] = ()  # extra `npuconf run` options
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Warned:
     mutation: str
     change: str
     reading: str
+    args: tuple[str, ...] = ()  # extra `npuconf run` options
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,42 @@ MUTANTS: tuple[Mutant, ...] = (
         "onPreempt runs under a lock every API function takes: a call made in it never returns",
         "cookie-shared-refcounted",
     ),
+    Mutant(
+        "6",
+        "M_PREEMPT_PRIVATE_MAPPED",
+        "preempt=<buffer> preempts a buffer whose only mappings are MAP_PRIVATE (onPreempt, maps ENOENT)",
+        "preempt-never-while-mapped",
+    ),
+    Mutant(
+        "8",
+        "M_LOAD_PRIVATE_MAPPED",
+        "a loadAsync into a buffer whose only mappings are MAP_PRIVATE loads and succeeds",
+        "load-no-existing-mapping",
+    ),
+    Mutant(
+        "10",
+        "M_PARTIAL_UNMAP_WHOLE",
+        "unmapping part of a mapping unmaps all of it: reading the rest kills the probe",
+        "unmap-args-like-munmap",
+        verdict="CRASH",
+    ),
+    Mutant("r", "M_FIRST_DEVICE", "only the first setDeviceNumber of a request counts", "req-device-negative-einval"),
+    Mutant("r", "M_FIRST_TYPE", "only the first setBufferType of a request counts", "req-type-unknown-einval"),
+    Mutant("r", "M_FIRST_PROT", "only the first setProtectionFlags of a request counts", "map-maps-buffer"),
+    Mutant(
+        "r",
+        "M_FIRST_SEGMENT",
+        "only the first setFileSegmentToLoad of a request counts",
+        "load-on-alloc-reported-by-onalloc",
+    ),
+    Mutant("r", "M_FIRST_ONPREEMPT", "only the first setOnPreempt of a request counts", "req-onpreempt-default-null"),
+    Mutant(
+        "r",
+        "M_FIRST_PRIORITY",
+        "only the first setBufferPriority of a request counts (capacity declared: no spontaneous preemption)",
+        "priority-request-range",
+        args=("--capacity", "268435456"),
+    ),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text
@@ -161,6 +201,15 @@ WARNED: tuple[Warned, ...] = (
     Warned("u", "W_PROT_NONE_REFUSED", "a PROT_NONE map refused with EINVAL", "R18"),
     Warned("u", "W_PRIORITY_NO_RAISE", "setPriority refuses to raise a buffer's priority (EPERM)", "R19"),
     Warned("u", "W_FREE_BUSY_LOADING", "ANpuBuffer_free refused with EBUSY while a load of the buffer runs", "R20"),
+    Warned(
+        "u",
+        "W_ALLOC_BUSY_OVERLAP",
+        "an allocAsync begun while another thread's runs refuses its valid requests with EBUSY (capacity "
+        "declared, so no other failure is allowed)",
+        "R21",
+        args=("--capacity", "268435456"),
+    ),
+    Warned("u", "W_BAD_FD_NO_FILE", "a request fd that is neither valid nor -1 means \"no file\"", "R22"),
 )
 
 LEGAL: tuple[Legal, ...] = (
@@ -247,8 +296,9 @@ class Outcome:
     stdout: str = ""
     stderr: str = ""
 
-    def failing(self, clause: str) -> list[str]:
-        return sorted(s for s, (verdict, c, _) in self.bad.items() if verdict == "FAIL" and c == clause)
+    def failing(self, clause: str, verdict: str = "FAIL") -> list[str]:
+        """Scenarios whose `verdict` (FAIL, or CRASH: the clause of the step that died) names `clause`."""
+        return sorted(s for s, (v, c, _) in self.bad.items() if v == verdict and c == clause)
 
     def warning(self, reading: str) -> list[str]:
         """Scenarios whose WARN names `reading` (the reason lists "R<n> (sentence)")."""
@@ -308,10 +358,10 @@ def main(argv: list[str]) -> int:
         for m in MUTANTS:
             if wanted and m.mutation not in wanted:
                 continue
-            o = run_kit(build(m.mutation, work / m.mutation, real_lib), work / m.mutation / "run")
+            o = run_kit(build(m.mutation, work / m.mutation, real_lib), work / m.mutation / "run", *m.args)
             others = {k: v for k, v in o.clauses().items() if k != m.clause}
             print(
-                f"| {m.klass} | `{m.mutation}` | `{m.clause}` | {o.exit_code} | {len(o.failing(m.clause))} "
+                f"| {m.klass} | `{m.mutation}` | `{m.clause}` | {o.exit_code} | {len(o.failing(m.clause, m.verdict))} "
                 f"| {', '.join(f'{k} x{v}' for k, v in sorted(others.items())) or '-'} |"
             )
             sys.stdout.flush()
@@ -321,7 +371,7 @@ def main(argv: list[str]) -> int:
         for w in WARNED:
             if wanted and w.mutation not in wanted:
                 continue
-            o = run_kit(build(w.mutation, work / w.mutation, real_lib), work / w.mutation / "run")
+            o = run_kit(build(w.mutation, work / w.mutation, real_lib), work / w.mutation / "run", *w.args)
             bad = ", ".join(f"{k} x{n}" for k, n in sorted(o.clauses().items()))
             print(
                 f"| {w.klass} | `{w.mutation}` | {w.reading} | {o.exit_code} | {len(o.warning(w.reading))} "

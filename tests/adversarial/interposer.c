@@ -70,6 +70,8 @@ enum mutation {
     W_PROT_NONE_REFUSED,   /* u: a PROT_NONE map refused with EINVAL (R18) */
     W_PRIORITY_NO_RAISE,   /* u: setPriority refuses to raise a buffer's priority, EPERM (R19) */
     W_FREE_BUSY_LOADING,   /* u: ANpuBuffer_free refused with EBUSY while a load of the buffer is in flight (R20) */
+    W_ALLOC_BUSY_OVERLAP,  /* u: an allocAsync overlapping another thread's refuses its valid requests, EBUSY (R21) */
+    W_BAD_FD_NO_FILE,      /* u: a request fd that is neither valid nor -1 means "no file" (R22) */
     L_SUPPORT_E2BIG,       /* v: isSupported returns -1 with E2BIG for lists longer than 8 */
     M_LOAD_ZERO_TO_EOF,    /* r: a loadAsync of length 0 loads from fileOffset to the end of the file */
     M_SUPPORT_CACHED,      /* r: isSupported answers every request with its first answer, however it changed */
@@ -77,6 +79,15 @@ enum mutation {
     M_MAP_IGNORE_PROT,     /* r: every mapping is made readable and writable, whatever its prot */
     M_FIRST_SIZE,          /* r: only the first setSize of a request counts */
     M_PREEMPT_UNDER_LOCK,  /* r: onPreempt runs under a lock every API function takes (calls in it hang) */
+    M_PREEMPT_PRIVATE_MAPPED, /* 6: preempt=<buffer> of a buffer mapped only MAP_PRIVATE preempts it */
+    M_LOAD_PRIVATE_MAPPED, /* 8: a loadAsync into a buffer mapped only MAP_PRIVATE loads (a shared copy) */
+    M_PARTIAL_UNMAP_WHOLE, /* 10: unmapping part of a mapping unmaps all of it (the rest then faults) */
+    M_FIRST_DEVICE,        /* r: only the first setDeviceNumber of a request counts */
+    M_FIRST_TYPE,          /* r: only the first setBufferType of a request counts */
+    M_FIRST_PROT,          /* r: only the first setProtectionFlags of a request counts */
+    M_FIRST_SEGMENT,       /* r: only the first setFileSegmentToLoad of a request counts (later fds closed) */
+    M_FIRST_ONPREEMPT,     /* r: only the first setOnPreempt of a request counts */
+    M_FIRST_PRIORITY,      /* r: only the first setBufferPriority of a request counts */
     /* legal variations */
     L_ERRNO_RANGE,         /* j: bad priority -> ERANGE, bad prot bits -> ENOTSUP (allocAsync and setPriority) */
     L_SIZE0_OK,            /* k: a request of size 0 is granted a buffer */
@@ -208,6 +219,7 @@ static unsigned supported_seen;    /* L_SUPPORTED_EIO, under mu */
 static int64_t pressure_used;      /* L_ENOMEM_PRESSURE, under mu */
 static bool fail_next_pending;     /* a vnpu fail_next is waiting for the next real request, under mu */
 static unsigned long loads_done;   /* onLoads the application has received (W_BLOCKING_LOAD), under mu */
+static atomic_int allocs_running;  /* allocAsync calls in progress (W_ALLOC_BUSY_OVERLAP) */
 
 static void *cookie_out(void *cookie) {
     if (MUT == M_COOKIE_48) return (void *)((uintptr_t)cookie & (uintptr_t)0xFFFFFFFFFFFFull);
@@ -260,11 +272,13 @@ struct shim_req {
     struct fdref *fd;
     bool dead; /* M_LIVE_CALLBACKS keeps freed requests (with their last values) */
     bool size_set;   /* M_FIRST_SIZE: a size was set already */
+    unsigned first_set; /* M_FIRST_*: the setters called once already (FIRST_* bits) */
     int support;     /* M_SUPPORT_CACHED: the first answer (0/1), or -1 */
 };
 
 struct batch {
     atomic_int refs;
+    bool busy; /* W_ALLOC_BUSY_OVERLAP: its allocAsync began while another was in progress */
     size_t expected, arrived, done;
     struct job *jobs; /* L_REORDER */
 };
@@ -303,6 +317,7 @@ struct job {
 struct mapping {
     uintptr_t start, end;
     size_t pages_left;
+    bool private_; /* MAP_PRIVATE (M_PREEMPT_PRIVATE_MAPPED, M_LOAD_PRIVATE_MAPPED) */
 };
 
 struct bufent {
@@ -314,6 +329,7 @@ struct bufent {
     struct mapping maps[MAX_MAPPINGS];
     int64_t accounted;
     int32_t priority; /* the last priority set (M_PRIORITY_OLD, W_PRIORITY_NO_RAISE), under mu */
+    bool preempted_here; /* M_PREEMPT_PRIVATE_MAPPED preempted it: maps fail ENOENT, under mu */
 };
 
 static struct bufent *buffers; /* under mu */
@@ -328,6 +344,26 @@ static size_t live_maps(const struct bufent *e) {
     size_t n = 0;
     for (size_t i = 0; i < MAX_MAPPINGS; i++) n += e->maps[i].pages_left > 0;
     return n;
+}
+
+/* Mapped, and only through MAP_PRIVATE mappings. */
+static bool only_private_maps(const struct bufent *e) {
+    size_t n = 0;
+    for (size_t i = 0; i < MAX_MAPPINGS; i++) {
+        if (e->maps[i].pages_left == 0) continue;
+        if (!e->maps[i].private_) return false;
+        n++;
+    }
+    return n > 0;
+}
+
+/* M_FIRST_*: whether this call of setter `bit` is a later one (ignored); the first is recorded. */
+enum { FIRST_DEVICE = 1, FIRST_TYPE = 2, FIRST_PROT = 4, FIRST_SEGMENT = 8, FIRST_ONPREEMPT = 16, FIRST_PRIORITY = 32 };
+static bool later_call_ignored(struct shim_req *r, enum mutation m, unsigned bit) {
+    if (MUT != m || r == NULL) return false;
+    bool later = (r->first_set & bit) != 0;
+    r->first_set |= bit;
+    return later;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -679,6 +715,7 @@ EXPORT void ANpuManager_AllocRequest_setCookie(ANpuManager_AllocRequest *request
 EXPORT void ANpuManager_AllocRequest_setDeviceNumber(ANpuManager_AllocRequest *request, int32_t device) {
     real();
     struct shim_req *r = (struct shim_req *)request;
+    if (later_call_ignored(r, M_FIRST_DEVICE, FIRST_DEVICE)) return;
     R.set_device(REAL_REQ(r), device);
     if (r != NULL) r->device = device;
 }
@@ -686,6 +723,7 @@ EXPORT void ANpuManager_AllocRequest_setDeviceNumber(ANpuManager_AllocRequest *r
 EXPORT void ANpuManager_AllocRequest_setBufferType(ANpuManager_AllocRequest *request, ANpuBuffer_Type type) {
     real();
     struct shim_req *r = (struct shim_req *)request;
+    if (later_call_ignored(r, M_FIRST_TYPE, FIRST_TYPE)) return;
     R.set_type(REAL_REQ(r), type);
     if (r != NULL) r->type = type;
 }
@@ -704,6 +742,7 @@ EXPORT void ANpuManager_AllocRequest_setSize(ANpuManager_AllocRequest *request, 
 EXPORT void ANpuManager_AllocRequest_setBufferPriority(ANpuManager_AllocRequest *request, int32_t priority) {
     real();
     struct shim_req *r = (struct shim_req *)request;
+    if (later_call_ignored(r, M_FIRST_PRIORITY, FIRST_PRIORITY)) return;
     if (MUT == W_PRIORITY_RANGE_OK) priority = clamp_priority(priority);
     R.set_priority(REAL_REQ(r), priority);
     if (r != NULL) r->priority = priority;
@@ -714,7 +753,12 @@ EXPORT void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocReque
                                                           int64_t buffer_offset) {
     real();
     struct shim_req *r = (struct shim_req *)request;
+    if (later_call_ignored(r, M_FIRST_SEGMENT, FIRST_SEGMENT)) {
+        if (fd >= 0) close(fd); /* owned all the same */
+        return;
+    }
     if (MUT == W_NEG_LENGTH_OK && length < 0) length = 0;
+    if (MUT == W_BAD_FD_NO_FILE && fd < -1) fd = -1;
     int give = fd;
     struct fdref *keep = NULL;
     if (FDS_KEPT && r != NULL && fd >= 0) {
@@ -737,6 +781,7 @@ EXPORT void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocReque
 EXPORT void ANpuManager_AllocRequest_setProtectionFlags(ANpuManager_AllocRequest *request, int32_t prot) {
     real();
     struct shim_req *r = (struct shim_req *)request;
+    if (later_call_ignored(r, M_FIRST_PROT, FIRST_PROT)) return;
     R.set_prot(REAL_REQ(r), prot);
     if (r != NULL) r->prot = prot;
 }
@@ -760,6 +805,7 @@ EXPORT void ANpuManager_AllocRequest_setOnPreempt(ANpuManager_AllocRequest *requ
                                                   ANpuManager_PreemptCallback on_preempt) {
     real();
     struct shim_req *r = (struct shim_req *)request;
+    if (later_call_ignored(r, M_FIRST_ONPREEMPT, FIRST_ONPREEMPT)) return;
     /* M_LIVE_CALLBACKS: the real library always calls back, the shim asks the request at that time */
     R.set_onpreempt(REAL_REQ(r), on_preempt != NULL || MUT == M_LIVE_CALLBACKS ? shim_on_preempt : NULL);
     if (r != NULL) r->on_preempt = on_preempt;
@@ -833,6 +879,8 @@ static int shim_decision(struct shim_req *r, struct sub *s) {
         return 0;
     case L_SUPPORT_BY_SIZE:
         return pair_ok && r->size > SIZE_LIMIT ? ENOSPC : 0;
+    case W_ALLOC_BUSY_OVERLAP:
+        return s->batch != NULL && s->batch->busy && valid_fields(r) && !r->has_fd && real_supported(r) ? EBUSY : 0;
     case L_ENOMEM_PRESSURE:
         if (!valid_fields(r) || !real_supported(r)) return 0;
         if (pressure_used + r->size > PRESSURE_LIMIT) return ENOMEM;
@@ -872,6 +920,8 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
     struct batch *b = calloc(1, sizeof *b);
     if (b == NULL) abort();
     atomic_init(&b->refs, 1);
+    /* W_ALLOC_BUSY_OVERLAP: every call lasts 10 ms, so the calls of parallel threads overlap */
+    if (MUT == W_ALLOC_BUSY_OVERLAP) b->busy = atomic_fetch_add(&allocs_running, 1) > 0;
     ANpuManager_AllocRequest **list = calloc(len, sizeof *list);
     struct sub **subs = calloc(len, sizeof *subs);
     int *fail = calloc(len, sizeof *fail);
@@ -961,6 +1011,10 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
     free(subs);
     free(fail);
     free(sized);
+    if (MUT == W_ALLOC_BUSY_OVERLAP) {
+        sleep_ns(10L * 1000000L);
+        atomic_fetch_sub(&allocs_running, 1);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1069,6 +1123,16 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
             return MAP_FAILED;
         }
     }
+    if (MUT == M_PREEMPT_PRIVATE_MAPPED) {
+        pthread_mutex_lock(&mu);
+        struct bufent *e = find_buf(buf);
+        bool gone = e != NULL && e->preempted_here;
+        pthread_mutex_unlock(&mu);
+        if (gone) {
+            errno = ENOENT;
+            return MAP_FAILED;
+        }
+    }
     if (MUT == M_MAP_ROUND_DOWN && length > PAGE_SZ) length = length / PAGE_SZ * PAGE_SZ;
     void *p = R.map(buf, addr, length, prot, flags, offset);
     int saved = errno;
@@ -1086,7 +1150,8 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
         for (size_t i = 0; e != NULL && i < MAX_MAPPINGS; i++) {
             if (e->maps[i].pages_left == 0) {
                 size_t pages = (length + PAGE_SZ - 1) / PAGE_SZ;
-                e->maps[i] = (struct mapping){(uintptr_t)p, (uintptr_t)p + pages * PAGE_SZ, pages};
+                e->maps[i] = (struct mapping){(uintptr_t)p, (uintptr_t)p + pages * PAGE_SZ, pages,
+                                              (flags & MAP_PRIVATE) != 0};
                 break;
             }
         }
@@ -1099,6 +1164,21 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
 EXPORT int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length) {
     real();
     if (MUT == M_MAP_ROUND_DOWN && length > PAGE_SZ) length = length / PAGE_SZ * PAGE_SZ;
+    if (MUT == M_PARTIAL_UNMAP_WHOLE) {
+        /* a range inside one live mapping takes the whole mapping with it */
+        uintptr_t lo = (uintptr_t)addr, hi = lo + ((length + PAGE_SZ - 1) / PAGE_SZ) * PAGE_SZ;
+        pthread_mutex_lock(&mu);
+        struct bufent *e = find_buf(buf);
+        for (size_t i = 0; e != NULL && i < MAX_MAPPINGS; i++) {
+            struct mapping *m = &e->maps[i];
+            if (m->pages_left > 0 && lo >= m->start && hi <= m->end && hi - lo < m->end - m->start) {
+                addr = (void *)m->start;
+                length = m->end - m->start;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&mu);
+    }
     int ret = R.unmap(buf, addr, length);
     int saved = errno;
     if (MUT == M_UNMAP_AFTER_FREE && ret == 0) {
@@ -1165,6 +1245,40 @@ EXPORT int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t priority) {
     return ret;
 }
 
+/* M_LOAD_PRIVATE_MAPPED: a load the real library would refuse (the buffer is mapped), done here. */
+struct private_load {
+    ANpuBuffer *buf;
+    struct sub *sub;
+    int fd;
+    int64_t file_offset, length, buffer_offset;
+    ANpuManager_LoadCallback on_load;
+};
+
+static void *private_load_thread(void *arg) {
+    struct private_load *pl = arg;
+    size_t span = (size_t)(pl->buffer_offset + pl->length);
+    span = (span + PAGE_SZ - 1) / PAGE_SZ * PAGE_SZ;
+    int error = 0;
+    char *p = R.map(pl->buf, NULL, span, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+    if (p == MAP_FAILED) {
+        error = errno;
+    } else {
+        for (int64_t done = 0; done < pl->length && error == 0;) {
+            ssize_t n = pread(pl->fd, p + pl->buffer_offset + done, (size_t)(pl->length - done), pl->file_offset + done);
+            if (n > 0) done += n;
+            else if (n == 0) error = EINVAL;
+            else if (errno != EINTR) error = errno;
+        }
+        R.unmap(pl->buf, p, span);
+    }
+    close(pl->fd);
+    struct job j = {.kind = J_LOAD, .sub = pl->sub, .error = error, .buf = pl->buf, .on_load = pl->on_load};
+    deliver(&j);
+    sub_release(pl->sub);
+    free(pl);
+    return NULL;
+}
+
 EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, int64_t length,
                                  int64_t buffer_offset, ANpuManager_LoadCallback on_load) {
     real();
@@ -1187,6 +1301,17 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
     if (MUT == M_LOAD_ZERO_TO_EOF && length == 0 && fd >= 0 && fstat(fd, &st) == 0 && st.st_size > file_offset)
         length = st.st_size - file_offset;
     bool silent_preempt = MUT == L_SILENT_PREEMPT_LOAD && e != NULL && e->sub->on_preempt == NULL;
+    if (MUT == M_LOAD_PRIVATE_MAPPED && e != NULL && only_private_maps(e) && give >= 0 && length > 0 &&
+        buffer_offset >= 0 && file_offset >= 0) {
+        /* the mapping check counts shared mappings only: the load goes ahead, through a shared mapping */
+        struct private_load *pl = malloc(sizeof *pl);
+        if (pl == NULL) abort();
+        *pl = (struct private_load){buf, e->sub, give, file_offset, length, buffer_offset, on_load};
+        atomic_fetch_add(&e->sub->refs, 1);
+        pthread_mutex_unlock(&mu);
+        spawn(private_load_thread, pl);
+        return;
+    }
     struct pending_load *pl = malloc(sizeof *pl);
     if (pl == NULL) abort();
     *pl = (struct pending_load){NULL, buf, on_load};
@@ -1230,6 +1355,23 @@ EXPORT int vnpu_control(const char *command) {
         return -1;
     }
     if (MUT == L_CALLER_THREAD && strncmp(command, "callback_thread=", 16) == 0) return 0;
+    if (MUT == M_PREEMPT_PRIVATE_MAPPED && strncmp(command, "preempt=0x", 10) == 0) {
+        /* the mapping bookkeeping counts shared mappings only: a buffer mapped only MAP_PRIVATE is taken */
+        ANpuBuffer *target = (ANpuBuffer *)(uintptr_t)strtoull(command + 10, NULL, 16);
+        struct sub *victim = NULL;
+        pthread_mutex_lock(&mu);
+        struct bufent *e = find_buf(target);
+        if (e != NULL && !e->preempted_here && !atomic_load(&e->sub->preempted) && only_private_maps(e)) {
+            e->preempted_here = true;
+            victim = e->sub;
+        }
+        pthread_mutex_unlock(&mu);
+        if (victim != NULL) {
+            if (victim->on_preempt != NULL) dispatch((struct job){.kind = J_PREEMPT, .sub = victim});
+            else atomic_store(&victim->preempted, true);
+            return 0;
+        }
+    }
     int ret = R.control(command);
     if (ret == 0 && strncmp(command, "fail_next=", 10) == 0) {
         pthread_mutex_lock(&mu);

@@ -1,7 +1,8 @@
 """The kit judged by implementations that change one behaviour of libvnpu (issue 11).
 
 Each row of `adversary.MUTANTS` is a violation of the published text: `npuconf run` must exit 1 and a
-FAIL must name the row's clause. Each row of `adversary.LEGAL` is allowed by the text: the run must
+FAIL must name the row's clause (a CRASH, for a row whose violation kills the probe: the clause of the
+step that died). Each row of `adversary.LEGAL` is allowed by the text: the run must
 exit 0 with no FAIL, CRASH, TIMEOUT or ERROR (2, incomplete, where the variation legally keeps
 clauses from being exercised: refusing nearly every allocation). Both run through the real CLI; the
 LEGAL and WARNED rows over the whole corpus (they assert conformance). A MUTANT row runs first the
@@ -53,17 +54,19 @@ def real_lib() -> Path:
 @pytest.mark.parametrize("mutant", rows(MUTANTS))
 def test_mutant_fails_naming_its_clause(mutant: Mutant, real_lib: Path, tmp_path: Path) -> None:
     library = build(mutant.mutation, tmp_path, real_lib)
-    outcome = run_kit(library, tmp_path / "cited", "--clause", mutant.clause)
-    if not outcome.failing(mutant.clause):
-        outcome = run_kit(library, tmp_path / "run")
+    outcome = run_kit(library, tmp_path / "cited", "--clause", mutant.clause, *mutant.args)
+    if not outcome.failing(mutant.clause, mutant.verdict):
+        outcome = run_kit(library, tmp_path / "run", *mutant.args)
     assert outcome.exit_code == 1, outcome.describe()
     assert outcome.summary_exit == 1, outcome.describe()
-    assert outcome.failing(mutant.clause), f"no FAIL names {mutant.clause}\n{outcome.describe()}"
+    assert outcome.failing(mutant.clause, mutant.verdict), (
+        f"no {mutant.verdict} names {mutant.clause}\n{outcome.describe()}"
+    )
 
 
 @pytest.mark.parametrize("mutant", rows(WARNED))
 def test_departure_from_a_reading_warns(mutant: Warned, real_lib: Path, tmp_path: Path) -> None:
-    outcome = run_kit(build(mutant.mutation, tmp_path, real_lib), tmp_path / "run")
+    outcome = run_kit(build(mutant.mutation, tmp_path, real_lib), tmp_path / "run", *mutant.args)
     assert outcome.exit_code == 0, outcome.describe()
     assert outcome.summary_exit == 0, outcome.describe()
     assert not any(outcome.counts[v] for v in BAD_VERDICTS), outcome.describe()

@@ -629,6 +629,27 @@ def test_old_results_stay_readable(tmp_path):
 # bounded retries of legally refused allocations
 
 
+def test_an_enomem_the_scenario_forced_is_not_a_refusal():
+    """`vnpu fail_next=ENOMEM` makes the next onAlloc ENOMEM on purpose: that is what the scenario tests, so
+    it does not make the scenario run again (one forced answer per accepted command; a further ENOMEM does)."""
+    from host.run import allocation_refused
+    from reference_model.caps import DeviceCaps
+
+    def trace(*answers: str | int, command_ret: int = 0) -> list[str]:
+        events: list[dict[str, object]] = [
+            {"ev": "call", "step": 0, "op": "vnpu", "th": "main", "args": {"command": "fail_next=ENOMEM"}, "t": 1},
+            {"ev": "ret", "step": 0, "op": "vnpu", "th": "main", "ret": command_ret, "errno": None, "t": 2},
+        ]
+        events += [{"ev": "cb", "kind": "alloc", "cookie": None, "error": a, "buf": "B1" if a == 0 else None,
+                    "thread": "other", "th": "w1", "t": 3 + i} for i, a in enumerate(answers)]
+        return [json.dumps(e, separators=(",", ":")) for e in events]
+
+    caps = DeviceCaps(supported_pairs=frozenset({(0, 1)}))
+    assert not allocation_refused(trace("ENOMEM", 0), caps)
+    assert allocation_refused(trace("ENOMEM", "ENOMEM"), caps)
+    assert allocation_refused(trace("ENOMEM", command_ret=-1), caps)
+
+
 @pytest.mark.parametrize(("refusals", "refused"), [(2, False), (10, True)])
 def test_legally_refused_allocations_are_retried_a_bounded_recorded_number_of_times(
     tmp_path, probe_build, refusals, refused

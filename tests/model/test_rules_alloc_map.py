@@ -67,6 +67,19 @@ def test_file_segment_at_alloc():
     passes(build(100, 0, "B1"))
     warns(build(-1, 0, "B1"), "R17")  # "Must be non-negative": the caller's duty
 
+    def bad_fd(answer, buf=None):
+        b = TB()
+        request(b)
+        b.call("req_set_file", req="r", fd={"fd": -7}, file_offset=0, length=100, buffer_offset=0)
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, answer, buf)])
+        if buf:
+            b.bind("b", buf)
+        return teardown(b, bufs=["b"] if buf else [], reqs=["r"])
+
+    passes(bad_fd("EBADF"))
+    # "Must be a valid file descriptor, or -1": the caller's duty; allocating without a file is WARN R22
+    warns(bad_fd(0, "B1"), "R22")
+
 
 @covers("allocation.valid_outcome")
 def test_valid_request_outcomes():

@@ -486,3 +486,93 @@ def test_zero_length_load_changes_no_byte():
 
     passes(build(9))
     fails(build(5), "load-length-nonnegative")
+
+
+def window_map(*, notified: bool, cb_first: bool) -> TB:
+    """A commanded preemption whose onPreempt comes late, a map of the buffer before (or after) it, and, with
+    ``notified``, a map that already failed ENOMEM (the AOSP client had the notice) before the map that succeeds."""
+    b = TB()
+    allocated(b, cookie="c", onpreempt=True)
+    b.call("vnpu", command="preempt=b", during=[b.cb("preempt", "c")] if cb_first else [])
+    if notified:
+        b.call("buf_map", map="m0", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=-1,
+               errno="ENOMEM")
+    b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+    if not cb_first:
+        b.emit(b.cb("preempt", "c"))
+    b.call("buf_unmap", map="m", offset=0, length=8192)
+    return teardown(b, bufs=["b"], reqs=["r"], deleted=["c"])
+
+
+@covers("mapping.map_preempted")
+def test_map_before_the_notice_succeeds_only_under_aosp_d24():
+    j = fails(window_map(notified=False, cb_first=False), "map-preempt-window-enoent", caps=VNPU)
+    assert j.discrepancy is not None and "D24" in j.discrepancy, j
+    j = passes(window_map(notified=False, cb_first=False), caps=VNPU, profile="aosp-2026")
+    assert j.discrepancy == "D14,D24", j  # its onPreempt then comes while mapped (D14)
+    # once the client had the notice (its onPreempt ran, or a map failed ENOMEM) the window is closed
+    fails(window_map(notified=False, cb_first=True), "preempt-map-fails-after-callback", caps=VNPU,
+          profile="aosp-2026")
+    fails(window_map(notified=True, cb_first=False), "map-preempt-window-enoent", caps=VNPU, profile="aosp-2026")
+
+
+def wedged(*, map_answer: tuple[int, str | None]) -> TB:
+    b = TB()
+    allocated(b)
+    b.call("buf_load", buf="b", fd={"fd": -7}, file_offset=0, length=100, buffer_offset=0, onload=True,
+           during=[b.cb("load", None, "ECONNRESET", "B1", thread="caller")])
+    ret, errno = map_answer
+    b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=ret, errno=errno)
+    return teardown(b, bufs=["b"], reqs=["r"], maps=["m"] if ret == 0 else [])
+
+
+@covers("loading.aosp_load_error")
+def test_a_refused_descriptor_may_leave_the_buffer_loading_only_under_aosp_d25():
+    passes(wedged(map_answer=(0, None)))
+    j = fails(wedged(map_answer=(-1, "ENOMEM")), "map-maps-buffer", caps=VNPU)
+    assert j.discrepancy == "D25", j
+    passes(wedged(map_answer=(-1, "ENOMEM")), caps=VNPU, profile="aosp-2026")
+    # only a negative fd other than -1 wedges the AOSP client: a plain load error does not
+    b = TB()
+    allocated(b)
+    b.call("file_new", file="f", size=4096, seed=7)
+    b.call("buf_load", buf="b", fd="f", file_offset=0, length=100, buffer_offset=0, onload=True)
+    b.emit(b.cb("load", None, "EIO", "B1"))
+    b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=-1,
+           errno="ENOMEM")
+    fails(teardown(b, bufs=["b"], reqs=["r"]), "map-maps-buffer", caps=VNPU, profile="aosp-2026")
+
+
+def lowest(victim: str, *, set_priority: bool = False, out_of_range: bool = False, pressure: bool = False,
+           late: bool = False) -> TB:
+    """Two buffers, priorities 900 (x) and 500 (y) (x's set by setPriority with ``set_priority``), then
+    `vnpu preempt=lowest` and the onPreempt of ``victim`` (after a `pressure=` that may have taken x with
+    ``pressure``)."""
+    b = TB()
+    for req, buf, handle, cookie, prio in (("rx", "bx", "B1", "cx", 900), ("ry", "by", "B2", "cy", 500)):
+        request(b, req, cookie=cookie, onpreempt=True)
+        if not (set_priority and req == "rx"):
+            b.call("req_set_priority", req=req, priority=2000 if out_of_range and req == "rx" else prio)
+        b.call("alloc", reqs=[req], during=[b.cb("alloc", cookie, 0, handle)])
+        b.bind(buf, handle)
+    if set_priority:
+        b.call("buf_set_priority", buf="bx", priority=900)
+    if pressure:  # y is mapped while pressure preempts x, so only x was preemptable then
+        b.call("buf_map", map="m", buf="by", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+        b.call("vnpu", command="pressure=1048576", during=[b.cb("preempt", "cx")])
+        b.call("buf_unmap", map="m", offset=0, length=8192)
+    b.call("vnpu", command="preempt=lowest", during=[] if late else [b.cb("preempt", victim)])
+    if late:  # the onPreempt after the command returned
+        b.emit(b.cb("preempt", victim))
+    return teardown(b, bufs=["bx", "by"], reqs=["rx", "ry"], deleted=["cx", "cy"])
+
+
+@covers("preemption.lowest_candidates")
+def test_preempt_lowest_takes_the_greatest_priority_value():
+    passes(lowest("cx"), caps=VNPU)
+    fails(lowest("cy"), "priority-request-range", caps=VNPU)  # the device holds another priority than set
+    passes(lowest("cx", late=True), caps=VNPU)
+    fails(lowest("cy", late=True), "priority-request-range", caps=VNPU)
+    fails(lowest("cy", set_priority=True), "priority-set", caps=VNPU)
+    warns(lowest("cy", out_of_range=True), "R4", caps=VNPU)  # an accepted out-of-range priority ranks nothing
+    passes(lowest("cy", pressure=True), caps=VNPU)  # pressure took x: it sets no bar for y

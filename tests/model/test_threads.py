@@ -15,6 +15,7 @@ from reference_model.trace import Call, Cb, Ret, TraceError, parse_trace
 from reference_model.verdicts import Verdict
 
 from .builder import CATALOGUE
+from .coverage import covers
 
 VNPU = DeviceCaps(supported_pairs=frozenset({(0, 1)}), capacity_bytes=1 << 28, policy="budget", vnpu_control=True)
 SMALL = DeviceCaps(supported_pairs=frozenset({(0, 1)}), capacity_bytes=8192, policy="budget", vnpu_control=True)
@@ -81,8 +82,8 @@ class T:
         return judge(self.scenario, self.lines, caps, CATALOGUE)
 
 
-def setup(t: T, r: str = "r0", c: str = "c0", handle: str = "B1", first: int = 0, onpreempt: bool = True) -> int:
-    """The steps of ``request`` then alloc, await, bind, as the probe writes them; returns the next step."""
+def requested(t: T, r: str = "r0", c: str = "c0", first: int = 0, onpreempt: bool = True) -> int:
+    """The steps of ``request`` as the probe writes them; returns the next step."""
     n = first
     t.op(n, "req_create", {"req": r})
     t.op(n + 1, "req_set_device", {"req": r, "device": 0})
@@ -95,6 +96,12 @@ def setup(t: T, r: str = "r0", c: str = "c0", handle: str = "B1", first: int = 0
         n += 1
     t.op(n, "cookie_new", {"cookie": c}, ret=0)
     t.op(n + 1, "req_set_cookie", {"req": r, "cookie": c, "deleter": True})
+    return n + 2
+
+
+def setup(t: T, r: str = "r0", c: str = "c0", handle: str = "B1", first: int = 0, onpreempt: bool = True) -> int:
+    """The steps of ``request`` then alloc, await, bind, as the probe writes them; returns the next step."""
+    n = requested(t, r, c, first, onpreempt) - 2
     t.call(n + 2, "alloc", {"reqs": [r]}).cb("alloc", c, handle).ret(n + 2, "alloc")
     t.op(n + 3, "await_alloc", {"count": 1, "timeout_ms": 100}, ret=0, reached=True, got=1)
     t.op(n + 4, "bind", {"buf": None, "select": {"cookie": c}}, ret=0, handle=handle)
@@ -270,7 +277,7 @@ def test_preemption_of_a_buffer_another_thread_has_mapped_fails():
 # -- threads allocating at once -----------------------------------------------------------------------------
 
 
-def four_allocs(extra_cb: bool = False, caps_small: bool = False) -> T:
+def four_allocs(extra_cb: bool = False, caps_small: bool = False, refused: str | None = None) -> T:
     steps: list[dict[str, Any]] = []
     for k in range(4):
         steps += request(f"r{k}", f"c{k}", onpreempt=False)
@@ -292,8 +299,8 @@ def four_allocs(extra_cb: bool = False, caps_small: bool = False) -> T:
     t.cb("alloc", "c2", "B1").cb("alloc", "c0", "B2")
     for k in (3, 0, 2, 1):
         t.ret(n + 1 + k, "alloc", th=f"t{k}")
-    if caps_small:
-        t.cb("alloc", "c1", None, "ENOMEM").cb("alloc", "c3", None, "ENOMEM")
+    if caps_small or refused:
+        t.cb("alloc", "c1", None, refused or "ENOMEM").cb("alloc", "c3", None, refused or "ENOMEM")
     else:
         t.cb("alloc", "c1", "B3").cb("alloc", "c3", "B4")
     if extra_cb:
@@ -310,6 +317,19 @@ def test_capacity_with_concurrent_submissions():
     # two 4096-byte buffers fit 8192 bytes: after two successes the other two must fail with ENOMEM
     passes(four_allocs(caps_small=True), SMALL)
     fails(four_allocs(), "alloc-supported-may-fail", SMALL)
+
+
+@covers("allocation.overlapped_allocs")
+def test_refusing_requests_of_overlapping_allocs_warns_r21():
+    """The text names no consequence for allocAsync calls of two threads at once: refusing (EBUSY) requests
+    the declared capacity would grant, while their allocAsync overlapped another, is WARN R21."""
+    j = four_allocs(refused="EBUSY").judge()
+    assert j.verdict is Verdict.WARN and "R21 (" in j.reason, j.reason
+    # the same refusal of a request whose allocAsync overlapped nothing stays a FAIL
+    t = T([*request("r", "c", onpreempt=False), {"alloc": {"reqs": ["r"]}}])
+    n = requested(t, onpreempt=False)
+    t.op(n, "alloc", {"reqs": ["r0"]}).cb("alloc", "c0", None, "EBUSY")
+    fails(t.finish(settle=False), "alloc-supported-may-fail")
 
 
 def test_synchronous_answer_inside_another_threads_alloc_warns():
@@ -440,13 +460,7 @@ def test_alloc_inside_onalloc_needs_its_own_onalloc():
 
     def build(second: bool) -> T:
         t = T(steps)
-        t.op(0, "req_create", {"req": "r0"})
-        t.op(1, "req_set_device", {"req": "r0", "device": 0})
-        t.op(2, "req_set_type", {"req": "r0", "type": 1})
-        t.op(3, "req_set_size", {"req": "r0", "size": 4096})
-        t.op(4, "req_set_onalloc", {"req": "r0", "set": True})
-        t.op(5, "cookie_new", {"cookie": "c0"}, ret=0)
-        t.op(6, "req_set_cookie", {"req": "r0", "cookie": "c0", "deleter": True})
+        requested(t, onpreempt=False)
         t.op(7, "cb_action", {"kind": "alloc", "action": "alloc_r0", "count": 1}, ret=0)
         t.op(8, "alloc", {"reqs": ["r0"]})
         t.call(9, "await_alloc", {"count": 2, "timeout_ms": 9}).cb("alloc", "c0", "B1")

@@ -1,5 +1,8 @@
 """host/probe/reaping.py: a batch's leftovers are killed, and nothing else is, even while other lanes
-are starting their own probes (a child between fork and exec holds every descriptor of the kit)."""
+are starting their own probes. Between fork and exec, a probe another lane is starting holds every
+descriptor of the kit, the ending batch's marker among them (close-on-exec): killing and reaping it
+ended that lane's batch with "probe process ended unexpectedly (exit status 0)" and no trace, and while
+it was still in the kit's session, killing its group killed the kit (and a test session) itself."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ def test_clicking_a_failing_sentence_shows_the_twin_failure_and_its_replay(vnpu,
     page = out.read_text(encoding="utf-8")
     assert _sentence(page, "req-type-unknown-einval") == "fail"
     assert _sentence(page, "req-free-null-noop") == "fail"  # the twin's crash: died in req_free_null
-    assert _sentence(page, "map-maps-buffer") == "nx"  # the skeleton allocates no buffer to map
+    assert _sentence(page, "free-mapping-valid-after-free") == "nx"  # the skeleton allocates no buffer to map
     with Browser(tmp_path / "profile", 1400, 1000) as browser:
         browser.open(out.as_uri())
         assert browser.evaluate("document.body.getAttribute('data-ready')") == "1"

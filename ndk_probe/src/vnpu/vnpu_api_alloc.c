@@ -74,6 +74,19 @@ static int published_error(struct vnpu_device *dev, const struct submission *s) 
     return vnpu_policy_admit_locked(dev, r);
 }
 
+/* aosp-2026: the size goes unchecked to the DMA-buf heap, cast to size_t (the service's JNI,
+ * nativeAllocWrapLoad: `size as usize`). The kernel page-aligns the length, so one within a page of
+ * the top wraps to 0 (-1: EINVAL, as 0 itself), and refuses more pages than the machine has
+ * (INT64_MAX, INT64_MIN, any other negative size: ENOMEM). */
+static int heap_size_error(int64_t size) {
+    size_t page = vnpu_page_size();
+    size_t aligned = ((size_t)size + page - 1) & ~(page - 1);
+    if (aligned == 0)
+        return EINVAL;
+    long pages = sysconf(_SC_PHYS_PAGES);
+    return pages > 0 && aligned / page > (size_t)pages ? ENOMEM : 0;
+}
+
 /* aosp-2026, in the service's order (facts ALLOC-SVC-1): no priority or prot checks (D3, D12). */
 static int aosp_error(struct vnpu_device *dev, const struct submission *s) {
     const ANpuManager_AllocRequest *r = &s->snap;
@@ -81,11 +94,10 @@ static int aosp_error(struct vnpu_device *dev, const struct submission *s) {
         return EINVAL;
     if (!vnpu_profile_has_pair(&dev->profile, r->device, r->type))
         return ENOSYS; /* includes device -1 and UNKNOWN (D2) */
-    if (r->size == 0)
-        return EINVAL; /* the heap refuses a zero length */
-    if (r->size < 0 || (uint64_t)r->size > SIZE_MAX)
-        return ENOMEM; /* a negative size is cast to a huge unsigned one */
-    int err = vnpu_policy_admit_locked(dev, r);
+    int err = heap_size_error(r->size);
+    if (err != 0)
+        return err;
+    err = vnpu_policy_admit_locked(dev, r);
     if (err == 0 && s->segment)
         err = segment_error(s);
     return err;

@@ -77,9 +77,9 @@ VNPU_API int ANpuBuffer_free(ANpuBuffer *const *buffers, size_t buffersLen) {
 
 static int map_error_locked(const struct vnpu_device *dev, const ANpuBuffer *buf, int prot) {
     if (!vnpu_buffer_is_registered_locked(dev, buf) || !buf->user_ref)
-        return EINVAL; /* map after free is undefined; refuse it */
-    if (vnpu_aosp(dev))
-        return buf->preempted || buf->state != VNPU_ALLOCATED ? ENOMEM : 0; /* D1; no prot check (D13) */
+        return EINVAL;  /* map after free is undefined; refuse it */
+    if (vnpu_aosp(dev)) /* the client's state: Allocated until the notice arrives (D24); no prot check (D13) */
+        return buf->client_preempted || buf->state != VNPU_ALLOCATED ? ENOMEM : 0; /* D1 */
     if (buf->preempted)
         return ENOENT;
     if (buf->state != VNPU_ALLOCATED)

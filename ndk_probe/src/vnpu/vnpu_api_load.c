@@ -25,20 +25,34 @@ static int published_error_locked(const ANpuBuffer *buf, int src, int dup_err, i
     return vnpu_check_file_bounds(src, off, len);
 }
 
-/* aosp-2026: client-side refusals are immediate (facts LOAD-4); the service's come later. */
+/* aosp-2026: client-side refusals are immediate (facts LOAD-4); the service's come later. The
+ * client looks at its own state: a buffer the service preempted whose notice has not arrived yet
+ * is still Allocated to it, and the load is sent (the notice, ahead of the reply, cancels it). */
 static int aosp_error_locked(const ANpuBuffer *buf, int src, int dup_err, int64_t off, int64_t len, int64_t boff,
                              bool *immediate) {
     *immediate = true;
-    if (!buf->user_ref || buf->preempted || buf->state != VNPU_ALLOCATED)
+    if (!buf->user_ref || buf->client_preempted || buf->state != VNPU_ALLOCATED)
         return EINVAL;
     if (dup_err != 0)
         return dup_err; /* the fd cannot be sent */
     *immediate = false;
-    if (buf->load_poisoned || off < 0 || len < 0 || boff < 0)
+    if (buf->preempted || buf->load_poisoned || off < 0 || len < 0 || boff < 0)
         return EINVAL;
     if (boff > buf->size || len > buf->size - boff)
         return EINVAL;
     return vnpu_check_file_bounds(src, off, len); /* mapped: allowed (D7) */
+}
+
+/* aosp-2026, a negative fd other than -1: the client wraps it unchecked and moves the buffer to
+ * Loading; writing it into the binder call fails (libbinder_ndk's AParcel_writeParcelFileDescriptor
+ * refuses fd < -1 with STATUS_UNKNOWN_ERROR), which translations.rs maps to ECONNRESET, and the client
+ * state is not rolled back (facts LOAD-5): onLoad(ECONNRESET) now, and the buffer stays Loading. */
+static bool aosp_wedge_locked(ANpuBuffer *buf, ANpuManager_LoadCallback onLoad) {
+    if (!buf->user_ref || buf->client_preempted || buf->state != VNPU_ALLOCATED)
+        return false; /* refused before the binder call, as for any fd */
+    buf->state = VNPU_LOADING;
+    buf->wedged_on_load = onLoad;
+    return true;
 }
 
 VNPU_API void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fdToOwn, int64_t fileOffset, int64_t segmentLength,
@@ -67,10 +81,16 @@ VNPU_API void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fdToOwn, int64_t fileOff
         fprintf(stderr, "vnpu: ANpuBuffer_loadAsync: %p is not a live ANpuBuffer\n", (void *)buf);
         abort(); /* no cookie to call onLoad with */
     }
-    if (vnpu_aosp(dev))
+    if (vnpu_aosp(dev) && fdToOwn < 0 && aosp_wedge_locked(buf, onLoad)) {
+        job->error = ECONNRESET;
+        job->immediate = true;
+    } else if (vnpu_aosp(dev)) {
         job->error = aosp_error_locked(buf, src, dup_err, fileOffset, segmentLength, bufferOffset, &job->immediate);
-    else
+        if (!job->immediate)
+            buf->state = VNPU_LOADING; /* the client sent it: Loading until the reply (LOAD-4) */
+    } else {
         job->error = published_error_locked(buf, src, dup_err, fileOffset, segmentLength, bufferOffset);
+    }
     if (job->error == 0) {
         buf->state = VNPU_LOADING;
         job->fd = src;

@@ -110,7 +110,11 @@ VNPU_API void ANpuManager_AllocRequest_setProtectionFlags(ANpuManager_AllocReque
 }
 
 VNPU_API void ANpuManager_AllocRequest_setOnAlloc(ANpuManager_AllocRequest *req, ANpuManager_AllocCallback onAlloc) {
-    vnpu_dev();
+    struct vnpu_device *dev = vnpu_dev();
+    /* aosp-2026: alloc_request.rs checks only the callback, then stores it through the request
+     * reference: a NULL request faults (SIGSEGV), a NULL callback panics first (abort). */
+    if (req == NULL && onAlloc != NULL && vnpu_aosp(dev))
+        vnpu_null_deref("ANpuManager_AllocRequest_setOnAlloc");
     vnpu_request_check(req);
     if (onAlloc == NULL) {
         fprintf(stderr, "vnpu: ANpuManager_AllocRequest_setOnAlloc: onAlloc is NULL\n");

@@ -117,20 +117,25 @@ struct ANpuBuffer {
     int memfd; /* -1 once the memory is released (preemption) */
     int32_t priority;
     enum vnpu_buf_state state;
-    bool user_ref;  /* the user may still call ANpuBuffer_free */
-    bool delivered; /* onAlloc(0, buf) has started */
-    bool preempted;
-    bool cancel_pending;     /* aosp-2026: preempted while allocating/loading */
+    bool user_ref;           /* the user may still call ANpuBuffer_free */
+    bool delivered;          /* onAlloc(0, buf) has started */
+    bool preempted;          /* by the service: a victim no more (published: also maps ENOENT at once) */
+    bool client_preempted;   /* aosp-2026: the notice reached the client: maps ENOMEM, loads EINVAL */
+    bool cancel_pending;     /* aosp-2026: preempted while a load is in flight */
     uint64_t cancel_late_ns; /* aosp-2026: with cancel_pending, the onPreempt's extra delay */
     bool load_poisoned;      /* aosp-2026: a failed load wedges later loads (LOAD-6) */
-    bool accounted;          /* counted by the budget / the policy */
+    /* aosp-2026: a load whose binder call failed left the client in Loading with this onLoad (LOAD-5):
+     * maps fail ENOMEM and loads EINVAL from then on; a notice answers it ECANCELED. */
+    ANpuManager_LoadCallback wedged_on_load;
+    bool accounted; /* counted by the budget / the policy */
     /* The block the policy gave it (acl, caching, arena): bytes taken, region, arena offset. */
     uint64_t pol_charge, pol_start;
     int pol_region;
     bool dead;
     unsigned jobs; /* queued or running callback jobs that use this buffer */
-    /* aosp-2026: loadAsync jobs that have not yet decided to call onLoad. A freed buffer's late
-     * load reply is dropped (facts LOAD-7), so these do not keep its cookie alive. */
+    /* aosp-2026: loadAsync jobs that have not yet decided to call onLoad, and preemption notices not
+     * yet delivered. A freed buffer's late load reply or notice finds no entry in the client map and
+     * is dropped (facts LOAD-7, PRE-2), so these do not keep its cookie alive. */
     unsigned quiet_jobs;
     struct vnpu_range *ranges;
     size_t nranges, cap_ranges;

@@ -67,8 +67,8 @@ int vnpu_copy_segment(int src, int64_t off, int64_t len, int dst, int64_t dst_of
     return err;
 }
 
-/* aosp-2026: the onPreempt owed after an ECANCELED result, on this thread at once, or (the buffer
- * was preempted by preempt_late=) as a job of its own, due that much later. */
+/* aosp-2026: the onPreempt owed after an onLoad(ECANCELED), on this thread at once, or (the buffer
+ * was preempted by preempt_late=) as a notice of its own, due that much later. */
 static void cancelled_preempt(struct vnpu_device *dev, ANpuBuffer *buf, void *cookie) {
     if (buf->on_preempt == NULL)
         return;
@@ -77,7 +77,9 @@ static void cancelled_preempt(struct vnpu_device *dev, ANpuBuffer *buf, void *co
     if (late_ns != 0) {
         struct vnpu_job *job = vnpu_job_new(VNPU_JOB_PREEMPT);
         job->buf = buf;
+        job->error = ECANCELED; /* the client is Preempted already: only the callback is left */
         buf->jobs++;
+        buf->quiet_jobs++;
         vnpu_enqueue_late_locked(dev, job, late_ns);
     }
     vnpu_unlock(dev);
@@ -111,52 +113,49 @@ static void run_alloc(struct vnpu_device *dev, struct vnpu_job *job) {
     }
     void *cookie = vnpu_cookie_value(buf->cookie);
     vnpu_lock(dev);
-    bool cancelled = buf->cancel_pending;
-    if (err != 0 || cancelled) {
+    if (err != 0) {
         buf->user_ref = false; /* never handed out */
         vnpu_policy_release_locked(dev, buf);
         vnpu_buffer_release_memory_locked(buf);
-        if (cancelled)
-            err = ECANCELED;
     } else {
         buf->state = VNPU_ALLOCATED;
         buf->delivered = true;
     }
     vnpu_unlock(dev);
-    if (err != 0) {
-        job->on_alloc(cookie, err, NULL);
-        if (cancelled)
-            cancelled_preempt(dev, buf, cookie);
-    } else {
-        job->on_alloc(cookie, 0, buf);
-    }
+    job->on_alloc(cookie, err, err != 0 ? NULL : buf);
     job_done(dev, buf);
 }
 
 static void run_load(struct vnpu_device *dev, struct vnpu_job *job) {
     ANpuBuffer *buf = job->buf;
     int err = job->error;
-    bool copying = job->fd >= 0; /* only then is the buffer in VNPU_LOADING */
+    bool aosp = vnpu_aosp(dev);
+    bool copying = job->fd >= 0;
+    /* The job owns the buffer's Loading state when it copies, and under aosp-2026 whenever the
+     * client sent the load (the client moves to Loading before the service answers, LOAD-4). */
+    bool owns_loading = copying || (aosp && !job->immediate);
     if (copying) {
         err = vnpu_copy_segment(job->fd, job->file_offset, job->length, buf->memfd, job->buffer_offset);
         close(job->fd);
     }
     bool cancelled = false;
     vnpu_lock(dev);
-    if (copying) {
+    if (owns_loading) {
         buf->state = VNPU_ALLOCATED;
         cancelled = buf->cancel_pending;
         if (cancelled) {
+            buf->cancel_pending = false;
+            buf->client_preempted = true; /* the notice overtook the load's reply */
             vnpu_buffer_release_memory_locked(buf);
             err = ECANCELED;
         }
     }
-    if (err != 0 && !job->immediate && vnpu_aosp(dev))
+    if (err != 0 && !job->immediate && aosp)
         buf->load_poisoned = true; /* the service's entry stays LOADING (facts LOAD-6) */
     /* aosp-2026: the reply of a buffer freed meanwhile finds no entry in the client map and is
      * dropped (facts ALLOC-ASYNC-4, LOAD-7): no onLoad; the cookie was let go at the free. */
     bool dropped = false;
-    if (!job->immediate && vnpu_aosp(dev)) {
+    if (!job->immediate && aosp) {
         buf->quiet_jobs--;
         dropped = !buf->user_ref;
     }
@@ -170,6 +169,44 @@ static void run_load(struct vnpu_device *dev, struct vnpu_job *job) {
     job_done(dev, buf);
 }
 
+/* A preemption notice. Published: the buffer was preempted when it was queued; only the onPreempt is
+ * left. aosp-2026 (npu_allocator_client.rs onNotifyPreempted, npu_buffer_impl.rs state_to_preempted):
+ * a notice for a freed buffer finds no entry and is ignored; a load sent since is answered
+ * ECANCELED by its job; otherwise the client turns Preempted now (its descriptor closes, a mapping
+ * keeps the memory), answers a wedged load ECANCELED, and calls onPreempt if set. */
+static void run_notice(struct vnpu_device *dev, struct vnpu_job *job) {
+    ANpuBuffer *buf = job->buf;
+    ANpuManager_LoadCallback wedged = NULL;
+    bool call = true;
+    vnpu_lock(dev);
+    if (vnpu_aosp(dev)) {
+        buf->quiet_jobs--;
+        if (!buf->user_ref) {
+            call = false;
+        } else if (job->error == ECANCELED) {
+            /* the late onPreempt after an onLoad(ECANCELED): the client is Preempted already */
+        } else if (buf->state == VNPU_LOADING && buf->wedged_on_load == NULL) {
+            buf->cancel_pending = true; /* the load job answers ECANCELED, then onPreempt */
+            buf->cancel_late_ns = 0;
+            call = false;
+        } else {
+            buf->client_preempted = true;
+            vnpu_buffer_release_memory_locked(buf);
+            wedged = buf->wedged_on_load;
+            buf->wedged_on_load = NULL;
+            if (wedged != NULL)
+                buf->state = VNPU_ALLOCATED;
+        }
+    }
+    void *cookie = vnpu_cookie_value(buf->cookie);
+    vnpu_unlock(dev);
+    if (wedged != NULL)
+        wedged(cookie, ECANCELED, buf);
+    if (call && buf->on_preempt != NULL)
+        buf->on_preempt(cookie);
+    job_done(dev, buf);
+}
+
 void vnpu_job_run(struct vnpu_device *dev, struct vnpu_job *job) {
     switch (job->kind) {
     case VNPU_JOB_ALLOC:
@@ -179,8 +216,7 @@ void vnpu_job_run(struct vnpu_device *dev, struct vnpu_job *job) {
         run_load(dev, job);
         break;
     case VNPU_JOB_PREEMPT:
-        job->buf->on_preempt(vnpu_cookie_value(job->buf->cookie));
-        job_done(dev, job->buf);
+        run_notice(dev, job);
         break;
     }
     free(job);
