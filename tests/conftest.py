@@ -50,11 +50,11 @@ def npuconf_interruptible(*args: object) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "host", *map(str, args)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)), preexec_fn=_default_sigint,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), preexec_fn=default_sigint,
     )  # fmt: skip
 
 
-def _default_sigint() -> None:
+def default_sigint() -> None:
     # A test session started in the background (nohup, `&` without job control) ignores SIGINT, and a
     # Python started with SIGINT ignored never raises KeyboardInterrupt: give the child the default.
     signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.adb.conftest import records, slow_corpus
-from tests.conftest import ROOT, wait_until
+from tests.conftest import ROOT, default_sigint, wait_until
 from tests.hostile.conftest import cli, text, vnpu_with
 
 pytestmark = pytest.mark.slow
@@ -140,8 +140,10 @@ def test_sigterm_of_a_run_kills_the_running_probe_and_its_leftovers(tmp_path, pr
 
 @pytest.mark.parametrize("to", ["process group", "kit alone"])
 def test_sigint_of_a_run_kills_the_running_probe_and_its_leftovers(tmp_path, probe_build, to):
-    # In a session of its own, as a shell's job: Ctrl-C reaches the whole process group.
-    run, leftovers = _started_run(tmp_path, start_new_session=True)
+    # In a session of its own, as a shell's foreground job: Ctrl-C reaches the whole process group. A job
+    # started in the background ignores SIGINT (and so would a test session started that way): the
+    # terminal's job has the default disposition.
+    run, leftovers = _started_run(tmp_path, start_new_session=True, preexec_fn=default_sigint)
     interrupt = (lambda: os.killpg(run.pid, signal.SIGINT)) if to == "process group" else (
         lambda: run.send_signal(signal.SIGINT))
     stderr = _ended_with_nothing_left(run, leftovers, interrupt)
