@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from host.run import DeviceSession
+from host.run import PreparedDevice
 from host.suite import load_catalogue
 from host.targets import (
     AdbServerAddress,
@@ -118,4 +118,4 @@ def npu_device(request, tmp_path_factory, npu_catalogue):
             impl=impl,
             timeout_multiplier=multiplier,
         )
-    return DeviceSession.open(target, dict(npu_catalogue.quotes()), config.getoption("--npu-profile"))
+    return PreparedDevice.open(target, dict(npu_catalogue.quotes()), config.getoption("--npu-profile"))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..errors import RunInterrupted, UsageError
 from ..run import RunRequest, check_target_options, new_run_id
+from .campaign import Budget, FuzzProgress, FuzzRequest, fuzz
 from .progress import progress_line, start_line
-from .session import Budget, FuzzProgress, FuzzRequest, fuzz
 
 
 class _Progress:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from .session import GROUP_SHRINK_S, GROUP_SHRINKS, OVERRUN_S, Activity, FuzzProgress, FuzzRequest
+from .campaign import GROUP_SHRINK_S, GROUP_SHRINKS, OVERRUN_S, Activity, FuzzProgress, FuzzRequest
 
 
 def start_line(request: FuzzRequest) -> str:

@@ -16,17 +16,7 @@ from typing import IO, Final
 
 from reports.limits import TraceLimits
 
-from .reaping import (
-    BATCH_TOKEN_VAR,
-    RUNNING_PROBES,
-    batch_fds,
-    become_subreaper,
-    end_batch,
-    kill_orphans,
-    new_batch_token,
-    run_contained,
-)
-from .trace import (
+from .output import (
     BatchOutcome,
     BoundedBytes,
     LineSplitter,
@@ -36,6 +26,16 @@ from .trace import (
     api_missing_symbols,
     check_listed_op_table,
     exit_event_scenario,
+)
+from .reaping import (
+    BATCH_TOKEN_VAR,
+    RUNNING_PROBES,
+    batch_fds,
+    become_subreaper,
+    end_batch,
+    kill_orphans,
+    new_batch_token,
+    run_contained,
 )
 
 # Extra wall-clock the host allows beyond the probe's own per-scenario deadline before it

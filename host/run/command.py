@@ -11,7 +11,7 @@ from .given_options import apply_run_defaults
 from .plan import RunRequest, check_target_options
 from .progress import Progress
 from .resume import resume_run
-from .session import start_run
+from .start import start_run
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from .ownership import created_here
 from .plan import Resume, RunPlan, RunRequest, check_target_options
 from .record import duration_estimates
 from .runner import ProgressFn, execute_run
-from .session import RunOutcome, interrupted, open_targets, report_and_record
+from .start import RunOutcome, interrupted, open_targets, report_and_record
 
 
 def resume_run(

@@ -30,11 +30,11 @@ from .decision import (
     device_facts,
     device_fingerprint,
 )
-from .device_session import prepare_device
 from .digests import load_digests, save_digests
 from .judging import MAX_ATTEMPTS, Outcome, not_run
 from .lanes import EstimatesFn, deal_lanes, known_estimates, needs_device_alone
 from .plan import Resume, RunPlan
+from .prepared_device import prepare_device
 from .results_writer import ResultsWriter, now_iso, plan_record, result_record, resume_record
 from .shard import execute_sharded, group_of
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from host.fuzz.campaign import OVERRUN_S, Activity, Budget, FuzzProgress, FuzzRequest
 from host.fuzz.progress import progress_line, start_line
 from host.fuzz.replay import replay
-from host.fuzz.session import OVERRUN_S, Activity, Budget, FuzzProgress, FuzzRequest
 from host.run import RunRequest
 from tests.conftest import npuconf
 from tests.host.test_end_to_end import build_defective_vnpu

@@ -158,7 +158,7 @@ def layer_violations() -> list[str]:
 
 def test_every_kit_module_has_a_room():
     assert all(room(m) for m in MODULES)
-    assert {"host.cli", "host.run.session", "host.targets.adb.transport", "host.offline.verify"} <= set(MODULES)
+    assert {"host.cli", "host.run.start", "host.targets.adb.transport", "host.offline.verify"} <= set(MODULES)
 
 
 def test_no_import_circles():
@@ -175,7 +175,7 @@ def test_the_checker_sees_circles_and_upward_imports():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
     assert room("host.targets.adb.transport") == "host.targets"
-    assert LAYERS[room("host.run.session")] < LAYERS[room("host.offline.bundle")]
+    assert LAYERS[room("host.run.start")] < LAYERS[room("host.offline.bundle")]
 
 
 def test_relative_imports_are_resolved():

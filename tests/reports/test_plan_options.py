@@ -13,7 +13,7 @@ from host.run.given_options import RUN_OPTIONS
 from reports.findings import replay_command
 from reports.plan_options import OPTION, OPTIONS, PlanOptions, read_plan_options
 
-# What `npuconf run` records (host/run/session.py), every option set.
+# What `npuconf run` records (host/run/start.py), every option set.
 RECORDED = PlanOptions(
     impl="/opt/lib.so", personality="aosp-2026", policy="acl", keyword="alloc", scenario_ids=("a.x",),
     clauses=("alloc-async",), timeout_multiplier=2, jobs=3, cross="aarch64-linux-gnu", scenarios="/s",

@@ -1,5 +1,5 @@
 """Every branch of the one verdict decision (host/run/decision.py), through the four paths that decide
-verdicts: `npuconf run` (execute_run), the pytest layer (DeviceSession.run), `rejudge` and `verify`.
+verdicts: `npuconf run` (execute_run), the pytest layer (PreparedDevice.run), `rejudge` and `verify`.
 All four agree, branch by branch, including a judge-made ERROR after the model changes.
 
 The devices are real local targets (the real probe over the virtual NPU, or over a real library that
@@ -23,8 +23,8 @@ from host.offline.bundle import make_bundle
 from host.offline.rejudge import rejudge
 from host.offline.verify import verify_bundle
 from host.probe import DEFAULT_BUILD_DIR, BatchOutcome, ScenarioTrace, host_exit_line
-from host.run import DISCOVERY_ID, DeviceSession, RunPlan
-from host.run.device_session import prepare_device
+from host.run import DISCOVERY_ID, PreparedDevice, RunPlan
+from host.run.prepared_device import prepare_device
 from host.run.runner import execute_run
 from host.suite import claim_basis, load_catalogue, load_corpus
 from host.targets import LocalTarget, VnpuProfile
@@ -240,10 +240,10 @@ def test_the_pytest_layer_decides_as_the_run(decided):
     for name, target in targets.items():
         if name == "gone":
             with pytest.raises(RuntimeError, match="the device went away"):
-                DeviceSession.open(target, QUOTES, plan.profile)
+                PreparedDevice.open(target, QUOTES, plan.profile)
             assert {recorded[(target.serial, s.id)].shown for s in plan.scenarios} == {"error"}
             continue
-        session = DeviceSession(target, prepare_device(target), QUOTES, plan.profile)
+        session = PreparedDevice(target, prepare_device(target), QUOTES, plan.profile)
         for scenario in plan.scenarios:
             if name == "refusing" and scenario.id != REFUSED:
                 continue
@@ -299,7 +299,7 @@ def test_a_judge_made_error_is_decided_again_after_the_model_changes(decided, tm
     rerun = replace(plan, run_id="decision-paths-again", out_dir=tmp_path / "again", scenarios=(CORPUS[MALFORMED],))
     execute_run(rerun, [again])
     assert _verdicts(rerun.out_dir) == {("main-again", MALFORMED): Verdict.PASS}
-    session = DeviceSession(again, prepare_device(again), QUOTES, plan.profile)
+    session = PreparedDevice(again, prepare_device(again), QUOTES, plan.profile)
     assert session.run(CORPUS[MALFORMED]).verdict is Verdict.PASS
 
 
@@ -329,7 +329,7 @@ def test_a_scenario_that_cannot_be_compiled_is_not_applicable_on_all_four_paths(
     (record,) = load_results(plan.out_dir).results
     assert (record.verdict, record.reason) == (
         Verdict.NOT_APPLICABLE, "scenario extra.handle_of_two_kinds: handle 'x' is used both as r and b")
-    session = DeviceSession(target, prepare_device(target), QUOTES, plan.profile)
+    session = PreparedDevice(target, prepare_device(target), QUOTES, plan.profile)
     assert session.run(scenario).verdict is Verdict.NOT_APPLICABLE
     rejudged = rejudge(plan.out_dir, out=tmp_path / "rejudged", scenario_root=root)
     assert _verdicts(rejudged.out_dir) == {("plain", scenario.id): Verdict.NOT_APPLICABLE}

@@ -1,4 +1,4 @@
-"""Discovery and the build checks of the local target are kept between runs (host/run/device_session.py,
+"""Discovery and the build checks of the local target are kept between runs (host/run/prepared_device.py,
 host/targets/local.py) under everything their answer depends on, and redone when any of it changes."""
 
 import pytest

@@ -132,14 +132,14 @@ def _cached_lines(data: bytes | None) -> tuple[str, ...] | None:
 
 
 @dataclass
-class DeviceSession:
+class PreparedDevice:
     target: Target
     device: Device
     catalogue: Mapping[str, str]
     profile: str
 
     @classmethod
-    def open(cls, target: Target, catalogue: Mapping[str, str], profile: str) -> DeviceSession:
+    def open(cls, target: Target, catalogue: Mapping[str, str], profile: str) -> PreparedDevice:
         return cls(target, prepare_device(target), catalogue, profile)
 
     @property

@@ -1,4 +1,4 @@
-"""`npuconf run` from request to answer (host/run/session.py, command.py): a usage error creates nothing,
+"""`npuconf run` from request to answer (host/run/start.py, command.py): a usage error creates nothing,
 the answer is printed before the reports are written, and a local run imports no adb library."""
 
 import os
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-import host.run.session as session
+import host.run.start as session
 from host.cli import main
 from tests.conftest import ROOT, npuconf
 
