@@ -18,7 +18,7 @@ from typing import Final, NoReturn, TextIO
 from reference_model.errors import KitError
 from reference_model.profiles import PROFILES
 from reference_model.verdicts import RunExit
-from reports.safe_io import DISK_ERRNOS, OutputFailed, console_text
+from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, console_text
 from reports.store import DEFAULT_STORE
 from reports.store_postgresql import is_postgresql_url
 

@@ -58,8 +58,8 @@ from reference_model.verdicts import Verdict
 from reference_model.vocabulary import OPS, Op
 
 from .clause_answers import readings_of_reason
+from .floor.safe_io import write_text
 from .results import ResultRecord, RunResults, callback_latencies, format_ns, percentile
-from .safe_io import write_text
 from .summary import clean_json
 
 ATLAS_SCHEMA: Final = 1

@@ -39,8 +39,8 @@ from reference_model.verdicts import SEVERITY, Verdict, worst
 from .atlas import AtlasChange, DeviceAtlas, SectionView, atlas_changes, atlas_sections, side_by_side
 from .claim import NORMATIVE_PROFILE
 from .clause_answers import stored_answering
+from .floor.safe_io import output_dir, write_text
 from .html import environment
-from .safe_io import output_dir, write_text
 from .store import StoreEngine, describe_location, open_store, stored_atlas
 
 DASHBOARD_NAME: Final = "dashboard.html"

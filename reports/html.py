@@ -33,6 +33,8 @@ from .findings import (
     coverage_gaps,
     findings,
 )
+from .floor.safe_io import write_text
+from .floor.user_cache import cache_key, read_entry, write_entry
 from .results import (
     ResultRecord,
     RunResults,
@@ -44,8 +46,6 @@ from .results import (
     render_value,
     safe_text,
 )
-from .safe_io import write_text
-from .user_cache import cache_key, read_entry, write_entry
 
 if TYPE_CHECKING:
     import jinja2
@@ -378,7 +378,7 @@ def _finalize(value: object) -> object:
 def environment() -> jinja2.Environment:
     """The one template environment of the kit's pages, made once per process (jinja2 is imported only
     by commands that render a page); each template is compiled once and its code kept in the user
-    cache (reports/user_cache.py), keyed by jinja2 on the template's source."""
+    cache (reports/floor/user_cache.py), keyed by jinja2 on the template's source."""
     import jinja2
 
     class UserCache(jinja2.BytecodeCache):

@@ -15,8 +15,8 @@ from reference_model.verdicts import ANSWER_ORDER, Verdict
 
 from .clause_answers import ClauseAnswers, clause_answers, named_clauses
 from .findings import trace_excerpt
+from .floor.safe_io import atomic_output
 from .results import ResultRecord, RunResults, render_value, safe_text
-from .safe_io import atomic_output
 
 if TYPE_CHECKING:  # junitparser is imported only where a junit.xml is built
     import junitparser

@@ -23,6 +23,7 @@ from typing import Final
 
 from reference_model.errors import KitError
 
+from .floor.safe_io import output_dir
 from .plan_options import OPTION, read_plan_options
 from .records import (
     RESULTS_SCHEMA,
@@ -39,7 +40,6 @@ from .records import (
     write_records,
 )
 from .results import RunResults, load_results
-from .safe_io import output_dir
 
 IDENTITY_FIELDS: Final = ("kit_version", "vocabulary", "profile", "target", "corpus_hash", "model_hash")
 

@@ -30,9 +30,9 @@ from reference_model.divergence import Divergence, render_value
 from reference_model.errors import KitError
 from reference_model.verdicts import Verdict
 
-from .jsonl import dump_line
-from .limits import limit, over
-from .safe_io import (
+from .floor.jsonl import dump_line
+from .floor.limits import limit, over
+from .floor.safe_io import (
     DISK_ERRNOS,
     OutputFailed,
     UnsafeOutput,

@@ -21,6 +21,7 @@ from reference_model.verdicts import RunExit, Verdict, worst
 from reference_model.vocabulary import Op
 
 from .claim import Claim, claim_of
+from .floor.safe_io import safe_text as safe_text
 from .kit import KitFacts, kit_facts
 from .plan_options import read_plan_options
 from .records import RESULTS_NAME as RESULTS_NAME
@@ -36,7 +37,6 @@ from .records import ResumeRecord as ResumeRecord
 from .records import read_records
 from .records import read_results_bytes as read_results_bytes
 from .records import unreadable_json as unreadable_json
-from .safe_io import safe_text as safe_text
 
 NOT_EXECUTED_REASON: Final = "planned, but results.jsonl holds no result for it"
 

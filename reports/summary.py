@@ -10,6 +10,7 @@ from reference_model.verdicts import Verdict
 
 from .clause_answers import clause_answers
 from .findings import coverage_gaps, finding_summary, findings, gap_summary
+from .floor.safe_io import write_text
 from .results import (
     RunResults,
     count_verdicts,
@@ -17,7 +18,6 @@ from .results import (
     counts_by_device,
     safe_text,
 )
-from .safe_io import write_text
 
 SUMMARY_SCHEMA: Final = 1
 

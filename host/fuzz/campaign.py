@@ -22,8 +22,8 @@ import yaml
 
 from reference_model.errors import KitError
 from reference_model.verdicts import Verdict
+from reports.floor.safe_io import append_bytes, output_dir, remove_file, write_text
 from reports.fuzz import FuzzDevice, FuzzDivergence, FuzzSummary, write_fuzz_reports
-from reports.safe_io import append_bytes, output_dir, remove_file, write_text
 
 from ..errors import InfraError, RunInterrupted, UsageError
 from ..run import RunRequest, now_iso, open_targets

@@ -21,8 +21,8 @@ from typing import Any, Final
 
 from reference_model.errors import KitError
 from reports import RunResults, write_reports
+from reports.floor.safe_io import atomic_output, checked_name, read_unfollowed
 from reports.results import read_results_bytes
-from reports.safe_io import atomic_output, checked_name, read_unfollowed
 
 from .. import KIT_VERSION
 from ..suite import checkout_tree_hashes

@@ -21,6 +21,7 @@ from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, write_reports
 from reports.claim import Claim
+from reports.floor.safe_io import output_dir
 from reports.records import (
     EndRecord,
     Record,
@@ -30,7 +31,6 @@ from reports.records import (
     verdict_counts,
     write_records,
 )
-from reports.safe_io import output_dir
 
 from ..errors import UsageError
 from ..probe import Pairs

@@ -10,7 +10,7 @@ from typing import Final
 
 from reference_model.rules import cited_clauses
 from reports import load_results
-from reports.safe_io import write_text
+from reports.floor.safe_io import write_text
 from reports.spec_page import SpecClause, SpecSource, render_spec
 
 from ..errors import UsageError

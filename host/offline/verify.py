@@ -21,7 +21,7 @@ from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import ResultsUnreadable, RunResults, load_results
 from reports.claim import Claim, ClaimLevel
-from reports.limits import limit, over
+from reports.floor.limits import limit, over
 from reports.plan_filters import filters_of
 from reports.plan_options import PlanOptions, read_plan_options
 from reports.records import Records, read_records

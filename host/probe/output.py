@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from reference_model.trace import ApiMissing, closing_scenario, exit_line, read_line
 from reference_model.vocabulary import PROBE_LIST_LINES
-from reports.limits import TraceLimits, over
+from reports.floor.limits import TraceLimits, over
 
 from ..errors import StaleProbe
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, Final
 
-from reports.limits import TraceLimits
+from reports.floor.limits import TraceLimits
 
 from .output import (
     BatchOutcome,

@@ -1,4 +1,4 @@
-"""The model's data digests kept between runs in the user cache (reports/user_cache.py).
+"""The model's data digests kept between runs in the user cache (reports/floor/user_cache.py).
 
 Judging a whole run spends most of its time computing FNV-1a-64 digests of the data patterns a
 scenario reads back, byte by byte in Python, and every run of the corpus asks for the same ranges.
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Final
 
 import reference_model.content as content
-from reports.user_cache import cache_key, read_entry, write_entry
+from reports.floor.user_cache import cache_key, read_entry, write_entry
 
 NAMESPACE: Final = "digests"
 _U64: Final = 1 << 64

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from reports.floor.safe_io import console_text
 from reports.plan_options import OPTION, PlanOptions
-from reports.safe_io import console_text
 
 from ..errors import UsageError
 

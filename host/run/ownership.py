@@ -1,7 +1,7 @@
 """Which run directories this host created: `--resume` trusts a plan's options only for those.
 
 `npuconf run` writes a random token into RUN_DIR/.npuconf-host and records the token, with the
-directory's resolved path, in this host's state directory (reports.safe_io.host_state_dir). A run
+directory's resolved path, in this host's state directory (reports.floor.safe_io.host_state_dir). A run
 directory copied from elsewhere, or edited to carry another token, does not match: `--resume` of it
 never loads the library its plan names and asks for `--impl` on the command line instead.
 """
@@ -14,7 +14,7 @@ import secrets
 from pathlib import Path
 from typing import Final
 
-from reports.safe_io import host_state_dir, read_small, write_text
+from reports.floor.safe_io import host_state_dir, read_small, write_text
 
 MARKER: Final = ".npuconf-host"
 _TOKEN: Final = re.compile(r"[0-9a-f]{32}")

@@ -10,8 +10,8 @@ from typing import Any, Final
 from reference_model.caps import DeviceCaps
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
-from reports.limits import limit
-from reports.user_cache import read_entry, write_entry
+from reports.floor.limits import limit
+from reports.floor.user_cache import read_entry, write_entry
 
 from .. import KIT_VERSION
 from ..probe import Pairs, ScenarioTrace, api_missing_line, compile_program, compile_scenario

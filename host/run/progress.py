@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from reference_model.verdicts import Verdict
-from reports.safe_io import console_text
+from reports.floor.safe_io import console_text
 
 REDRAW_INTERVAL_S = 0.25  # terminal: the fastest redraw
 LOG_INTERVAL_S = 10.0  # log: a line at least this often while results arrive

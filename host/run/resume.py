@@ -8,8 +8,8 @@ from pathlib import Path
 
 from reference_model.verdicts import Verdict
 from reports import load_results, report_paths
+from reports.floor.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 from reports.plan_options import PlanOptions, read_plan_options
-from reports.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 
 from ..errors import UsageError
 from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file, waivers_as_of

@@ -12,8 +12,8 @@ from reference_model.caps import DeviceCaps
 from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
+from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, output_dir
 from reports.records import DeviceRecord, EndRecord
-from reports.safe_io import DISK_ERRNOS, OutputFailed, output_dir
 
 from ..errors import UsageError
 from ..probe import RUNNING_PROBES, CompiledScenario, Pairs, ScenarioTrace, api_missing_line, compile_program

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from reference_model.verdicts import Verdict
 from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, report_paths, write_run_reports
 from reports.claim import Claim
+from reports.floor.safe_io import output_dir
 from reports.plan_options import PlanOptions
-from reports.safe_io import output_dir
 
 from ..errors import RunInterrupted, UsageError
 from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix

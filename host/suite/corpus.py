@@ -15,8 +15,8 @@ import yaml
 
 from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import Scenario, parse_scenario
-from reports.limits import limit
-from reports.user_cache import cache_key, read_entry, source_fingerprint, write_entry
+from reports.floor.limits import limit
+from reports.floor.user_cache import cache_key, read_entry, source_fingerprint, write_entry
 
 from ..errors import UsageError
 from .checkout import REPO_ROOT, SCENARIO_ROOT
@@ -74,7 +74,7 @@ def load_corpus(root: Path = SCENARIO_ROOT, known_clauses: frozenset[str] | None
     """Every scenario under root, sorted by id; ids must be unique across the corpus.
 
     A corpus already parsed from the same bytes, by the same parser code, is taken from the user cache
-    (reports/user_cache.py): parsing is most of a short run's fixed cost."""
+    (reports/floor/user_cache.py): parsing is most of a short run's fixed cost."""
     check_scenario_root(root)
     paths = sorted(root.glob("*/*.yaml"))
     if not paths:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from reports.limits import limit, over
+from reports.floor.limits import limit, over
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

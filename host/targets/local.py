@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from reference_model.vocabulary import PROBE_LIST_LINES
-from reports.limits import limit, over
-from reports.safe_io import append_bytes, output_dir, write_text
-from reports.user_cache import cache_key, read_entry, write_entry
+from reports.floor.limits import limit, over
+from reports.floor.safe_io import append_bytes, output_dir, write_text
+from reports.floor.user_cache import cache_key, read_entry, write_entry
 
 from ..errors import UsageError
 from ..probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch

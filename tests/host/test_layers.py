@@ -3,7 +3,7 @@
 Every import statement of every kit module is read with `ast` (also those inside functions), resolved
 to the kit module it names, and checked against the layer order
 
-    reference_model <- reports <- host (errors) <- host.suite <- host.probe <- host.targets
+    reference_model <- reports.floor <- reports <- host (errors) <- host.suite <- host.probe <- host.targets
                     <- host.run <- host.offline, host.fuzz, conformance <- host.cli <- host.entry <- host.__main__
 
 A module may import its own room freely and lower rooms through their package (`host.targets`, not
@@ -22,19 +22,20 @@ PACKAGES = ("reference_model", "reports", "host", "conformance")
 # room -> layer; the longest matching prefix decides a module's room.
 LAYERS: dict[str, int] = {
     "reference_model": 0,
-    "reports": 1,
-    "host": 2,  # host/__init__.py (KIT_VERSION) and host/errors.py
-    "host.errors": 2,
-    "host.suite": 3,
-    "host.probe": 4,
-    "host.targets": 5,
-    "host.run": 6,
-    "host.fuzz": 7,
-    "host.offline": 7,
-    "conformance": 7,
-    "host.cli": 8,
-    "host.entry": 9,  # the console script: imports the command line under a Ctrl-C guard
-    "host.__main__": 10,  # `python -m host`: runs the console script
+    "reports.floor": 1,  # safe file I/O, bounds, JSON lines, the user cache: every room's floor
+    "reports": 2,
+    "host": 3,  # host/__init__.py (KIT_VERSION) and host/errors.py
+    "host.errors": 3,
+    "host.suite": 4,
+    "host.probe": 5,
+    "host.targets": 6,
+    "host.run": 7,
+    "host.fuzz": 8,
+    "host.offline": 8,
+    "conformance": 8,
+    "host.cli": 9,
+    "host.entry": 10,  # the console script: imports the command line under a Ctrl-C guard
+    "host.__main__": 11,  # `python -m host`: runs the console script
 }
 
 
@@ -185,5 +186,10 @@ def test_relative_imports_are_resolved():
     assert reaching <= {"reference_model"}
     assert {room(t) for m in MODULES if room(m) == "reports" for _, t in imported_modules(m)} <= {
         "reports",
+        "reports.floor",
+        "reference_model",
+    }
+    assert {room(t) for m in MODULES if room(m) == "reports.floor" for _, t in imported_modules(m)} <= {
+        "reports.floor",
         "reference_model",
     }

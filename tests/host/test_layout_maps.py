@@ -1,5 +1,6 @@
-"""The maps of the harness agree with the tree: docs/decisions.md names every module of every room of
-host/ (and nothing that is not there), and the README and host/__init__.py name every room."""
+"""The maps of the kit agree with the tree: docs/decisions.md names every module of every room of host/
+and every module of reports/ and its floor (and nothing that is not there), and the README and
+host/__init__.py name every room."""
 
 from __future__ import annotations
 
@@ -13,14 +14,24 @@ ROOMS = sorted(p.name for p in HOST.iterdir() if p.is_dir() and (p / "__init__.p
 IMPLIED = {"__init__.py", "__main__.py"}
 
 
+def _layout_block(top: str) -> str:
+    """The text of the ```<top>/ layout block of docs/decisions.md."""
+    text = (ROOT / "docs" / "decisions.md").read_text(encoding="utf-8")
+    block = re.search(rf"```\n{top}/\n(.*?)```", text, re.S)
+    assert block, f"docs/decisions.md has no ```{top}/ layout block"
+    return block.group(1)
+
+
+def _named_modules(text: str) -> set[str]:
+    return set(re.findall(r"\b([a-z_]+\.py)\b", text))
+
+
 def _decisions_map() -> dict[str, str]:
     """room -> the text of its entry in the host/ layout block of docs/decisions.md."""
-    text = (ROOT / "docs" / "decisions.md").read_text(encoding="utf-8")
-    block = re.search(r"```\nhost/\n(.*?)```", text, re.S)
-    assert block, "docs/decisions.md has no ```host/ layout block"
+    block = _layout_block("host")
     entries: dict[str, str] = {}
     current = ""
-    for line in block.group(1).splitlines():
+    for line in block.splitlines():
         head = re.match(r"  ([a-z_]+/)\s", line)
         if head:
             current = head.group(1).rstrip("/")
@@ -36,7 +47,7 @@ def test_decisions_map_names_every_room_and_module_of_host():
     entries = _decisions_map()
     assert sorted(entries) == ROOMS
     for room, text in entries.items():
-        named = set(re.findall(r"\b([a-z_]+\.py)\b", text))
+        named = _named_modules(text)
         present = {p.name for p in (HOST / room).rglob("*.py") if "__pycache__" not in p.parts}
         missing = sorted(present - named - IMPLIED)
         stale = sorted(named - present)
@@ -50,3 +61,17 @@ def test_readme_and_package_docstring_name_every_room():
     for room in ROOMS:
         assert f"`{room}/`" in readme_row, f"README.md's host/ row does not name {room}/"
         assert f"`{room}`" in docstring, f"host/__init__.py does not name the room {room}"
+
+
+def test_decisions_map_names_every_module_of_reports_and_its_floor():
+    block = _layout_block("reports")
+    floor = block[block.index("  floor/") :]
+    reports = ROOT / "reports"
+    for text, directory in ((block[: block.index("  floor/")], reports), (floor, reports / "floor")):
+        present = {p.name for p in directory.glob("*.py")} - IMPLIED
+        named = _named_modules(text)
+        where = f"docs/decisions.md: {directory.relative_to(ROOT)}/"
+        assert not sorted(present - named), f"{where} does not name {sorted(present - named)}"
+        assert not sorted(named - present), f"{where} names {sorted(named - present)}, which is not there"
+    readme_row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `reports/`"))
+    assert "`floor/`" in readme_row

@@ -7,7 +7,7 @@ import pytest
 
 import reference_model.content as content
 from host.run import digests
-from reports.user_cache import write_entry
+from reports.floor.user_cache import write_entry
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from reports.safe_io import UnsafeOutput, checked_name
+from reports.floor.safe_io import UnsafeOutput, checked_name
 
 from ...errors import InfraError, UsageError
 from ...probe import PROBE_NAME, VNPU_NAME, check_listed_op_table

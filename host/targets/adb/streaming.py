@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from reports.limits import TraceLimits
+from reports.floor.limits import TraceLimits
 
 from ...errors import InfraError
 from ...probe import (

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from reports.limits import limit, over
+from reports.floor.limits import limit, over
 
 from ...errors import InfraError
 from ...probe import BatchOutcome, ScenarioTrace

@@ -6,7 +6,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from reports.safe_io import remove_file
+from reports.floor.safe_io import remove_file
 
 from ...errors import UsageError
 from .fleet import read_state, start_fleet, stop_fleet

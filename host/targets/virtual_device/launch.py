@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from reports.safe_io import checked_name, open_append, output_dir, write_text
+from reports.floor.safe_io import checked_name, open_append, output_dir, write_text
 
 from ...errors import InfraError
 from ...suite import REPO_ROOT
