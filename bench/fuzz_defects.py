@@ -3,8 +3,8 @@
     python bench/fuzz_defects.py [--seed S] [--budget 60s] [--jobs 2] [NAME ...]
 
 Builds every single-defect implementation the kit has: the vnpu built with one `-DVNPU_DEFECT_*`
-switch (as tests/host/test_end_to_end.py `build_defective_vnpu` does; the switch -> clause table is
-tests/host/test_fuzz.py `DEFECTS`) and every `M_*` mutant of the adversarial interposer
+switch (as tests/vnpu_builds.py `build_defective_vnpu` does; the switch -> clause table is
+tests/fuzz/test_fuzz.py `DEFECTS`) and every `M_*` mutant of the adversarial interposer
 (tests/adversarial/adversary.py `MUTANTS`, each with the clause its row must FAIL). On each it runs the
 real command line
 
@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.adversarial.adversary import MUTANTS, build, real_library
-from tests.host.test_end_to_end import build_defective_vnpu
-from tests.host.test_fuzz import DEFECTS
+from tests.fuzz.test_fuzz import DEFECTS
+from tests.vnpu_builds import build_defective_vnpu
 
 MAX_JOBS = 2
 SHRINK_ALLOWANCE_S = 60.0  # on top of a time budget, which bounds shrinking too: its documented overrun and slack

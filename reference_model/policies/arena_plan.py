@@ -3,7 +3,7 @@ reference/accelerator-allocators.md §1): which bytes a graph's temporary buffer
 
 The vnpu's ``arena`` policy cannot plan (the NDK API carries no tensor lifetimes: its head is a stack,
 arena.py). This module states the planning arithmetic the same policy family uses when lifetimes are
-known, so that the kit can check its arena arithmetic against the real runtime (tests/host/
+known, so that the kit can check its arena arithmetic against the real runtime (tests/tflm/
 test_tflm_arena.py): the high-water mark predicted here is the runtime's reported arena head.
 Pure Python, no I/O.
 """

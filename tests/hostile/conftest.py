@@ -148,17 +148,3 @@ def run_copy(tmp_path, finished_run):
 
 def write_records(path: Path, objects):
     path.write_text("".join(json.dumps(o) + "\n" for o in objects))
-
-
-def vnpu_with(extra_source, library):
-    """libvnpu built with one more C file (a constructor that misbehaves): an `--impl` that acts as told."""
-    from host.probe import PROBE_SOURCE
-
-    sources = sorted((PROBE_SOURCE / "src" / "vnpu").glob("*.c"))
-    subprocess.run(
-        ["gcc", "-std=c11", "-shared", "-fPIC", "-O1", "-D_GNU_SOURCE", "-pthread",
-         f"-I{PROBE_SOURCE / 'include'}", f"-I{PROBE_SOURCE / 'gen'}", f"-I{PROBE_SOURCE / 'src' / 'vnpu'}",
-         "-fvisibility=hidden", "-o", str(library), *map(str, sources), str(extra_source)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return library

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from tests.hostile.conftest import cli, records, text, vnpu_with, write_records
+from tests.hostile.conftest import cli, records, text, write_records
+from tests.vnpu_builds import vnpu_with
 
 VICTIM_TEXT = "precious\n"
 

@@ -15,7 +15,8 @@ import pytest
 
 from tests.adb.conftest import records, slow_corpus
 from tests.conftest import ROOT, default_sigint, wait_until
-from tests.hostile.conftest import cli, text, vnpu_with
+from tests.hostile.conftest import cli, text
+from tests.vnpu_builds import vnpu_with
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from tests.conftest import npuconf
-from tests.host.test_end_to_end import build_defective_vnpu
+from tests.vnpu_builds import build_defective_vnpu
 
 DEFECT = "req-type-unknown-einval"
 

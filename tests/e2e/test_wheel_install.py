@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.host.scratch import scratch_checkout
+from tests.e2e.scratch import scratch_checkout
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import jsonl_records, npuconf, npuconf_interruptible, wait_until
-from tests.host.test_end_to_end import build_defective_vnpu
+from tests.vnpu_builds import build_defective_vnpu
 
 DEFECT = "VNPU_DEFECT_KEEP_REPLACED_COOKIE"
 # The defect leaks the replaced cookie: its divergences name one of these.

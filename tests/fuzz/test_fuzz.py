@@ -18,7 +18,7 @@ from reference_model.scenario import parse_scenario
 from reference_model.verdicts import Verdict
 from reference_model.vocabulary import Op
 from tests.conftest import npuconf
-from tests.host.test_end_to_end import build_defective_vnpu
+from tests.vnpu_builds import build_defective_vnpu
 
 MAX_SHRUNK_STEPS = 12
 # its only legal route is a free during an in-flight load, a race: shrinks end between 13 and 15 steps

@@ -2,19 +2,18 @@
 
 import json
 import stat
-import subprocess
 import sys
 
 import pytest
 from junitparser import JUnitXml
 
-from host.probe import PROBE_SOURCE
 from host.run import GRID, caps_from_info
 from host.suite import load_catalogue, load_corpus
 from reference_model.judge import judge
 from reference_model.vocabulary import PROBE_LIST_LINES
 from tests.chromium import chromium, console_lines, needs_chromium
 from tests.conftest import npuconf
+from tests.vnpu_builds import build_defective_vnpu
 
 pytestmark = pytest.mark.slow
 
@@ -91,19 +90,6 @@ def test_real_run_report_opens_in_chromium_without_console_errors(tmp_path, prob
     shot = tmp_path / "report.png"
     chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", (run_dir / "report.html").as_uri())
     assert shot.stat().st_size > 30_000
-
-
-def build_defective_vnpu(tmp_path, define):
-    sources = sorted((PROBE_SOURCE / "src" / "vnpu").glob("*.c"))
-    library = tmp_path / f"libvnpu-{define.lower()}.so"
-    subprocess.run(
-        ["gcc", "-std=c11", "-shared", "-fPIC", "-O1", "-D_GNU_SOURCE", f"-D{define}", "-pthread",
-         f"-I{PROBE_SOURCE / 'include'}", f"-I{PROBE_SOURCE / 'gen'}", f"-I{PROBE_SOURCE / 'src' / 'vnpu'}",
-         "-fvisibility=hidden", "-o", str(library), *map(str, sources)],
-        check=True,
-        capture_output=True,
-    )
-    return library
 
 
 def test_non_conformant_library_fails_with_clause_quote_and_observation(tmp_path, probe_build):

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from tests.conftest import ROOT
-from tests.host.scratch import doc_command, scratch_checkout
+from tests.e2e.scratch import doc_command, scratch_checkout
 
 pytestmark = pytest.mark.slow
 

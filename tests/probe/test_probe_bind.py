@@ -2,7 +2,7 @@
 
 import json
 
-from tests.host.test_probe_threads import SETUP, run_probe
+from tests.probe.test_probe_threads import SETUP, run_probe
 
 
 def _bind_events(stdout: str) -> list[tuple[dict, dict]]:

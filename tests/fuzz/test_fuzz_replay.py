@@ -17,7 +17,7 @@ from host.fuzz.progress import progress_line, start_line
 from host.fuzz.replay import replay
 from host.run import RunRequest
 from tests.conftest import npuconf
-from tests.host.test_end_to_end import build_defective_vnpu
+from tests.vnpu_builds import build_defective_vnpu
 
 NPUCONF = Path(sys.executable).with_name("npuconf")
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.host import twin_expected as te
+from tests.probe import twin_expected as te
 
 pytestmark = pytest.mark.slow
 
@@ -13,7 +13,7 @@ def test_twin_verdicts_match_the_expected_table(tmp_path, probe_build):
     drifted = te.drift(table, got)
     assert not drifted, (
         f"{len(drifted)} scenario(s) drifted from {te.TABLE.relative_to(te.ROOT)} "
-        "(regenerate with `.venv/bin/python -m tests.host.twin_expected --write-expected` if intended):\n"
+        "(regenerate with `.venv/bin/python -m tests.probe.twin_expected --write-expected` if intended):\n"
         + "\n".join(drifted)
     )
 
