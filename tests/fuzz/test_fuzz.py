@@ -670,7 +670,7 @@ def _scripted_worker(tmp_path, outcomes):
     import dataclasses
     from types import SimpleNamespace
 
-    from host.fuzz import session
+    from host.fuzz import campaign as session
 
     run = session._Run(SimpleNamespace(seed=1, until_found=True), tmp_path)  # type: ignore[arg-type]
     worker = session._Worker.__new__(session._Worker)
@@ -696,7 +696,7 @@ def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tm
     """A divergence with two routes, one racy: the first shrunk scenario replays 1 of 3; the group's next
     programs are shrunk too (GROUP_SHRINKS at most, 3 here) and the scenario that replays 3 of 3, then the
     shorter, is kept (the others' files go); --until-found ends after the group's last shrink."""
-    from host.fuzz import session
+    from host.fuzz import campaign as session
 
     monkeypatch.setattr(session, "GROUP_SHRINKS", 3)
     run, worker, _ = _scripted_worker(tmp_path, [(1, 11, 0.0), (3, 13, 0.0), (3, 12, 0.0)])
@@ -717,7 +717,7 @@ def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tm
 def test_a_group_is_not_shrunk_again_once_its_shrinking_took_long(tmp_path):
     """A slow shrink (every candidate of the defect waits out a settle) is not repeated: --until-found ends
     after the first shrink once the group's shrinking time reached GROUP_SHRINK_S."""
-    from host.fuzz import session
+    from host.fuzz import campaign as session
 
     run, worker, shrunk_programs = _scripted_worker(tmp_path, [(3, 5, session.GROUP_SHRINK_S + 1)] * 2)
     for k in range(2):

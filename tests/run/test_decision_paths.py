@@ -161,7 +161,7 @@ def _target(cls: type[LocalTarget], work: Path, serial: str, personality: str = 
 
 def _refusing_library(work: Path) -> Path:
     library = work / "librefuse.so"
-    source = ROOT / "tests" / "host" / "data" / "refuse_allocations.c"
+    source = ROOT / "tests" / "e2e" / "data" / "refuse_allocations.c"
     vnpu = DEFAULT_BUILD_DIR
     subprocess.run(
         ["cc", "-std=c11", "-shared", "-fPIC", "-o", str(library), str(source),
