@@ -66,13 +66,7 @@ void op_bind(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
     /* No match leaves the slot unbound, so later ops on it are skipped rather than misdirected. */
     ctx->buf[st->args[0].v.slot] = index == TRACE_NO_BUF ? 0 : index + 1;
     op_int_result(res, 0);
-    if (index == TRACE_NO_BUF) {
-        jb_null(&res->extra, "handle");
-    } else {
-        char id[24];
-        trace_buf_id(index, id);
-        jb_str(&res->extra, "handle", id);
-    }
+    trace_buf_json(&res->extra, "handle", index);
 }
 
 /* The slot of a trailing `=b<N>`, or -1 when the command does not name a buffer. */

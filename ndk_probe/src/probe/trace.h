@@ -115,7 +115,8 @@ void trace_record_deleter(void *cookie, int fn);
 /* Buffer-handle registry, indexed by the position of the handle in this scenario. */
 ANpuBuffer *trace_buf_ptr(size_t index);
 bool trace_buf_live(size_t index);
-void trace_buf_id(size_t index, char out[24]); /* "B<N>" */
+/* A registry index as the trace names the buffer ("B<N>"), or null for TRACE_NO_BUF. */
+void trace_buf_json(struct jbuf *jb, const char *key, size_t index);
 void trace_buf_retire(size_t index);
 /* The registry index selected by `bind`, or TRACE_NO_BUF; the match is marked bound. */
 size_t trace_bind_cookie(unsigned cookie_slot);
