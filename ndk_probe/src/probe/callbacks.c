@@ -64,7 +64,7 @@ static void job_alloc(const struct trace_job *job) {
     jb_init(&args);
     jb_raw(&args, "{");
     jb_open(&args, "reqs", '[');
-    ops_slot_json(&args, NULL, 'r', job->req_slot);
+    ops_slot_json(&args, NULL, ARG_REQ, job->req_slot);
     jb_close(&args, ']');
     jb_raw(&args, "}");
     struct op_result res;

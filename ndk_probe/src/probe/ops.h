@@ -36,8 +36,8 @@ bool ops_complete(void);
 void ops_call_begin(size_t step, enum npuconf_op op, struct jbuf *args, bool teardown, struct op_result *res);
 size_t ops_teardown_begin(struct probe_ctx *ctx, enum npuconf_op op, struct jbuf *args, struct op_result *res);
 void ops_ret_event(size_t step, enum npuconf_op op, struct op_result *res);
-/* A slot argument as the trace writes it: <prefix><N>. */
-void ops_slot_json(struct jbuf *jb, const char *key, char prefix, unsigned slot);
+/* A slot argument of `kind` as the trace writes it: <letter><N> (program_slot_letter). */
+void ops_slot_json(struct jbuf *jb, const char *key, enum npuconf_arg_kind kind, unsigned slot);
 
 /* Brackets an implementation call: the caller flag, errno = 0, timing and the saved errno. */
 #define API_CALL(res, stmt)                       \

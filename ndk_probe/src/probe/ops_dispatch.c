@@ -85,29 +85,25 @@ void op_int_result(struct op_result *res, int ret) {
     res->failed = ret == -1;
 }
 
-void ops_slot_json(struct jbuf *jb, const char *key, char prefix, unsigned slot) {
+void ops_slot_json(struct jbuf *jb, const char *key, enum npuconf_arg_kind kind, unsigned slot) {
     char text[8];
-    snprintf(text, sizeof text, "%c%u", prefix, slot);
+    snprintf(text, sizeof text, "%c%u", program_slot_letter(kind), slot);
     jb_str(jb, key, text);
 }
 
 static void arg_json(const struct probe_ctx *ctx, struct jbuf *jb, const char *key, const struct probe_arg *a) {
     switch (a->kind) {
     case ARG_REQ:
-        ops_slot_json(jb, key, 'r', a->v.slot);
+    case ARG_MAP:
+    case ARG_FILE:
+        ops_slot_json(jb, key, a->kind, a->v.slot);
         break;
     case ARG_BUF:
         trace_buf_json(jb, key, op_buf(ctx, a->v.slot));
         break;
-    case ARG_MAP:
-        ops_slot_json(jb, key, 'm', a->v.slot);
-        break;
-    case ARG_FILE:
-        ops_slot_json(jb, key, 'f', a->v.slot);
-        break;
     case ARG_COOKIE:
         if (a->v.cookie.sel == COOKIE_SLOT) {
-            ops_slot_json(jb, key, 'c', a->v.cookie.slot);
+            ops_slot_json(jb, key, ARG_COOKIE, a->v.cookie.slot);
         } else if (a->v.cookie.sel == COOKIE_NULL) {
             jb_null(jb, key);
         } else {
@@ -121,7 +117,7 @@ static void arg_json(const struct probe_ctx *ctx, struct jbuf *jb, const char *k
         jb_open(jb, key, '[');
         for (size_t i = 0; i < a->v.list.n; i++) {
             if (a->kind == ARG_REQS) {
-                ops_slot_json(jb, NULL, 'r', a->v.list.slots[i]);
+                ops_slot_json(jb, NULL, ARG_REQS, a->v.list.slots[i]);
             } else {
                 trace_buf_json(jb, NULL, op_buf(ctx, a->v.list.slots[i]));
             }
@@ -147,7 +143,7 @@ static void arg_json(const struct probe_ctx *ctx, struct jbuf *jb, const char *k
     }
     case ARG_FDSEL:
         if (a->v.fdsel.is_file) {
-            ops_slot_json(jb, key, 'f', a->v.fdsel.slot);
+            ops_slot_json(jb, key, ARG_FDSEL, a->v.fdsel.slot);
         } else {
             jb_i64(jb, key, a->v.fdsel.fd);
         }
@@ -155,7 +151,7 @@ static void arg_json(const struct probe_ctx *ctx, struct jbuf *jb, const char *k
     case ARG_BINDSEL:
         jb_open(jb, key, '{');
         if (a->v.bindsel.by_cookie) {
-            ops_slot_json(jb, "cookie", 'c', a->v.bindsel.slot);
+            ops_slot_json(jb, "cookie", ARG_BINDSEL, a->v.bindsel.slot);
         } else {
             jb_u64(jb, "nth", a->v.bindsel.nth);
         }

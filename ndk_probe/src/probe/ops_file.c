@@ -193,7 +193,7 @@ void file_await_closed_all(struct probe_ctx *ctx, uint64_t budget_ms) {
         struct jbuf args;
         jb_init(&args);
         jb_raw(&args, "{");
-        ops_slot_json(&args, "file", 'f', slot);
+        ops_slot_json(&args, "file", ARG_FILE, slot);
         jb_u64(&args, "timeout_ms", budget_ms);
         jb_raw(&args, "}");
         struct op_result res;

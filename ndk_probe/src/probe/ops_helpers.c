@@ -72,17 +72,8 @@ void op_bind(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
 /* The slot of a trailing `=b<N>`, or -1 when the command does not name a buffer. */
 static int named_buffer(const char *command, size_t *eq) {
     const char *e = strrchr(command, '=');
-    if (e == NULL || e[1] != 'b' || e[2] == '\0') {
-        return -1;
-    }
-    unsigned n = 0;
-    for (const char *d = e + 2; *d != '\0'; d++) {
-        if (*d < '0' || *d > '9' || n >= PROBE_SLOTS) {
-            return -1;
-        }
-        n = n * 10 + (unsigned)(*d - '0');
-    }
-    if (n >= PROBE_SLOTS || (e[2] == '0' && e[3] != '\0')) {
+    unsigned n;
+    if (e == NULL || !program_parse_slot(e + 1, ARG_BUF, &n)) {
         return -1;
     }
     *eq = (size_t)(e - command);

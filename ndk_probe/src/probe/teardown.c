@@ -52,7 +52,7 @@ static void unmap_mapping(struct probe_ctx *ctx, unsigned slot, struct probe_map
         struct jbuf args;
         jb_init(&args);
         jb_raw(&args, "{");
-        ops_slot_json(&args, "map", 'm', slot);
+        ops_slot_json(&args, "map", ARG_MAP, slot);
         jb_u64(&args, "offset", r.off);
         jb_u64(&args, "length", r.len);
         jb_raw(&args, "}");
