@@ -176,9 +176,7 @@ static void thread_fields(struct jbuf *ev) {
 
 /* What a call event and its ret event both open with: the event, its step, its op, the thread. */
 static void envelope_open(struct jbuf *ev, const char *name, size_t step, enum npuconf_op op) {
-    jb_init(ev);
-    jb_raw(ev, "{");
-    jb_str(ev, "ev", name);
+    trace_event_open(ev, name);
     jb_u64(ev, "step", step);
     jb_str(ev, "op", NPUCONF_OPS[op].name);
     thread_fields(ev);
@@ -186,7 +184,7 @@ static void envelope_open(struct jbuf *ev, const char *name, size_t step, enum n
 
 void ops_call_begin(size_t step, enum npuconf_op op, struct jbuf *args, bool teardown, struct op_result *res) {
     struct jbuf ev;
-    envelope_open(&ev, "call", step, op);
+    envelope_open(&ev, NPUCONF_EV_CALL, step, op);
     jb_key(&ev, "args");
     jb_raw(&ev, args->p);
     if (teardown) {
@@ -207,7 +205,7 @@ size_t ops_teardown_begin(struct probe_ctx *ctx, enum npuconf_op op, struct jbuf
 
 void ops_ret_event(size_t step, enum npuconf_op op, struct op_result *res) {
     struct jbuf ev;
-    envelope_open(&ev, "ret", step, op);
+    envelope_open(&ev, NPUCONF_EV_RET, step, op);
     if (res->has_ret && res->skipped[0] == '\0') {
         jb_i64(&ev, "ret", res->ret);
     } else {

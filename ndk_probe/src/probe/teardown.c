@@ -20,8 +20,7 @@ static uint64_t left_ns(uint64_t deadline_ns) {
 
 static void settle_event(const char *what, uint64_t expected, uint64_t got, bool reached) {
     struct jbuf ev;
-    jb_init(&ev);
-    jb_raw(&ev, "{\"ev\":\"settle\"");
+    trace_event_open(&ev, NPUCONF_EV_SETTLE);
     jb_str(&ev, "what", what);
     jb_u64(&ev, "expected", expected);
     jb_u64(&ev, "got", got);

@@ -48,7 +48,9 @@ void trace_init(int fd);
 /* Forgets everything a previous scenario left (counters, handles, cookies, cb actions). */
 void trace_reset(const struct probe_api *api);
 
-/* Appends `,"t":<ns>}` and a newline to an event opened with `{"ev":...` and writes it. */
+/* Starts event `name` (an NPUCONF_EV_* of the vocabulary): `{"ev":<name>` in a new buffer. */
+void trace_event_open(struct jbuf *ev, const char *name);
+/* Appends `,"t":<ns>}` and a newline to an event opened with trace_event_open and writes it. */
 void trace_emit(struct jbuf *ev);
 
 /* Marks the calling thread as inside an API call, so callbacks can tell caller from other (nests). */

@@ -77,10 +77,8 @@ static void decide_locked(struct trace_state *st, enum probe_cb_kind kind, size_
  * {"ev":<name>, the kind, the cookie. *deleted: the cookie's deleter ran already. */
 static struct trace_state *open_event(struct jbuf *ev, const char *name, const char *kind, const void *cookie,
                                       bool *deleted) {
-    jb_init(ev);
+    trace_event_open(ev, name);
     struct trace_state *st = trace_lock();
-    jb_raw(ev, "{");
-    jb_str(ev, "ev", name);
     if (kind != NULL) {
         jb_str(ev, "kind", kind);
     }
@@ -98,7 +96,7 @@ static void callback_event(enum probe_cb_kind kind, void *cookie, bool with_resu
                            struct trace_job *job) {
     struct jbuf ev;
     bool deleted;
-    struct trace_state *st = open_event(&ev, "cb", program_cb_kind_name(kind), cookie, &deleted);
+    struct trace_state *st = open_event(&ev, NPUCONF_EV_CB, program_cb_kind_name(kind), cookie, &deleted);
     size_t index = TRACE_NO_BUF;
     if (with_result) {
         if (buf != NULL) {
@@ -149,7 +147,7 @@ void trace_callback_done(enum trace_counter c, enum probe_cb_kind kind, void *co
     /* The callback's last act: the borrow of its cookie ends when it returns (docs/formats.md §5). */
     struct jbuf ev;
     bool deleted;
-    struct trace_state *st = open_event(&ev, "cb_return", program_cb_kind_name(kind), cookie, &deleted);
+    struct trace_state *st = open_event(&ev, NPUCONF_EV_CB_RETURN, program_cb_kind_name(kind), cookie, &deleted);
     jb_str(&ev, "th", trace_thread_name_locked(st));
     trace_emit_locked(st, &ev);
     st->counts[c]++;
@@ -179,7 +177,7 @@ void trace_record_deleter(void *cookie, int fn) {
     /* Named before counting, so cookie_deleted marks a deleter run more often than handed over. */
     struct jbuf ev;
     bool deleted;
-    struct trace_state *st = open_event(&ev, "deleter", NULL, cookie, &deleted);
+    struct trace_state *st = open_event(&ev, NPUCONF_EV_DELETER, NULL, cookie, &deleted);
     thread_fields_locked(st, &ev);
     jb_i64(&ev, "fn", fn);
     if (deleted) {
