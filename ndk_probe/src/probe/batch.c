@@ -20,8 +20,7 @@ enum exit_status { EXIT_OK, EXIT_CODE, EXIT_SIGNAL, EXIT_TIMEOUT };
 static void exit_event(const struct probe_scenario *sc, enum exit_status status, int code, int sig) {
     static const char *const names[] = {"ok", "code", "signal", "timeout"};
     struct jbuf ev;
-    jb_init(&ev);
-    jb_raw(&ev, "{\"ev\":\"exit\"");
+    trace_event_open(&ev, NPUCONF_EV_EXIT);
     jb_str(&ev, "scenario", sc->id);
     jb_str(&ev, "status", names[status]);
     if (status == EXIT_OK || status == EXIT_CODE) {

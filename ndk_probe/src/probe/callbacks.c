@@ -10,49 +10,15 @@
 
 #define CB_MAP_LENGTH 4096 /* map_unmap maps the first page */
 
-/* The call/ret envelope of one API call a cb_action makes (in_cb and th come from the thread). */
-static void nested_call(const struct trace_job *job, enum npuconf_op op, struct jbuf *args) {
-    ops_call_event(job->step, op, args, false);
-    jb_free(args);
-}
-
-static void buf_arg(struct jbuf *args, const char *key, size_t index) {
-    char id[24];
-    trace_buf_id(index, id);
-    jb_str(args, key, id);
-}
-
-static void job_free_buf(const struct trace_job *job) {
-    struct jbuf args;
-    jb_init(&args);
-    jb_raw(&args, "{");
-    jb_open(&args, "bufs", '[');
-    buf_arg(&args, NULL, job->buf);
-    jb_close(&args, ']');
-    jb_raw(&args, "}");
-    nested_call(job, OP_BUF_FREE, &args);
-    struct op_result res;
-    ops_result_init(&res);
-    ANpuBuffer *buf = job->ptr;
-    int ret;
-    API_CALL(&res, ret = job->api->ANpuBuffer_free(&buf, 1));
-    op_int_result(&res, ret);
-    if (ret == 0) {
-        trace_buf_retire(job->buf);
-    }
-    ops_ret_event(job->step, OP_BUF_FREE, &res);
-}
-
 static void job_set_priority(const struct trace_job *job) {
     struct jbuf args;
     jb_init(&args);
     jb_raw(&args, "{");
-    buf_arg(&args, "buf", job->buf);
+    trace_buf_json(&args, "buf", job->buf);
     jb_i64(&args, "priority", job->priority);
     jb_raw(&args, "}");
-    nested_call(job, OP_BUF_SET_PRIORITY, &args);
     struct op_result res;
-    ops_result_init(&res);
+    ops_call_begin(job->step, OP_BUF_SET_PRIORITY, &args, false, &res);
     int ret;
     API_CALL(&res, ret = job->api->ANpuBuffer_setPriority(job->ptr, job->priority));
     op_int_result(&res, ret);
@@ -65,15 +31,14 @@ static void job_map_unmap(const struct trace_job *job) {
     jb_init(&args);
     jb_raw(&args, "{");
     jb_null(&args, "map");
-    buf_arg(&args, "buf", job->buf);
+    trace_buf_json(&args, "buf", job->buf);
     jb_u64(&args, "length", CB_MAP_LENGTH);
     jb_i64(&args, "prot", PROT_READ);
     jb_i64(&args, "flags", MAP_SHARED);
     jb_i64(&args, "offset", 0);
     jb_raw(&args, "}");
-    nested_call(job, OP_BUF_MAP, &args);
     struct op_result res;
-    ops_result_init(&res);
+    ops_call_begin(job->step, OP_BUF_MAP, &args, false, &res);
     void *addr;
     API_CALL(&res, addr = job->api->ANpuBuffer_map(job->ptr, NULL, CB_MAP_LENGTH, PROT_READ, MAP_SHARED, 0));
     op_int_result(&res, addr == MAP_FAILED ? -1 : 0);
@@ -87,8 +52,7 @@ static void job_map_unmap(const struct trace_job *job) {
     jb_u64(&args, "offset", 0);
     jb_u64(&args, "length", CB_MAP_LENGTH);
     jb_raw(&args, "}");
-    nested_call(job, OP_BUF_UNMAP, &args);
-    ops_result_init(&res);
+    ops_call_begin(job->step, OP_BUF_UNMAP, &args, false, &res);
     int ret;
     API_CALL(&res, ret = job->api->ANpuBuffer_unmap(job->ptr, addr, CB_MAP_LENGTH));
     op_int_result(&res, ret);
@@ -100,14 +64,11 @@ static void job_alloc(const struct trace_job *job) {
     jb_init(&args);
     jb_raw(&args, "{");
     jb_open(&args, "reqs", '[');
-    char slot[8];
-    snprintf(slot, sizeof slot, "r%u", job->req_slot);
-    jb_str(&args, NULL, slot);
+    ops_slot_json(&args, NULL, ARG_REQ, job->req_slot);
     jb_close(&args, ']');
     jb_raw(&args, "}");
-    nested_call(job, OP_ALLOC, &args);
     struct op_result res;
-    ops_result_init(&res);
+    ops_call_begin(job->step, OP_ALLOC, &args, false, &res);
     ANpuManager_AllocRequest *req = job->req;
     /* Owed before the call: its onAlloc may come before allocAsync returns. */
     trace_count_add(TC_SUB_ALLOC, 1);
@@ -116,45 +77,36 @@ static void job_alloc(const struct trace_job *job) {
     ops_ret_event(job->step, OP_ALLOC, &res);
 }
 
-/* What the text invites in onPreempt ("to reuse the cookie in a new ANpuManager_AllocRequest object"):
- * a request created, given a cookie (NULL here, with no deleter: nothing to own) and freed again. The
- * request has no slot: its calls carry "req": null. */
-static void job_new_request(const struct trace_job *job) {
+/* The call event of one of job_new_request's calls, whose request has no slot ("req": null). */
+static void unslotted_request_call(const struct trace_job *job, enum npuconf_op op, bool cookie,
+                                   struct op_result *res) {
     struct jbuf args;
     jb_init(&args);
     jb_raw(&args, "{");
     jb_null(&args, "req");
-    jb_raw(&args, "}");
-    nested_call(job, OP_REQ_CREATE, &args);
-    struct op_result res;
-    ops_result_init(&res);
-    ANpuManager_AllocRequest *req;
-    API_CALL(&res, req = job->api->ANpuManager_AllocRequest_create());
-    if (req != NULL) {
-        trace_req_created(req);
-    } else {
-        jb_bool(&res.extra, "null", true); /* as op_req_create: the model fails it */
+    if (cookie) {
+        jb_null(&args, "cookie");
+        jb_bool(&args, "deleter", false);
     }
+    jb_raw(&args, "}");
+    ops_call_begin(job->step, op, &args, false, res);
+}
+
+/* What the text invites in onPreempt ("to reuse the cookie in a new ANpuManager_AllocRequest object"):
+ * a request created, given a cookie (NULL here, with no deleter: nothing to own) and freed again. The
+ * request has no slot: its calls carry "req": null. */
+static void job_new_request(const struct trace_job *job) {
+    struct op_result res;
+    unslotted_request_call(job, OP_REQ_CREATE, false, &res);
+    ANpuManager_AllocRequest *req = ops_req_create(job->api, &res);
     ops_ret_event(job->step, OP_REQ_CREATE, &res);
     if (req == NULL) {
         return;
     }
-    jb_init(&args);
-    jb_raw(&args, "{");
-    jb_null(&args, "req");
-    jb_null(&args, "cookie");
-    jb_bool(&args, "deleter", false);
-    jb_raw(&args, "}");
-    nested_call(job, OP_REQ_SET_COOKIE, &args);
-    ops_result_init(&res);
+    unslotted_request_call(job, OP_REQ_SET_COOKIE, true, &res);
     API_CALL(&res, job->api->ANpuManager_AllocRequest_setCookie(req, NULL, NULL));
     ops_ret_event(job->step, OP_REQ_SET_COOKIE, &res);
-    jb_init(&args);
-    jb_raw(&args, "{");
-    jb_null(&args, "req");
-    jb_raw(&args, "}");
-    nested_call(job, OP_REQ_FREE, &args);
-    ops_result_init(&res);
+    unslotted_request_call(job, OP_REQ_FREE, false, &res);
     API_CALL(&res, job->api->ANpuManager_AllocRequest_free(req));
     ops_ret_event(job->step, OP_REQ_FREE, &res);
 }
@@ -167,7 +119,7 @@ static void run_job(const struct trace_job *job) {
     const char *prev = trace_set_in_cb(program_cb_kind_name(job->kind));
     switch (job->act) {
     case CB_ACT_FREE_BUF:
-        job_free_buf(job);
+        ops_free_buf(job->api, job->step, false, job->buf, job->ptr);
         break;
     case CB_ACT_SET_PRIORITY:
         job_set_priority(job);

@@ -36,8 +36,7 @@ static bool resolve(void *lib, const char *name, void *slot) {
 
 static void write_missing(const bool *missing) {
     struct jbuf ev;
-    jb_init(&ev);
-    jb_raw(&ev, "{\"ev\":\"api_missing\"");
+    trace_event_open(&ev, NPUCONF_EV_API_MISSING);
     jb_open(&ev, "symbols", '[');
     for (size_t i = 0; i < API_SYMBOL_COUNT; i++) {
         if (missing[i]) {

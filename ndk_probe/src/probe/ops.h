@@ -29,10 +29,15 @@ void ops_run(struct probe_ctx *ctx, const struct probe_step *st, size_t step, bo
 /* Whether every op of the vocabulary has a handler (checked once at start). */
 bool ops_complete(void);
 
-/* Envelope pieces for calls that are not program steps (teardown). */
-void ops_call_event(size_t step, enum npuconf_op op, struct jbuf *args, bool teardown);
+/* The envelope of a call, for calls that are not program steps too (teardown, a cb_action's calls):
+ * ops_call_begin writes the `call` event with `args` (freed here) and readies `res`; ops_ret_event
+ * writes the `ret` event from `res`. ops_teardown_begin does the first for a teardown call, numbered
+ * after the program's steps, and returns its step. */
+void ops_call_begin(size_t step, enum npuconf_op op, struct jbuf *args, bool teardown, struct op_result *res);
+size_t ops_teardown_begin(struct probe_ctx *ctx, enum npuconf_op op, struct jbuf *args, struct op_result *res);
 void ops_ret_event(size_t step, enum npuconf_op op, struct op_result *res);
-void ops_result_init(struct op_result *res);
+/* A slot argument of `kind` as the trace writes it: <letter><N> (program_slot_letter). */
+void ops_slot_json(struct jbuf *jb, const char *key, enum npuconf_arg_kind kind, unsigned slot);
 
 /* Brackets an implementation call: the caller flag, errno = 0, timing and the saved errno. */
 #define API_CALL(res, stmt)                       \
@@ -70,10 +75,16 @@ void op_req_set_onpreempt(struct probe_ctx *, const struct probe_step *, struct 
 void op_req_set_file(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_is_supported(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_alloc(struct probe_ctx *, const struct probe_step *, struct op_result *);
+/* ANpuManager_AllocRequest_create through the API: the request is known to the trace, or `res` marks
+ * the NULL it returned. For req_create and a cb_action's new request. */
+ANpuManager_AllocRequest *ops_req_create(const struct probe_api *api, struct op_result *res);
 /* ops_buffer.c */
 void op_buf_free(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_buf_set_priority(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_buf_load(struct probe_ctx *, const struct probe_step *, struct op_result *);
+/* One buf_free call outside the program's steps (teardown, a cb_action): registry buffer `index`, at
+ * `ptr`, freed alone through the API, retired when that succeeded, with its call and ret events. */
+void ops_free_buf(const struct probe_api *api, size_t step, bool teardown, size_t index, ANpuBuffer *ptr);
 /* ops_map.c */
 void op_buf_map(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_buf_unmap(struct probe_ctx *, const struct probe_step *, struct op_result *);

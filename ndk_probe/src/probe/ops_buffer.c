@@ -48,6 +48,25 @@ void op_buf_free(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
     free(index);
 }
 
+void ops_free_buf(const struct probe_api *api, size_t step, bool teardown, size_t index, ANpuBuffer *ptr) {
+    struct jbuf args;
+    jb_init(&args);
+    jb_raw(&args, "{");
+    jb_open(&args, "bufs", '[');
+    trace_buf_json(&args, NULL, index);
+    jb_close(&args, ']');
+    jb_raw(&args, "}");
+    struct op_result res;
+    ops_call_begin(step, OP_BUF_FREE, &args, teardown, &res);
+    int ret;
+    API_CALL(&res, ret = api->ANpuBuffer_free(&ptr, 1));
+    op_int_result(&res, ret);
+    if (ret == 0) {
+        trace_buf_retire(index);
+    }
+    ops_ret_event(step, OP_BUF_FREE, &res);
+}
+
 void op_buf_set_priority(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
     size_t index;
     ANpuBuffer *buf = buf_arg(ctx, st->args[0].v.slot, res, &index);

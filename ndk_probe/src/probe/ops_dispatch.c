@@ -85,40 +85,25 @@ void op_int_result(struct op_result *res, int ret) {
     res->failed = ret == -1;
 }
 
-static void slot_json(struct jbuf *jb, const char *key, char prefix, unsigned slot) {
+void ops_slot_json(struct jbuf *jb, const char *key, enum npuconf_arg_kind kind, unsigned slot) {
     char text[8];
-    snprintf(text, sizeof text, "%c%u", prefix, slot);
+    snprintf(text, sizeof text, "%c%u", program_slot_letter(kind), slot);
     jb_str(jb, key, text);
-}
-
-static void buf_json(const struct probe_ctx *ctx, struct jbuf *jb, const char *key, unsigned slot) {
-    size_t index = op_buf(ctx, slot);
-    if (index == TRACE_NO_BUF) {
-        jb_null(jb, key);
-        return;
-    }
-    char id[24];
-    trace_buf_id(index, id);
-    jb_str(jb, key, id);
 }
 
 static void arg_json(const struct probe_ctx *ctx, struct jbuf *jb, const char *key, const struct probe_arg *a) {
     switch (a->kind) {
     case ARG_REQ:
-        slot_json(jb, key, 'r', a->v.slot);
+    case ARG_MAP:
+    case ARG_FILE:
+        ops_slot_json(jb, key, a->kind, a->v.slot);
         break;
     case ARG_BUF:
-        buf_json(ctx, jb, key, a->v.slot);
-        break;
-    case ARG_MAP:
-        slot_json(jb, key, 'm', a->v.slot);
-        break;
-    case ARG_FILE:
-        slot_json(jb, key, 'f', a->v.slot);
+        trace_buf_json(jb, key, op_buf(ctx, a->v.slot));
         break;
     case ARG_COOKIE:
         if (a->v.cookie.sel == COOKIE_SLOT) {
-            slot_json(jb, key, 'c', a->v.cookie.slot);
+            ops_slot_json(jb, key, ARG_COOKIE, a->v.cookie.slot);
         } else if (a->v.cookie.sel == COOKIE_NULL) {
             jb_null(jb, key);
         } else {
@@ -132,9 +117,9 @@ static void arg_json(const struct probe_ctx *ctx, struct jbuf *jb, const char *k
         jb_open(jb, key, '[');
         for (size_t i = 0; i < a->v.list.n; i++) {
             if (a->kind == ARG_REQS) {
-                slot_json(jb, NULL, 'r', a->v.list.slots[i]);
+                ops_slot_json(jb, NULL, ARG_REQS, a->v.list.slots[i]);
             } else {
-                buf_json(ctx, jb, NULL, a->v.list.slots[i]);
+                trace_buf_json(jb, NULL, op_buf(ctx, a->v.list.slots[i]));
             }
         }
         jb_close(jb, ']');
@@ -158,7 +143,7 @@ static void arg_json(const struct probe_ctx *ctx, struct jbuf *jb, const char *k
     }
     case ARG_FDSEL:
         if (a->v.fdsel.is_file) {
-            slot_json(jb, key, 'f', a->v.fdsel.slot);
+            ops_slot_json(jb, key, ARG_FDSEL, a->v.fdsel.slot);
         } else {
             jb_i64(jb, key, a->v.fdsel.fd);
         }
@@ -166,7 +151,7 @@ static void arg_json(const struct probe_ctx *ctx, struct jbuf *jb, const char *k
     case ARG_BINDSEL:
         jb_open(jb, key, '{');
         if (a->v.bindsel.by_cookie) {
-            slot_json(jb, "cookie", 'c', a->v.bindsel.slot);
+            ops_slot_json(jb, "cookie", ARG_BINDSEL, a->v.bindsel.slot);
         } else {
             jb_u64(jb, "nth", a->v.bindsel.nth);
         }
@@ -189,13 +174,17 @@ static void thread_fields(struct jbuf *ev) {
     }
 }
 
-void ops_call_event(size_t step, enum npuconf_op op, struct jbuf *args, bool teardown) {
+/* What a call event and its ret event both open with: the event, its step, its op, the thread. */
+static void envelope_open(struct jbuf *ev, const char *name, size_t step, enum npuconf_op op) {
+    trace_event_open(ev, name);
+    jb_u64(ev, "step", step);
+    jb_str(ev, "op", NPUCONF_OPS[op].name);
+    thread_fields(ev);
+}
+
+void ops_call_begin(size_t step, enum npuconf_op op, struct jbuf *args, bool teardown, struct op_result *res) {
     struct jbuf ev;
-    jb_init(&ev);
-    jb_raw(&ev, "{\"ev\":\"call\"");
-    jb_u64(&ev, "step", step);
-    jb_str(&ev, "op", NPUCONF_OPS[op].name);
-    thread_fields(&ev);
+    envelope_open(&ev, NPUCONF_EV_CALL, step, op);
     jb_key(&ev, "args");
     jb_raw(&ev, args->p);
     if (teardown) {
@@ -203,20 +192,20 @@ void ops_call_event(size_t step, enum npuconf_op op, struct jbuf *args, bool tea
     }
     trace_emit(&ev);
     jb_free(&ev);
-}
-
-void ops_result_init(struct op_result *res) {
+    jb_free(args);
     memset(res, 0, sizeof *res);
     jb_init(&res->extra);
 }
 
+size_t ops_teardown_begin(struct probe_ctx *ctx, enum npuconf_op op, struct jbuf *args, struct op_result *res) {
+    size_t step = ctx->next_step++;
+    ops_call_begin(step, op, args, true, res);
+    return step;
+}
+
 void ops_ret_event(size_t step, enum npuconf_op op, struct op_result *res) {
     struct jbuf ev;
-    jb_init(&ev);
-    jb_raw(&ev, "{\"ev\":\"ret\"");
-    jb_u64(&ev, "step", step);
-    jb_str(&ev, "op", NPUCONF_OPS[op].name);
-    thread_fields(&ev);
+    envelope_open(&ev, NPUCONF_EV_RET, step, op);
     if (res->has_ret && res->skipped[0] == '\0') {
         jb_i64(&ev, "ret", res->ret);
     } else {
@@ -249,11 +238,8 @@ void ops_run(struct probe_ctx *ctx, const struct probe_step *st, size_t step, bo
         arg_json(ctx, &args, info->args[a].name, &st->args[a]);
     }
     jb_raw(&args, "}");
-    ops_call_event(step, st->op, &args, teardown);
-    jb_free(&args);
-
     struct op_result res;
-    ops_result_init(&res);
+    ops_call_begin(step, st->op, &args, teardown, &res);
     uint64_t t0 = probe_now_ns();
     OP_HANDLERS[st->op](ctx, st, &res);
     if (info->api == NULL) {

@@ -72,17 +72,21 @@ static void fail_errno(struct op_result *res, int err) {
     res->err = err;
 }
 
-void op_file_new(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
-    unsigned slot = st->args[0].v.slot;
-    struct probe_file_slot *f = &ctx->file[slot];
+/* Empties a live slot: the watch descriptor is the probe's, the file's own only if never handed over. */
+static void file_release(struct probe_file_slot *f) {
     if (f->live) {
-        /* Reusing the slot: the old file's descriptors are the probe's only if never handed over. */
         close(f->watch);
         if (!f->handed) {
             close(f->fd);
         }
         f->live = false;
     }
+}
+
+void op_file_new(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    unsigned slot = st->args[0].v.slot;
+    struct probe_file_slot *f = &ctx->file[slot];
+    file_release(f); /* reusing the slot */
     int fd = anon_file();
     if (fd < 0) {
         fail_errno(res, errno);
@@ -188,17 +192,12 @@ void file_await_closed_all(struct probe_ctx *ctx, uint64_t budget_ms) {
         }
         struct jbuf args;
         jb_init(&args);
-        char name[8];
-        snprintf(name, sizeof name, "f%u", slot);
         jb_raw(&args, "{");
-        jb_str(&args, "file", name);
+        ops_slot_json(&args, "file", ARG_FILE, slot);
         jb_u64(&args, "timeout_ms", budget_ms);
         jb_raw(&args, "}");
-        size_t step = ctx->next_step++;
-        ops_call_event(step, OP_AWAIT_CLOSED, &args, true);
-        jb_free(&args);
         struct op_result res;
-        ops_result_init(&res);
+        size_t step = ops_teardown_begin(ctx, OP_AWAIT_CLOSED, &args, &res);
         await_closed_until(f, deadline, &res);
         ops_ret_event(step, OP_AWAIT_CLOSED, &res);
     }
@@ -221,13 +220,6 @@ bool file_fdsel(struct probe_ctx *ctx, const struct probe_arg *arg, struct op_re
 
 void file_close_all(struct probe_ctx *ctx) {
     for (size_t i = 0; i < PROBE_SLOTS; i++) {
-        struct probe_file_slot *f = &ctx->file[i];
-        if (f->live) {
-            close(f->watch);
-            if (!f->handed) {
-                close(f->fd);
-            }
-            f->live = false;
-        }
+        file_release(&ctx->file[i]);
     }
 }

@@ -66,29 +66,14 @@ void op_bind(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
     /* No match leaves the slot unbound, so later ops on it are skipped rather than misdirected. */
     ctx->buf[st->args[0].v.slot] = index == TRACE_NO_BUF ? 0 : index + 1;
     op_int_result(res, 0);
-    if (index == TRACE_NO_BUF) {
-        jb_null(&res->extra, "handle");
-    } else {
-        char id[24];
-        trace_buf_id(index, id);
-        jb_str(&res->extra, "handle", id);
-    }
+    trace_buf_json(&res->extra, "handle", index);
 }
 
 /* The slot of a trailing `=b<N>`, or -1 when the command does not name a buffer. */
 static int named_buffer(const char *command, size_t *eq) {
     const char *e = strrchr(command, '=');
-    if (e == NULL || e[1] != 'b' || e[2] == '\0') {
-        return -1;
-    }
-    unsigned n = 0;
-    for (const char *d = e + 2; *d != '\0'; d++) {
-        if (*d < '0' || *d > '9' || n >= PROBE_SLOTS) {
-            return -1;
-        }
-        n = n * 10 + (unsigned)(*d - '0');
-    }
-    if (n >= PROBE_SLOTS || (e[2] == '0' && e[3] != '\0')) {
+    unsigned n;
+    if (e == NULL || !program_parse_slot(e + 1, ARG_BUF, &n)) {
         return -1;
     }
     *eq = (size_t)(e - command);

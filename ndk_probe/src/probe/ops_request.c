@@ -36,16 +36,20 @@ static ANpuManager_AllocRequest **req_list(struct probe_ctx *ctx, const struct p
     return reqs;
 }
 
-void op_req_create(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+ANpuManager_AllocRequest *ops_req_create(const struct probe_api *api, struct op_result *res) {
     ANpuManager_AllocRequest *req;
-    API_CALL(res, req = ctx->api->ANpuManager_AllocRequest_create());
-    ctx->req[st->args[0].v.slot] = (struct probe_req_slot){req, req != NULL};
+    API_CALL(res, req = api->ANpuManager_AllocRequest_create());
     if (req != NULL) {
         trace_req_created(req);
-    }
-    if (req == NULL) {
+    } else {
         jb_bool(&res->extra, "null", true); /* _Nonnull: the model fails it (req-create-returns-request) */
     }
+    return req;
+}
+
+void op_req_create(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    ANpuManager_AllocRequest *req = ops_req_create(ctx->api, res);
+    ctx->req[st->args[0].v.slot] = (struct probe_req_slot){req, req != NULL};
 }
 
 void op_req_free(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {

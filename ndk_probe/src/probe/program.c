@@ -73,10 +73,17 @@ static bool parse_i32(const char *s, int64_t *out) {
     return parse_i64(s, out) && *out >= INT32_MIN && *out <= INT32_MAX;
 }
 
-/* `<prefix><N>` with N < PROBE_SLOTS, written canonically (no leading zeros). */
-static bool parse_slot(const char *s, char prefix, unsigned *out) {
+/* The letter each slot kind is written with; 0 for the kinds that are not slots. */
+static const char SLOT_LETTERS[sizeof NPUCONF_ARG_KIND_NAMES / sizeof NPUCONF_ARG_KIND_NAMES[0]] = {
+    [ARG_REQ] = 'r',     [ARG_REQS] = 'r', [ARG_BUF] = 'b',  [ARG_BUFS] = 'b',  [ARG_COOKIE] = 'c',
+    [ARG_BINDSEL] = 'c', [ARG_MAP] = 'm',  [ARG_FILE] = 'f', [ARG_FDSEL] = 'f',
+};
+
+char program_slot_letter(enum npuconf_arg_kind kind) { return SLOT_LETTERS[kind]; }
+
+bool program_parse_slot(const char *s, enum npuconf_arg_kind kind, unsigned *out) {
     uint64_t n;
-    if (s[0] != prefix || (s[1] == '0' && s[2] != '\0') || !parse_u64(s + 1, &n) || n >= PROBE_SLOTS) {
+    if (s[0] != SLOT_LETTERS[kind] || (s[1] == '0' && s[2] != '\0') || !parse_u64(s + 1, &n) || n >= PROBE_SLOTS) {
         return false;
     }
     *out = (unsigned)n;
@@ -117,7 +124,7 @@ static bool parse_bits(char *s, const char *const *names, const int *values, siz
     return true;
 }
 
-static bool parse_list(struct parser *p, char *s, char prefix, struct probe_arg *arg) {
+static bool parse_list(struct parser *p, char *s, enum npuconf_arg_kind kind, struct probe_arg *arg) {
     arg->v.list.n = 0;
     arg->v.list.slots = NULL;
     if (strcmp(s, "-") == 0) {
@@ -138,8 +145,9 @@ static bool parse_list(struct parser *p, char *s, char prefix, struct probe_arg 
             *comma = '\0';
         }
         unsigned slot;
-        if (!parse_slot(cur, prefix, &slot)) {
-            return fail(p, "expected a %c<N> slot (N < %d) in the list, found '%s'", prefix, PROBE_SLOTS, cur);
+        if (!program_parse_slot(cur, kind, &slot)) {
+            return fail(p, "expected a %c<N> slot (N < %d) in the list, found '%s'", SLOT_LETTERS[kind], PROBE_SLOTS,
+                        cur);
         }
         arg->v.list.slots[i] = (unsigned char)slot;
         arg->v.list.n++;
@@ -162,7 +170,7 @@ static bool parse_cookie(char *tok, struct probe_arg *arg) {
         arg->v.cookie.sel = COOKIE_NULL;
         return true;
     }
-    if (parse_slot(tok, 'c', &arg->v.cookie.slot)) {
+    if (program_parse_slot(tok, ARG_COOKIE, &arg->v.cookie.slot)) {
         arg->v.cookie.sel = COOKIE_SLOT;
         return true;
     }
@@ -203,31 +211,23 @@ static bool parse_arg(struct parser *p, const struct npuconf_op_arg *spec, char 
     arg->kind = spec->kind;
     bool ok = false;
     const char *expected = "";
+    char slot_form[8];
     switch (spec->kind) {
     case ARG_REQ:
-        ok = parse_slot(tok, 'r', &arg->v.slot);
-        expected = "r<N>";
-        break;
     case ARG_BUF:
-        ok = parse_slot(tok, 'b', &arg->v.slot);
-        expected = "b<N>";
-        break;
     case ARG_MAP:
-        ok = parse_slot(tok, 'm', &arg->v.slot);
-        expected = "m<N>";
-        break;
     case ARG_FILE:
-        ok = parse_slot(tok, 'f', &arg->v.slot);
-        expected = "f<N>";
+        ok = program_parse_slot(tok, spec->kind, &arg->v.slot);
+        snprintf(slot_form, sizeof slot_form, "%c<N>", SLOT_LETTERS[spec->kind]);
+        expected = slot_form;
         break;
     case ARG_COOKIE:
         ok = parse_cookie(tok, arg);
         expected = "c<N>, null or raw:<decimal>";
         break;
     case ARG_REQS:
-        return parse_list(p, tok, 'r', arg);
     case ARG_BUFS:
-        return parse_list(p, tok, 'b', arg);
+        return parse_list(p, tok, spec->kind, arg);
     case ARG_I32:
         ok = parse_i32(tok, &arg->v.i64);
         expected = "a decimal int32";
@@ -261,7 +261,7 @@ static bool parse_arg(struct parser *p, const struct npuconf_op_arg *spec, char 
         break;
     }
     case ARG_FDSEL:
-        if (parse_slot(tok, 'f', &arg->v.fdsel.slot)) {
+        if (program_parse_slot(tok, ARG_FDSEL, &arg->v.fdsel.slot)) {
             arg->v.fdsel.is_file = true;
             ok = true;
         } else if (strncmp(tok, "fd:", 3) == 0) {
@@ -275,7 +275,7 @@ static bool parse_arg(struct parser *p, const struct npuconf_op_arg *spec, char 
     case ARG_BINDSEL:
         if (strncmp(tok, "cookie:", 7) == 0) {
             arg->v.bindsel.by_cookie = true;
-            ok = parse_slot(tok + 7, 'c', &arg->v.bindsel.slot);
+            ok = program_parse_slot(tok + 7, ARG_BINDSEL, &arg->v.bindsel.slot);
         } else if (strncmp(tok, "nth:", 4) == 0) {
             arg->v.bindsel.by_cookie = false;
             ok = parse_u64(tok + 4, &arg->v.bindsel.nth);
@@ -611,7 +611,7 @@ bool program_cb_action(const char *kind, const char *action, struct probe_cb_act
         out->act = CB_ACT_SET_PRIORITY;
         out->priority = (int32_t)v;
     } else if (strncmp(action, alloc, sizeof alloc - 1) == 0) {
-        if (!parse_slot(action + sizeof alloc - 1, 'r', &out->req_slot)) {
+        if (!program_parse_slot(action + sizeof alloc - 1, ARG_REQ, &out->req_slot)) {
             return false;
         }
         out->act = CB_ACT_ALLOC;

@@ -114,6 +114,12 @@ bool program_cb_action(const char *kind, const char *action, struct probe_cb_act
 /* "alloc", "load" or "preempt". */
 const char *program_cb_kind_name(enum probe_cb_kind kind);
 
+/* The letter a slot of `kind` is written with (r<N>, b<N>, c<N>, m<N>, f<N>): a list kind takes its
+ * elements', fdsel a file's, bindsel a cookie's; 0 for the kinds that are not slots. */
+char program_slot_letter(enum npuconf_arg_kind kind);
+/* A slot of `kind`, <letter><N> with N < PROBE_SLOTS written canonically (no leading zeros). */
+bool program_parse_slot(const char *s, enum npuconf_arg_kind kind, unsigned *out);
+
 /* "raw:<decimal>" as the scenario wrote it. */
 void program_raw_cookie_text(const struct probe_arg *arg, char out[32]);
 

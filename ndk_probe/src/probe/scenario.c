@@ -19,8 +19,7 @@ void scenario_run(struct probe_ctx *ctx, const struct probe_scenario *sc) {
     trace_set_thread("main");
 
     struct jbuf ev;
-    jb_init(&ev);
-    jb_raw(&ev, "{\"ev\":\"begin\"");
+    trace_event_open(&ev, NPUCONF_EV_BEGIN);
     jb_str(&ev, "scenario", sc->id);
     jb_i64(&ev, "pid", (int64_t)getpid());
     jb_i64(&ev, "trace", NPUCONF_TRACE_VERSION);
@@ -40,8 +39,7 @@ void scenario_run(struct probe_ctx *ctx, const struct probe_scenario *sc) {
     ctx->next_step = sc->nsteps;
     scenario_teardown(ctx);
 
-    jb_init(&ev);
-    jb_raw(&ev, "{\"ev\":\"end\"");
+    trace_event_open(&ev, NPUCONF_EV_END);
     jb_str(&ev, "scenario", sc->id);
     trace_emit(&ev);
     jb_free(&ev);

@@ -12,13 +12,15 @@
 #include "scenario.h"
 #include "trace.h"
 
-static void settle(const char *what, enum trace_counter c, uint64_t expected, uint64_t deadline_ns) {
+/* ns left until deadline_ns, 0 once it has passed. */
+static uint64_t left_ns(uint64_t deadline_ns) {
     uint64_t now = probe_now_ns();
-    uint64_t got;
-    bool reached = trace_wait(c, expected, deadline_ns > now ? deadline_ns - now : 0, &got);
+    return deadline_ns > now ? deadline_ns - now : 0;
+}
+
+static void settle_event(const char *what, uint64_t expected, uint64_t got, bool reached) {
     struct jbuf ev;
-    jb_init(&ev);
-    jb_raw(&ev, "{\"ev\":\"settle\"");
+    trace_event_open(&ev, NPUCONF_EV_SETTLE);
     jb_str(&ev, "what", what);
     jb_u64(&ev, "expected", expected);
     jb_u64(&ev, "got", got);
@@ -27,21 +29,18 @@ static void settle(const char *what, enum trace_counter c, uint64_t expected, ui
     jb_free(&ev);
 }
 
+static void settle(const char *what, enum trace_counter c, uint64_t expected, uint64_t deadline_ns) {
+    uint64_t got;
+    bool reached = trace_wait(c, expected, left_ns(deadline_ns), &got);
+    settle_event(what, expected, got, reached);
+}
+
 /* Waits for the onPreempts commanded preemptions owe (trace_wait_preempts); same event shape. */
 static void settle_preempts(uint64_t deadline_ns) {
-    uint64_t now = probe_now_ns();
     uint64_t expected;
     uint64_t got;
-    bool reached = trace_wait_preempts(deadline_ns > now ? deadline_ns - now : 0, &expected, &got);
-    struct jbuf ev;
-    jb_init(&ev);
-    jb_raw(&ev, "{\"ev\":\"settle\"");
-    jb_str(&ev, "what", "preempt");
-    jb_u64(&ev, "expected", expected);
-    jb_u64(&ev, "got", got);
-    jb_bool(&ev, "reached", reached);
-    trace_emit(&ev);
-    jb_free(&ev);
+    bool reached = trace_wait_preempts(left_ns(deadline_ns), &expected, &got);
+    settle_event("preempt", expected, got, reached);
 }
 
 static void unmap_mapping(struct probe_ctx *ctx, unsigned slot, struct probe_map_slot *m) {
@@ -51,18 +50,13 @@ static void unmap_mapping(struct probe_ctx *ctx, unsigned slot, struct probe_map
         struct probe_map_range r = m->ranges[i];
         struct jbuf args;
         jb_init(&args);
-        char name[8];
-        snprintf(name, sizeof name, "m%u", slot);
         jb_raw(&args, "{");
-        jb_str(&args, "map", name);
+        ops_slot_json(&args, "map", ARG_MAP, slot);
         jb_u64(&args, "offset", r.off);
         jb_u64(&args, "length", r.len);
         jb_raw(&args, "}");
-        size_t step = ctx->next_step++;
-        ops_call_event(step, OP_BUF_UNMAP, &args, true);
-        jb_free(&args);
         struct op_result res;
-        ops_result_init(&res);
+        size_t step = ops_teardown_begin(ctx, OP_BUF_UNMAP, &args, &res);
         size_t before = m->nranges;
         map_unmap_range(m, ctx->api, r.off, r.len, &res);
         ops_ret_event(step, OP_BUF_UNMAP, &res);
@@ -85,52 +79,19 @@ static void free_buffers(struct probe_ctx *ctx) {
     size_t n;
     size_t *unfreed = trace_unfreed_successes(&n);
     for (size_t i = 0; i < n; i++) {
-        char id[24];
-        trace_buf_id(unfreed[i], id);
-        struct jbuf args;
-        jb_init(&args);
-        jb_raw(&args, "{");
-        jb_open(&args, "bufs", '[');
-        jb_str(&args, NULL, id);
-        jb_close(&args, ']');
-        jb_raw(&args, "}");
-        size_t step = ctx->next_step++;
-        ops_call_event(step, OP_BUF_FREE, &args, true);
-        jb_free(&args);
-        struct op_result res;
-        ops_result_init(&res);
-        ANpuBuffer *buf = trace_buf_ptr(unfreed[i]);
-        int ret;
-        API_CALL(&res, ret = ctx->api->ANpuBuffer_free(&buf, 1));
-        op_int_result(&res, ret);
-        if (ret == 0) {
-            trace_buf_retire(unfreed[i]);
-        }
-        ops_ret_event(step, OP_BUF_FREE, &res);
+        ops_free_buf(ctx->api, ctx->next_step++, true, unfreed[i], trace_buf_ptr(unfreed[i]));
     }
     free(unfreed);
 }
 
+/* Each request still live is freed by the program's own req_free op, marked teardown. */
 static void free_requests(struct probe_ctx *ctx) {
     for (unsigned slot = 0; slot < PROBE_SLOTS; slot++) {
-        if (!ctx->req[slot].live) {
-            continue;
+        if (ctx->req[slot].live) {
+            struct probe_step st = {.op = OP_REQ_FREE, .thread = -1};
+            st.args[0] = (struct probe_arg){.kind = ARG_REQ, .v.slot = slot};
+            ops_run(ctx, &st, ctx->next_step++, true);
         }
-        struct jbuf args;
-        jb_init(&args);
-        char name[8];
-        snprintf(name, sizeof name, "r%u", slot);
-        jb_raw(&args, "{");
-        jb_str(&args, "req", name);
-        jb_raw(&args, "}");
-        size_t step = ctx->next_step++;
-        ops_call_event(step, OP_REQ_FREE, &args, true);
-        jb_free(&args);
-        struct op_result res;
-        ops_result_init(&res);
-        API_CALL(&res, ctx->api->ANpuManager_AllocRequest_free(ctx->req[slot].req));
-        ctx->req[slot].live = false;
-        ops_ret_event(step, OP_REQ_FREE, &res);
     }
 }
 
@@ -153,6 +114,5 @@ void scenario_teardown(struct probe_ctx *ctx) {
     /* Nothing needs a handed-over descriptor any more: each must be closed (loading.fd_check). */
     file_await_closed_all(ctx, ctx->opt->settle_ms);
     /* A callback that has started also writes its cb_return before `end` (within the same budget). */
-    uint64_t now = probe_now_ns();
-    trace_wait_callbacks(last > now ? last - now : 0);
+    trace_wait_callbacks(left_ns(last));
 }

@@ -48,7 +48,9 @@ void trace_init(int fd);
 /* Forgets everything a previous scenario left (counters, handles, cookies, cb actions). */
 void trace_reset(const struct probe_api *api);
 
-/* Appends `,"t":<ns>}` and a newline to an event opened with `{"ev":...` and writes it. */
+/* Starts event `name` (an NPUCONF_EV_* of the vocabulary): `{"ev":<name>` in a new buffer. */
+void trace_event_open(struct jbuf *ev, const char *name);
+/* Appends `,"t":<ns>}` and a newline to an event opened with trace_event_open and writes it. */
 void trace_emit(struct jbuf *ev);
 
 /* Marks the calling thread as inside an API call, so callbacks can tell caller from other (nests). */
@@ -115,7 +117,8 @@ void trace_record_deleter(void *cookie, int fn);
 /* Buffer-handle registry, indexed by the position of the handle in this scenario. */
 ANpuBuffer *trace_buf_ptr(size_t index);
 bool trace_buf_live(size_t index);
-void trace_buf_id(size_t index, char out[24]); /* "B<N>" */
+/* A registry index as the trace names the buffer ("B<N>"), or null for TRACE_NO_BUF. */
+void trace_buf_json(struct jbuf *jb, const char *key, size_t index);
 void trace_buf_retire(size_t index);
 /* The registry index selected by `bind`, or TRACE_NO_BUF; the match is marked bound. */
 size_t trace_bind_cookie(unsigned cookie_slot);

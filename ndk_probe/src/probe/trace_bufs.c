@@ -25,14 +25,20 @@ size_t trace_buf_index_any_locked(struct trace_state *st, ANpuBuffer *buf) {
     return trace_buf_index_locked(st, buf);
 }
 
-void trace_buf_json_locked(struct trace_state *st, struct jbuf *ev, size_t index) {
+void trace_buf_json_locked(struct trace_state *st, struct jbuf *jb, const char *key, size_t index) {
     if (index == TRACE_NO_BUF) {
-        jb_null(ev, "buf");
+        jb_null(jb, key);
         return;
     }
     char text[24];
-    snprintf(text, sizeof text, "B%u", st->bufs[index].id);
-    jb_str(ev, "buf", text);
+    snprintf(text, sizeof text, "B%u", index < st->nbufs ? st->bufs[index].id : 0u);
+    jb_str(jb, key, text);
+}
+
+void trace_buf_json(struct jbuf *jb, const char *key, size_t index) {
+    struct trace_state *st = trace_lock();
+    trace_buf_json_locked(st, jb, key, index);
+    trace_unlock(st);
 }
 
 ANpuBuffer *trace_buf_ptr(size_t index) {
@@ -47,12 +53,6 @@ bool trace_buf_live(size_t index) {
     bool live = index < st->nbufs && st->bufs[index].live;
     trace_unlock(st);
     return live;
-}
-
-void trace_buf_id(size_t index, char out[24]) {
-    struct trace_state *st = trace_lock();
-    snprintf(out, 24, "B%u", index < st->nbufs ? st->bufs[index].id : 0u);
-    trace_unlock(st);
 }
 
 void trace_buf_retire(size_t index) {

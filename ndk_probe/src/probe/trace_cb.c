@@ -73,22 +73,37 @@ static void decide_locked(struct trace_state *st, enum probe_cb_kind kind, size_
     st->busy++;
 }
 
+/* Opens the event of a callback (`kind`) or of a deleter (kind NULL) and takes the trace lock:
+ * {"ev":<name>, the kind, the cookie. *deleted: the cookie's deleter ran already. */
+static struct trace_state *open_event(struct jbuf *ev, const char *name, const char *kind, const void *cookie,
+                                      bool *deleted) {
+    trace_event_open(ev, name);
+    struct trace_state *st = trace_lock();
+    if (kind != NULL) {
+        jb_str(ev, "kind", kind);
+    }
+    trace_cookie_json_locked(st, ev, cookie, deleted);
+    return st;
+}
+
+/* The thread a callback or deleter runs on: inside a call of the program ("caller") or not, and its name. */
+static void thread_fields_locked(struct trace_state *st, struct jbuf *ev) {
+    jb_str(ev, "thread", trace_api_depth() > 0 ? "caller" : "other");
+    jb_str(ev, "th", trace_thread_name_locked(st));
+}
+
 static void callback_event(enum probe_cb_kind kind, void *cookie, bool with_result, int error, ANpuBuffer *buf,
                            struct trace_job *job) {
     struct jbuf ev;
-    jb_init(&ev);
-    struct trace_state *st = trace_lock();
-    jb_raw(&ev, "{\"ev\":\"cb\"");
-    jb_str(&ev, "kind", program_cb_kind_name(kind));
     bool deleted;
-    trace_cookie_json_locked(st, &ev, cookie, &deleted);
+    struct trace_state *st = open_event(&ev, NPUCONF_EV_CB, program_cb_kind_name(kind), cookie, &deleted);
     size_t index = TRACE_NO_BUF;
     if (with_result) {
         if (buf != NULL) {
             index = kind == CB_KIND_LOAD ? trace_buf_index_any_locked(st, buf) : trace_buf_index_locked(st, buf);
         }
         trace_error_json(&ev, error);
-        trace_buf_json_locked(st, &ev, index);
+        trace_buf_json_locked(st, &ev, "buf", index);
         bool may_onpreempt = kind == CB_KIND_ALLOC && trace_answered_locked(st, cookie);
         if (kind == CB_KIND_ALLOC && error == 0 && index != TRACE_NO_BUF) {
             st->succ = trace_grow(st->succ, &st->capsucc, st->nsucc + 1, sizeof *st->succ);
@@ -100,8 +115,7 @@ static void callback_event(enum probe_cb_kind kind, void *cookie, bool with_resu
         trace_pcookie_locked(st, cookie, true)->seen++;
         index = trace_buffer_of_cookie_locked(st, cookie);
     }
-    jb_str(&ev, "thread", trace_api_depth() > 0 ? "caller" : "other");
-    jb_str(&ev, "th", trace_thread_name_locked(st));
+    thread_fields_locked(st, &ev);
     if (deleted) {
         jb_bool(&ev, "cookie_deleted", true);
     }
@@ -130,14 +144,10 @@ void trace_record_preempt(void *cookie, struct trace_job *job) {
 }
 
 void trace_callback_done(enum trace_counter c, enum probe_cb_kind kind, void *cookie, const struct trace_job *job) {
-    struct jbuf ev;
-    jb_init(&ev);
-    struct trace_state *st = trace_lock();
     /* The callback's last act: the borrow of its cookie ends when it returns (docs/formats.md §5). */
-    jb_raw(&ev, "{\"ev\":\"cb_return\"");
-    jb_str(&ev, "kind", program_cb_kind_name(kind));
+    struct jbuf ev;
     bool deleted;
-    trace_cookie_json_locked(st, &ev, cookie, &deleted);
+    struct trace_state *st = open_event(&ev, NPUCONF_EV_CB_RETURN, program_cb_kind_name(kind), cookie, &deleted);
     jb_str(&ev, "th", trace_thread_name_locked(st));
     trace_emit_locked(st, &ev);
     st->counts[c]++;
@@ -164,15 +174,11 @@ bool trace_wait_callbacks(uint64_t budget_ns) {
 }
 
 void trace_record_deleter(void *cookie, int fn) {
-    struct jbuf ev;
-    jb_init(&ev);
-    struct trace_state *st = trace_lock();
-    jb_raw(&ev, "{\"ev\":\"deleter\"");
-    bool deleted;
     /* Named before counting, so cookie_deleted marks a deleter run more often than handed over. */
-    trace_cookie_json_locked(st, &ev, cookie, &deleted);
-    jb_str(&ev, "thread", trace_api_depth() > 0 ? "caller" : "other");
-    jb_str(&ev, "th", trace_thread_name_locked(st));
+    struct jbuf ev;
+    bool deleted;
+    struct trace_state *st = open_event(&ev, NPUCONF_EV_DELETER, NULL, cookie, &deleted);
+    thread_fields_locked(st, &ev);
     jb_i64(&ev, "fn", fn);
     if (deleted) {
         jb_bool(&ev, "cookie_deleted", true);

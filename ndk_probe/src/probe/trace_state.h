@@ -133,7 +133,7 @@ size_t trace_buf_index_locked(struct trace_state *st, ANpuBuffer *buf);
 /* Registry index of the latest handle for `buf`, live or freed: onLoad names the buffer passed to
  * loadAsync even when the application freed it while the load was in flight. */
 size_t trace_buf_index_any_locked(struct trace_state *st, ANpuBuffer *buf);
-void trace_buf_json_locked(struct trace_state *st, struct jbuf *ev, size_t index);
+void trace_buf_json_locked(struct trace_state *st, struct jbuf *jb, const char *key, size_t index);
 
 /* ---- requests and owed onPreempts (trace_preempt.c) ---- */
 

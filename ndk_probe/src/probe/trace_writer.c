@@ -67,6 +67,12 @@ static void write_all(int fd, const char *p, size_t n) {
     }
 }
 
+void trace_event_open(struct jbuf *ev, const char *name) {
+    jb_init(ev);
+    jb_raw(ev, "{");
+    jb_str(ev, "ev", name);
+}
+
 void trace_emit_locked(struct trace_state *st, struct jbuf *ev) {
     jb_u64(ev, "t", probe_now_ns());
     jb_raw(ev, "}\n");
