@@ -31,6 +31,7 @@ from .decision import (
     device_fingerprint,
 )
 from .digests import load_digests, save_digests
+from .discovery_cache import BuildDiscoveries
 from .judging import MAX_ATTEMPTS, Outcome, not_run
 from .lanes import EstimatesFn, deal_lanes, known_estimates, needs_device_alone
 from .plan import Resume, RunPlan
@@ -60,9 +61,11 @@ class DeviceRun:
         progress: ProgressFn | None = None,
         resume: Resume | None = None,
         estimates: EstimatesFn | None = None,
+        builds: BuildDiscoveries | None = None,
     ) -> None:
         self.plan = plan
         self.target = target
+        self.builds = builds  # the run's discoveries by device build, shared by its devices
         self.estimates = estimates  # measured durations, to deal the lanes longest first
         self._writer = writer
         self.progress = progress
@@ -119,7 +122,7 @@ class DeviceRun:
         before any scenario; any other failure makes every scenario of the device ERROR.
         """
         try:
-            self.device = prepare_device(self.target)
+            self.device = prepare_device(self.target, self.builds)
         except UsageError as exc:
             self.setup_error = exc
         except Exception as exc:
@@ -324,9 +327,12 @@ def execute_run(
     `--resume`.
     """
     digests = load_digests()
+    builds = BuildDiscoveries()  # devices of one build discover once
     # A sharded run gives each device its build's share, so every device starts from the whole plan.
     runs = [
-        DeviceRun(plan, target, progress=progress, resume=None if plan.shard else resume, estimates=estimates)
+        DeviceRun(
+            plan, target, progress=progress, resume=None if plan.shard else resume, estimates=estimates, builds=builds
+        )
         for target in targets
     ]
     _join(_start(runs, "prepare"), runs)
