@@ -45,6 +45,9 @@ SETTLE_ALLOWANCE_S = 2.0
 # serial, verdict, done, total, pool (the shared work the device counts against; None: its own)
 ProgressFn = Callable[[str, Verdict, int, int, str | None], None]
 
+# How a run prepares a device: the probe made runnable there, its pairs discovered (prepared_device.py).
+PrepareFn = Callable[[Target], Device]
+
 # Why a lane stopped, and the scenarios it never reported (None: every scenario got a record).
 Unrun = tuple[str, list[Scenario]] | None
 
@@ -61,11 +64,11 @@ class DeviceRun:
         progress: ProgressFn | None = None,
         resume: Resume | None = None,
         estimates: EstimatesFn | None = None,
-        builds: BuildDiscoveries | None = None,
+        prepare: PrepareFn | None = None,
     ) -> None:
         self.plan = plan
         self.target = target
-        self.builds = builds  # the run's discoveries by device build, shared by its devices
+        self._prepare = prepare or prepare_device  # the run's: its devices of one build discover once
         self.estimates = estimates  # measured durations, to deal the lanes longest first
         self._writer = writer
         self.progress = progress
@@ -122,7 +125,7 @@ class DeviceRun:
         before any scenario; any other failure makes every scenario of the device ERROR.
         """
         try:
-            self.device = prepare_device(self.target, self.builds)
+            self.device = self._prepare(self.target)
         except UsageError as exc:
             self.setup_error = exc
         except Exception as exc:
@@ -315,10 +318,12 @@ def execute_run(
     progress: ProgressFn | None = None,
     resume: Resume | None = None,
     estimates: EstimatesFn | None = None,
+    prepare: PrepareFn | None = None,
 ) -> None:
     """Run the plan on every target in parallel (lanes per device), appending to results.jsonl.
 
-    Every device is prepared first: a setup error stops the run before anything is written. With
+    Every device is prepared first (by `prepare`, when they were prepared ahead, host/run/head_start.py):
+    a setup error stops the run before anything is written. With
     `resume`, results.jsonl already holds the plan: only the pairs left to run are run and appended,
     and the end record counts the kept results too. With `plan.shard`, each build's devices share its
     scenarios (host/run/shard.py; `estimates` gives measured durations for the balance). On Ctrl-C
@@ -327,11 +332,16 @@ def execute_run(
     `--resume`.
     """
     digests = load_digests()
-    builds = BuildDiscoveries()  # devices of one build discover once
+    if prepare is None:
+        builds = BuildDiscoveries()  # devices of one build discover once
+
+        def prepare(target: Target) -> Device:
+            return prepare_device(target, builds)
+
     # A sharded run gives each device its build's share, so every device starts from the whole plan.
     runs = [
         DeviceRun(
-            plan, target, progress=progress, resume=None if plan.shard else resume, estimates=estimates, builds=builds
+            plan, target, progress=progress, resume=None if plan.shard else resume, estimates=estimates, prepare=prepare
         )
         for target in targets
     ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from reports.floor.limits import limit, over
 
@@ -18,9 +18,6 @@ from ..vnpu_profile import VnpuProfile
 from .deployment import Deployed, deploy
 from .streaming import BatchRunner
 from .transport import DeviceTransport, bounded
-
-if TYPE_CHECKING:
-    from adbutils import AdbDevice
 
 LOGCAT_LINES: Final = 200
 
@@ -47,10 +44,6 @@ class AdbTarget:
         self._runner: BatchRunner | None = None
         self._deployed: Deployed | None = None
         self._logcat_stalled = False  # one logcat past its deadline: none is asked for again this run
-
-    @property
-    def device(self) -> AdbDevice:
-        return self.transport.device
 
     def prepare(self) -> dict[str, Any]:
         deployed = self._deployed = deploy(self.transport, self.profile, self.build_root, self.host_build)
@@ -90,11 +83,10 @@ class AdbTarget:
         command = f"logcat -d -b main,system,crash -t {LOGCAT_LINES}"
         deadline = float(limit("logcat_seconds"))
         try:
-            done = bounded(lambda: self.device.shell2(command, timeout=deadline, v2=True), deadline, "logcat")
+            done = bounded(lambda: self.transport.shell_once(command, deadline), deadline, "logcat")
         except TimeoutError:
             self._logcat_stalled = True
             return (f"[npuconf: logcat gave no answer; {over('logcat_seconds', 'logcat')}; no more logcat this run]",)
         except Exception:
             return ()
-        output = done.output if isinstance(done.output, str) else bytes(done.output).decode("utf-8", "replace")
-        return tuple(output.splitlines()[-LOGCAT_LINES:])
+        return tuple(done.output.splitlines()[-LOGCAT_LINES:])
