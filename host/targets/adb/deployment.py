@@ -148,16 +148,20 @@ def _files(build_dir: Path, profile: VnpuProfile | None) -> dict[str, bytes]:
 
 def _push(transport: DeviceTransport, files: dict[str, bytes], digests: dict[str, str], installed: str) -> list[str]:
     """Push what differs (by SHA-256, `installed` is the device's `sha256sum` listing) from what the device
-    holds, each to a temporary name; the shell commands that move them into place (atomic renames)."""
+    holds, each to a temporary name, in one sync session; the shell commands that move them into place
+    (atomic renames)."""
     have: dict[str, str] = {}
     for line in installed.splitlines():
         digest, _, path = line.partition("  ")
         have[path.strip().rsplit("/", 1)[-1]] = digest.strip()
     moves: list[str] = []
+    pushed: dict[str, bytes] = {}
     for name, data in files.items():
         if have.get(name) == digests[name]:
             continue
         temporary = f"{RUN_DIR}/.{name}.{secrets.token_hex(4)}"
-        transport.push(data, temporary)
+        pushed[temporary] = data
         moves.append(f"mv -f {shlex.quote(temporary)} {shlex.quote(f'{DEVICE_DIR}/{name}')}")
+    if pushed:
+        transport.push_all(pushed)  # one sync session for all of them
     return moves

@@ -13,7 +13,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -270,21 +270,30 @@ class DeviceTransport:
         raise DeviceLost(f"{self.serial}: gone from adb server {self.server} ({why})")
 
     def push(self, data: bytes, destination: str, mode: int = 0o755) -> None:
-        self.retrying(lambda: self.sync_send(data, destination, mode, PUSH_TIMEOUT_S), PUSH_TIMEOUT_S + 2.0, "push")
+        self.push_all({destination: data}, mode)
+
+    def push_all(self, files: Mapping[str, bytes], mode: int = 0o755) -> None:
+        """Push each file (destination -> bytes) over one sync session, recovered once after a broken link."""
+        self.retrying(lambda: self.sync_send_all(files, mode, PUSH_TIMEOUT_S), PUSH_TIMEOUT_S + 2.0, "push")
 
     def sync_send(self, data: bytes, destination: str, mode: int, timeout: float) -> None:
         """One sync SEND over one connection."""
+        self.sync_send_all({destination: data}, mode, timeout)
+
+    def sync_send_all(self, files: Mapping[str, bytes], mode: int, timeout: float) -> None:
+        """One sync session: a SEND per file, each answered before the next, then QUIT."""
         with self.connect(timeout) as connection:
             connection.open_service(self.adb_serial, "sync:")
-            spec = f"{destination},{0o100000 | mode}".encode()
-            parts = [b"SEND", struct.pack("<I", len(spec)), spec]
-            for start in range(0, len(data), SYNC_CHUNK):
-                chunk = data[start : start + SYNC_CHUNK]
-                parts += [b"DATA", struct.pack("<I", len(chunk)), chunk]
-            parts += [b"DONE", struct.pack("<I", int(time.time()))]
-            connection.sock.sendall(b"".join(parts))
-            status = connection.read_exact(8)
-            if status[:4] != b"OKAY":
-                message = connection.read_exact(struct.unpack("<I", status[4:])[0]).decode(errors="replace")
-                raise AdbServerError(f"{self.serial}: push {destination}: {message}")
+            for destination, data in files.items():
+                spec = f"{destination},{0o100000 | mode}".encode()
+                parts = [b"SEND", struct.pack("<I", len(spec)), spec]
+                for start in range(0, len(data), SYNC_CHUNK):
+                    chunk = data[start : start + SYNC_CHUNK]
+                    parts += [b"DATA", struct.pack("<I", len(chunk)), chunk]
+                parts += [b"DONE", struct.pack("<I", int(time.time()))]
+                connection.sock.sendall(b"".join(parts))
+                status = connection.read_exact(8)
+                if status[:4] != b"OKAY":
+                    message = connection.read_exact(struct.unpack("<I", status[4:])[0]).decode(errors="replace")
+                    raise AdbServerError(f"{self.serial}: push {destination}: {message}")
             connection.sock.sendall(b"QUIT" + struct.pack("<I", 0))
