@@ -48,17 +48,21 @@ class VirtualFleet:
         self._error: BaseException | None = None
         self._prepared: dict[str, concurrent.futures.Future[Device]] = {}
         self._lock = threading.Lock()
+        # The fleet's code is imported here, on the calling thread, before the thread that uses it starts:
+        # an import on another thread while Ctrl-C interrupts the main thread's imports could find
+        # importlib's lock left held, and wait forever.
+        from ..targets import FleetSupervisor, start_fleet
+
+        self._start_fleet, self._supervised = start_fleet, FleetSupervisor
         # Daemon: after Ctrl-C the command must not wait here; a fleet it leaves is reaped by the next run.
         self._thread = threading.Thread(target=self._start, name="start-fleet", daemon=True)
         self._thread.start()
 
     def _start(self) -> None:
         try:
-            from ..targets import FleetSupervisor, start_fleet
-
             request = self._request
             names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(request.devices))
-            supervisor = FleetSupervisor(start_fleet(len(names), self._state_dir, names=names))
+            supervisor = self._supervised(self._start_fleet(len(names), self._state_dir, names=names))
             with self._lock:
                 self._supervisor = supervisor
             self._targets = virtual_targets(supervisor, request, self._profile)
