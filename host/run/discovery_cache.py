@@ -101,16 +101,18 @@ def discover(target: Target, builds: BuildDiscoveries | None = None) -> Discover
         return _discover(target, program, DISCOVERED)
     confirmation = _program(discovery_scenario(CONFIRMATION_BATCHES))
     key = cache_key(*build, program, confirmation, model_hash())
-    kept = _kept(read_entry(DISCOVERY_CACHE, key))
     first = builds.enter(key) if builds is not None else True
+    # Only the build's first device in the run reads the cache; the others take what it found there or
+    # discovered (which it may have kept meanwhile: that is not an earlier run's answer).
+    kept = _kept(read_entry(DISCOVERY_CACHE, key)) if first else None
     result: Discovery | None = None
     try:
         if kept is None and first:
             result = _discover(target, program, DISCOVERED)
         else:
-            # Confirmed first, then compared: with nothing kept, the build's first device meanwhile discovers.
+            # Confirmed first, then compared: meanwhile the build's first device finds its answer.
             confirmed = _discover(target, confirmation, "")
-            reference = Discovery(None, kept, FROM_CACHE) if kept is not None or builds is None else builds.wait(key)
+            reference = Discovery(None, kept, FROM_CACHE) if first or builds is None else builds.wait(key)
             result = _confirmed(target, program, confirmed, reference)
         if result.found is not None and result.found.whole_grid_at_once and not result.confirmed:
             assert result.trace is not None
