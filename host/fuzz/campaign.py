@@ -28,7 +28,7 @@ from reports.fuzz import FuzzDevice, FuzzDivergence, FuzzSummary, write_fuzz_rep
 from ..errors import InfraError, RunInterrupted, UsageError
 from ..run import RunRequest, now_iso, open_targets
 from ..suite import load_catalogue
-from ..targets import DEFAULT_CAPACITY, AdbTarget, LocalTarget, Target, VnpuProfile
+from ..targets import AdbTarget, LocalTarget, Target
 from .execute import ProgramRunner, Result
 from .generate import generate
 from .replay import replay
@@ -555,8 +555,7 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
         raise UsageError(f"--out {out_dir}: already holds a fuzz run; choose a new directory")
     output_dir(out_dir)
     rr = request.run
-    profile = VnpuProfile(capacity=rr.capacity if rr.capacity is not None else DEFAULT_CAPACITY, policy=rr.policy,
-                          personality=rr.personality, declared_capacity=rr.capacity)
+    profile = rr.vnpu_profile()
     run = _Run(request, out_dir)
     started = time.monotonic()
     if request.budget.seconds is not None:

@@ -1,44 +1,57 @@
-"""`npuconf run`: the request from the command line, progress on stderr, the answer on stdout."""
+"""`npuconf run`: the request from the command line, progress on stderr, the answer on stdout.
+
+A new run on the kit's virtual devices starts them first thing (head_start.py), then loads the rest of
+the run's code: the imports and the corpus load overlap the devices' start."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ..errors import RunInterrupted
-from .answer import print_answer
+from ..errors import RunInterrupted, UsageError
 from .given_options import apply_run_defaults
+from .head_start import start_ahead
 from .plan import RunRequest, check_target_options
-from .progress import Progress
-from .resume import resume_run
-from .start import start_run
 
 
 def run_command(args: argparse.Namespace) -> int:
     given = apply_run_defaults(args)
     check_target_options(args.timeout_multiplier, args.devices, args.target, 1 if args.jobs is None else args.jobs)
     request = RunRequest.from_args(args, args.target or "auto")
-    progress = None if args.quiet else Progress(sys.stderr)
+    ahead = start_ahead(request) if args.resume is None else None
     try:
-        if args.resume is not None:
-            outcome = resume_run(
-                args.resume,
-                progress.update if progress else None,
-                impl=args.impl,
-                store=args.store,
-                given=given,
-                build_dir=args.build_dir,
-                out=args.out,
-            )
-        else:
-            outcome = start_run(request, progress.update if progress else None)
+        from .answer import print_answer
+        from .progress import Progress
+        from .resume import resume_run
+        from .start import start_run
+
+        progress = None if args.quiet else Progress(sys.stderr)
+        try:
+            if args.resume is not None:
+                outcome = resume_run(
+                    args.resume,
+                    progress.update if progress else None,
+                    impl=args.impl,
+                    store=args.store,
+                    given=given,
+                    build_dir=args.build_dir,
+                    out=args.out,
+                )
+            else:
+                outcome = start_run(request, progress.update if progress else None, ahead)
+        finally:
+            if progress:
+                progress.finish()
     except KeyboardInterrupt:
-        # start_run and resume_run turn an interrupt after the output directory is chosen into
+        # start_run and resume_run turn an interrupt after the output directory is claimed into
         # RunInterrupted; one that escapes them came before anything was written.
+        if ahead is not None:
+            ahead.abandon(discard=True)
         raise RunInterrupted("interrupted during start-up: nothing was written; run again", 0) from None
-    finally:
-        if progress:
-            progress.finish()
+    except BaseException as exc:
+        if ahead is not None:  # what was started for the run stops; made for nothing, it is removed
+            ahead.abandon(discard=isinstance(exc, UsageError))
+        raise
     # The answer first: the reports and the store import follow, before the command returns.
     print_answer(outcome.claim, outcome.counts, outcome.reports)
     sys.stdout.flush()

@@ -32,9 +32,14 @@ def _batches() -> tuple[tuple[int, ...], ...]:
 
 
 BATCHES: Final = _batches()
+# What confirms an answer kept from before on a device: the discovery's first call alone (the whole grid at
+# once) and the control probe, one probe process with one isSupported call.
+CONFIRMATION_BATCHES: Final = BATCHES[:1]
 
 
-def discovery_scenario() -> Scenario:
+def discovery_scenario(batches: Sequence[tuple[int, ...]] = BATCHES) -> Scenario:
+    """The discovery program: every pair of the grid as a request, isSupported over `batches`, the control
+    probe. With CONFIRMATION_BATCHES it is the confirmation (host/run/discovery_cache.py)."""
     steps: list[dict[str, Any]] = []
     for i, (device, buffer_type) in enumerate(GRID):
         steps += [
@@ -43,7 +48,7 @@ def discovery_scenario() -> Scenario:
             {"req_set_type": {"req": f"r{i}", "type": buffer_type}},
             {"req_set_size": {"req": f"r{i}", "size": 4096}},
         ]
-    for batch in BATCHES:
+    for batch in batches:
         steps.append({"is_supported": {"reqs": [f"r{i}" for i in batch]}})
     steps.append({"vnpu": {"command": "delay_ms=0"}})
     data = {"id": DISCOVERY_ID, "title": "Discover supported pairs", "clauses": ["discovery"], "steps": steps}
@@ -55,6 +60,17 @@ class Discovered:
     supported_pairs: frozenset[tuple[int, int]] | None
     vnpu_control: bool
     problem: str | None
+    # The first isSupported call answered the whole grid: the confirmation's one call can give this answer.
+    whole_grid_at_once: bool = False
+
+    def same_answer(self, other: Discovered) -> bool:
+        """Both found their pairs, and found the same pairs and the same control."""
+        return (
+            self.problem is None
+            and other.problem is None
+            and self.supported_pairs is not None
+            and (self.supported_pairs, self.vnpu_control) == (other.supported_pairs, other.vnpu_control)
+        )
 
 
 def parse_discovery(trace: ScenarioTrace) -> Discovered:
@@ -66,6 +82,7 @@ def parse_discovery(trace: ScenarioTrace) -> Discovered:
     answers: dict[int, bool] = {}  # grid index -> its answer, from the first call covering it that returned 0
     refused: str | None = None
     calls = 0
+    at_once = False
     for event in events:
         if not isinstance(event, Ret):
             continue
@@ -75,6 +92,7 @@ def parse_discovery(trace: ScenarioTrace) -> Discovered:
             calls += 1
             results = event.extra.get("results")
             if event.ret == 0 and isinstance(results, list) and len(results) == len(batch):
+                at_once = at_once or (calls == 1 and len(batch) == len(GRID))
                 for index, ok in zip(batch, results, strict=True):
                     answers.setdefault(index, ok is True)
             elif refused is None:
@@ -94,7 +112,7 @@ def parse_discovery(trace: ScenarioTrace) -> Discovered:
             problem = "isSupported did not return within the discovery limit"
         else:
             problem = "discovery trace has no isSupported result"
-    return Discovered(pairs, control, problem)
+    return Discovered(pairs, control, problem, at_once and pairs is not None)
 
 
 def probed_pairs() -> Sequence[tuple[int, int]]:

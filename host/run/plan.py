@@ -14,6 +14,7 @@ from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 
 from ..errors import UsageError
+from ..targets import DEFAULT_CAPACITY, VnpuProfile
 
 
 def new_run_id() -> str:
@@ -108,6 +109,15 @@ class RunRequest:
                 value = getattr(args, dest)
                 values[name] = tuple(value) if isinstance(value, list) else value
         return cls(**values)
+
+    def vnpu_profile(self) -> VnpuProfile:
+        """The virtual NPU's profile the request asks for (`--capacity`, `--policy`, `--personality`)."""
+        return VnpuProfile(
+            capacity=self.capacity if self.capacity is not None else DEFAULT_CAPACITY,
+            policy=self.policy,
+            personality=self.personality,
+            declared_capacity=self.capacity,
+        )
 
 
 # RunRequest fields given by a repeatable option: the option's argparse dest.

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from reference_model.caps import DeviceCaps
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
-from reports.floor.limits import limit
-from reports.floor.user_cache import read_entry, write_entry
 
 from .. import KIT_VERSION
-from ..probe import Pairs, ScenarioTrace, api_missing_line, compile_program, compile_scenario
+from ..probe import Pairs, ScenarioTrace, api_missing_line, compile_program
 from ..targets import Device, Target
 from .decision import (
     Decision,
@@ -26,12 +23,9 @@ from .decision import (
     device_facts,
     device_fingerprint,
 )
-from .discovery import DISCOVERY_ID, discovery_scenario, parse_discovery, probed_pairs
+from .discovery import probed_pairs
+from .discovery_cache import BuildDiscoveries, discover
 from .judging import Outcome
-
-DISCOVERY_LIMIT_S = 30.0
-DISCOVERY_CACHE: Final = "discovery"
-
 
 ABIS_32 = frozenset({"armeabi-v7a", "armeabi", "x86", "arm", "armhf", "armv7l", "i386", "i686"})
 
@@ -72,31 +66,13 @@ def caps_from_info(info: Mapping[str, object]) -> DeviceCaps:
     )
 
 
-def prepare_device(target: Target) -> Device:
-    """Prepare the target and discover its supported pairs and vnpu control.
-
-    A target that can name everything its answer depends on (`discovery_key`: the local target, by its
-    probe, library and profile) gets the discovery trace an earlier run recorded for that key from the
-    user cache instead of running it again; the trace is parsed as if it had just been recorded."""
+def prepare_device(target: Target, builds: BuildDiscoveries | None = None) -> Device:
+    """Prepare the target and discover its supported pairs and vnpu control, or take an answer found
+    before for its build (by another device of the run in `builds`, or in the user cache) once the device
+    has confirmed it (host/run/discovery_cache.py)."""
     info = target.prepare()
-    program = compile_program([compile_scenario(discovery_scenario(), Pairs(None, None))])
-    key_of = getattr(target, "discovery_key", None)
-    key = key_of(program) if key_of is not None else None
-    traces: list[ScenarioTrace] = []
-    cached = read_entry(DISCOVERY_CACHE, key) if key is not None else None
-    lines = _cached_lines(cached)
-    if lines is not None:
-        traces.append(ScenarioTrace(DISCOVERY_ID, lines, 0.0))
-    else:
-        target.run_batch(
-            program,
-            [DISCOVERY_ID],
-            [DISCOVERY_LIMIT_S * float(getattr(target, "timeout_multiplier", 1.0))],
-            traces.append,
-        )
-    found = parse_discovery(traces[0]) if traces else None
-    if key is not None and lines is None and traces and found is not None and found.problem is None:
-        write_entry(DISCOVERY_CACHE, key, json.dumps(list(traces[0].lines)).encode())
+    discovery = discover(target, builds)
+    found, trace = discovery.found, discovery.trace
     notes: tuple[str, ...] = ()
     failed: str | None = None
     if found is None or found.problem:
@@ -108,27 +84,16 @@ def prepare_device(target: Target) -> Device:
         "vnpu_control": bool(found and found.vnpu_control),
         "kit_version": KIT_VERSION,
         "notes": list(notes),
-        # The raw discovery trace: `verify` derives the pairs and the failure from it again.
-        "discovery_trace": list(traces[0].lines) if traces else [],
+        # The raw trace this device answered (a discovery or the confirmation of a kept answer, which gives
+        # the same pairs): `verify` derives the pairs and the failure from it again.
+        "discovery_trace": list(trace.lines) if trace is not None else [],
         "discovery_failed": failed,
+        "discovery_source": discovery.source,
         # The claim (reports/claim.py) reads it: clauses only a 64-bit pointer can exercise are not
         # asked of a 32-bit device.
         "pointer_bits": pointer_bits(info),
     }
     return Device(target.serial, info, caps_from_info(info), notes, failed)
-
-
-def _cached_lines(data: bytes | None) -> tuple[str, ...] | None:
-    """A cached discovery trace: a JSON list of at most limit trace_lines strings, else None."""
-    if data is None:
-        return None
-    try:
-        lines = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(lines, list) or len(lines) > limit("trace_lines") or not all(isinstance(x, str) for x in lines):
-        return None
-    return tuple(lines)
 
 
 @dataclass

@@ -13,7 +13,6 @@ from reports.plan_options import PlanOptions, read_plan_options
 
 from ..errors import UsageError
 from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file, waivers_as_of
-from ..targets import DEFAULT_CAPACITY, VnpuProfile
 from .given_options import check_resume_options
 from .ownership import created_here
 from .plan import Resume, RunPlan, RunRequest, check_target_options
@@ -110,12 +109,7 @@ def resume_run(
             options=options,
             shard=sharded,
         )
-        profile = VnpuProfile(
-            capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
-            policy=request.policy,
-            personality=request.personality,
-            declared_capacity=request.capacity,
-        )
+        profile = request.vnpu_profile()
         resume = Resume(
             todo=todo,
             described=frozenset(previous.devices),

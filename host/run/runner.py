@@ -31,6 +31,7 @@ from .decision import (
     device_fingerprint,
 )
 from .digests import load_digests, save_digests
+from .discovery_cache import BuildDiscoveries
 from .judging import MAX_ATTEMPTS, Outcome, not_run
 from .lanes import EstimatesFn, deal_lanes, known_estimates, needs_device_alone
 from .plan import Resume, RunPlan
@@ -43,6 +44,9 @@ SETTLE_ALLOWANCE_S = 2.0
 
 # serial, verdict, done, total, pool (the shared work the device counts against; None: its own)
 ProgressFn = Callable[[str, Verdict, int, int, str | None], None]
+
+# How a run prepares a device: the probe made runnable there, its pairs discovered (prepared_device.py).
+PrepareFn = Callable[[Target], Device]
 
 # Why a lane stopped, and the scenarios it never reported (None: every scenario got a record).
 Unrun = tuple[str, list[Scenario]] | None
@@ -60,9 +64,11 @@ class DeviceRun:
         progress: ProgressFn | None = None,
         resume: Resume | None = None,
         estimates: EstimatesFn | None = None,
+        prepare: PrepareFn | None = None,
     ) -> None:
         self.plan = plan
         self.target = target
+        self._prepare = prepare or prepare_device  # the run's: its devices of one build discover once
         self.estimates = estimates  # measured durations, to deal the lanes longest first
         self._writer = writer
         self.progress = progress
@@ -119,7 +125,7 @@ class DeviceRun:
         before any scenario; any other failure makes every scenario of the device ERROR.
         """
         try:
-            self.device = prepare_device(self.target)
+            self.device = self._prepare(self.target)
         except UsageError as exc:
             self.setup_error = exc
         except Exception as exc:
@@ -312,10 +318,12 @@ def execute_run(
     progress: ProgressFn | None = None,
     resume: Resume | None = None,
     estimates: EstimatesFn | None = None,
+    prepare: PrepareFn | None = None,
 ) -> None:
     """Run the plan on every target in parallel (lanes per device), appending to results.jsonl.
 
-    Every device is prepared first: a setup error stops the run before anything is written. With
+    Every device is prepared first (by `prepare`, when they were prepared ahead, host/run/head_start.py):
+    a setup error stops the run before anything is written. With
     `resume`, results.jsonl already holds the plan: only the pairs left to run are run and appended,
     and the end record counts the kept results too. With `plan.shard`, each build's devices share its
     scenarios (host/run/shard.py; `estimates` gives measured durations for the balance). On Ctrl-C
@@ -324,9 +332,17 @@ def execute_run(
     `--resume`.
     """
     digests = load_digests()
+    if prepare is None:
+        builds = BuildDiscoveries()  # devices of one build discover once
+
+        def prepare(target: Target) -> Device:
+            return prepare_device(target, builds)
+
     # A sharded run gives each device its build's share, so every device starts from the whole plan.
     runs = [
-        DeviceRun(plan, target, progress=progress, resume=None if plan.shard else resume, estimates=estimates)
+        DeviceRun(
+            plan, target, progress=progress, resume=None if plan.shard else resume, estimates=estimates, prepare=prepare
+        )
         for target in targets
     ]
     _join(_start(runs, "prepare"), runs)

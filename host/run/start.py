@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import shlex
-import shutil
 import sys
 import threading
 from collections import Counter
@@ -35,18 +34,17 @@ from ..suite import (
     model_hash,
     select,
 )
-from ..targets import DEFAULT_CAPACITY, LocalTarget, Target, VnpuProfile
+from ..targets import LocalTarget, Target, VnpuProfile
 
 if TYPE_CHECKING:
     from ..targets import AdbServerAddress, AdbTarget
+from .head_start import HeadStart, VirtualFleet, missing_ancestors, remove_created
 from .lanes import default_lanes
 from .ownership import MARKER, claim, unclaim
 from .plan import RunPlan, RunRequest, new_run_id
 from .record import duration_estimates, record_run
 from .runner import ProgressFn, execute_run
-
-TARGETS = ("local", "virtual", "adb")
-VIRTUAL_STATE_DIR = "virtual-devices"
+from .target_choice import VIRTUAL_STATE_DIR, check_target_request, resolve_target
 
 
 def _nothing_left() -> None:
@@ -66,7 +64,9 @@ class RunOutcome:
     finish: Callable[[], None] = field(default=_nothing_left)
 
 
-def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
+def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: HeadStart | None = None) -> RunOutcome:
+    """Run a request to its answer; with `ahead`, in the directory and on the virtual devices `start_ahead`
+    started for it (the caller abandons them if this raises)."""
     catalogue = load_catalogue()
     scenario_root = request.scenarios or SCENARIO_ROOT
     scenarios = load_corpus(scenario_root, known_clauses=catalogue.ids())
@@ -87,23 +87,18 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     expired = expiry_notes(waivers, as_of)
     for note in expired:
         print(f"npuconf: {note}", file=sys.stderr)
-    run_id = new_run_id()
-    out_dir = request.out or Path("out") / run_id
+    run_id = ahead.run_id if ahead is not None else new_run_id()
+    out_dir = ahead.out_dir if ahead is not None else request.out or Path("out") / run_id
     if present(out_dir, (RESULTS_FILE,)) is not None:
         raise UsageError(f"--out {out_dir}: already holds {RESULTS_FILE}; choose a new directory")
     foreign = present(out_dir, REPORT_FILES)  # reports without results.jsonl are not this kit's run
     if foreign is not None:
         raise UsageError(f"--out {out_dir}: holds {foreign} but no results.jsonl (not a run directory); the run "
                          "would replace it: choose a new or empty directory")
-    target_name = resolve_target(request)
+    target_name = "virtual" if ahead is not None else resolve_target(request)
     check_target_request(request, target_name)  # before anything is created: a usage error creates nothing
-    profile = VnpuProfile(
-        capacity=request.capacity if request.capacity is not None else DEFAULT_CAPACITY,
-        policy=request.policy,
-        personality=request.personality,
-        declared_capacity=request.capacity,
-    )
-    created = _missing_ancestors(out_dir)
+    profile = request.vnpu_profile()
+    created = ahead.created if ahead is not None else missing_ancestors(out_dir)
     output_dir(out_dir)
     token = claim(out_dir)
     jobs = request.jobs if request.jobs is not None else default_lanes(target_name, request.devices)
@@ -149,8 +144,11 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None) -> RunOut
     estimates = duration_estimates(out_dir, request.store)
     stopping: list[threading.Thread] = []  # virtual devices being stopped while the answer is given
     try:
-        with open_targets(request, target_name, out_dir, profile, stopping) as targets:
-            execute_run(plan, targets, progress, estimates=estimates)
+        fleet = ahead.fleet if ahead is not None else None
+        if ahead is not None:
+            ahead.taken = True  # open_targets stops its devices from here on
+        with open_targets(request, target_name, out_dir, profile, stopping, fleet) as targets:
+            execute_run(plan, targets, progress, estimates=estimates, prepare=fleet.prepared if fleet else None)
         run = load_results(out_dir / "results.jsonl")
     except UsageError:
         _join(stopping)
@@ -195,26 +193,11 @@ def _join(threads: list[threading.Thread]) -> None:
         thread.join()
 
 
-def _missing_ancestors(directory: Path) -> list[Path]:
-    """`directory` and those of its parents that do not exist yet, innermost first."""
-    missing: list[Path] = []
-    for path in (directory, *directory.parents):
-        if path.exists() or path.is_symlink():
-            break
-        missing.append(path)
-    return missing
-
-
 def _discard(created: list[Path], out_dir: Path, token: str) -> None:
     """Remove what a run that stopped before its plan created: its directory (and the parents it made,
     when left empty) or, in a directory that was already there, its marker; and its host registry entry."""
     unclaim(token)
-    if created and created[0] == out_dir:
-        shutil.rmtree(out_dir, ignore_errors=True)
-        for parent in created[1:]:
-            with contextlib.suppress(OSError):
-                parent.rmdir()
-    else:
+    if not remove_created(created, out_dir):
         with contextlib.suppress(OSError):
             (out_dir / MARKER).unlink()
 
@@ -235,33 +218,6 @@ def interrupted(out_dir: Path) -> RunInterrupted:
     )
 
 
-def resolve_target(request: RunRequest) -> str:
-    """The target a request runs on; `auto` is attached adb devices if any on the default server, else virtual."""
-    if request.target != "auto":
-        return request.target
-    if request.impl is not None or request.cross is not None:
-        return "local"
-    if request.adb_servers or request.serials:
-        return "adb"
-    from ..targets import AdbServerAddress, attached_devices  # adb code only where adb is asked about
-
-    return "adb" if attached_devices(AdbServerAddress.default()) else "virtual"
-
-
-def check_target_request(request: RunRequest, target_name: str) -> None:
-    """The options that belong to other targets than `target_name`: usage errors."""
-    if target_name not in TARGETS:
-        raise UsageError(f"--target {target_name}: expected one of {', '.join(TARGETS)}")
-    if target_name == "local":
-        if request.serials or request.adb_servers:
-            raise UsageError("--serial and --adb-server are for --target adb")
-        return
-    if request.impl is not None or request.cross is not None:
-        raise UsageError(f"--impl and --cross are for --target local, not --target {target_name}")
-    if target_name == "virtual" and (request.serials or request.adb_servers):
-        raise UsageError("--serial and --adb-server select real devices: use them with --target adb")
-
-
 @contextlib.contextmanager
 def open_targets(
     request: RunRequest,
@@ -269,10 +225,11 @@ def open_targets(
     out_dir: Path,
     profile: VnpuProfile,
     stopping: list[threading.Thread] | None = None,
+    fleet: VirtualFleet | None = None,
 ) -> Iterator[list[Target]]:
-    """The run's targets; virtual devices (and their adb server) are started here and stopped on exit:
-    then and there, or with `stopping`, on a thread appended to it (the caller joins it, having given
-    its answer meanwhile).
+    """The run's targets; virtual devices (and their adb server) are started here, or were started ahead
+    (`fleet`), and are stopped on exit: then and there, or with `stopping`, on a thread appended to it
+    (the caller joins it, having given its answer meanwhile).
 
     First, fleets left running by a killed `npuconf` on this host are stopped.
     """
@@ -294,39 +251,18 @@ def open_targets(
         ]
         return
     # The adb target and the virtual devices are imported only by the runs that use them.
-    from ..targets import (
-        AdbServerAddress,
-        AdbTarget,
-        FleetSupervisor,
-        discover_targets,
-        preload_adb_client,
-        start_fleet,
-    )
+    from ..targets import AdbServerAddress, AdbTarget, discover_targets
 
     if target_name == "virtual":
-        names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(request.devices))
-        # adbutils (requests and PIL under it) takes long to import: it loads while the devices start.
-        threading.Thread(target=preload_adb_client, name="preload-adbutils", daemon=True).start()
-        supervisor = FleetSupervisor(start_fleet(len(names), out_dir / VIRTUAL_STATE_DIR, names=names))
+        if fleet is None:
+            fleet = VirtualFleet(request, out_dir / VIRTUAL_STATE_DIR, profile)
         try:
-            server = supervisor.fleet.server.address
-            yield [
-                AdbTarget(
-                    server,
-                    device.adb_serial,
-                    serial=device.name,
-                    profile=profile,
-                    timeout_multiplier=request.timeout_multiplier,
-                    host_build=request.build_dir,
-                    restart_server=supervisor.restart_server,
-                )
-                for device in supervisor.fleet.devices
-            ]
+            yield list(fleet.targets())
         finally:
             if stopping is None:
-                supervisor.stop()
+                fleet.stop()
             else:
-                stopper = threading.Thread(target=supervisor.stop, name="stop-fleet")
+                stopper = threading.Thread(target=fleet.stop, name="stop-fleet")
                 stopper.start()
                 stopping.append(stopper)
         return

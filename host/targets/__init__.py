@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from .adb import adb_client as adb_client
     from .adb import attached_devices as attached_devices
     from .adb import discover_targets as discover_targets
-    from .adb import preload_adb_client as preload_adb_client
     from .impl_check import API_FUNCTIONS as API_FUNCTIONS
     from .impl_check import check_impl as check_impl
     from .local import PROBE_STDERR_LOG as PROBE_STDERR_LOG
@@ -41,7 +40,7 @@ _LATER: Final = {
     **dict.fromkeys(("PROBE_STDERR_LOG", "LocalTarget"), ".local"),
     **dict.fromkeys(
         ("DEVICE_DIR", "PROFILE_NAME", "AdbServerAddress", "AdbTarget", "adb_client", "attached_devices",
-         "discover_targets", "preload_adb_client"),
+         "discover_targets"),
         ".adb",
     ),
     **dict.fromkeys(("Fleet", "FleetSupervisor", "reap_orphan_fleets", "start_fleet"), ".virtual_device"),

@@ -1,6 +1,7 @@
 """The adb host protocol ("smart socket") as a client speaks it to an adb server: one `host:` request,
-its answer; enough for version, devices, connect and disconnect. The real-phone adb target and the
-virtual-device fleet both talk to their servers through this one client.
+its answer (version, devices, connect and disconnect), or a connection switched to one device's service
+(`host:transport:SERIAL`, then `shell,v2,raw:...` or `sync:`), whose stream is then the service's. The
+real-phone adb target and the virtual-device fleet both talk to their servers through this one client.
 
 An adb server is reached at a TCP address (`HOST:PORT`, a phone lab's servers) or at a unix socket
 (`localfilesystem:PATH`, adb's own notation for `-L`): the kit's private servers listen on a socket in
@@ -120,6 +121,52 @@ def host_request(server: AdbServerAddress, request: str, timeout: float = 5.0) -
         if status != b"OKAY":
             raise AdbServerError(f"adb server {server}: {request}: {data.decode(errors='replace') or status!r}")
         return data.decode(errors="replace")
+
+
+class AdbConnection:
+    """One connection to an adb server; after `open_service` its stream is that device service's own."""
+
+    def __init__(self, server: AdbServerAddress, timeout: float) -> None:
+        self.server = server
+        self.sock = server.connect(timeout)
+        self.sock.settimeout(timeout)
+
+    def request(self, text: str) -> None:
+        """Send one request and read its OKAY; a FAIL raises AdbServerError with the server's message."""
+        payload = text.encode()
+        self.sock.sendall(f"{len(payload):04x}".encode() + payload)
+        status = self.read_exact(4)
+        if status == b"OKAY":
+            return
+        message = b""
+        if status == b"FAIL":
+            with contextlib.suppress(OSError, ValueError):
+                message = self.read_exact(int(self.read_exact(4), 16))
+        service = text.split(":", 1)[0] if not text.startswith("host:") else text
+        raise AdbServerError(f"adb server {self.server}: {service}: {message.decode(errors='replace') or status!r}")
+
+    def open_service(self, adb_serial: str, service: str) -> None:
+        """Switch to the device `adb_serial`, then open `service` there."""
+        self.request(f"host:transport:{adb_serial}")
+        self.request(service)
+
+    def read_exact(self, size: int) -> bytes:
+        return _recv_exactly(self.sock, size)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def abort(self) -> None:
+        """Break the stream from another thread: a reader blocked on it returns (the device sees CLSE)."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> AdbConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:

@@ -54,6 +54,7 @@ class LocalTarget:
         self._profile_path = self.work_dir / "vnpu-profile.conf"
         self._stderr_lock = threading.Lock()
         self._stderr_kept = 0  # bytes of probe-stderr.log written for this device (limit stderr_bytes)
+        self._facts: dict[str, str] | None = None  # the probe's and the library's digests, once prepared
 
     @property
     def build(self) -> ProbeBuild:
@@ -81,7 +82,7 @@ class LocalTarget:
                 )
             build_probe(self.build_dir)
         library = self.impl if self.impl is not None else self.build.vnpu
-        facts = self._build_facts(library)
+        facts = self._facts = self._build_facts(library)
         output_dir(self.work_dir)
         write_text(self._profile_path, self.profile.render())
         append_bytes(self.work_dir / PROBE_STDERR_LOG, b"")  # present even when nothing was printed
@@ -124,17 +125,17 @@ class LocalTarget:
         write_entry(BUILD_CACHE, key, json.dumps(facts).encode())
         return facts
 
-    def discovery_key(self, program: str) -> str | None:
-        """For the kit's own vnpu, everything the discovery answer depends on: the probe and the library,
-        the profile the library reads (its only input), how the probe is started, the discovery program
-        and its budgets, and this class (a subclass may run batches otherwise). None for an `--impl`
-        library: what it answers may depend on what the kit cannot see (its files, its environment)."""
-        if self.impl is not None:
+    def discovery_build(self) -> tuple[str, ...] | None:
+        """Everything the discovery answer depends on (host/run/discovery_cache.py): the probe's and the
+        library's digests, the profile the vnpu reads, how the probe is started and this class (a subclass
+        may run batches otherwise). None before `prepare`. An `--impl` library may also answer from what
+        the kit cannot see (its files, its environment): what the device confirms catches that."""
+        if self._facts is None:
             return None
-        return cache_key(
-            _identity(self.build.probe), _identity(self.build.vnpu), self.profile.render(), program,
-            f"{self.timeout_multiplier:g}", str(self.settle_ms), *self.exec_prefix,
-            f"{type(self).__module__}.{type(self).__qualname__}",
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}", "local", self._facts["probe"],
+            self._facts["library"], self.profile.render(), f"{self.timeout_multiplier:g}", str(self.settle_ms),
+            *self.exec_prefix,
         )  # fmt: skip
 
     def _abi(self) -> str:

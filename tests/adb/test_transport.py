@@ -94,3 +94,20 @@ def test_timeout_closes_the_stream_and_kills_the_command(devices, fleet):
     assert time.monotonic() - started < 2
     time.sleep(3.2)
     assert not marker.exists(), "the command should have been killed when the stream closed"
+
+
+def test_the_kits_own_client_runs_shell_v2_and_pushes(fleet):
+    """What a run uses (host/targets/adb/transport.py, no adbutils): shell v2 with the exit status and the
+    two streams apart, a push seen by the shell, and a refused device named."""
+    from host.targets.adb.transport import DeviceTransport, shell_v2
+    from host.targets.adb_host import AdbServerError
+
+    device = fleet.devices[0]
+    transport = DeviceTransport(fleet.server.address, device.adb_serial, device.name)
+    done = transport.shell("echo out; echo err >&2; exit 5")
+    assert (done.returncode, done.stdout, done.stderr) == (5, "out\n", "err\n")
+    assert sorted(done.output.splitlines()) == ["err", "out"]
+    transport.push(b"pushed\n", "/data/local/tmp/own/p.txt", 0o644)
+    assert transport.shell("cat /data/local/tmp/own/p.txt").stdout == "pushed\n"
+    with pytest.raises(AdbServerError, match=r"127\.0\.0\.1:1"):
+        shell_v2(fleet.server.address, "127.0.0.1:1", "true", 5.0)

@@ -249,12 +249,11 @@ def test_hanging_logcat_costs_one_deadline_then_is_not_asked_again(monkeypatch):
     target = AdbTarget(AdbServerAddress("127.0.0.1", 1), "hung-device", serial="hung")
     calls = []
 
-    class HungDevice:
-        def shell2(self, command, timeout, v2):
-            calls.append(command)
-            time.sleep(30)
+    def hung(command, timeout):
+        calls.append(command)
+        time.sleep(30)
 
-    target.transport.device = HungDevice()
+    target.transport.shell_once = hung
     started = time.monotonic()
     first = target.failure_context("s1")
     assert time.monotonic() - started < 2.5

@@ -76,3 +76,40 @@ def test_a_local_run_imports_no_adb_library_and_the_cli_no_report_library(tmp_pa
     lines = done.stdout.splitlines()
     assert lines[0] == "[]", done.stdout + done.stderr
     assert lines[-1] == "[]", done.stdout + done.stderr
+
+
+def _processes_naming(text: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    if text.encode() in handle.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["new-directory", "directory-that-was-there"])
+def test_a_usage_error_found_after_the_virtual_devices_started_leaves_nothing(tmp_path, probe_build, given):
+    """A run on virtual devices starts them before it loads the corpus (host/run/head_start.py): a usage
+    error found then stops them and removes what was made for the run, as if nothing had started."""
+    out = tmp_path / "given" if given else tmp_path / "new" / "run"
+    if given:
+        out.mkdir()
+    state = tmp_path / "state"
+    done = subprocess.run(
+        [sys.executable, "-m", "host", "run", "--target", "virtual", "--scenario", "no.such.scenario",
+         "--out", str(out), "-q"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), NPUCONF_STATE_DIR=str(state)),
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert "no.such.scenario" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    if given:
+        assert out.is_dir() and not any(out.iterdir())
+    else:
+        assert not (tmp_path / "new").exists()
+    assert _processes_naming(str(tmp_path)) == []  # no device process, no adb server of the run
+    assert list((state / "fleets").glob("*.json")) == []  # no fleet left registered as running

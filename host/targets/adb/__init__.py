@@ -13,4 +13,3 @@ from .transport import DeviceLost as DeviceLost
 from .transport import adb_client as adb_client
 from .transport import attached_devices as attached_devices
 from .transport import discover_targets as discover_targets
-from .transport import preload_adb_client as preload_adb_client

@@ -28,11 +28,13 @@ PROFILE_NAME: Final = "vnpu-profile.conf"
 
 @dataclass(frozen=True, slots=True)
 class Deployed:
-    """A device ready to run batches: its info record, the build pushed to it, and whether it is virtual."""
+    """A device ready to run batches: its info record, the build pushed to it, whether it is virtual, and
+    the SHA-256 of each file the kit installed there (the probe; libvnpu and its profile on a virtual device)."""
 
     info: dict[str, Any]
     build_dir: Path
     virtual: bool
+    installed: dict[str, str]
 
 
 def deploy(
@@ -56,7 +58,9 @@ def deploy(
     except UnsafeOutput as exc:
         raise InfraError(f"{transport.serial}: ro.product.cpu.abilist: {exc}") from None
     build_dir, abi = _choose_build(transport.serial, abis, virtual, build_root, host_build)
-    moves = _push(transport, build_dir, profile if virtual else None, installed.stdout)
+    files = _files(build_dir, profile if virtual else None)
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    moves = _push(transport, files, digests, installed.stdout)
     marker = f"npuconf-installed-{secrets.token_hex(8)}"
     listing = f"{shlex.quote(f'{DEVICE_DIR}/{PROBE_NAME}')} --list"
     listed = transport.shell(" && ".join([*moves, f"echo {marker}", listing]) if moves else listing)
@@ -80,7 +84,7 @@ def deploy(
         "npu_feature": f"feature:{NPU_FEATURE}" in features.splitlines(),
         "model": props.get("ro.product.model", ""),
         "manufacturer": props.get("ro.product.manufacturer", ""),
-        "probe_version": hashlib.sha256((build_dir / PROBE_NAME).read_bytes()).hexdigest()[:12],
+        "probe_version": digests[PROBE_NAME][:12],
         "virtual": virtual,
     }
     if virtual:
@@ -96,7 +100,7 @@ def deploy(
         declared = profile.declared_capacity
         prop = props.get(CAPACITY_PROP, "")
         info |= declared_capacity(declared if declared is not None else int(prop) if prop.isdigit() else None)
-    return Deployed(info, build_dir, virtual)
+    return Deployed(info, build_dir, virtual, digests)
 
 
 def parse_getprop(text: str) -> dict[str, str]:
@@ -133,22 +137,31 @@ _LIST_INSTALLED: Final = (
 )
 
 
-def _push(transport: DeviceTransport, build_dir: Path, profile: VnpuProfile | None, installed: str) -> list[str]:
-    """Push what differs (by SHA-256, `installed` is the device's `sha256sum` listing) from what the device
-    holds, each to a temporary name; the shell commands that move them into place (atomic renames)."""
+def _files(build_dir: Path, profile: VnpuProfile | None) -> dict[str, bytes]:
+    """What the kit installs on a device: the probe; on a virtual device (`profile`) libvnpu and its profile."""
     files: dict[str, bytes] = {PROBE_NAME: (build_dir / PROBE_NAME).read_bytes()}
     if profile is not None:
         files[VNPU_NAME] = (build_dir / VNPU_NAME).read_bytes()
         files[PROFILE_NAME] = profile.render().encode()
+    return files
+
+
+def _push(transport: DeviceTransport, files: dict[str, bytes], digests: dict[str, str], installed: str) -> list[str]:
+    """Push what differs (by SHA-256, `installed` is the device's `sha256sum` listing) from what the device
+    holds, each to a temporary name, in one sync session; the shell commands that move them into place
+    (atomic renames)."""
     have: dict[str, str] = {}
     for line in installed.splitlines():
         digest, _, path = line.partition("  ")
         have[path.strip().rsplit("/", 1)[-1]] = digest.strip()
     moves: list[str] = []
+    pushed: dict[str, bytes] = {}
     for name, data in files.items():
-        if have.get(name) == hashlib.sha256(data).hexdigest():
+        if have.get(name) == digests[name]:
             continue
         temporary = f"{RUN_DIR}/.{name}.{secrets.token_hex(4)}"
-        transport.push(data, temporary)
+        pushed[temporary] = data
         moves.append(f"mv -f {shlex.quote(temporary)} {shlex.quote(f'{DEVICE_DIR}/{name}')}")
+    if pushed:
+        transport.push_all(pushed)  # one sync session for all of them
     return moves

@@ -8,13 +8,11 @@ import contextlib
 import queue
 import secrets
 import shlex
-import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from reports.floor.limits import TraceLimits
 
@@ -30,10 +28,7 @@ from ...probe import (
     host_exit_line,
 )
 from .deployment import DEVICE_DIR, PROFILE_NAME, RUN_DIR
-from .transport import COMMAND_TIMEOUT_S, DeviceLost, DeviceTransport, adb_errors, bounded
-
-if TYPE_CHECKING:
-    from adbutils import AdbClient
+from .transport import COMMAND_TIMEOUT_S, V2_HEADER, DeviceLost, DeviceTransport, adb_errors, bounded
 
 # The host waits this multiple of a scenario's limit (plus a little) before it declares a timeout.
 HOST_WAIT_FACTOR: Final = 1.5
@@ -46,7 +41,6 @@ EVENT_QUEUE: Final = 4096  # lines in flight between the stream's reader thread 
 class _Aborted(Exception):
     """The watchdog aborted the stream while the reader waited to queue a line."""
 
-_V2_HEADER: Final = struct.Struct("<BI")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +54,12 @@ class _Event:
 class _ProbeStream:
     """A shell v2 stream read on its own thread: stdout lines, the exit status, or EOF, into a queue."""
 
-    def __init__(self, client: AdbClient, adb_serial: str, command: str) -> None:
+    def __init__(self, transport: DeviceTransport, command: str) -> None:
         self.events: queue.Queue[_Event] = queue.Queue(maxsize=EVENT_QUEUE)
         self.limits = TraceLimits.current()
         self.stderr = BoundedBytes(self.limits.stderr_bytes)
-        self._connection = client.make_connection(timeout=COMMAND_TIMEOUT_S)
+        self._connection = transport.connect(COMMAND_TIMEOUT_S)
+        adb_serial = transport.adb_serial
         self._aborted = False
         self._thread = threading.Thread(target=self._read, args=(adb_serial, command), daemon=True)
         self._thread.start()
@@ -73,13 +68,11 @@ class _ProbeStream:
         connection = self._connection
         splitter = LineSplitter(self.limits.line_bytes)
         try:
-            connection.send_command(f"host:transport:{adb_serial}")
-            connection.check_okay()
-            connection.conn.settimeout(None)  # the watchdog in BatchRunner bounds every wait
-            connection.send_command(f"shell,v2,raw:{command}")
-            connection.check_okay()
+            connection.request(f"host:transport:{adb_serial}")
+            connection.sock.settimeout(None)  # the watchdog in BatchRunner bounds every wait
+            connection.request(f"shell,v2,raw:{command}")
             while True:
-                ident, length = _V2_HEADER.unpack(connection.read_exact(_V2_HEADER.size))
+                ident, length = V2_HEADER.unpack(connection.read_exact(V2_HEADER.size))
                 payload = connection.read_exact(length) if length else b""
                 if ident == 1:
                     for text, problem in splitter.feed(payload):
@@ -98,8 +91,7 @@ class _ProbeStream:
         except _Aborted:
             pass
         finally:
-            with contextlib.suppress(OSError):
-                connection.conn.close()
+            connection.close()
 
     def _put(self, event: _Event) -> None:
         """Queue an event; while the queue is full, wait (the reader never holds more than EVENT_QUEUE)."""
@@ -115,8 +107,7 @@ class _ProbeStream:
     def abort(self) -> None:
         """Break the stream from the watchdog: the device side sees CLSE and kills the probe."""
         self._aborted = True
-        with contextlib.suppress(*adb_errors()):
-            self._connection.conn.shutdown(socket.SHUT_RDWR)
+        self._connection.abort()
 
     def stderr_text(self) -> str:
         return self.stderr.text()
@@ -207,11 +198,11 @@ class BatchRunner:
             f'p=$(cat {pid_file} 2>/dev/null) && [ -n "$p" ] && {{ pkill -9 -P "$p"; kill -9 "$p"; }}; '
             f"rm -f {pid_file} {shlex.quote(f'{RUN_DIR}/{token}.prog')}; true"
         )
-        device = self.transport.device
+        transport = self.transport
 
         def kill() -> None:
             with contextlib.suppress(Exception):
-                device.shell2(command, timeout=5.0, v2=True)
+                transport.shell_once(command, 5.0)
 
         threading.Thread(target=kill, name=f"kill-{self.serial}", daemon=True).start()
 
@@ -244,7 +235,7 @@ class BatchRunner:
         try:
             destination = f"{RUN_DIR}/{token}.prog"
             bounded(lambda: transport.sync_send(program, destination, 0o644, first_wait), first_wait, "push")
-            stream = _ProbeStream(transport.client, transport.adb_serial, self._probe_command(token))
+            stream = _ProbeStream(transport, self._probe_command(token))
         except TimeoutError:
             self._timed_out(scenario_ids[start], (), began, first_wait, on_trace, completed)
             return start + 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from reports.floor.limits import limit, over
 
@@ -15,12 +15,9 @@ from ...probe import BatchOutcome, ScenarioTrace
 from ...suite import BUILD_ROOT
 from ..adb_host import AdbServerAddress
 from ..vnpu_profile import VnpuProfile
-from .deployment import deploy
+from .deployment import Deployed, deploy
 from .streaming import BatchRunner
 from .transport import DeviceTransport, bounded
-
-if TYPE_CHECKING:
-    from adbutils import AdbDevice
 
 LOGCAT_LINES: Final = 200
 
@@ -45,17 +42,28 @@ class AdbTarget:
         self.serial = self.serial or self.adb_serial
         self.transport = DeviceTransport(self.server, self.adb_serial, self.serial, self.restart_server)
         self._runner: BatchRunner | None = None
+        self._deployed: Deployed | None = None
         self._logcat_stalled = False  # one logcat past its deadline: none is asked for again this run
 
-    @property
-    def device(self) -> AdbDevice:
-        return self.transport.device
-
     def prepare(self) -> dict[str, Any]:
-        deployed = deploy(self.transport, self.profile, self.build_root, self.host_build)
+        deployed = self._deployed = deploy(self.transport, self.profile, self.build_root, self.host_build)
         self.virtual = deployed.virtual
         self._runner = BatchRunner(self.transport, deployed.virtual, self.timeout_multiplier, self.settle_ms)
         return deployed.info
+
+    def discovery_build(self) -> tuple[str, ...] | None:
+        """Everything the discovery answer depends on (host/run/discovery_cache.py): the device's build
+        fingerprint, the probe installed there (and on a virtual device libvnpu and its profile, by digest),
+        how the probe is started and this class. Not the serial nor the server: devices of one build share
+        it. None before `prepare`."""
+        deployed = self._deployed
+        if deployed is None:
+            return None
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}", "virtual" if deployed.virtual else "adb",
+            str(deployed.info.get("fingerprint", "")), *(f"{n}:{d}" for n, d in sorted(deployed.installed.items())),
+            f"{self.timeout_multiplier:g}", str(self.settle_ms),
+        )  # fmt: skip
 
     def run_batch(
         self,
@@ -75,11 +83,10 @@ class AdbTarget:
         command = f"logcat -d -b main,system,crash -t {LOGCAT_LINES}"
         deadline = float(limit("logcat_seconds"))
         try:
-            done = bounded(lambda: self.device.shell2(command, timeout=deadline, v2=True), deadline, "logcat")
+            done = bounded(lambda: self.transport.shell_once(command, deadline), deadline, "logcat")
         except TimeoutError:
             self._logcat_stalled = True
             return (f"[npuconf: logcat gave no answer; {over('logcat_seconds', 'logcat')}; no more logcat this run]",)
         except Exception:
             return ()
-        output = done.output if isinstance(done.output, str) else bytes(done.output).decode("utf-8", "replace")
-        return tuple(output.splitlines()[-LOGCAT_LINES:])
+        return tuple(done.output.splitlines()[-LOGCAT_LINES:])

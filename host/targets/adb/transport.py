@@ -1,5 +1,7 @@
-"""Reaching devices through adb servers: server addresses, adbutils clients that never start a server,
-device listing, and one device's transport (bounded shell calls, pushes, recovery after a broken link)."""
+"""Reaching devices through adb servers: device listing, and one device's transport (bounded shell v2 calls
+and pushes over the kit's own host-protocol client, recovery after a broken link). An adbutils client
+that never starts a server (`adb_client`) is there for the kit's tests and benches, which check the
+virtual devices with a third-party client; a run does not import adbutils."""
 
 from __future__ import annotations
 
@@ -11,15 +13,15 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from ...errors import InfraError, UsageError
-from ..adb_host import AdbServerAddress, AdbServerError, device_states, host_request, server_answers
+from ..adb_host import AdbConnection, AdbServerAddress, AdbServerError, device_states, host_request, server_answers
 
 if TYPE_CHECKING:
-    import adbutils
-    from adbutils import AdbClient, AdbDevice
+    from adbutils import AdbClient
 
 COMMAND_TIMEOUT_S: Final = 20.0
 PUSH_TIMEOUT_S: Final = 60.0
@@ -40,13 +42,12 @@ class DeviceLost(InfraError):
 def _client_class() -> type[AdbClient]:
     """adbutils' client, with connections that fail instead of running `adb start-server` (which would use
     5037) and that reach a server on a unix socket as well as on a TCP port. Built on first use: adbutils
-    (and requests, PIL under it) is imported only by commands that reach a device through adb, never by
-    a run on the local target."""
+    (and requests, PIL under it) is imported only by the tests and benches that use it."""
     from adbutils import AdbClient
-    from adbutils._adb import AdbConnection
+    from adbutils._adb import AdbConnection as AdbutilsConnection
     from adbutils.errors import AdbConnectionError
 
-    class _Connection(AdbConnection):  # type: ignore[misc]
+    class _Connection(AdbutilsConnection):  # type: ignore[misc]
         def __init__(self, server: AdbServerAddress) -> None:
             self._server = server
             super().__init__(server.host, server.port)
@@ -67,7 +68,7 @@ def _client_class() -> type[AdbClient]:
             super().__init__(host=server.host, port=server.port)
             self._server = server
 
-        def make_connection(self, timeout: float | None = None) -> AdbConnection:
+        def make_connection(self, timeout: float | None = None) -> AdbutilsConnection:
             connection = _Connection(self._server)
             if timeout:
                 connection.conn.settimeout(timeout)
@@ -76,17 +77,40 @@ def _client_class() -> type[AdbClient]:
     return _Client
 
 
-def preload_adb_client() -> None:
-    """Import adbutils now: a caller with time to spare (waiting for virtual devices to start) runs it on
-    another thread, so the first device reached does not wait for the import."""
-    _client_class()
-
-
 def adb_errors() -> tuple[type[BaseException], ...]:
-    """What an adb call raises when its link broke: OSError, EOFError and adbutils' AdbError."""
-    import adbutils
+    """What an adb call raises when its link broke or the server refused it: OSError, EOFError, AdbServerError."""
+    return (OSError, EOFError, AdbServerError)
 
-    return (OSError, EOFError, adbutils.AdbError)
+
+V2_HEADER: Final = struct.Struct("<BI")  # shell v2 packets: id (0 stdin, 1 stdout, 2 stderr, 3 exit), length
+
+
+@dataclass(frozen=True, slots=True)
+class ShellResult:
+    """What a shell v2 command gave: its exit status, its two streams, and both as they arrived."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    output: str
+
+
+def shell_v2(server: AdbServerAddress, adb_serial: str, command: str, timeout: float) -> ShellResult:
+    """Run `command` on the device over one shell v2 stream (its exit status is in the stream), each read
+    bounded by `timeout`."""
+    out, err, both = bytearray(), bytearray(), bytearray()
+    with AdbConnection(server, timeout) as connection:
+        connection.open_service(adb_serial, f"shell,v2,raw:{command}")
+        while True:
+            ident, length = V2_HEADER.unpack(connection.read_exact(V2_HEADER.size))
+            payload = connection.read_exact(length) if length else b""
+            if ident == 3:
+                code = payload[0] if payload else 255
+                break
+            if ident in (1, 2):
+                (out if ident == 1 else err).extend(payload)
+                both.extend(payload)
+    return ShellResult(code, *(bytes(b).decode("utf-8", errors="replace") for b in (out, err, both)))
 
 
 _client_lock = threading.Lock()
@@ -188,15 +212,18 @@ class DeviceTransport:
         self.serial = serial
         # Set for virtual devices the kit started: restarts their adb server and reconnects them.
         self.restart_server = restart_server
-        self.client: AdbClient = adb_client(server)
-        self.device: AdbDevice = self.client.device(serial=adb_serial)
 
-    def shell(self, command: str, timeout: float = COMMAND_TIMEOUT_S) -> adbutils.ShellReturn:
-        def run() -> adbutils.ShellReturn:
-            result: adbutils.ShellReturn = self.device.shell2(command, timeout=timeout, v2=True)
-            return result
+    def shell(self, command: str, timeout: float = COMMAND_TIMEOUT_S) -> ShellResult:
+        """A shell v2 command, bounded, recovered once after a broken link."""
+        return self.retrying(lambda: self.shell_once(command, timeout), timeout + 2.0, command.split(" ", 1)[0])
 
-        return self.retrying(run, timeout + 2.0, command.split(" ", 1)[0])
+    def shell_once(self, command: str, timeout: float) -> ShellResult:
+        """A shell v2 command, once (each read bounded by `timeout`; the caller bounds the whole)."""
+        return shell_v2(self.server, self.adb_serial, command, timeout)
+
+    def connect(self, timeout: float) -> AdbConnection:
+        """A new connection to the device's adb server (a service of the device is opened on it next)."""
+        return AdbConnection(self.server, timeout)
 
     def retrying(self, function: Callable[[], T], timeout: float, what: str) -> T:
         """Run an adb call; after a transport failure recover once (server restart, reconnect) and retry."""
@@ -243,30 +270,30 @@ class DeviceTransport:
         raise DeviceLost(f"{self.serial}: gone from adb server {self.server} ({why})")
 
     def push(self, data: bytes, destination: str, mode: int = 0o755) -> None:
-        self.retrying(lambda: self.sync_send(data, destination, mode, PUSH_TIMEOUT_S), PUSH_TIMEOUT_S + 2.0, "push")
+        self.push_all({destination: data}, mode)
+
+    def push_all(self, files: Mapping[str, bytes], mode: int = 0o755) -> None:
+        """Push each file (destination -> bytes) over one sync session, recovered once after a broken link."""
+        self.retrying(lambda: self.sync_send_all(files, mode, PUSH_TIMEOUT_S), PUSH_TIMEOUT_S + 2.0, "push")
 
     def sync_send(self, data: bytes, destination: str, mode: int, timeout: float) -> None:
-        """One sync SEND over one adbutils connection (adbutils' own push opens three and sleeps in each)."""
-        connection = self.client.make_connection(timeout=timeout)
-        try:
-            connection.send_command(f"host:transport:{self.adb_serial}")
-            connection.check_okay()
-            connection.send_command("sync:")
-            connection.check_okay()
-            spec = f"{destination},{0o100000 | mode}".encode()
-            parts = [b"SEND", struct.pack("<I", len(spec)), spec]
-            for start in range(0, len(data), SYNC_CHUNK):
-                chunk = data[start : start + SYNC_CHUNK]
-                parts += [b"DATA", struct.pack("<I", len(chunk)), chunk]
-            parts += [b"DONE", struct.pack("<I", int(time.time()))]
-            connection.conn.sendall(b"".join(parts))
-            status = connection.read_exact(8)
-            if status[:4] != b"OKAY":
-                message = connection.read_exact(struct.unpack("<I", status[4:])[0]).decode(errors="replace")
-                from adbutils import AdbSyncError
+        """One sync SEND over one connection."""
+        self.sync_send_all({destination: data}, mode, timeout)
 
-                raise AdbSyncError(f"push {destination}: {message}")
-            connection.conn.sendall(b"QUIT" + struct.pack("<I", 0))
-        finally:
-            with contextlib.suppress(OSError):
-                connection.conn.close()
+    def sync_send_all(self, files: Mapping[str, bytes], mode: int, timeout: float) -> None:
+        """One sync session: a SEND per file, each answered before the next, then QUIT."""
+        with self.connect(timeout) as connection:
+            connection.open_service(self.adb_serial, "sync:")
+            for destination, data in files.items():
+                spec = f"{destination},{0o100000 | mode}".encode()
+                parts = [b"SEND", struct.pack("<I", len(spec)), spec]
+                for start in range(0, len(data), SYNC_CHUNK):
+                    chunk = data[start : start + SYNC_CHUNK]
+                    parts += [b"DATA", struct.pack("<I", len(chunk)), chunk]
+                parts += [b"DONE", struct.pack("<I", int(time.time()))]
+                connection.sock.sendall(b"".join(parts))
+                status = connection.read_exact(8)
+                if status[:4] != b"OKAY":
+                    message = connection.read_exact(struct.unpack("<I", status[4:])[0]).decode(errors="replace")
+                    raise AdbServerError(f"{self.serial}: push {destination}: {message}")
+            connection.sock.sendall(b"QUIT" + struct.pack("<I", 0))

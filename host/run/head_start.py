@@ -1,0 +1,203 @@
+"""The kit's virtual devices get a head start: their fleet (the private adb server and the device processes)
+is started on a thread of its own and, for a new run, each device is prepared there too (probe pushed,
+pairs discovered) as soon as it is connected, while the command loads the kit, the corpus and writes the
+plan. A virtual run's own fixed cost then overlaps the kit's start-up instead of following it.
+
+`start_ahead` is called by `npuconf run` first thing, before the rest of the run's code is even imported;
+`start_run` takes what it started (the run's id, its directory and the devices) or, on any error before
+the devices are in use, stops them and removes what was created for nothing (docs/decisions.md, "Fixed
+cost"). `open_targets` starts a `VirtualFleet` on the spot for the commands that give no head start
+(`--resume`, `npuconf fuzz`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import shutil
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reports import REPORT_FILES, RESULTS_FILE, present
+from reports.floor.safe_io import output_dir
+
+from ..targets import Device, Target, VnpuProfile
+from .plan import RunRequest, new_run_id
+from .target_choice import VIRTUAL_STATE_DIR, check_target_request, resolve_target
+
+if TYPE_CHECKING:
+    from ..targets import AdbTarget, FleetSupervisor
+    from .discovery_cache import BuildDiscoveries
+
+
+class VirtualFleet:
+    """A run's virtual devices, being started on a thread (and, with `prepare`, each device prepared there
+    as soon as it is connected). Whoever uses the devices stops them with `stop`."""
+
+    def __init__(self, request: RunRequest, state_dir: Path, profile: VnpuProfile, prepare: bool = False) -> None:
+        self._request = request
+        self._state_dir = state_dir
+        self._profile = profile
+        self._prepare = prepare
+        self._supervisor: FleetSupervisor | None = None
+        self._targets: list[AdbTarget] = []
+        self._error: BaseException | None = None
+        self._prepared: dict[str, concurrent.futures.Future[Device]] = {}
+        self._lock = threading.Lock()
+        # The fleet's code is imported here, on the calling thread, before the thread that uses it starts:
+        # an import on another thread while Ctrl-C interrupts the main thread's imports could find
+        # importlib's lock left held, and wait forever.
+        from ..targets import FleetSupervisor, start_fleet
+
+        self._start_fleet, self._supervised = start_fleet, FleetSupervisor
+        # Daemon: after Ctrl-C the command must not wait here; a fleet it leaves is reaped by the next run.
+        self._thread = threading.Thread(target=self._start, name="start-fleet", daemon=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        try:
+            request = self._request
+            names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(request.devices))
+            supervisor = self._supervised(self._start_fleet(len(names), self._state_dir, names=names))
+            with self._lock:
+                self._supervisor = supervisor
+            self._targets = virtual_targets(supervisor, request, self._profile)
+            if self._prepare:
+                self._prepare_all(self._targets)
+        except BaseException as exc:
+            self._error = exc
+
+    def _prepare_all(self, targets: Sequence[AdbTarget]) -> None:
+        from .discovery_cache import BuildDiscoveries
+
+        builds = BuildDiscoveries()  # the devices of one build discover once
+        for target in targets:
+            future: concurrent.futures.Future[Device] = concurrent.futures.Future()
+            self._prepared[target.serial] = future
+            threading.Thread(
+                target=_prepare, args=(target, builds, future), name=f"prepare-{target.serial}", daemon=True
+            ).start()
+
+    def targets(self) -> list[AdbTarget]:
+        """The devices, once connected; raises what stopped the fleet from starting."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return list(self._targets)
+
+    def prepared(self, target: Target) -> Device:
+        """The device as it was prepared ahead (raises what its preparation raised), else prepared now."""
+        self._thread.join()
+        future = self._prepared.get(target.serial)
+        if future is None:
+            from .prepared_device import prepare_device
+
+            return prepare_device(target)
+        return future.result()
+
+    def stop(self) -> None:
+        """Stop the devices and their adb server (once the start has ended); any later call does nothing."""
+        self._thread.join()
+        with self._lock:
+            supervisor, self._supervisor = self._supervisor, None
+        for future in self._prepared.values():  # a device is stopped only once its preparation let go
+            with contextlib.suppress(BaseException):
+                future.exception()
+        if supervisor is not None:
+            supervisor.stop()
+
+
+def _prepare(target: Target, builds: BuildDiscoveries, future: concurrent.futures.Future[Device]) -> None:
+    from .prepared_device import prepare_device
+
+    try:
+        future.set_result(prepare_device(target, builds))
+    except BaseException as exc:
+        future.set_exception(exc)
+
+
+def virtual_targets(supervisor: FleetSupervisor, request: RunRequest, profile: VnpuProfile) -> list[AdbTarget]:
+    """One adb target per device of the fleet, named as the run names its devices."""
+    from ..targets import AdbTarget
+
+    server = supervisor.fleet.server.address
+    return [
+        AdbTarget(
+            server,
+            device.adb_serial,
+            serial=device.name,
+            profile=profile,
+            timeout_multiplier=request.timeout_multiplier,
+            host_build=request.build_dir,
+            restart_server=supervisor.restart_server,
+        )
+        for device in supervisor.fleet.devices
+    ]
+
+
+@dataclass
+class HeadStart:
+    """What `start_ahead` started for a new run: its id and directory (made for it, with the parents it
+    made, innermost first), and its virtual devices."""
+
+    run_id: str
+    out_dir: Path
+    created: list[Path]
+    fleet: VirtualFleet
+    taken: bool = False  # the run uses the devices now (open_targets stops them)
+
+    def abandon(self, discard: bool) -> None:
+        """The run stopped: stop the devices unless the run had taken them (it stops them itself); with
+        `discard`, remove what was made for the run, unless it recorded something there."""
+        if not self.taken:
+            self.fleet.stop()
+        if discard and not (self.out_dir / RESULTS_FILE).exists():
+            shutil.rmtree(self.out_dir / VIRTUAL_STATE_DIR, ignore_errors=True)  # start_ahead found none there
+            remove_created(self.created, self.out_dir)
+
+
+def start_ahead(request: RunRequest) -> HeadStart | None:
+    """Start a new run's virtual devices now, when the run will use them and its directory can be used; None
+    otherwise (the run then finds what is wrong, if anything, and says so as it always does)."""
+    run_id = new_run_id()
+    out_dir = request.out or Path("out") / run_id
+    try:
+        if resolve_target(request) != "virtual":
+            return None
+        check_target_request(request, "virtual")
+        if present(out_dir, (RESULTS_FILE,)) is not None or present(out_dir, REPORT_FILES) is not None:
+            return None
+        if os.path.lexists(out_dir / VIRTUAL_STATE_DIR):  # not made for this run: never removed by it
+            return None
+        created = missing_ancestors(out_dir)
+        output_dir(out_dir)
+    except Exception:
+        return None
+    fleet = VirtualFleet(request, out_dir / VIRTUAL_STATE_DIR, request.vnpu_profile(), prepare=True)
+    return HeadStart(run_id, out_dir, created, fleet)
+
+
+def remove_created(created: Sequence[Path], out_dir: Path) -> bool:
+    """Remove `out_dir` and the parents made with it (`created`, innermost first, as `missing_ancestors`
+    found them) when it was made for the run, the parents only when left empty; whether it was."""
+    if not created or created[0] != out_dir:
+        return False
+    shutil.rmtree(out_dir, ignore_errors=True)
+    for parent in created[1:]:
+        with contextlib.suppress(OSError):
+            parent.rmdir()
+    return True
+
+
+def missing_ancestors(directory: Path) -> list[Path]:
+    """`directory` and those of its parents that do not exist yet, innermost first."""
+    missing: list[Path] = []
+    for path in (directory, *directory.parents):
+        if path.exists() or path.is_symlink():
+            break
+        missing.append(path)
+    return missing
