@@ -132,7 +132,7 @@ def errors(t: T, text: str) -> None:
 # -- parsing ------------------------------------------------------------------------------------------------
 
 
-def test_calls_pair_per_thread_and_nested_calls_get_their_own_lane():
+def test_calls_pair_per_thread_and_nested_calls_get_their_own_strand():
     lines = [
         '{"ev":"begin","scenario":"s","pid":1}',
         '{"ev":"call","step":1,"op":"sleep_ms","th":"t0","args":{"ms":1}}',
@@ -148,12 +148,12 @@ def test_calls_pair_per_thread_and_nested_calls_get_their_own_lane():
     trace = parse_trace(lines)
     assert not isinstance(trace, TraceError), trace
     calls = [e for e in trace.events if isinstance(e, Call)]
-    assert [(c.th, c.lane, c.in_cb) for c in calls] == [("t0", "t0", None), ("t1", "t1", None),
+    assert [(c.th, c.strand, c.in_cb) for c in calls] == [("t0", "t0", None), ("t1", "t1", None),
                                                         ("t1", "t1/1", "alloc")]
     cb = next(e for e in trace.events if isinstance(e, Cb))
-    assert cb.lane == "t1"
+    assert cb.strand == "t1"
     rets = [e for e in trace.events if isinstance(e, Ret)]
-    assert [r.lane for r in rets] == ["t1/1", "t1", "t0"]
+    assert [r.strand for r in rets] == ["t1/1", "t1", "t0"]
     assert rets[0].extra == {}
 
 
