@@ -95,7 +95,7 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
     candidates: list[State] = [INITIAL]
     # Per step, its op when the main thread makes it: a call that is such a step, made outside a callback,
     # belongs to the scenario as it is (the usual call; the others are checked by _in_envelope).
-    main_ops = tuple(st.op.value if st.thread is None else None for st in scenario.steps)
+    main_ops = tuple(st.op if st.thread is None else None for st in scenario.steps)  # an Op equals its value
     calls: dict[str, Call] = {}  # the call in flight, by strand
     last_call: Call | None = None
     step_index: int | None = None

@@ -208,12 +208,13 @@ def _decode_reference(raw: str) -> object:
 def _holds_float(values: Iterable[object]) -> bool:
     """Whether decoded values hold a float, at any depth (a plain loop: it runs on every call's arguments)."""
     for v in values:
-        if type(v) is float:
+        kind = type(v)  # decoded JSON holds exact builtin types: a scalar needs this one look
+        if kind is float:
             return True
-        if isinstance(v, list):
-            if _holds_float(v):
+        if kind is list:
+            if isinstance(v, list) and _holds_float(v):  # isinstance narrows the type for mypy
                 return True
-        elif isinstance(v, dict) and _holds_float(v.values()):
+        elif kind is dict and isinstance(v, dict) and _holds_float(v.values()):
             return True
     return False
 
