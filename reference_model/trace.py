@@ -276,7 +276,7 @@ def _call(obj: dict[str, object], line: int) -> Call:
     if th is not MAIN and th != MAIN:
         th = _th(obj)
     in_cb = obj.get("in_cb")
-    if in_cb is not None and in_cb not in CB_KINDS:
+    if in_cb is not None and (type(in_cb) is not str or in_cb not in CB_KINDS):  # a list or object is unhashable
         raise _Bad(f"field 'in_cb' must be a callback kind, found {in_cb!r}")
     return _new(Call, (line, step, op, args, obj.get("teardown") is True, th, in_cb, th, obj.get("t")))
 
