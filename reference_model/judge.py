@@ -113,8 +113,8 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
         if isinstance(ev, Call):
             call = ev
             step = call.step
-            if not call.teardown and not (0 <= step < len(main_ops) and main_ops[step] == call.op
-                                          and call.th == _MAIN and call.in_cb is None):
+            if not (0 <= step < len(main_ops) and main_ops[step] == call.op and call.th == _MAIN
+                    and call.in_cb is None):
                 checked = _in_envelope(scenario, call)
                 if isinstance(checked, str):
                     return Result(Verdict.ERROR, f"trace line {call.line}: {checked}")
@@ -181,9 +181,14 @@ def _in_envelope(scenario: Scenario, ev: Call) -> Call | str:
     return ev
 
 def _envelope(scenario: Scenario, nsteps: int, ev: Call) -> str | None:
-    """Why a call cannot belong to the scenario (ERROR), or None. Teardown calls continue the numbering;
-    a callback's calls carry the step of the cb_action that armed them."""
+    """Why a call cannot belong to the scenario (ERROR), or None. Teardown calls continue the numbering
+    and are made by the scenario's thread, main (formats §5); a callback's calls carry the step of the
+    cb_action that armed them."""
     if ev.teardown:
+        if ev.in_cb is not None:
+            return f"teardown step {ev.step} ({ev.op}) is made by a callback, but teardown runs on main"
+        if ev.th != threads.MAIN:
+            return f"teardown step {ev.step} ({ev.op}) runs on thread {ev.th}, but teardown runs on main"
         return None
     st = scenario.steps[ev.step] if 0 <= ev.step < nsteps else None
     if ev.in_cb is not None:

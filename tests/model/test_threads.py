@@ -191,6 +191,19 @@ def test_a_callback_call_must_carry_a_cb_action_step():
     errors(t, "is not a cb_action")
 
 
+@pytest.mark.parametrize(("th", "in_cb", "message"), [
+    ("t1", None, "teardown step 11 (buf_free) runs on thread t1, but teardown runs on main"),
+    ("main", "alloc", "teardown step 11 (buf_free) is made by a callback, but teardown runs on main"),
+])
+def test_teardown_calls_run_on_main_outside_callbacks(th, in_cb, message):
+    t = T(SETUP)
+    n = setup(t)
+    extra = {} if in_cb is None else {"in_cb": in_cb}
+    t.call(n, "buf_free", {"bufs": ["B1"]}, th=th, teardown=True, **extra).ret(n, "buf_free", th=th, ret=0)
+    t.finish()
+    errors(t, message)
+
+
 # -- free racing preemption -------------------------------------------------------------------------------
 
 RACE = [*SETUP, {"parallel": [[{"vnpu": {"command": "preempt=b"}}], [{"buf_free": {"bufs": ["b"]}}]]},
