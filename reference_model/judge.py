@@ -76,6 +76,7 @@ def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str, *, returns: boo
         capacity=capacity,
         policy=declared_policy(caps.policy, caps.capacity_bytes),
         returns=returns,
+        one_thread=all(st.thread is None and st.op is not Op.CB_ACTION for st in scenario.steps),
     )
 
 

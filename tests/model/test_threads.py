@@ -204,6 +204,29 @@ def test_teardown_calls_run_on_main_outside_callbacks(th, in_cb, message):
     errors(t, message)
 
 
+MAP_WHILE_LOADING = [*SETUP, {"file_new": {"file": "f", "size": 4096, "seed": 7}}, {"parallel": [
+    [{"buf_map": {"map": "m", "buf": "b", "length": 4096, "prot": ["READ"], "flags": ["SHARED"], "offset": 0}}],
+    [{"buf_load": {"buf": "b", "fd": "f", "file_offset": 0, "length": 4096, "buffer_offset": 0, "onload": True}}],
+]}]  # 11 file_new, 12 par_begin, 13 buf_map (t0), 14 buf_load (t1), 15 par_end
+
+
+@pytest.mark.parametrize("load_starts", ["during the map", "before the map"])
+def test_a_load_another_thread_starts_while_a_map_is_in_flight_may_have_met_it(load_starts):
+    """No load is in flight at the map's call; another thread's load starts and is answered before the map
+    returns refused: the map may have met it (R15), as when the load was in flight at the call."""
+    t = T(MAP_WHILE_LOADING)
+    setup(t)
+    t.op(11, "file_new", {"file": "f0", "size": 4096, "seed": 7}).op(12, "par_begin", {"threads": 2}, ret=0)
+    load = {"buf": "B1", "fd": "f0", "file_offset": 0, "length": 4096, "buffer_offset": 0, "onload": True}
+    if load_starts == "before the map":
+        t.op(14, "buf_load", load, th="t1")
+    t.call(13, "buf_map", {"map": "m0", "buf": "B1", "length": 4096, "prot": 1, "flags": 1, "offset": 0}, th="t0")
+    if load_starts == "during the map":
+        t.op(14, "buf_load", load, th="t1")
+    t.cb("load", "c0", "B1").ret(13, "buf_map", th="t0", ret=-1, errno="EBUSY").op(15, "par_end", {}, ret=0)
+    passes(t.finish())
+
+
 # -- free racing preemption -------------------------------------------------------------------------------
 
 RACE = [*SETUP, {"parallel": [[{"vnpu": {"command": "preempt=b"}}], [{"buf_free": {"bufs": ["b"]}}]]},
