@@ -47,7 +47,7 @@ def arg(call: Call, name: str) -> object:
 
 def arg_int(call: Call, name: str) -> int:
     v = call.args.get(name)
-    if isinstance(v, bool) or not isinstance(v, int):
+    if type(v) is not int:  # arguments are decoded JSON: exact builtin types, and true is a bool, not an int
         raise Unjudgeable(call.line, f"step {call.step} ({call.op}): argument {name} is {v!r}, expected an integer")
     return v
 
