@@ -31,6 +31,8 @@ class Ctx:
     capacity: int | None  # exact budget prediction when declared with the budget policy
     policy: str | None = None  # acl / caching / arena declared with a capacity: exact prediction (policies/)
     returns: bool = False  # the trace records each callback's return (cb_return, trace version 2)
+    # Per step, its op when main makes it (None for a step of a parallel block's thread): the usual call.
+    main_ops: tuple[str | None, ...] = ()
     # Every call is made by main: the scenario has no parallel block and no cb_action (the envelope refuses
     # a call on another thread or by a callback), so no other call can be in flight meanwhile.
     one_thread: bool = False

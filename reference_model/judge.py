@@ -67,6 +67,7 @@ class Judgement:
 def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str, *, returns: bool = False) -> Ctx:
     """The judging context; SlotError when the scenario's handles cannot be given slots."""
     capacity = caps.capacity_bytes if caps.policy in (None, "budget") else None
+    main_ops = tuple([st.op if st.thread is None else None for st in scenario.steps])  # an Op equals its value
     return Ctx(
         profile=get_profile(profile),
         caps=caps,
@@ -76,7 +77,8 @@ def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str, *, returns: boo
         capacity=capacity,
         policy=declared_policy(caps.policy, caps.capacity_bytes),
         returns=returns,
-        one_thread=all(st.thread is None and st.op is not Op.CB_ACTION for st in scenario.steps),
+        main_ops=main_ops,
+        one_thread=None not in main_ops and Op.CB_ACTION not in main_ops,
     )
 
 
@@ -94,9 +96,9 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
     except SlotError as exc:
         return Result(Verdict.ERROR, f"scenario {scenario.id} has no probe program: {exc}")
     candidates: list[State] = [INITIAL]
-    # Per step, its op when the main thread makes it: a call that is such a step, made outside a callback,
-    # belongs to the scenario as it is (the usual call; the others are checked by _in_envelope).
-    main_ops = tuple(st.op if st.thread is None else None for st in scenario.steps)  # an Op equals its value
+    # A call that is a step of main as the scenario has it, made outside a callback, belongs to the scenario
+    # as it is (the usual call; the others are checked by _in_envelope).
+    main_ops = ctx.main_ops
     calls: dict[str, Call] = {}  # the call in flight, by strand
     last_call: Call | None = None
     step_index: int | None = None
