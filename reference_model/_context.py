@@ -31,6 +31,11 @@ class Ctx:
     capacity: int | None  # exact budget prediction when declared with the budget policy
     policy: str | None = None  # acl / caching / arena declared with a capacity: exact prediction (policies/)
     returns: bool = False  # the trace records each callback's return (cb_return, trace version 2)
+    # Per step, its op when main makes it (None for a step of a parallel block's thread): the usual call.
+    main_ops: tuple[str | None, ...] = ()
+    # Every call is made by main: the scenario has no parallel block and no cb_action (the envelope refuses
+    # a call on another thread or by a callback), so no other call can be in flight meanwhile.
+    one_thread: bool = False
 
 
 def errno_set(errno: str | None) -> bool:
@@ -44,7 +49,7 @@ def arg(call: Call, name: str) -> object:
 
 def arg_int(call: Call, name: str) -> int:
     v = call.args.get(name)
-    if isinstance(v, bool) or not isinstance(v, int):
+    if type(v) is not int:  # arguments are decoded JSON: exact builtin types, and true is a bool, not an int
         raise Unjudgeable(call.line, f"step {call.step} ({call.op}): argument {name} is {v!r}, expected an integer")
     return v
 

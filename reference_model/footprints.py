@@ -1,4 +1,4 @@
-"""Footprints: what an event or a pending call reads or changes, and so which other lanes' pending
+"""Footprints: what an event or a pending call reads or changes, and so which other strands' pending
 call-time effects can matter to an event (threads.py, docs/model.md §2a). Effects whose footprints do
 not meet commute: their order is not searched.
 """
@@ -38,8 +38,8 @@ def _capacity_matters(ctx: Ctx, s: State, calls: Mapping[str, Call]) -> bool:
     if ctx.capacity is None or s.relaxed_capacity:
         return False
     worst = live_bytes(s) + sum(max(sub.attrs.size, 0) for sub in s.subs.values())
-    for lane in threads.pending_lanes(s):
-        call = calls.get(lane)
+    for strand in threads.pending_strands(s):
+        call = calls.get(strand)
         if call is not None and call.op == "alloc":
             for slot in arg_list(call, "reqs"):
                 req = s.reqs.get(slot) if slot is not None else None
@@ -101,33 +101,33 @@ def _event_footprint(ctx: Ctx, s: State, ev: Event, calls: Mapping[str, Call], c
     if isinstance(ev, Call):
         return _call_footprint(ctx, s, ev, cap)
     if isinstance(ev, Ret):
-        call = calls.get(ev.lane)
+        call = calls.get(ev.strand)
         return _call_footprint(ctx, s, call, cap) if call is not None else None
     return None
 
 
-def relevant(ctx: Ctx, s: State, ev: Event, lane: str, calls: Mapping[str, Call]) -> list[str]:
-    """The pending lanes whose effects may be placed before ``ev``: those whose footprint meets the
+def relevant(ctx: Ctx, s: State, ev: Event, strand: str, calls: Mapping[str, Call]) -> list[str]:
+    """The pending strands whose effects may be placed before ``ev``: those whose footprint meets the
     event's, transitively. The others commute with it and stay pending."""
     own = not isinstance(ev, (Call, Ret))
-    lanes = [other for other in threads.pending_lanes(s) if own or other != lane]
-    if not lanes:
-        return lanes
+    strands = [other for other in threads.pending_strands(s) if own or other != strand]
+    if not strands:
+        return strands
     cap = _capacity_matters(ctx, s, calls)
     reach = _event_footprint(ctx, s, ev, calls, cap)
     if reach is None:
-        return lanes
-    prints = {other: _call_footprint(ctx, threads.switch(s, other), calls[other], cap) for other in lanes}
+        return strands
+    prints = {other: _call_footprint(ctx, threads.switch(s, other), calls[other], cap) for other in strands}
     chosen: list[str] = []
     grew = True
     while grew:
         grew = False
-        for other in lanes:
+        for other in strands:
             fp = prints[other]
             if other not in chosen and (fp is None or _meets(fp, reach)):
                 chosen.append(other)
                 if fp is None:
-                    return lanes
+                    return strands
                 reach = reach | fp
                 grew = True
     return chosen

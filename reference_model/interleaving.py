@@ -1,6 +1,6 @@
 """Interleavings: a candidate through one event when several threads run (threads.py, docs/model.md §2a).
 
-A call on a lane other than main keeps its call-time effects pending until its ret; an event that may
+A call on a strand other than main keeps its call-time effects pending until its ret; an event that may
 observe them is judged once per placement of the pending effects that can matter to it (footprints.py),
 in any order. ``advance`` takes every candidate state through one event.
 """
@@ -20,7 +20,7 @@ from .trace import Call, Cb, CbReturn, Deleter, End, Event, Ret, Settle
 from .transitions import CALL_HANDLERS, RET_HANDLERS, STEPPERS, step, unexpected_event
 
 AMBIGUITY_BOUND: Final = 256  # more candidate states is an ERROR, never a silent PASS
-STAY: Final = ""  # the lane of an event judged on the candidates' current lane
+STAY: Final = ""  # the strand of an event judged on the candidates' current strand
 
 # Call-time effects that may be placed anywhere between call and ret (threads.py). The crash
 # handlers only mark an expected death of the calling thread: they stay at the call.
@@ -32,8 +32,8 @@ _OBSERVERS: Final = (Cb, Deleter, Settle, End)
 
 
 def _defers(s: State, call: Call) -> bool:
-    """Whether the call's call-time effects stay pending (a call on a lane other than main)."""
-    if call.lane == threads.MAIN or call.op not in DEFERRABLE:
+    """Whether the call's call-time effects stay pending (a call on a strand other than main)."""
+    if call.strand == threads.MAIN or call.op not in DEFERRABLE:
         return False
     if call.op == "alloc":
         return crashes.alloc_without_onalloc_crashes(s, call) is None
@@ -43,12 +43,12 @@ def _defers(s: State, call: Call) -> bool:
 
 
 def _apply(ctx: Ctx, s: State, call: Call) -> Out:
-    """The call-time effects of ``call`` on ``s`` (whose lane is the call's, nothing in flight there)."""
+    """The call-time effects of ``call`` on ``s`` (whose strand is the call's, nothing in flight there)."""
     return CALL_HANDLERS[call.op](ctx, evolve_state(s, inflight=None), call)
 
 
-def _lane_step(ctx: Ctx, s: State, ev: Event, call: Call | None) -> Out:
-    """``step`` on the event's lane, with the call-time effects of a call on another lane kept pending,
+def _strand_step(ctx: Ctx, s: State, ev: Event, call: Call | None) -> Out:
+    """``step`` on the event's strand, with the call-time effects of a call on another strand kept pending,
     and applied at its ret."""
     if isinstance(ev, Call) and s.parked and ev.op in threads.OVERLAP_OPS:
         s = threads.overlapping_calls(s, ev.step, ev.op)
@@ -93,7 +93,7 @@ def _each(ctx: Ctx, states: list[State], ev: Event, call: Call | None,
 
 
 def _observes(s: State, ev: Event) -> bool:
-    """Whether the event's transition reads state another lane's pending effect may change. Events that
+    """Whether the event's transition reads state another strand's pending effect may change. Events that
     do not commute with every pending effect; placing the effect before the others changes nothing."""
     if isinstance(ev, Call):
         return ev.op in CALL_HANDLERS and not _defers(s, ev)
@@ -102,20 +102,20 @@ def _observes(s: State, ev: Event) -> bool:
     return isinstance(ev, _OBSERVERS)
 
 
-def _placements(ctx: Ctx, s: State, ev: Event, lane: str, calls: Mapping[str, Call]) -> list[State]:
-    """``s`` and every state reached from it by applying pending call-time effects of other lanes (and of
-    the event's own lane, for a callback or deleter that may run inside that call), in any order —
+def _placements(ctx: Ctx, s: State, ev: Event, strand: str, calls: Mapping[str, Call]) -> list[State]:
+    """``s`` and every state reached from it by applying pending call-time effects of other strands (and of
+    the event's own strand, for a callback or deleter that may run inside that call), in any order —
     those that can matter to the event (``footprints.relevant``)."""
-    lanes = relevant(ctx, s, ev, lane, calls)
-    if not lanes:
+    strands = relevant(ctx, s, ev, strand, calls)
+    if not strands:
         return [s]
     seen: dict[tuple[object, ...], State] = {s.key(): s}
     frontier = [s]
     while frontier:
         grown: list[State] = []
         for v in frontier:
-            for other in threads.pending_lanes(v):
-                if other not in lanes:
+            for other in threads.pending_strands(v):
+                if other not in strands:
                     continue
                 try:
                     res = _apply(ctx, threads.switch(v, other), calls[other])
@@ -124,7 +124,7 @@ def _placements(ctx: Ctx, s: State, ev: Event, lane: str, calls: Mapping[str, Ca
                 if isinstance(res, Reject):
                     continue
                 for w in res:
-                    w = threads.switch(w, lane)
+                    w = threads.switch(w, strand)
                     k = w.key()
                     if k not in seen:
                         seen[k] = w
@@ -135,29 +135,29 @@ def _placements(ctx: Ctx, s: State, ev: Event, lane: str, calls: Mapping[str, Ca
     return list(seen.values())
 
 
-def _transition(ctx: Ctx, cand: State, ev: Event, lane: str, calls: Mapping[str, Call]) -> Out:
-    """One candidate through one event on ``lane``: ``step`` when nothing is pending (one thread), else
+def _transition(ctx: Ctx, cand: State, ev: Event, strand: str, calls: Mapping[str, Call]) -> Out:
+    """One candidate through one event on ``strand``: ``step`` when nothing is pending (one thread), else
     one branch per placement of the pending effects (threads.py)."""
-    if lane is STAY:
-        lane = cand.lane
-    s = cand if cand.lane == lane else threads.switch(cand, lane)
-    call = calls.get(lane)
+    if strand is STAY:
+        strand = cand.strand
+    s = cand if cand.strand == strand else threads.switch(cand, strand)
+    call = calls.get(strand)
     if not s.parked and (s.inflight is None or not s.inflight.pending):
-        return _lane_step(ctx, s, ev, call)
+        return _strand_step(ctx, s, ev, call)
     if not threads.has_pending(s) or not _observes(s, ev):
-        return _lane_step(ctx, s, ev, call)
-    return _each(ctx, _placements(ctx, s, ev, lane, calls), ev, call, _lane_step, last_reject=True)
+        return _strand_step(ctx, s, ev, call)
+    return _each(ctx, _placements(ctx, s, ev, strand, calls), ev, call, _strand_step, last_reject=True)
 
 
 def in_flight(s: State, ctx: Ctx | None, calls: Mapping[str, Call]) -> list[Inflight]:
-    """The calls in flight on every lane (a pending one as its call-time effects would make it)."""
+    """The calls in flight on every strand (a pending one as its call-time effects would make it)."""
     if not s.parked and (s.inflight is None or not s.inflight.pending):
         return [s.inflight] if s.inflight is not None else []
     out: list[Inflight] = []
-    for lane, inflight in threads.inflights(s):
-        if inflight.pending and ctx is not None and lane in calls:
+    for strand, inflight in threads.inflights(s):
+        if inflight.pending and ctx is not None and strand in calls:
             try:
-                res = _apply(ctx, threads.switch(s, lane), calls[lane])
+                res = _apply(ctx, threads.switch(s, strand), calls[strand])
             except Unjudgeable:
                 continue
             if not isinstance(res, Reject):
@@ -183,35 +183,35 @@ _CALL_OR_RET: Final = (Call, Ret)
 _IN_A_CALL: Final = (Cb, Deleter)
 
 
-def judged_lane(ev: Event) -> str:
-    """The lane an event is judged on: a call's or ret's own; a callback or deleter running inside a call
+def judged_strand(ev: Event) -> str:
+    """The strand an event is judged on: a call's or ret's own; a callback or deleter running inside a call
     (thread "caller") that call's; one on another thread, or a callback's return, sees no call in
     flight: judged where the candidates are (``STAY``); settle and end on main."""
     if isinstance(ev, _CALL_OR_RET):
-        return ev.lane
+        return ev.strand
     if isinstance(ev, _IN_A_CALL):
-        return ev.lane if ev.thread == "caller" else STAY
+        return ev.strand if ev.thread == "caller" else STAY
     return STAY if isinstance(ev, CbReturn) else threads.MAIN
 
 
-def advance(ctx: Ctx, candidates: list[State], ev: Event, lane: str, calls: Mapping[str, Call]) -> Out:
-    """Every candidate through one event on ``lane``: the deduplicated successors, or the first
+def advance(ctx: Ctx, candidates: list[State], ev: Event, strand: str, calls: Mapping[str, Call]) -> Out:
+    """Every candidate through one event on ``strand``: the deduplicated successors, or the first
     rejection when none survives. An Unjudgeable kills only its candidate's history, unless it is the
     last one. One candidate on one thread, the usual case, costs one plain transition."""
     if len(candidates) == 1:
         cand = candidates[0]
-        if (lane == _MAIN or lane is STAY) and cand.lane == _MAIN and not cand.parked and (
+        if (strand == _MAIN or strand is STAY) and cand.strand == _MAIN and not cand.parked and (
                 cand.inflight is None or not cand.inflight.pending):
             out = STEPPERS.get(type(ev), unexpected_event)(ctx, cand, ev, calls.get(_MAIN))
         else:
-            out = _transition(ctx, cand, ev, lane, calls)
+            out = _transition(ctx, cand, ev, strand, calls)
         return out if isinstance(out, Reject) or len(out) == 1 else _dedupe(out)
     successors: list[State] = []
     first_reject: Reject | None = None
     unjudgeable: Unjudgeable | None = None
     for cand in candidates:
         try:
-            res = _transition(ctx, cand, ev, lane, calls)
+            res = _transition(ctx, cand, ev, strand, calls)
         except Unjudgeable as exc:
             unjudgeable = unjudgeable or exc  # only this candidate's history is undefined
             continue

@@ -23,7 +23,7 @@ from ._context import Ctx, arg_slot
 from .caps import DeviceCaps
 from .divergence import Divergence
 from .errors import ModelCrash, Unjudgeable
-from .interleaving import AMBIGUITY_BOUND, advance, judged_lane
+from .interleaving import AMBIGUITY_BOUND, advance, judged_strand
 from .policies import declared as declared_policy
 from .profiles import get_profile
 from .rules import Reject
@@ -67,6 +67,7 @@ class Judgement:
 def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str, *, returns: bool = False) -> Ctx:
     """The judging context; SlotError when the scenario's handles cannot be given slots."""
     capacity = caps.capacity_bytes if caps.policy in (None, "budget") else None
+    main_ops = tuple([st.op if st.thread is None else None for st in scenario.steps])  # an Op equals its value
     return Ctx(
         profile=get_profile(profile),
         caps=caps,
@@ -76,6 +77,8 @@ def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str, *, returns: boo
         capacity=capacity,
         policy=declared_policy(caps.policy, caps.capacity_bytes),
         returns=returns,
+        main_ops=main_ops,
+        one_thread=None not in main_ops and Op.CB_ACTION not in main_ops,
     )
 
 
@@ -93,10 +96,10 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
     except SlotError as exc:
         return Result(Verdict.ERROR, f"scenario {scenario.id} has no probe program: {exc}")
     candidates: list[State] = [INITIAL]
-    # Per step, its op when the main thread makes it: a call that is such a step, made outside a callback,
-    # belongs to the scenario as it is (the usual call; the others are checked by _in_envelope).
-    main_ops = tuple(st.op.value if st.thread is None else None for st in scenario.steps)
-    calls: dict[str, Call] = {}  # the call in flight, by lane
+    # A call that is a step of main as the scenario has it, made outside a callback, belongs to the scenario
+    # as it is (the usual call; the others are checked by _in_envelope).
+    main_ops = ctx.main_ops
+    calls: dict[str, Call] = {}  # the call in flight, by strand
     last_call: Call | None = None
     step_index: int | None = None
     complete = False
@@ -113,21 +116,21 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
         if isinstance(ev, Call):
             call = ev
             step = call.step
-            if not call.teardown and not (0 <= step < len(main_ops) and main_ops[step] == call.op
-                                          and call.th == _MAIN and call.in_cb is None):
+            if not (0 <= step < len(main_ops) and main_ops[step] == call.op and call.th == _MAIN
+                    and call.in_cb is None):
                 checked = _in_envelope(scenario, call)
                 if isinstance(checked, str):
                     return Result(Verdict.ERROR, f"trace line {call.line}: {checked}")
                 ev = call = checked
-            calls[call.lane] = last_call = call
+            calls[call.strand] = last_call = call
             step_index = step
             if call.op not in CALL_HANDLERS:
                 continue  # no call-time effect: every candidate stays as it is
-            lane = call.lane
+            strand = call.strand
         elif isinstance(ev, Ret):
-            lane = ev.lane
+            strand = ev.strand
         elif isinstance(ev, Exit):
-            open_call = last_call if last_call is not None and last_call.lane in calls else next(
+            open_call = last_call if last_call is not None and last_call.strand in calls else next(
                 iter(calls.values()), None)
             return ending(scenario, ev, complete, candidates, open_call, ctx, calls)
         elif isinstance(ev, CbReturn):
@@ -135,9 +138,9 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
         elif kind is End:
             complete = True
         if kind is not Call and kind is not Ret:
-            lane = judged_lane(ev)
+            strand = judged_strand(ev)
         try:
-            out = advance(ctx, candidates, ev, lane, calls)
+            out = advance(ctx, candidates, ev, strand, calls)
         except Unjudgeable as exc:
             return Result(Verdict.ERROR, f"trace line {exc.line}: {exc.message}")
         except ModelCrash as exc:
@@ -149,7 +152,7 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
             return Result(Verdict.ERROR, f"trace line {ev.line}: ambiguity bound exceeded ({len(candidates)} "
                                          f"candidate states > {AMBIGUITY_BOUND})")
         if kind is Ret:
-            calls.pop(lane, None)
+            calls.pop(strand, None)
     raise AssertionError("the event stream ended without exit or error")
 
 
@@ -175,15 +178,20 @@ def _in_envelope(scenario: Scenario, ev: Call) -> Call | str:
     if bad is not None:
         return bad
     if ev.in_cb is not None and ev.op in ("buf_map", "buf_unmap") and ev.args.get("map") is None:
-        return ev._replace(args={**ev.args, "map": f"~{ev.lane}"})  # a callback's mapping: no slot
+        return ev._replace(args={**ev.args, "map": f"~{ev.strand}"})  # a callback's mapping: no slot
     if ev.in_cb is not None and ev.op in ("req_create", "req_set_cookie", "req_free") and ev.args.get("req") is None:
-        return ev._replace(args={**ev.args, "req": f"~{ev.lane}"})  # a callback's request (new_request): no slot
+        return ev._replace(args={**ev.args, "req": f"~{ev.strand}"})  # a callback's request (new_request): no slot
     return ev
 
 def _envelope(scenario: Scenario, nsteps: int, ev: Call) -> str | None:
-    """Why a call cannot belong to the scenario (ERROR), or None. Teardown calls continue the numbering;
-    a callback's calls carry the step of the cb_action that armed them."""
+    """Why a call cannot belong to the scenario (ERROR), or None. Teardown calls continue the numbering
+    and are made by the scenario's thread, main (formats §5); a callback's calls carry the step of the
+    cb_action that armed them."""
     if ev.teardown:
+        if ev.in_cb is not None:
+            return f"teardown step {ev.step} ({ev.op}) is made by a callback, but teardown runs on main"
+        if ev.th != threads.MAIN:
+            return f"teardown step {ev.step} ({ev.op}) runs on thread {ev.th}, but teardown runs on main"
         return None
     st = scenario.steps[ev.step] if 0 <= ev.step < nsteps else None
     if ev.in_cb is not None:

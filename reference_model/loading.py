@@ -231,7 +231,7 @@ def overtake(s: State, ld: Load) -> tuple[Inflight | None, tuple[tuple[str, Infl
             return inf
         return evolve(inf, overtaken=(*inf.overtaken, (ld.buf, *span)))
 
-    return (mark(s.inflight) if s.inflight is not None else None), tuple((lane, mark(inf)) for lane, inf in s.parked)
+    return (mark(s.inflight) if s.inflight is not None else None), tuple((st, mark(inf)) for st, inf in s.parked)
 
 
 @clause("load-callback-errornum", "preempt-after-free-race")

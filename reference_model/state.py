@@ -252,13 +252,13 @@ class State:
     dids: frozenset[str]
     handed: frozenset[str | None]  # cookie values ever handed over with a deleter (diagnostics)
     relaxed_capacity: bool  # vnpu pressure reserved capacity: ENOMEM can no longer be predicted
-    # Several threads (threads.py): ``inflight`` is the call in flight on ``lane``; the calls in flight on
-    # other lanes wait in ``parked`` (sorted by lane).
-    lane: str = "main"
+    # Several threads (threads.py): ``inflight`` is the call in flight on ``strand``; the calls in flight on
+    # other strands wait in ``parked`` (sorted by strand).
+    strand: str = "main"
     parked: tuple[tuple[str, Inflight], ...] = ()
     pool: Pool | None = None  # a declared acl/caching/arena policy's state (policies/)
     cbs: tuple[Borrow, ...] = ()  # callbacks carrying a hand-over, not known to have returned
-    # Steps of allocAsync calls that were in flight on two lanes at once (threads.overlapping_calls).
+    # Steps of allocAsync calls that were in flight on two strands at once (threads.overlapping_calls).
     overlaps: frozenset[int] = frozenset()
 
     def key(self) -> tuple[object, ...]:
@@ -279,7 +279,7 @@ class State:
             self.dids,
             self.handed,
             self.relaxed_capacity,
-            self.lane,
+            self.strand,
             self.parked,
             self.pool.key() if self.pool is not None else None,
             self.cbs,

@@ -60,7 +60,7 @@ MAIN: Final = "main"
 
 class Call(NamedTuple):
     """An op starts. ``th`` is the thread that wrote it (formats §5; "main" when absent), ``in_cb`` the
-    callback kind for an API call a cb_action made, ``lane`` where the judge pairs it: ``th``, or
+    callback kind for an API call a cb_action made, ``strand`` where the judge pairs it: ``th``, or
     ``th/<depth>`` for a call nested inside another call of the same thread."""
 
     line: int
@@ -70,7 +70,7 @@ class Call(NamedTuple):
     teardown: bool
     th: str = MAIN
     in_cb: str | None = None
-    lane: str = MAIN
+    strand: str = MAIN
     t: int | None = None  # the probe's clock, ns (informational)
 
 
@@ -83,11 +83,11 @@ class Ret(NamedTuple):
     skipped: str | None
     extra: Mapping[str, object]
     th: str = MAIN
-    lane: str = MAIN
+    strand: str = MAIN
 
 
 class Cb(NamedTuple):
-    """A callback. ``error`` is None for errorNum 0, else the errno name; None for preempt. ``lane`` is
+    """A callback. ``error`` is None for errorNum 0, else the errno name; None for preempt. ``strand`` is
     the innermost open call of its thread (the call it runs inside, for ``thread: caller``)."""
 
     line: int
@@ -98,7 +98,7 @@ class Cb(NamedTuple):
     thread: str
     cookie_deleted: bool
     th: str = MAIN
-    lane: str = MAIN
+    strand: str = MAIN
     t: int | None = None  # the probe's clock, ns (informational)
 
 
@@ -121,7 +121,7 @@ class Deleter(NamedTuple):
     thread: str
     cookie_deleted: bool
     th: str = MAIN
-    lane: str = MAIN
+    strand: str = MAIN
     fn: int | None = None
 
 
@@ -208,12 +208,13 @@ def _decode_reference(raw: str) -> object:
 def _holds_float(values: Iterable[object]) -> bool:
     """Whether decoded values hold a float, at any depth (a plain loop: it runs on every call's arguments)."""
     for v in values:
-        if type(v) is float:
+        kind = type(v)  # decoded JSON holds exact builtin types: a scalar needs this one look
+        if kind is float:
             return True
-        if isinstance(v, list):
-            if _holds_float(v):
+        if kind is list:
+            if isinstance(v, list) and _holds_float(v):  # isinstance narrows the type for mypy
                 return True
-        elif isinstance(v, dict) and _holds_float(v.values()):
+        elif kind is dict and isinstance(v, dict) and _holds_float(v.values()):
             return True
     return False
 
@@ -275,7 +276,7 @@ def _call(obj: dict[str, object], line: int) -> Call:
     if th is not MAIN and th != MAIN:
         th = _th(obj)
     in_cb = obj.get("in_cb")
-    if in_cb is not None and in_cb not in CB_KINDS:
+    if in_cb is not None and (type(in_cb) is not str or in_cb not in CB_KINDS):  # a list or object is unhashable
         raise _Bad(f"field 'in_cb' must be a callback kind, found {in_cb!r}")
     return _new(Call, (line, step, op, args, obj.get("teardown") is True, th, in_cb, th, obj.get("t")))
 
@@ -576,7 +577,7 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
     stream to its end (``first_error``).
 
     Calls pair per thread (``th``); a call inside another call of its thread is allowed only from a
-    callback (``in_cb``) and gets the lane ``th/<depth>``; a callback or deleter gets the lane of the
+    callback (``in_cb``) and gets the strand ``th/<depth>``; a callback or deleter gets the strand of the
     innermost call in flight on its thread. From trace version 2 each ``cb_return`` closes the innermost
     open callback of its thread (same kind and cookie; ``opened`` names its line); it may follow ``end``."""
     stacks: dict[str, list[Call]] = {}
@@ -638,7 +639,7 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
                 if ev.in_cb is None:
                     yield TraceError(line, f"call of step {ev.step} while step {stack[-1].step} has not returned")
                     return
-                ev = ev._replace(lane=f"{ev.th}/{len(stack)}")
+                ev = ev._replace(strand=f"{ev.th}/{len(stack)}")
             stack.append(ev)
             open_calls += 1
         elif begun and not ended and isinstance(ev, Ret):
@@ -646,14 +647,14 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
             if not stack or stack[-1].step != ev.step or stack[-1].op != ev.op:
                 yield TraceError(line, f"ret of step {ev.step} ({ev.op}) without its call")
                 return
-            lane = stack.pop().lane
+            strand = stack.pop().strand
             open_calls -= 1
-            if lane != ev.lane:
-                ev = ev._replace(lane=lane)
+            if strand != ev.strand:
+                ev = ev._replace(strand=strand)
         elif open_calls and isinstance(ev, (Cb, Deleter)):
             stack = stacks.get(ev.th)
-            if stack and stack[-1].lane != ev.lane:
-                ev = ev._replace(lane=stack[-1].lane)
+            if stack and stack[-1].strand != ev.strand:
+                ev = ev._replace(strand=stack[-1].strand)
         elif isinstance(ev, ApiMissing):
             if begun:
                 yield TraceError(line, "api_missing after begin")

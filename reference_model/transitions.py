@@ -1,6 +1,6 @@
 """One transition of the model per trace event: the tables from an event to the rule module that judges it.
 
-``step`` is the model on one lane (docs/model.md §2, step 3): the successor states, or a rejection.
+``step`` is the model on one strand (docs/model.md §2, step 3): the successor states, or a rejection.
 Several threads are handled around it (interleaving.py).
 """
 

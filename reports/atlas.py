@@ -311,7 +311,7 @@ class _Walk:
     names: Mapping[str, str]  # probe name (r0, c1, b0, f0) -> the scenario's name
     refused_line: int | None
     refused_clause: str
-    open_calls: dict[str, Call] = field(default_factory=dict)  # lane -> the call in flight
+    open_calls: dict[str, Call] = field(default_factory=dict)  # strand -> the call in flight
     calls: Counter[tuple[object, ...]] = field(default_factory=Counter)
     cbs: Counter[tuple[object, ...]] = field(default_factory=Counter)
     deleters: Counter[tuple[object, ...]] = field(default_factory=Counter)
@@ -355,10 +355,10 @@ def _event(walk: _Walk, event: Event, out: _Collector) -> None:
     if isinstance(event, Begin):
         walk.scenario = walk.scenario or event.scenario
     elif isinstance(event, Call):
-        walk.open_calls[event.lane] = event
+        walk.open_calls[event.strand] = event
         _call(walk, event, out)
     elif isinstance(event, Ret):
-        call = walk.open_calls.pop(event.lane, None)
+        call = walk.open_calls.pop(event.strand, None)
         if call is not None:
             _ret(walk, call, event, out)
     elif isinstance(event, Cb):
@@ -475,7 +475,7 @@ def _deleter(walk: _Walk, deleter: Deleter, out: _Collector) -> None:
     cookie = walk.name(deleter.cookie)
     question = f"deleter of {cookie} in {walk.scenario}" + _nth(walk.deleters, (deleter.cookie,))
     walk.threaded.append(("cookie deleter", deleter.thread, deleter.th, deleter.line))
-    enclosing = walk.open_calls.get(deleter.lane)
+    enclosing = walk.open_calls.get(deleter.strand)
     thread = "on a device thread" if deleter.th.startswith("w") else "on an app thread outside any API call"
     if deleter.thread == "caller" and enclosing is not None:
         calls, how = [_api(enclosing.op) or enclosing.op], "inside the call"

@@ -102,8 +102,8 @@ def _preempt(bufs: dict[str, Buffer], keys: tuple[str, ...] | list[str]) -> None
 
 def _unordered(s: State) -> str | None:
     """Why the order of this decision against other threads' calls is unknown, or None."""
-    if s.lane != MAIN:
-        return f"a decision on thread {s.lane}: its order against the other threads' calls is not known"
+    if s.strand != MAIN:
+        return f"a decision on thread {s.strand}: its order against the other threads' calls is not known"
     if has_pending(s):
         return "a decision while calls of other threads were in flight"
     return None

@@ -132,7 +132,7 @@ def errors(t: T, text: str) -> None:
 # -- parsing ------------------------------------------------------------------------------------------------
 
 
-def test_calls_pair_per_thread_and_nested_calls_get_their_own_lane():
+def test_calls_pair_per_thread_and_nested_calls_get_their_own_strand():
     lines = [
         '{"ev":"begin","scenario":"s","pid":1}',
         '{"ev":"call","step":1,"op":"sleep_ms","th":"t0","args":{"ms":1}}',
@@ -148,12 +148,12 @@ def test_calls_pair_per_thread_and_nested_calls_get_their_own_lane():
     trace = parse_trace(lines)
     assert not isinstance(trace, TraceError), trace
     calls = [e for e in trace.events if isinstance(e, Call)]
-    assert [(c.th, c.lane, c.in_cb) for c in calls] == [("t0", "t0", None), ("t1", "t1", None),
+    assert [(c.th, c.strand, c.in_cb) for c in calls] == [("t0", "t0", None), ("t1", "t1", None),
                                                         ("t1", "t1/1", "alloc")]
     cb = next(e for e in trace.events if isinstance(e, Cb))
-    assert cb.lane == "t1"
+    assert cb.strand == "t1"
     rets = [e for e in trace.events if isinstance(e, Ret)]
-    assert [r.lane for r in rets] == ["t1/1", "t1", "t0"]
+    assert [r.strand for r in rets] == ["t1/1", "t1", "t0"]
     assert rets[0].extra == {}
 
 
@@ -189,6 +189,42 @@ def test_a_callback_call_must_carry_a_cb_action_step():
     t.call(3, "buf_free", {"bufs": ["B1"]}, th="w1", in_cb="alloc").ret(3, "buf_free", th="w1", ret=0)
     t.finish()
     errors(t, "is not a cb_action")
+
+
+@pytest.mark.parametrize(("th", "in_cb", "message"), [
+    ("t1", None, "teardown step 11 (buf_free) runs on thread t1, but teardown runs on main"),
+    ("main", "alloc", "teardown step 11 (buf_free) is made by a callback, but teardown runs on main"),
+])
+def test_teardown_calls_run_on_main_outside_callbacks(th, in_cb, message):
+    t = T(SETUP)
+    n = setup(t)
+    extra = {} if in_cb is None else {"in_cb": in_cb}
+    t.call(n, "buf_free", {"bufs": ["B1"]}, th=th, teardown=True, **extra).ret(n, "buf_free", th=th, ret=0)
+    t.finish()
+    errors(t, message)
+
+
+MAP_WHILE_LOADING = [*SETUP, {"file_new": {"file": "f", "size": 4096, "seed": 7}}, {"parallel": [
+    [{"buf_map": {"map": "m", "buf": "b", "length": 4096, "prot": ["READ"], "flags": ["SHARED"], "offset": 0}}],
+    [{"buf_load": {"buf": "b", "fd": "f", "file_offset": 0, "length": 4096, "buffer_offset": 0, "onload": True}}],
+]}]  # 11 file_new, 12 par_begin, 13 buf_map (t0), 14 buf_load (t1), 15 par_end
+
+
+@pytest.mark.parametrize("load_starts", ["during the map", "before the map"])
+def test_a_load_another_thread_starts_while_a_map_is_in_flight_may_have_met_it(load_starts):
+    """No load is in flight at the map's call; another thread's load starts and is answered before the map
+    returns refused: the map may have met it (R15), as when the load was in flight at the call."""
+    t = T(MAP_WHILE_LOADING)
+    setup(t)
+    t.op(11, "file_new", {"file": "f0", "size": 4096, "seed": 7}).op(12, "par_begin", {"threads": 2}, ret=0)
+    load = {"buf": "B1", "fd": "f0", "file_offset": 0, "length": 4096, "buffer_offset": 0, "onload": True}
+    if load_starts == "before the map":
+        t.op(14, "buf_load", load, th="t1")
+    t.call(13, "buf_map", {"map": "m0", "buf": "B1", "length": 4096, "prot": 1, "flags": 1, "offset": 0}, th="t0")
+    if load_starts == "during the map":
+        t.op(14, "buf_load", load, th="t1")
+    t.cb("load", "c0", "B1").ret(13, "buf_map", th="t0", ret=-1, errno="EBUSY").op(15, "par_end", {}, ret=0)
+    passes(t.finish())
 
 
 # -- free racing preemption -------------------------------------------------------------------------------

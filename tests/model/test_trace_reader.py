@@ -47,6 +47,17 @@ def test_the_same_fields_pass_in_a_whole_trace_through_read_events():
     assert last == TraceError(1, "field 'pid' of the begin event must be an integer, found [1]")
 
 
+def test_a_call_whose_in_cb_is_a_list_or_an_object_is_a_trace_error():
+    for value, shown in (("[1]", "[1]"), ("{}", "{}"), ('"none"', "'none'")):
+        line = '{"ev":"call","step":1,"op":"alloc","args":{},"in_cb":' + value + "}"
+        assert read_line(line, 2) == TraceError(2, f"field 'in_cb' must be a callback kind, found {shown}")
+    b = TB()
+    allocated(b)
+    lines = teardown(b, bufs=["b"], reqs=["r"]).lines
+    lines[1] = lines[1].replace('"args":', '"in_cb":[],"args":', 1)
+    assert b.judge().reason == "trace line 2: field 'in_cb' must be a callback kind, found []"
+
+
 def test_an_integer_beyond_the_int_string_limit_is_a_trace_error():
     line = '{"ev":"ret","step":1,"op":"alloc","ret":0,"errno":null,"dur_ns":' + "9" * 5000 + ',"t":1}'
     assert read_line(line, 4) == TraceError(4, "an integer of more than 4300 digits")
