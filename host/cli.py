@@ -19,7 +19,7 @@ from reference_model.errors import KitError
 from reference_model.profiles import PROFILES
 from reference_model.verdicts import RunExit
 from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, console_text
-from reports.store import DEFAULT_STORE
+from reports.outputs import DEFAULT_STORE
 from reports.store_postgresql import is_postgresql_url
 
 from .errors import InfraError, RunInterrupted

@@ -1,5 +1,6 @@
 """The files a run directory's writers replace, and the check that refuses a directory already holding
-one: a command never silently replaces a file it did not write in this very directory."""
+one: a command never silently replaces a file it did not write in this very directory; and where the
+results store is when no `--store` is given."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Final
 
 RESULTS_FILE: Final = "results.jsonl"
 REPORT_FILES: Final = ("junit.xml", "report.html", "summary.json", "atlas.json")
+# Beside the run directories `npuconf run` makes by default (out/<run id>).
+DEFAULT_STORE: Final = Path("out") / "npuconf.sqlite"
 
 
 def present(directory: Path, names: Iterable[str]) -> str | None:

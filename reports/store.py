@@ -30,6 +30,7 @@ from typing import Final
 
 from .atlas import DeviceAtlas, device_atlas, entry_from_json, sorted_entries
 from .clause_answers import answering_clauses
+from .outputs import DEFAULT_STORE
 from .records import Plan, ResumeRecord, parse_line, results_file
 from .results import RunResults, load_results, read_results_bytes, safe_text
 from .store_engine import NoStoreThere, StoreEngine, StoreError
@@ -37,9 +38,7 @@ from .store_identity import host_identity
 from .store_postgresql import PostgresqlEngine, is_postgresql_url, redacted
 from .store_sqlite import SqliteEngine
 
-__all__ = ["StoreEngine", "StoreError", "is_postgresql_url"]
-
-DEFAULT_STORE: Final = Path("out") / "npuconf.sqlite"
+__all__ = ["DEFAULT_STORE", "StoreEngine", "StoreError", "is_postgresql_url"]
 
 # Schema version n is reached by running MIGRATIONS[n - 1]; the same statements on both engines.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
@@ -491,17 +490,42 @@ def import_runs(store: str | Path, paths: Sequence[Path], kit_hash: str | None =
         return [import_run(conn, path, kit_hash) for path in paths]
 
 
-def scenario_durations(store: str | Path, fingerprint: str) -> dict[str, float]:
-    """Mean measured duration (ms) per scenario: on this build where measured, else on any build.
+@dataclass(frozen=True, slots=True)
+class MeasuredDurations:
+    """What the store measured of each scenario: per scenario, per build fingerprint, (total ms, count)."""
 
-    An absent store (no file, an empty database) gives no durations: nothing was measured yet; it is
-    not created.
-    """
+    by_build: dict[str, dict[str, tuple[float, int]]]
+
+    def for_build(self, fingerprint: str) -> dict[str, float]:
+        """Mean measured duration (ms) per scenario: on this build where measured, else on any build."""
+        means: dict[str, float] = {}
+        for scenario, builds in self.by_build.items():
+            if fingerprint in builds:
+                total, count = builds[fingerprint]
+            else:
+                total, count = sum(t for t, _ in builds.values()), sum(c for _, c in builds.values())
+            means[scenario] = total / count
+        return means
+
+
+def measured_durations(store: str | Path) -> MeasuredDurations:
+    """Every scenario's measured durations, in one query whatever the build (a run reads them once, before
+    its devices are ready). An absent store (no file, an empty database) gives none: nothing was measured
+    yet; it is not created."""
+    by_build: dict[str, dict[str, tuple[float, int]]] = {}
     try:
         with open_store(store, create=False) as conn:
-            query = "SELECT scenario, avg(duration_ms) FROM verdicts WHERE duration_ms > 0 {} GROUP BY scenario"
-            anywhere = {str(r[0]): float(r[1]) for r in conn.query(query.format(""))}
-            here = {str(r[0]): float(r[1]) for r in conn.query(query.format("AND fingerprint = ?"), (fingerprint,))}
+            rows = conn.query(
+                "SELECT scenario, fingerprint, sum(duration_ms), count(*) FROM verdicts WHERE duration_ms > 0 "
+                "GROUP BY scenario, fingerprint"
+            )
+            for scenario, fingerprint, total, count in rows:
+                by_build.setdefault(str(scenario), {})[str(fingerprint)] = (float(total), int(count))
     except NoStoreThere:
-        return {}
-    return anywhere | here
+        pass
+    return MeasuredDurations(by_build)
+
+
+def scenario_durations(store: str | Path, fingerprint: str) -> dict[str, float]:
+    """Mean measured duration (ms) per scenario: on this build where measured, else on any build."""
+    return measured_durations(store).for_build(fingerprint)

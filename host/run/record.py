@@ -4,11 +4,13 @@ reading back the scenarios' measured durations for the `--shard` balance."""
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
 from reference_model.errors import KitError
-from reports.store import DEFAULT_STORE, describe_location, import_runs, scenario_durations
+from reports.store import DEFAULT_STORE, MeasuredDurations, describe_location, import_runs, measured_durations
+from reports.store_postgresql import is_postgresql_url
 
 from ..suite import part_tree_hash
 
@@ -41,15 +43,37 @@ def duration_estimates(out_dir: Path, store: str | Path | None = None) -> Estima
 
 
 class Estimates:
-    """Callable fingerprint -> {scenario id: mean duration ms}; a store problem gives no estimates."""
+    """Callable fingerprint -> {scenario id: mean duration ms}; a store problem gives no estimates.
+
+    A SQLite store is read on a thread of its own from the start, while the devices are prepared: its
+    query grows with the store, and a device waits for it only when it deals its lanes. (A PostgreSQL
+    store is read when asked: its driver is imported on the calling thread.)"""
 
     def __init__(self, location: str | Path) -> None:
         self.location = location
+        self._read: MeasuredDurations | BaseException | None = None
+        self._reading: threading.Thread | None = None
+        if not is_postgresql_url(str(location)):
+            self._reading = threading.Thread(target=self._read_store, name="durations", daemon=True)
+            self._reading.start()
+
+    def _read_store(self) -> None:
+        try:
+            self._read = measured_durations(self.location)
+        except BaseException as exc:  # said by the caller, on its own thread
+            self._read = exc
 
     def __call__(self, fingerprint: str) -> Mapping[str, float]:
-        try:
-            return scenario_durations(self.location, fingerprint)
-        except (KitError, OSError) as exc:
+        if self._reading is not None:
+            self._reading.join()
+        else:
+            self._read_store()
+        read = self._read
+        if isinstance(read, MeasuredDurations):
+            return read.for_build(fingerprint)
+        if isinstance(read, (KitError, OSError)):
             where = describe_location(self.location)
-            print(f"npuconf: warning: no measured durations from {where} ({exc}); defaults used", file=sys.stderr)
+            print(f"npuconf: warning: no measured durations from {where} ({read}); defaults used", file=sys.stderr)
             return {}
+        assert read is not None
+        raise read

@@ -215,6 +215,16 @@ def test_scenario_durations_prefer_the_build_then_any_build(tmp_path, store_loca
     assert scenario_durations(tmp_path / "absent.sqlite", "fp/1") == {}
     assert not (tmp_path / "absent.sqlite").exists()
 
+    # Any build's mean is over every measured row, not a mean of the builds' means.
+    devices = {"p3": "fp/3", "p4": "fp/3"}
+    both = {("p3", A): "PASS", ("p4", A): "PASS"}
+    third = simple_run(tmp_path / "r3", "run-3", "2026-03-03T10:00:00Z", devices, both)
+    import_runs(store, [third])
+    with open_store(store) as conn, conn.write_transaction():
+        conn.execute("UPDATE verdicts SET duration_ms = ? WHERE run_id = 'run-3'", (10.0,))
+    assert scenario_durations(store, "fp/2") == {A: 20.0, B: 7.0}  # (40 + 10 + 10) / 3
+    assert scenario_durations(store, "fp/3") == {A: 10.0, B: 7.0}
+
 
 @pytest.mark.slow
 def test_npuconf_run_records_itself_in_a_postgresql_store(tmp_path, probe_build, pg_url):
