@@ -134,6 +134,7 @@ def virtual_targets(supervisor: FleetSupervisor, request: RunRequest, profile: V
             timeout_multiplier=request.timeout_multiplier,
             host_build=request.build_dir,
             restart_server=supervisor.restart_server,
+            launched_virtual=True,
         )
         for device in supervisor.fleet.devices
     ]

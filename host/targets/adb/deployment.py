@@ -38,29 +38,43 @@ class Deployed:
 
 
 def deploy(
-    transport: DeviceTransport, profile: VnpuProfile, build_root: Path, host_build: Path | None
+    transport: DeviceTransport,
+    profile: VnpuProfile,
+    build_root: Path,
+    host_build: Path | None,
+    launched_virtual: bool = False,
 ) -> Deployed:
     """Read the device, choose and install its probe build, check the op table; the device info record.
 
     The three reads (properties, features, what is installed) are independent: they go out at once, each
-    on its own adb connection, and installing ends with the op-table listing in the same shell."""
-    with concurrent.futures.ThreadPoolExecutor(3, thread_name_prefix=f"deploy-{transport.serial}") as pool:
-        asked = [pool.submit(transport.shell, command) for command in ("getprop", "pm list features", _LIST_INSTALLED)]
-        getprop, listed_features, installed = (future.result() for future in asked)
+    on its own adb connection, and installing ends with the op-table listing in the same shell. On a
+    virtual device the kit launched itself (`launched_virtual`) the build is known before the device is
+    read (the host's), so the files are pushed meanwhile, whatever the device holds, and the device must
+    then say it is virtual."""
+    ahead = _files(_virtual_build(build_root, host_build), profile) if launched_virtual else None
+    with concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix=f"deploy-{transport.serial}") as pool:
+        reads = ["getprop", "pm list features"] + ([] if ahead is not None else [_LIST_INSTALLED])
+        asked = [pool.submit(transport.shell, command) for command in reads]
+        pushed = pool.submit(_push, transport, ahead, _digests(ahead), "") if ahead is not None else None
+        getprop, listed_features, *installed = (future.result() for future in asked)
+        moves = pushed.result() if pushed is not None else None
     props = parse_getprop(getprop.stdout)
     if not props:
         raise InfraError(f"{transport.serial}: `getprop` printed no properties; is it an Android device?")
     features = listed_features.stdout
     virtual = props.get(VIRTUAL_PROP) == "1"
+    if ahead is not None and not virtual:
+        raise InfraError(f"{transport.serial}: launched as a virtual device, but `getprop` lacks {VIRTUAL_PROP}=1")
     abis = [a for a in props.get("ro.product.cpu.abilist", props.get("ro.product.cpu.abi", "")).split(",") if a]
     try:
         abis = [checked_name(a, "ABI") for a in abis]
     except UnsafeOutput as exc:
         raise InfraError(f"{transport.serial}: ro.product.cpu.abilist: {exc}") from None
     build_dir, abi = _choose_build(transport.serial, abis, virtual, build_root, host_build)
-    files = _files(build_dir, profile if virtual else None)
-    digests = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
-    moves = _push(transport, files, digests, installed.stdout)
+    files = ahead if ahead is not None else _files(build_dir, profile if virtual else None)
+    digests = _digests(files)
+    if moves is None:
+        moves = _push(transport, files, digests, installed[0].stdout)
     marker = f"npuconf-installed-{secrets.token_hex(8)}"
     listing = f"{shlex.quote(f'{DEVICE_DIR}/{PROBE_NAME}')} --list"
     listed = transport.shell(" && ".join([*moves, f"echo {marker}", listing]) if moves else listing)
@@ -114,10 +128,7 @@ def _choose_build(
     serial: str, abis: Sequence[str], virtual: bool, build_root: Path, host_build: Path | None
 ) -> tuple[Path, str]:
     if virtual:
-        build = host_build or build_root / "probe"
-        if not (build / PROBE_NAME).is_file() or not (build / VNPU_NAME).is_file():
-            raise UsageError(f"{build}: no host probe build for the virtual device; run `npuconf probe build`")
-        return build, abis[0] if abis else "host"
+        return _virtual_build(build_root, host_build), abis[0] if abis else "host"
     for abi in abis:
         build = build_root / f"probe-android-{abi}"
         if (build / PROBE_NAME).is_file():
@@ -127,6 +138,14 @@ def _choose_build(
         f"{serial}: no probe build for ABI {', '.join(abis) or '(none reported)'}; "
         f"run `npuconf probe build --ndk PATH --abi {wanted}`"
     )
+
+
+def _virtual_build(build_root: Path, host_build: Path | None) -> Path:
+    """A virtual device runs the host build (the probe and libvnpu)."""
+    build = host_build or build_root / "probe"
+    if not (build / PROBE_NAME).is_file() or not (build / VNPU_NAME).is_file():
+        raise UsageError(f"{build}: no host probe build for the virtual device; run `npuconf probe build`")
+    return build
 
 
 # What the device holds of the files the kit installs (whichever build and target): their SHA-256.
@@ -144,6 +163,10 @@ def _files(build_dir: Path, profile: VnpuProfile | None) -> dict[str, bytes]:
         files[VNPU_NAME] = (build_dir / VNPU_NAME).read_bytes()
         files[PROFILE_NAME] = profile.render().encode()
     return files
+
+
+def _digests(files: dict[str, bytes] | None) -> dict[str, str]:
+    return {name: hashlib.sha256(data).hexdigest() for name, data in (files or {}).items()}
 
 
 def _push(transport: DeviceTransport, files: dict[str, bytes], digests: dict[str, str], installed: str) -> list[str]:

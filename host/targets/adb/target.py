@@ -36,6 +36,7 @@ class AdbTarget:
     host_build: Path | None = None  # virtual devices (host ABI): default build/probe
     # Set for virtual devices the kit started: restarts their adb server and reconnects them.
     restart_server: Callable[[], None] | None = None
+    launched_virtual: bool = False  # a virtual device the kit started: its probe is pushed while it is read
     virtual: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -46,7 +47,9 @@ class AdbTarget:
         self._logcat_stalled = False  # one logcat past its deadline: none is asked for again this run
 
     def prepare(self) -> dict[str, Any]:
-        deployed = self._deployed = deploy(self.transport, self.profile, self.build_root, self.host_build)
+        deployed = self._deployed = deploy(
+            self.transport, self.profile, self.build_root, self.host_build, self.launched_virtual
+        )
         self.virtual = deployed.virtual
         self._runner = BatchRunner(self.transport, deployed.virtual, self.timeout_multiplier, self.settle_ms)
         return deployed.info
