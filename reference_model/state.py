@@ -327,9 +327,11 @@ def _make_evolver(cls: type) -> Callable[..., object]:
     params = ", ".join(f"{n}=_MISSING" for n in names)
     draft = _draft_of(cls)
     if draft is not None:
-        body = "\n".join(f"    new.{n} = obj.{n} if {n} is _MISSING else {n}" for n in names)
-        source = (f"def evolve(obj, {params}):\n    new = _new(draft)\n{body}\n"
-                  f"    _set(new, '__class__', cls)\n    return new\n")
+        # The sentinel as a local (read once per field), and the class set by a plain store on the draft
+        # (``object.__setattr__`` would add a call).
+        body = "\n".join(f"    new.{n} = obj.{n} if {n} is missing else {n}" for n in names)
+        source = (f"def evolve(obj, {params}):\n    missing = _MISSING\n    new = _new(draft)\n{body}\n"
+                  f"    new.__class__ = cls\n    return new\n")
     else:
         body = "\n".join(f"    _set(new, {n!r}, obj.{n} if {n} is _MISSING else {n})" for n in names)
         source = f"def evolve(obj, {params}):\n    new = _new(cls)\n{body}\n    return new\n"
@@ -373,8 +375,9 @@ def _fast_init(cls: type) -> None:
         return
     params = ", ".join(f.name if f.default is MISSING else f"{f.name}=_default_{f.name}" for f in own)
     body = "\n".join(f"    self.{f.name} = {f.name}" for f in own)
+    # The draft's class is set by a plain store (the frozen class refuses one, so the first goes around it).
     source = (f"def __init__(self, {params}):\n    _set(self, '__class__', draft)\n{body}\n"
-              "    _set(self, '__class__', cls)\n")
+              "    self.__class__ = cls\n")
     namespace: dict[str, object] = {"_set": _set, "draft": draft, "cls": cls}
     namespace.update({f"_default_{f.name}": f.default for f in own if f.default is not MISSING})
     exec(source, namespace)  # generated from the dataclass's own fields only
