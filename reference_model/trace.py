@@ -255,7 +255,7 @@ def _error(obj: Mapping[str, object]) -> str | None:
 
 
 # Builders, one per event type. Decoded JSON holds exact builtin types, so ``type(v) is int`` is the
-# integer check (bool excluded); the _int/_str helpers run only to word a rejection. The two frequent
+# integer check (bool excluded); the _int/_str helpers run only to word a rejection. The three frequent
 # events are built with ``tuple.__new__`` (the NamedTuple constructor is a Python-level wrapper of it).
 _new: Final = tuple.__new__
 
@@ -309,21 +309,33 @@ def _ret(obj: dict[str, object], line: int) -> Ret:
 
 
 def _cb(obj: dict[str, object], line: int) -> Cb:
-    kind = _str(obj, "kind")
+    kind = obj.get("kind")
+    if type(kind) is not str:
+        kind = _str(obj, "kind")
     if kind not in CB_KINDS:
         raise _Bad(f"unknown callback kind {kind!r}")
-    thread = _str(obj, "thread")
+    thread = obj.get("thread")
+    if type(thread) is not str:
+        thread = _str(obj, "thread")
     if thread not in THREADS:
         raise _Bad(f"field 'thread' must be caller or other, found {thread!r}")
     assert kind is not None and thread is not None
-    cookie = _str(obj, "cookie", nullable=True)
+    cookie = obj.get("cookie")
+    if cookie is not None and type(cookie) is not str:
+        cookie = _str(obj, "cookie", nullable=True)
     deleted = obj.get("cookie_deleted") is True
-    th = _th(obj)
+    th = obj.get("th", MAIN)
+    if th is not MAIN and th != MAIN:
+        th = _th(obj)
     t = obj.get("t")
     t = t if type(t) is int else None  # any other type is refused by the schema check
     if kind == "preempt":
-        return Cb(line, kind, cookie, None, None, thread, deleted, th, th, t)
-    return Cb(line, kind, cookie, _error(obj), _str(obj, "buf", nullable=True), thread, deleted, th, th, t)
+        return _new(Cb, (line, kind, cookie, None, None, thread, deleted, th, th, t))
+    error = _error(obj)
+    buf = obj.get("buf")
+    if buf is not None and type(buf) is not str:
+        buf = _str(obj, "buf", nullable=True)
+    return _new(Cb, (line, kind, cookie, error, buf, thread, deleted, th, th, t))
 
 
 def _cb_return(obj: dict[str, object], line: int) -> CbReturn:
