@@ -384,14 +384,31 @@ def _fast_init(cls: type) -> None:
     type.__setattr__(cls, "__init__", namespace["__init__"])
 
 
+def _field_setter(cls: type, name: str) -> Callable[[object, object], object]:
+    """A copy of a ``cls`` value with field ``name`` replaced: ``evolve`` for one fixed field, without a
+    test per field of which ones change (``cls`` must have a draft)."""
+    draft = _draft_of(cls)
+    assert draft is not None, f"{cls.__name__} has no draft class"
+    body = "\n".join(f"    new.{f.name} = value" if f.name == name else f"    new.{f.name} = obj.{f.name}"
+                     for f in fields(cls))
+    source = f"def with_field(obj, value):\n    new = _new(draft)\n{body}\n    new.__class__ = cls\n    return new\n"
+    namespace: dict[str, object] = {"_new": object.__new__, "cls": cls, "draft": draft}
+    exec(source, namespace)  # generated from the dataclass's own field names only
+    fn = namespace["with_field"]
+    assert callable(fn)
+    return cast(Callable[[object, object], object], fn)
+
+
 def done(s: State) -> State:
     """The state after a call returned (no call in flight)."""
-    return s if s.inflight is None else evolve_state(s, inflight=None)
+    return s if s.inflight is None else _without_call(s, None)
 
 
-# ``evolve`` for the two values the judge copies on almost every event.
+# ``evolve`` for the two values the judge copies on almost every event, and the copy ``done`` makes after
+# most returns.
 evolve_state: Final = evolver(State)
 evolve_buffer: Final = evolver(Buffer)
+_without_call: Final = cast(Callable[[State, None], State], _field_setter(State, "inflight"))
 for _cls in (FileSeg, Attrs, CookieRef, Token, Borrow, Request, Submission, Buffer, Mapping_, FileState, Load,
              Inflight, State):
     _fast_init(_cls)
