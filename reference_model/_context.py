@@ -81,8 +81,12 @@ def arg_list(call: Call, name: str) -> list[str | None]:
     v = call.args.get(name)
     if isinstance(v, str):
         return [] if v == "-" else [p or None for p in v.split(",")]
-    if isinstance(v, list) and all(x is None or isinstance(x, str) for x in v):
-        return list(v)
+    if isinstance(v, list):
+        for x in v:  # a plain loop: every alloc and free reads its list
+            if x is not None and not isinstance(x, str):
+                break
+        else:
+            return list(v)
     raise Unjudgeable(call.line, f"step {call.step} ({call.op}): argument {name} is {v!r}, expected a list")
 
 

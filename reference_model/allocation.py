@@ -186,7 +186,7 @@ def valid_outcome(ctx: Ctx, a: Attrs, sub: Submission | None, live_now: int, rel
 def expected(ctx: Ctx, s: State, sub: Submission) -> Expect:
     a = sub.attrs
     return (invalid_request(ctx, a) or file_outcome(ctx, s, a)
-            or valid_outcome(ctx, a, sub, live_bytes(s), s.relaxed_capacity))
+            or valid_outcome(ctx, a, sub, live_bytes(s) if ctx.capacity is not None else 0, s.relaxed_capacity))
 
 
 @clause("alloc-async", "alloc-snapshot", "alloc-list-modify-after-return", "alloc-elements-modify-after-return")
@@ -199,16 +199,18 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
     and list changes touch only the request (alloc-elements-modify-after-return).
     """
     slots = arg_list(call, "reqs")
-    if any(slot is None or slot not in s.reqs for slot in slots):
-        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
-    crash = alloc_without_onalloc_crashes(s, call)
+    for slot in slots:
+        if slot is None or slot not in s.reqs:
+            return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+    crash = alloc_without_onalloc_crashes(s, call, slots)
     if crash is not None:
         return [evolve_state(s, inflight=Inflight(call.step, call.op, crash=crash))]
     subs = dict(s.subs)
     overlapping = overlapped_allocs(s, call)
-    for other, sub in s.subs.items():
-        if sub.step in s.overlaps and not sub.overlapped:
-            subs[other] = replace(sub, overlapped=True)
+    if s.overlaps:
+        for other, sub in s.subs.items():
+            if sub.step in s.overlaps and not sub.overlapped:
+                subs[other] = replace(sub, overlapped=True)
     files = dict(s.files)
     forced = list(s.forced)
     live = live_bytes(s)
@@ -220,9 +222,9 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
         req = s.reqs[slot]
         # Only a batch member's why needs its name (Submission.named).
         label = slot_label(ctx, slot) if len(slots) > 1 else slot
+        unsupported = bool(s.unsupported) and req.attrs.support_key() in s.unsupported
         subs[sid] = Submission(req.attrs, req.cookie, call.step, forced.pop(0) if forced else None, live,
-                               req.attrs.support_key() in s.unsupported, slot=label, position=position,
-                               batch=len(slots), overlapped=overlapping)
+                               unsupported, slot=label, position=position, batch=len(slots), overlapped=overlapping)
         if req.cookie.token is not None and req.cookie.token in tokens:
             t = tokens[req.cookie.token]
             tokens[req.cookie.token] = evolve(t, holders=t.holders + 1)
@@ -353,15 +355,17 @@ def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
     first: Reject | None = None
     seen: set[tuple[object, ...]] = set()
     alike = 0
+    single = len(s.subs) == 1  # one submission waiting: no two answers to tell apart
     for sid, sub in s.subs.items():
         if sub.cookie.value != ev.cookie:
             continue
         alike += 1
-        sig = (sub.attrs, sub.cookie, sub.forced, sub.unsupported, sub.live_at_submit,
-               s.inflight is not None and sid in s.inflight.subs)
-        if sig in seen:
-            continue
-        seen.add(sig)
+        if not single:
+            sig = (sub.attrs, sub.cookie, sub.forced, sub.unsupported, sub.live_at_submit,
+                   s.inflight is not None and sid in s.inflight.subs)
+            if sig in seen:
+                continue
+            seen.add(sig)
         res = _answer(ctx, s, sid, sub, ev)
         if isinstance(res, Reject):
             first = first or res

@@ -28,14 +28,15 @@ def null_request_crashes(ctx: Ctx, s: State, call: Call) -> Out:
 
 
 @clause("crash-alloc-without-onalloc", "crash-alloc-onalloc-null")
-def alloc_without_onalloc_crashes(s: State, call: Call) -> str | None:
+def alloc_without_onalloc_crashes(s: State, call: Call, slots: list[str | None] | None = None) -> str | None:
     """Spec: "setOnAlloc() must be called before calling ANpuManager_allocAsync(). Otherwise, the process
     will crash." (crash-alloc-without-onalloc)
     Spec: "The onAlloc callback must not be NULL. Otherwise, the process will crash." (crash-alloc-onalloc-null)
 
-    Returns the clause of the expected death when a live request of the list has no onAlloc.
+    Returns the clause of the expected death when a live request of the list has no onAlloc (``slots``: the
+    list as the caller has read it already).
     """
-    for slot in arg_list(call, "reqs"):
+    for slot in arg_list(call, "reqs") if slots is None else slots:
         req = s.reqs.get(slot) if slot is not None else None
         if req is not None and not req.attrs.onalloc:
             return "crash-alloc-without-onalloc"

@@ -33,7 +33,7 @@ def retire(tokens: Mapping[int, Token], ghosts: tuple[Buffer, ...], bufs: dict[s
 
 def call_free(ctx: Ctx, s: State, call: Call) -> Out:
     handles = arg_list(call, "bufs")
-    if any(h is None for h in handles):
+    if None in handles:
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     bufs = dict(s.bufs)
     tokens = s.tokens
@@ -53,14 +53,14 @@ def call_free(ctx: Ctx, s: State, call: Call) -> Out:
             tokens = hold_tokens(tokens, b.cookie, -1)
         b = evolve_buffer(b, freed=True, mapped_hold=mapped_hold)
         bufs[h] = b
-    preempted = tuple(h for h in handles if h is not None and bufs[h].preempted)
+    preempted = tuple([h for h in handles if h is not None and bufs[h].preempted])
     for h in handles:
         assert h is not None
         if bufs[h].maps == 0:
             ghosts = retire(tokens, ghosts, bufs, h)
     out = evolve_state(s, bufs=bufs, tokens=tokens, ghosts=ghosts,
                        inflight=Inflight(call.step, call.op, applied=True, buffers=preempted if handles else ("-",)))
-    loading = any(ld.buf in handles for ld in out.loads.values())
+    loading = bool(out.loads) and any(ld.buf in handles for ld in out.loads.values())
     # Reading R20: a free refused while a load of one of its buffers is in flight (the buffers stay live).
     refused = [evolve_state(s, inflight=Inflight(call.step, call.op, applied=True, buffers=(REFUSED,)))
                ] if loading else []

@@ -23,7 +23,7 @@ from ._context import Ctx, arg_slot
 from .caps import DeviceCaps
 from .divergence import Divergence
 from .errors import ModelCrash, Unjudgeable
-from .interleaving import AMBIGUITY_BOUND, advance, judged_strand
+from .interleaving import AMBIGUITY_BOUND, STAY, advance, dedupe, judged_strand
 from .policies import declared as declared_policy
 from .profiles import get_profile
 from .rules import Reject
@@ -46,7 +46,7 @@ from .trace import (
     first_error,
     read_events,
 )
-from .transitions import CALL_HANDLERS, step
+from .transitions import CALL_HANDLERS, STEPPERS, step, unexpected_event
 from .verdict_assembly import Result, discrepancies_of, ending, failed
 from .verdicts import Verdict
 from .vocabulary import Op
@@ -140,7 +140,15 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
         if kind is not Call and kind is not Ret:
             strand = judged_strand(ev)
         try:
-            out = advance(ctx, candidates, ev, strand, calls)
+            # The usual case, one candidate on main with nothing pending, is advance's first case: taken here
+            # without the call (the same transition and deduplication).
+            if (len(candidates) == 1 and (strand == _MAIN or strand is STAY) and (cand := candidates[0]).strand == _MAIN
+                    and not cand.parked and (cand.inflight is None or not cand.inflight.pending)):
+                out = STEPPERS.get(kind, unexpected_event)(ctx, cand, ev, calls.get(_MAIN))
+                if not isinstance(out, Reject) and len(out) != 1:
+                    out = dedupe(out)
+            else:
+                out = advance(ctx, candidates, ev, strand, calls)
         except Unjudgeable as exc:
             return Result(Verdict.ERROR, f"trace line {exc.line}: {exc.message}")
         except ModelCrash as exc:

@@ -88,7 +88,10 @@ def assign_slots(steps: Iterable[Step]) -> SlotMap:
         for i, prefix, shape in plan:
             value = st.args[i][1]
             if shape == _ONE or (shape == _FDSEL and isinstance(value, str)):
-                take(value, prefix, index)
+                # A name seen before as this kind, the usual case, needs nothing more (``take`` checks the rest).
+                existing = names.get(value) if isinstance(value, str) else None
+                if existing is None or existing[0] != prefix:
+                    take(value, prefix, index)
             elif shape == _MANY and isinstance(value, tuple):
                 for v in value:
                     take(v, prefix, index)

@@ -327,9 +327,11 @@ def _make_evolver(cls: type) -> Callable[..., object]:
     params = ", ".join(f"{n}=_MISSING" for n in names)
     draft = _draft_of(cls)
     if draft is not None:
-        body = "\n".join(f"    new.{n} = obj.{n} if {n} is _MISSING else {n}" for n in names)
-        source = (f"def evolve(obj, {params}):\n    new = _new(draft)\n{body}\n"
-                  f"    _set(new, '__class__', cls)\n    return new\n")
+        # The sentinel as a local (read once per field), and the class set by a plain store on the draft
+        # (``object.__setattr__`` would add a call).
+        body = "\n".join(f"    new.{n} = obj.{n} if {n} is missing else {n}" for n in names)
+        source = (f"def evolve(obj, {params}):\n    missing = _MISSING\n    new = _new(draft)\n{body}\n"
+                  f"    new.__class__ = cls\n    return new\n")
     else:
         body = "\n".join(f"    _set(new, {n!r}, obj.{n} if {n} is _MISSING else {n})" for n in names)
         source = f"def evolve(obj, {params}):\n    new = _new(cls)\n{body}\n    return new\n"
@@ -373,22 +375,40 @@ def _fast_init(cls: type) -> None:
         return
     params = ", ".join(f.name if f.default is MISSING else f"{f.name}=_default_{f.name}" for f in own)
     body = "\n".join(f"    self.{f.name} = {f.name}" for f in own)
+    # The draft's class is set by a plain store (the frozen class refuses one, so the first goes around it).
     source = (f"def __init__(self, {params}):\n    _set(self, '__class__', draft)\n{body}\n"
-              "    _set(self, '__class__', cls)\n")
+              "    self.__class__ = cls\n")
     namespace: dict[str, object] = {"_set": _set, "draft": draft, "cls": cls}
     namespace.update({f"_default_{f.name}": f.default for f in own if f.default is not MISSING})
     exec(source, namespace)  # generated from the dataclass's own fields only
     type.__setattr__(cls, "__init__", namespace["__init__"])
 
 
+def _field_setter(cls: type, name: str) -> Callable[[object, object], object]:
+    """A copy of a ``cls`` value with field ``name`` replaced: ``evolve`` for one fixed field, without a
+    test per field of which ones change (``cls`` must have a draft)."""
+    draft = _draft_of(cls)
+    assert draft is not None, f"{cls.__name__} has no draft class"
+    body = "\n".join(f"    new.{f.name} = value" if f.name == name else f"    new.{f.name} = obj.{f.name}"
+                     for f in fields(cls))
+    source = f"def with_field(obj, value):\n    new = _new(draft)\n{body}\n    new.__class__ = cls\n    return new\n"
+    namespace: dict[str, object] = {"_new": object.__new__, "cls": cls, "draft": draft}
+    exec(source, namespace)  # generated from the dataclass's own field names only
+    fn = namespace["with_field"]
+    assert callable(fn)
+    return cast(Callable[[object, object], object], fn)
+
+
 def done(s: State) -> State:
     """The state after a call returned (no call in flight)."""
-    return s if s.inflight is None else evolve_state(s, inflight=None)
+    return s if s.inflight is None else _without_call(s, None)
 
 
-# ``evolve`` for the two values the judge copies on almost every event.
+# ``evolve`` for the two values the judge copies on almost every event, and the copy ``done`` makes after
+# most returns.
 evolve_state: Final = evolver(State)
 evolve_buffer: Final = evolver(Buffer)
+_without_call: Final = cast(Callable[[State, None], State], _field_setter(State, "inflight"))
 for _cls in (FileSeg, Attrs, CookieRef, Token, Borrow, Request, Submission, Buffer, Mapping_, FileState, Load,
              Inflight, State):
     _fast_init(_cls)

@@ -255,7 +255,7 @@ def _error(obj: Mapping[str, object]) -> str | None:
 
 
 # Builders, one per event type. Decoded JSON holds exact builtin types, so ``type(v) is int`` is the
-# integer check (bool excluded); the _int/_str helpers run only to word a rejection. The two frequent
+# integer check (bool excluded); the _int/_str helpers run only to word a rejection. The three frequent
 # events are built with ``tuple.__new__`` (the NamedTuple constructor is a Python-level wrapper of it).
 _new: Final = tuple.__new__
 
@@ -309,21 +309,33 @@ def _ret(obj: dict[str, object], line: int) -> Ret:
 
 
 def _cb(obj: dict[str, object], line: int) -> Cb:
-    kind = _str(obj, "kind")
+    kind = obj.get("kind")
+    if type(kind) is not str:
+        kind = _str(obj, "kind")
     if kind not in CB_KINDS:
         raise _Bad(f"unknown callback kind {kind!r}")
-    thread = _str(obj, "thread")
+    thread = obj.get("thread")
+    if type(thread) is not str:
+        thread = _str(obj, "thread")
     if thread not in THREADS:
         raise _Bad(f"field 'thread' must be caller or other, found {thread!r}")
     assert kind is not None and thread is not None
-    cookie = _str(obj, "cookie", nullable=True)
+    cookie = obj.get("cookie")
+    if cookie is not None and type(cookie) is not str:
+        cookie = _str(obj, "cookie", nullable=True)
     deleted = obj.get("cookie_deleted") is True
-    th = _th(obj)
+    th = obj.get("th", MAIN)
+    if th is not MAIN and th != MAIN:
+        th = _th(obj)
     t = obj.get("t")
     t = t if type(t) is int else None  # any other type is refused by the schema check
     if kind == "preempt":
-        return Cb(line, kind, cookie, None, None, thread, deleted, th, th, t)
-    return Cb(line, kind, cookie, _error(obj), _str(obj, "buf", nullable=True), thread, deleted, th, th, t)
+        return _new(Cb, (line, kind, cookie, None, None, thread, deleted, th, th, t))
+    error = _error(obj)
+    buf = obj.get("buf")
+    if buf is not None and type(buf) is not str:
+        buf = _str(obj, "buf", nullable=True)
+    return _new(Cb, (line, kind, cookie, error, buf, thread, deleted, th, th, t))
 
 
 def _cb_return(obj: dict[str, object], line: int) -> CbReturn:
@@ -454,6 +466,81 @@ def _predicate(fields: tuple[tuple[str, frozenset[type], bool, str], ...]) -> Ca
 _CONFORMS: Final = {kind: _predicate(fields) for kind, fields in _SCHEMA.items()}
 
 
+# The fast reading of a line orjson decoded (``parse_line``): per kind, the event when its builder, the
+# schema's predicate and the float search all accept the line as it is, else None, and the line is read
+# again from the reference decoding, which words the refusal. The two frequent kinds have their own
+# reader, one function that reads each field once: the builder's checks, then the schema's fields the
+# builder does not hold (asserted below against the schema, so a field added to it fails the import).
+def _call_read(obj: dict[str, object], line: int) -> Call | None:
+    args = obj.get("args")
+    step = obj.get("step")
+    op = obj.get("op")
+    th = obj.get("th", MAIN)
+    in_cb = obj.get("in_cb", _ABSENT)
+    teardown = obj.get("teardown", False)
+    t = obj.get("t", _ABSENT)
+    if (type(args) is not dict or type(step) is not int or type(op) is not str
+            or (th is not MAIN and (type(th) is not str or not th or "/" in th))
+            or (in_cb is not _ABSENT and (type(in_cb) is not str or in_cb not in CB_KINDS))
+            or type(teardown) is not bool or (t is not _ABSENT and type(t) is not int)
+            or _holds_float(args.values())):
+        return None
+    return _new(Call, (line, step, op, args, teardown, th, None if in_cb is _ABSENT else in_cb, th,
+                       None if t is _ABSENT else t))
+
+
+def _ret_read(obj: dict[str, object], line: int) -> Ret | None:
+    step = obj.get("step")
+    op = obj.get("op")
+    ret = obj.get("ret")
+    errno = obj.get("errno")
+    th = obj.get("th", MAIN)
+    skipped = obj.get("skipped")
+    dur = obj.get("dur_ns", 0)
+    in_cb = obj.get("in_cb", "")
+    t = obj.get("t", 0)
+    if (type(step) is not int or type(op) is not str or (ret is not None and type(ret) is not int)
+            or (errno is not None and type(errno) is not str)
+            or (th is not MAIN and (type(th) is not str or not th or "/" in th))
+            or (type(skipped) is not str and (skipped is not None or "skipped" in obj))
+            or (type(dur) is not int and type(dur) is not float) or type(in_cb) is not str or type(t) is not int):
+        return None
+    # The op-specific results: the fields beyond those every ret may carry.
+    if _RET_FIELDS.issuperset(obj):
+        extra: Mapping[str, object] = EMPTY_ARGS
+    else:
+        extra = {k: v for k, v in obj.items() if k not in _RET_FIELDS}
+        if _holds_float(extra.values()):
+            return None
+    return _new(Ret, (line, step, op, ret, errno, skipped, extra, th, th))
+
+
+def _read_by(kind: str) -> Callable[[dict[str, object], int], Event | None]:
+    """The fast reading of another kind: its builder, then the schema's predicate."""
+    build = _BUILDERS[kind]
+    conforms = _CONFORMS[kind]
+
+    def read(obj: dict[str, object], line: int) -> Event | None:
+        try:
+            event = build(obj, line)
+        except _Bad:
+            return None
+        return event if conforms(obj) else None
+
+    return read
+
+
+_READERS: Final[dict[str, Callable[[dict[str, object], int], Event | None]]] = {
+    kind: _read_by(kind) for kind in _BUILDERS}
+_READERS.update({EventKind.CALL: _call_read, EventKind.RET: _ret_read})
+# What the two readers check beyond their builders' fields: exactly the schema's other fields, so typed.
+assert {(f[0], f[1], f[2]) for f in _SCHEMA[EventKind.CALL]} == {
+    ("in_cb", frozenset({str}), False), ("teardown", frozenset({bool}), False), ("t", frozenset({int}), False)}
+assert {(f[0], f[1], f[2]) for f in _SCHEMA[EventKind.RET]} == {
+    ("skipped", frozenset({str}), False), ("dur_ns", frozenset({int, float}), False),
+    ("in_cb", frozenset({str}), False), ("t", frozenset({int}), False)}
+
+
 def _conform(obj: dict[str, object], kind: str) -> None:
     """Raise _Bad unless every field the schema declares for ``kind`` has a declared type (or is absent
     where the schema allows it). Fields the schema does not declare are left to the CI check of the probe."""
@@ -489,21 +576,13 @@ def parse_line(raw: str, line: int) -> Event:
             obj = _LOADS(raw)
         except orjson.JSONDecodeError:
             obj = None
-        if isinstance(obj, dict):
+        if type(obj) is dict:  # decoded JSON holds exact builtin types
             ev = obj.get("ev")
-            build = _BUILDERS.get(ev) if isinstance(ev, str) else None
-            if build is not None:
-                try:
-                    event: Event | None = build(obj, line)
-                except _Bad:
-                    event = None  # worded from the reference decoding below
-                # The schema's predicate (``_conform`` words what it refuses, from the reference decoding).
-                if event is not None and _CONFORMS[ev](obj):  # type: ignore[index]  # ev is a str here
-                    if isinstance(event, Call):
-                        if not _holds_float(event.args.values()):
-                            return event
-                    elif not isinstance(event, Ret) or not event.extra or not _holds_float(event.extra.values()):
-                        return event
+            read = _READERS.get(ev) if type(ev) is str else None
+            if read is not None:
+                event = read(obj, line)
+                if event is not None:
+                    return event
     if len(raw) > MAX_LINE_CHARS:
         raise _Bad(f"a line of {len(raw)} characters, longer than the {MAX_LINE_CHARS} a trace line may hold")
     return _event(_decode_reference(raw), line)
@@ -586,10 +665,10 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
     first: type | None = None
     begun = False
     ended = False
+    body = False  # begun and not ended
     exited = False
     last = 0
-    for index, raw in enumerate(lines):
-        line = index + 1
+    for line, raw in enumerate(lines, 1):
         if not isinstance(raw, str):
             try:
                 text = _text(raw)
@@ -614,6 +693,30 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
         if exited:
             yield TraceError(line, "event after the exit event")
             return
+        # The common cases first: a call or a ret in the body (neither is the first event, nor a callback's
+        # return; the chain below makes the same checks for them outside the body).
+        if body and type(ev) is Call:
+            stack = stacks.get(ev.th)
+            if stack is None:
+                stack = stacks[ev.th] = []
+            elif stack:
+                if ev.in_cb is None:
+                    yield TraceError(line, f"call of step {ev.step} while step {stack[-1].step} has not returned")
+                    return
+                ev = ev._replace(strand=f"{ev.th}/{len(stack)}")
+            stack.append(ev)
+            open_calls += 1
+            yield ev
+            continue
+        if body and type(ev) is Ret:
+            stack = stacks.get(ev.th)
+            if not stack or stack[-1].step != ev.step or stack[-1].op != ev.op:
+                yield TraceError(line, f"ret of step {ev.step} ({ev.op}) without its call")
+                return
+            strand = stack.pop().strand
+            open_calls -= 1
+            yield ev if strand == ev.strand else ev._replace(strand=strand)
+            continue
         if first is None:
             first = type(ev)
         if open_cbs is not None and isinstance(ev, (Cb, CbReturn)) and begun and not exited:
@@ -631,27 +734,7 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
         elif isinstance(ev, CbReturn):
             yield TraceError(line, "cb_return in a trace of version 1" if begun else "cb_return event before begin")
             return
-        if begun and not ended and isinstance(ev, Call):  # the common cases first; same checks as below
-            stack = stacks.get(ev.th)
-            if stack is None:
-                stack = stacks[ev.th] = []
-            elif stack:
-                if ev.in_cb is None:
-                    yield TraceError(line, f"call of step {ev.step} while step {stack[-1].step} has not returned")
-                    return
-                ev = ev._replace(strand=f"{ev.th}/{len(stack)}")
-            stack.append(ev)
-            open_calls += 1
-        elif begun and not ended and isinstance(ev, Ret):
-            stack = stacks.get(ev.th)
-            if not stack or stack[-1].step != ev.step or stack[-1].op != ev.op:
-                yield TraceError(line, f"ret of step {ev.step} ({ev.op}) without its call")
-                return
-            strand = stack.pop().strand
-            open_calls -= 1
-            if strand != ev.strand:
-                ev = ev._replace(strand=strand)
-        elif open_calls and isinstance(ev, (Cb, Deleter)):
+        if open_calls and isinstance(ev, (Cb, Deleter)):
             stack = stacks.get(ev.th)
             if stack and stack[-1].strand != ev.strand:
                 ev = ev._replace(strand=stack[-1].strand)
@@ -665,7 +748,7 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
             if not isinstance(ev, Begin):
                 yield TraceError(line, f"{type(ev).__name__.lower()} event before begin")
                 return
-            begun = True
+            begun = body = True
             if ev.version > TRACE_V1:
                 open_cbs = {}
         elif isinstance(ev, Begin):
@@ -680,6 +763,7 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
                 yield TraceError(line, f"end while step {pending.step} has not returned")
                 return
             ended = True
+            body = False
         yield ev
     if first is ApiMissing:
         return

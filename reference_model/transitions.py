@@ -40,7 +40,10 @@ def _ret_bind(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     handle = ret.extra.get("handle")
     if ret.skipped is not None or not 0 <= call.step < len(ctx.steps):
         return [done(s)]
-    name = dict(ctx.steps[call.step].args).get("buf")
+    name = None
+    for key, value in ctx.steps[call.step].args:  # its "buf" argument, without building a dict of them
+        if key == "buf":
+            name = value
     slot = ctx.names.get(name, "") if isinstance(name, str) else ""
     slots = dict(s.slots)
     if isinstance(handle, str):

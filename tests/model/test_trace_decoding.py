@@ -9,7 +9,16 @@ import json
 import pytest
 
 from reference_model.state import INITIAL, NO_COOKIE, Buffer, State, evolve
-from reference_model.trace import LONG_LINE, TraceError, parse_line, parse_trace, read_events
+from reference_model.trace import (
+    LONG_LINE,
+    TraceError,
+    _Bad,
+    _decode_reference,
+    _event,
+    parse_line,
+    parse_trace,
+    read_events,
+)
 from reference_model.verdicts import Verdict
 
 from .builder import TB, allocated, teardown
@@ -108,3 +117,45 @@ def test_evolve_gives_ordinary_frozen_values():
     b = Buffer("B1", 4096, 3, NO_COOKIE, False, 500)
     assert evolve(b, maps=2) == dataclasses.replace(b, maps=2)
     assert hash(evolve(b, maps=2)) == hash(dataclasses.replace(b, maps=2))
+
+
+FREQUENT = {
+    "call": {"ev": "call", "step": 3, "op": "buf_map", "args": {"map": "m0", "buf": "B1", "length": 8192, "prot": 3,
+                                                                 "flags": 1, "offset": 0}, "t": 7},
+    "ret": {"ev": "ret", "step": 3, "op": "map_read", "ret": 0, "errno": None, "dur_ns": 100, "t": 8, "digest": "ab"},
+    "cb": {"ev": "cb", "kind": "alloc", "cookie": "c0", "error": 0, "buf": "B1", "thread": "other", "t": 5},
+}
+VALUES = [None, True, False, 0, 7, 2**70, 1.5, "", "main", "a/b", "alloc", "ENOENT", [], [1.5], ["r0"], {}, {"a": 1.5}]
+ABSENT = object()
+
+
+def _variants(base: dict[str, object]):
+    fields = [*base, "th", "in_cb", "teardown", "skipped", "dur_ns", "t", "handle", "cookie_deleted"]
+    for name in dict.fromkeys(fields):
+        for value in [*VALUES, ABSENT]:
+            line = dict(base)
+            if value is ABSENT:
+                line.pop(name, None)
+            else:
+                line[name] = value
+            yield line
+    for name in base.get("args", {}):  # type: ignore[attr-defined]
+        for value in VALUES:
+            yield {**base, "args": {**base["args"], name: value}}  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("kind", sorted(FREQUENT))
+def test_the_fast_readers_read_as_the_reference_decoding(kind):
+    """orjson and the frequent kinds' own readers give exactly the event (or the refusal) that the standard
+    library's decoding, the builders and the schema check give, field by field."""
+    for fields in _variants(FREQUENT[kind]):
+        raw = json.dumps(fields, separators=(",", ":"))
+        try:
+            expected: object = _event(_decode_reference(raw), 4)
+        except _Bad as exc:
+            expected = str(exc)
+        try:
+            got: object = parse_line(raw, 4)
+        except _Bad as exc:
+            got = str(exc)
+        assert got == expected and repr(got) == repr(expected), raw
