@@ -46,7 +46,7 @@ from .trace import (
     first_error,
     read_events,
 )
-from .transitions import CALL_HANDLERS, STEPPERS, step, unexpected_event
+from .transitions import CALL_HANDLERS, STEPPERS, CallHandler, step, unexpected_event
 from .verdict_assembly import Result, discrepancies_of, ending, failed
 from .verdicts import Verdict
 from .vocabulary import Op
@@ -102,6 +102,7 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
     calls: dict[str, Call] = {}  # the call in flight, by strand
     last_call: Call | None = None
     step_index: int | None = None
+    handler: CallHandler | None = None  # the call-time effects of the current call
     complete = False
     # Per thread, the callbacks that wrote their cb_return (by the line of their cb): the thread's next
     # event shows that they have returned (cookies.returned).
@@ -124,7 +125,8 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
                 ev = call = checked
             calls[call.strand] = last_call = call
             step_index = step
-            if call.op not in CALL_HANDLERS:
+            handler = CALL_HANDLERS.get(call.op)
+            if handler is None:
                 continue  # no call-time effect: every candidate stays as it is
             strand = call.strand
         elif isinstance(ev, Ret):
@@ -144,7 +146,10 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
             # without the call (the same transition and deduplication).
             if (len(candidates) == 1 and (strand == _MAIN or strand is STAY) and (cand := candidates[0]).strand == _MAIN
                     and not cand.parked and (cand.inflight is None or not cand.inflight.pending)):
-                out = STEPPERS.get(kind, unexpected_event)(ctx, cand, ev, calls.get(_MAIN))
+                if kind is Call and handler is not None:
+                    out = handler(ctx, cand, call)  # what transitions.step does for a call, without the look-up
+                else:
+                    out = STEPPERS.get(kind, unexpected_event)(ctx, cand, ev, calls.get(_MAIN))
                 if not isinstance(out, Reject) and len(out) != 1:
                     out = dedupe(out)
             else:

@@ -124,13 +124,16 @@ FREQUENT = {
                                                                  "flags": 1, "offset": 0}, "t": 7},
     "ret": {"ev": "ret", "step": 3, "op": "map_read", "ret": 0, "errno": None, "dur_ns": 100, "t": 8, "digest": "ab"},
     "cb": {"ev": "cb", "kind": "alloc", "cookie": "c0", "error": 0, "buf": "B1", "thread": "other", "t": 5},
+    "preempt": {"ev": "cb", "kind": "preempt", "cookie": None, "thread": "caller", "th": "w1", "cookie_deleted": True},
 }
-VALUES = [None, True, False, 0, 7, 2**70, 1.5, "", "main", "a/b", "alloc", "ENOENT", [], [1.5], ["r0"], {}, {"a": 1.5}]
+VALUES = [None, True, False, 0, 7, 2**70, 1.5, "", "main", "a/b", "alloc", "preempt", "caller", "ENOENT", [], [1.5],
+          ["r0"], {}, {"a": 1.5}]
 ABSENT = object()
 
 
 def _variants(base: dict[str, object]):
-    fields = [*base, "th", "in_cb", "teardown", "skipped", "dur_ns", "t", "handle", "cookie_deleted"]
+    others = [name for line in FREQUENT.values() for name in line]
+    fields = [*base, *others, "th", "in_cb", "teardown", "skipped", "dur_ns", "t", "handle", "cookie_deleted"]
     for name in dict.fromkeys(fields):
         for value in [*VALUES, ABSENT]:
             line = dict(base)
