@@ -603,19 +603,22 @@ def _event(obj: object, line: int) -> Event:
 
 def parse_line(raw: str, line: int) -> Event:
     """One raw line -> an event; raises _Bad (internal) on anything malformed."""
-    if len(raw) <= LONG_LINE:
-        try:
-            obj = _LOADS(raw)
-        except orjson.JSONDecodeError:
-            obj = None
-        if type(obj) is dict:  # decoded JSON holds exact builtin types
-            ev = obj.get("ev")
-            read = _READERS.get(ev) if type(ev) is str else None
-            if read is not None:
-                event = read(obj, line)
-                if event is not None:
-                    return event
-    return _read_reference(raw, line)
+    return _read_fast(raw, line) or _read_reference(raw, line)
+
+
+def _read_fast(raw: str, line: int) -> Event | None:
+    """A line as orjson decodes it and its kind's fast reader takes it, else None."""
+    if len(raw) > LONG_LINE:
+        return None
+    try:
+        obj = _LOADS(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict:  # decoded JSON holds exact builtin types
+        return None
+    kind = obj.get("ev")
+    read = _READERS.get(kind) if type(kind) is str else None
+    return read(obj, line) if read is not None else None
 
 
 def _read_reference(raw: str, line: int) -> Event:
@@ -720,20 +723,7 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
             continue
         last = line
         try:
-            # parse_line, with its fast reading inline (a call fewer per line).
-            ev: Event | None = None
-            if len(raw) <= LONG_LINE:
-                try:
-                    obj = _LOADS(raw)
-                except orjson.JSONDecodeError:
-                    obj = None
-                if type(obj) is dict:
-                    kind = obj.get("ev")
-                    read = _READERS.get(kind) if type(kind) is str else None
-                    if read is not None:
-                        ev = read(obj, line)
-            if ev is None:
-                ev = _read_reference(raw, line)
+            ev = _read_fast(raw, line) or _read_reference(raw, line)
         except _Bad as exc:
             yield TraceError(line, str(exc))
             return
