@@ -54,21 +54,24 @@ class Estimates:
         self._read: MeasuredDurations | BaseException | None = None
         self._reading: threading.Thread | None = None
         if not is_postgresql_url(str(location)):
-            self._reading = threading.Thread(target=self._read_store, name="durations", daemon=True)
+            self._reading = threading.Thread(target=self._read_ahead, name="durations", daemon=True)
             self._reading.start()
 
-    def _read_store(self) -> None:
+    def _measured(self) -> MeasuredDurations | BaseException:
         try:
-            self._read = measured_durations(self.location)
+            return measured_durations(self.location)
         except BaseException as exc:  # said by the caller, on its own thread
-            self._read = exc
+            return exc
+
+    def _read_ahead(self) -> None:
+        self._read = self._measured()
 
     def __call__(self, fingerprint: str) -> Mapping[str, float]:
         if self._reading is not None:
             self._reading.join()
+            read = self._read
         else:
-            self._read_store()
-        read = self._read
+            read = self._measured()
         if isinstance(read, MeasuredDurations):
             return read.for_build(fingerprint)
         if isinstance(read, (KitError, OSError)):

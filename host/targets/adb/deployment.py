@@ -52,10 +52,11 @@ def deploy(
     read (the host's), so the files are pushed meanwhile, whatever the device holds, and the device must
     then say it is virtual."""
     ahead = _files(_virtual_build(build_root, host_build), profile) if launched_virtual else None
+    digests = _digests(ahead) if ahead is not None else {}
     with concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix=f"deploy-{transport.serial}") as pool:
         reads = ["getprop", "pm list features"] + ([] if ahead is not None else [_LIST_INSTALLED])
         asked = [pool.submit(transport.shell, command) for command in reads]
-        pushed = pool.submit(_push, transport, ahead, _digests(ahead), "") if ahead is not None else None
+        pushed = pool.submit(_push, transport, ahead, digests, "") if ahead is not None else None
         getprop, listed_features, *installed = (future.result() for future in asked)
         moves = pushed.result() if pushed is not None else None
     props = parse_getprop(getprop.stdout)
@@ -71,9 +72,9 @@ def deploy(
     except UnsafeOutput as exc:
         raise InfraError(f"{transport.serial}: ro.product.cpu.abilist: {exc}") from None
     build_dir, abi = _choose_build(transport.serial, abis, virtual, build_root, host_build)
-    files = ahead if ahead is not None else _files(build_dir, profile if virtual else None)
-    digests = _digests(files)
-    if moves is None:
+    if moves is None:  # read first: only what the device lacks is pushed
+        files = _files(build_dir, profile if virtual else None)
+        digests = _digests(files)
         moves = _push(transport, files, digests, installed[0].stdout)
     marker = f"npuconf-installed-{secrets.token_hex(8)}"
     listing = f"{shlex.quote(f'{DEVICE_DIR}/{PROBE_NAME}')} --list"
@@ -165,8 +166,8 @@ def _files(build_dir: Path, profile: VnpuProfile | None) -> dict[str, bytes]:
     return files
 
 
-def _digests(files: dict[str, bytes] | None) -> dict[str, str]:
-    return {name: hashlib.sha256(data).hexdigest() for name, data in (files or {}).items()}
+def _digests(files: dict[str, bytes]) -> dict[str, str]:
+    return {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
 
 
 def _push(transport: DeviceTransport, files: dict[str, bytes], digests: dict[str, str], installed: str) -> list[str]:
