@@ -167,7 +167,7 @@ def in_flight(s: State, ctx: Ctx | None, calls: Mapping[str, Call]) -> list[Infl
     return out
 
 
-def dedupe(states: list[State]) -> list[State]:
+def _dedupe(states: list[State]) -> list[State]:
     if len(states) == 1:
         return states
     seen: dict[tuple[object, ...], State] = {}
@@ -205,7 +205,7 @@ def advance(ctx: Ctx, candidates: list[State], ev: Event, strand: str, calls: Ma
             out = STEPPERS.get(type(ev), unexpected_event)(ctx, cand, ev, calls.get(_MAIN))
         else:
             out = _transition(ctx, cand, ev, strand, calls)
-        return out if isinstance(out, Reject) or len(out) == 1 else dedupe(out)
+        return out if isinstance(out, Reject) or len(out) == 1 else _dedupe(out)
     successors: list[State] = []
     first_reject: Reject | None = None
     unjudgeable: Unjudgeable | None = None
@@ -220,7 +220,7 @@ def advance(ctx: Ctx, candidates: list[State], ev: Event, strand: str, calls: Ma
         else:
             successors.extend(res)
     if successors:
-        return dedupe(successors)
+        return _dedupe(successors)
     if first_reject is None and unjudgeable is not None:
         raise unjudgeable
     assert first_reject is not None

@@ -23,7 +23,7 @@ from ._context import Ctx, arg_slot
 from .caps import DeviceCaps
 from .divergence import Divergence
 from .errors import ModelCrash, Unjudgeable
-from .interleaving import AMBIGUITY_BOUND, STAY, advance, dedupe, judged_strand
+from .interleaving import AMBIGUITY_BOUND, advance, judged_strand
 from .policies import declared as declared_policy
 from .profiles import get_profile
 from .rules import Reject
@@ -46,7 +46,7 @@ from .trace import (
     first_error,
     read_events,
 )
-from .transitions import CALL_HANDLERS, STEPPERS, CallHandler, step, unexpected_event
+from .transitions import CALL_HANDLERS, step
 from .verdict_assembly import Result, discrepancies_of, ending, failed
 from .verdicts import Verdict
 from .vocabulary import Op
@@ -102,7 +102,6 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
     calls: dict[str, Call] = {}  # the call in flight, by strand
     last_call: Call | None = None
     step_index: int | None = None
-    handler: CallHandler | None = None  # the call-time effects of the current call
     complete = False
     # Per thread, the callbacks that wrote their cb_return (by the line of their cb): the thread's next
     # event shows that they have returned (cookies.returned).
@@ -125,8 +124,7 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
                 ev = call = checked
             calls[call.strand] = last_call = call
             step_index = step
-            handler = CALL_HANDLERS.get(call.op)
-            if handler is None:
+            if call.op not in CALL_HANDLERS:
                 continue  # no call-time effect: every candidate stays as it is
             strand = call.strand
         elif isinstance(ev, Ret):
@@ -142,18 +140,7 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
         if kind is not Call and kind is not Ret:
             strand = judged_strand(ev)
         try:
-            # The usual case, one candidate on main with nothing pending, is advance's first case: taken here
-            # without the call (the same transition and deduplication).
-            if (len(candidates) == 1 and (strand == _MAIN or strand is STAY) and (cand := candidates[0]).strand == _MAIN
-                    and not cand.parked and (cand.inflight is None or not cand.inflight.pending)):
-                if kind is Call and handler is not None:
-                    out = handler(ctx, cand, call)  # what transitions.step does for a call, without the look-up
-                else:
-                    out = STEPPERS.get(kind, unexpected_event)(ctx, cand, ev, calls.get(_MAIN))
-                if not isinstance(out, Reject) and len(out) != 1:
-                    out = dedupe(out)
-            else:
-                out = advance(ctx, candidates, ev, strand, calls)
+            out = advance(ctx, candidates, ev, strand, calls)
         except Unjudgeable as exc:
             return Result(Verdict.ERROR, f"trace line {exc.line}: {exc.message}")
         except ModelCrash as exc:
