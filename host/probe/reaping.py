@@ -78,36 +78,37 @@ def become_subreaper() -> None:
 
 
 class _BatchMarkers:
-    """token -> the descriptor of the batch's marker file, which every process of the batch inherits."""
+    """token -> the descriptor of the batch's marker file, which every process of the batch inherits, and
+    that file's identity (st_dev, st_ino), taken when it is opened: a lane stopping the run reads the
+    identity while the batch's own lane may be closing the descriptor, whose number the kernel may
+    already have given to another file."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._fds: dict[str, int] = {}
+        self._markers: dict[str, tuple[int, tuple[int, int]]] = {}
 
     def open(self, token: str) -> int:
         fd = os.memfd_create(f"npuconf-batch-{token}")
+        info = os.fstat(fd)
         with self._lock:
-            self._fds[token] = fd
+            self._markers[token] = fd, (info.st_dev, info.st_ino)
         return fd
 
     def fds(self, token: str) -> tuple[int, ...]:
         with self._lock:
-            fd = self._fds.get(token)
-        return () if fd is None else (fd,)
+            marker = self._markers.get(token)
+        return () if marker is None else (marker[0],)
 
     def identity(self, token: str) -> tuple[int, int] | None:
         with self._lock:
-            fd = self._fds.get(token)
-        if fd is None:
-            return None
-        info = os.fstat(fd)
-        return info.st_dev, info.st_ino
+            marker = self._markers.get(token)
+        return None if marker is None else marker[1]
 
     def close(self, token: str) -> None:
         with self._lock:
-            fd = self._fds.pop(token, None)
-        if fd is not None:
-            os.close(fd)
+            marker = self._markers.pop(token, None)
+        if marker is not None:
+            os.close(marker[0])
 
 
 _MARKERS: Final = _BatchMarkers()

@@ -65,3 +65,20 @@ def test_a_leftover_holding_the_marker_or_the_token_is_killed():
         bystander.kill()
         bystander.wait()
         end_batch(token)
+
+
+def test_stopping_the_run_while_a_lane_ends_its_batch_never_reads_a_closed_marker(monkeypatch):
+    """Ctrl-C kills every running batch's leftovers from the main thread while a lane may be ending its
+    own batch: the stopping thread looked the marker's descriptor up, the lane closed it, and the
+    stopping thread's fstat of it ended the run in a traceback (EBADF) instead of "run incomplete".
+    Here the lane ends the batch at the worst moment: just before any descriptor is examined."""
+    token = new_batch_token()
+    real_fstat = os.fstat
+
+    def lane_ends_the_batch_first(fd):
+        end_batch(token)
+        return real_fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", lane_ends_the_batch_first)
+    assert kill_orphans(token) == 0
+    end_batch(token)
