@@ -10,6 +10,7 @@ import secrets
 import shlex
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -23,6 +24,7 @@ from ...probe import (
     BoundedBytes,
     LineSplitter,
     PendingTrace,
+    RawLine,
     ScenarioTrace,
     api_missing_symbols,
     host_exit_line,
@@ -35,7 +37,9 @@ HOST_WAIT_FACTOR: Final = 1.5
 HOST_WAIT_EXTRA_S: Final = 0.5
 LOST_AFTER_TIMEOUTS: Final = 3
 MAX_RECOVERIES: Final = 3
-EVENT_QUEUE: Final = 4096  # lines in flight between the stream's reader thread and the batch loop
+# Chunks in flight between the stream's reader thread and the batch loop: each event is one stdout frame's
+# lines (a frame is at most the transport's payload), so a line costs no queue handoff of its own.
+EVENT_QUEUE: Final = 256
 
 
 class _Aborted(Exception):
@@ -45,17 +49,20 @@ class _Aborted(Exception):
 
 @dataclass(frozen=True, slots=True)
 class _Event:
-    kind: str  # "line", "exit", "eof"
-    text: str = ""
+    kind: str  # "lines", "exit", "eof"
+    text: str = ""  # eof: why the stream broke
     code: int = 0
-    problem: str | None = None  # a line over a limit or not UTF-8: its scenario is ERROR
+    # "lines": (text, problem) in order; a problem (a line over a limit or not UTF-8) makes its scenario ERROR
+    lines: tuple[RawLine, ...] = ()
 
 
 class _ProbeStream:
-    """A shell v2 stream read on its own thread: stdout lines, the exit status, or EOF, into a queue."""
+    """A shell v2 stream read on its own thread: stdout lines (those of one frame together), the exit
+    status, or EOF, into a queue; `next_line` and `next_event` read it in order."""
 
     def __init__(self, transport: DeviceTransport, command: str) -> None:
         self.events: queue.Queue[_Event] = queue.Queue(maxsize=EVENT_QUEUE)
+        self._lines: deque[RawLine] = deque()  # of the last "lines" event, not read yet
         self.limits = TraceLimits.current()
         self.stderr = BoundedBytes(self.limits.stderr_bytes)
         self._connection = transport.connect(COMMAND_TIMEOUT_S)
@@ -75,13 +82,15 @@ class _ProbeStream:
                 ident, length = V2_HEADER.unpack(connection.read_exact(V2_HEADER.size))
                 payload = connection.read_exact(length) if length else b""
                 if ident == 1:
-                    for text, problem in splitter.feed(payload):
-                        self._put(_Event("line", text, problem=problem))
+                    lines = splitter.feed(payload)
+                    if lines:
+                        self._put(_Event("lines", lines=tuple(lines)))
                 elif ident == 2:
                     self.stderr.add(payload)
                 elif ident == 3:
-                    for text, problem in splitter.end():
-                        self._put(_Event("line", text, problem=problem))
+                    last = splitter.end()
+                    if last:
+                        self._put(_Event("lines", lines=tuple(last)))
                     self._put(_Event("exit", code=payload[0] if payload else 255))
                     return
         except adb_errors() as exc:
@@ -103,6 +112,21 @@ class _ProbeStream:
                 return
             except queue.Full:
                 continue
+
+    def next_event(self, deadline: float) -> _Event | RawLine | None:
+        """The next line, else the next exit or eof; None when nothing came before `deadline` (monotonic)."""
+        while not self._lines:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            try:
+                event = self.events.get(timeout=remaining)
+            except queue.Empty:
+                return None
+            if event.kind != "lines":
+                return event
+            self._lines.extend(event.lines)
+        return self._lines.popleft()
 
     def abort(self) -> None:
         """Break the stream from the watchdog: the device side sees CLSE and kills the probe."""
@@ -248,7 +272,7 @@ class BatchRunner:
             while index < len(scenario_ids):
                 scenario_id = scenario_ids[index]
                 wait_s = limits_s[index] * HOST_WAIT_FACTOR + HOST_WAIT_EXTRA_S
-                event = _next(stream, began + wait_s)
+                event = stream.next_event(began + wait_s)
                 if event is None and pending.problem is not None:  # a flood past a limit, for the whole wait
                     stream.abort()
                     self._kill_probe(token)
@@ -260,8 +284,8 @@ class BatchRunner:
                     self._kill_probe(token)
                     self._timed_out(scenario_id, pending.lines, began, wait_s, on_trace, completed)
                     return index + 1
-                if event.kind == "line":
-                    closed = pending.add((event.text, event.problem))
+                if isinstance(event, tuple):  # a line
+                    closed = pending.add(event)
                     if closed is None:
                         continue
                     if closed != scenario_id:
@@ -295,7 +319,7 @@ class BatchRunner:
                 transport.recover(event.text)
                 return index
             # every scenario reported: let the probe finish, without waiting on a slow device
-            _next(stream, time.monotonic() + 2.0)
+            stream.next_event(time.monotonic() + 2.0)
             return BatchOutcome(tuple(completed), None, None, stream.stderr_text())
         finally:
             stream.abort()
@@ -320,12 +344,3 @@ class BatchRunner:
         on_trace(ScenarioTrace(scenario_id, (*pending, line), elapsed_ms, timed_out=reason))
         completed.append(scenario_id)
 
-
-def _next(stream: _ProbeStream, deadline: float) -> _Event | None:
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        return None
-    try:
-        return stream.events.get(timeout=remaining)
-    except queue.Empty:
-        return None
