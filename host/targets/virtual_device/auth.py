@@ -77,7 +77,7 @@ def generate_server_key(home: Path) -> Path:
     """A fresh key for a private adb server with HOME `home`; returns the adb-format public key path.
 
     Making an RSA-2048 key (and loading the crypto library) is most of a fleet's start, so the next key
-    is made ahead (`make_spare_key`, on another thread once a fleet is up) and kept in this user's
+    is made ahead (`make_spare_key`, while the fleet before stops) and kept in this user's
     state directory; a server takes it (and it is gone from there) or, when there is none, makes its
     own. Either way no other server holds it."""
     pem, public = take_spare_key() or _new_key()
@@ -157,7 +157,7 @@ def take_spare_key() -> tuple[bytes, str] | None:
 
 
 def make_spare_key() -> None:
-    """Make the next fleet's key now (run on another thread while this fleet works), unless one waits."""
+    """Make the next fleet's key now (while this fleet stops), unless one waits."""
     directory = _spare_dir()
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
