@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Final
 
-REPO_ROOT: Final = Path(__file__).resolve().parents[2]
+from .. import REPO_ROOT as REPO_ROOT
+
 SCENARIO_ROOT: Final = REPO_ROOT / "conformance" / "scenarios"
 CATALOGUE_PATH: Final = REPO_ROOT / "conformance" / "clauses.yaml"
 IS_CHECKOUT: Final = (REPO_ROOT / "pyproject.toml").is_file()

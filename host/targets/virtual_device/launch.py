@@ -18,8 +18,8 @@ from typing import Final
 
 from reports.floor.safe_io import checked_name, open_append, output_dir, write_text
 
+from ... import REPO_ROOT
 from ...errors import InfraError
-from ...suite import REPO_ROOT
 from ..adb_host import LOOPBACK, device_states, host_request
 from .adb_server import READY_TIMEOUT_S, AdbServer, server_public_key
 from .processes import kill_pid
