@@ -11,7 +11,9 @@ Rows:
 - a one-scenario run (a short scenario: the fixed cost), and a one-scenario run of the longest
   scenario beside that scenario's own duration (the floor: no run can end before it);
 - the whole corpus on one virtual device (the adb path), with the default lanes and each `-j` of
-  --virtual-jobs, against the local default;
+  --virtual-jobs; the default-lanes row is measured in alternation with local default runs (local,
+  virtual, local, ...), and its ratio is the median of those pairs' ratios, so a machine whose speed
+  drifts between rows moves both sides of the ratio alike;
 - with --rounds N > 0, the raw throughput of one probe process over N copies of the corpus, without
   and with judging (no start-up, no reports).
 The header gives the machine's load: figures from a shared machine are inflated, ratios less so.
@@ -63,22 +65,33 @@ class Runs:
         self.count = 0
 
     def measure(self, name: str, *options: str) -> Measured:
-        seconds: list[float] = []
-        verdicts: dict[str, str] = {}
-        codes: set[int] = set()
-        out = None
+        row = Measured(name, [], {}, set())
         for _ in range(self.repeat):
-            self.count += 1
-            out = self.work / f"run-{self.count}"
-            started = time.perf_counter()
-            done = subprocess.run(
-                [sys.executable, "-m", "host", "run", "-q", "--out", str(out), *options],
-                cwd=ROOT, capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            seconds.append(time.perf_counter() - started)
-            codes.add(done.returncode)
-            verdicts = _verdicts(out)
-        return Measured(name, seconds, verdicts, codes, out / "results.jsonl" if out else None)
+            self._once(row, options)
+        return row
+
+    def alternate(
+        self, name: str, other: str, options: tuple[str, ...], others: tuple[str, ...]
+    ) -> tuple[Measured, Measured]:
+        """Two rows measured in turn, run by run (A B A B ...): the pairs saw the same machine."""
+        row, beside = Measured(name, [], {}, set()), Measured(other, [], {}, set())
+        for _ in range(self.repeat):
+            self._once(beside, others)
+            self._once(row, options)
+        return row, beside
+
+    def _once(self, row: Measured, options: tuple[str, ...]) -> None:
+        self.count += 1
+        out = self.work / f"run-{self.count}"
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "host", "run", "-q", "--out", str(out), *options],
+            cwd=ROOT, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        row.seconds.append(time.perf_counter() - started)
+        row.exit_codes.add(done.returncode)
+        row.verdicts = _verdicts(out)
+        row.results = out / "results.jsonl"
 
 
 def _verdicts(out: Path) -> dict[str, str]:
@@ -159,7 +172,11 @@ def main() -> int:
         floor_id, floor_ms = _longest(default.results) if default.results else ("?", 0.0)
         floor_run = runs.measure(f"one scenario, the longest ({floor_id})", "--target", "local", "--scenario", floor_id)
         lanes = default_lanes("virtual")
-        virtual = [runs.measure(f"virtual, 1 device, default lanes ({lanes})", "--target", "virtual")]
+        virtual_default, local_beside = runs.alternate(
+            f"virtual, 1 device, default lanes ({lanes})", "local, default lanes, in turn with the virtual row",
+            ("--target", "virtual"), ("--target", "local"),
+        )  # fmt: skip
+        virtual = [virtual_default]
         for j in (int(x) for x in args.virtual_jobs.split(",") if x):
             virtual.append(runs.measure(f"virtual, 1 device, -j {j}", "--target", "virtual", "-j", str(j)))
         load_end = os.getloadavg()
@@ -179,6 +196,7 @@ def main() -> int:
     row(default)
     row(short, "(partial)")
     row(floor_run, "(partial)")
+    row(local_beside)
     for m in virtual:
         row(m)
     print()
@@ -188,8 +206,10 @@ def main() -> int:
     over_floor = default.median / max(floor_run.median, 1e-9)
     print(f"floor: the longest scenario, {floor_id}, takes {floor_ms / 1000:.3f} s inside the probe; "
           f"its one-scenario run {floor_run.median:.2f} s; the whole corpus takes {over_floor:.2f}x that")
-    virtual_ratio = virtual[0].median / default.median
-    print(f"virtual (1 device, default lanes) / local default: {virtual_ratio:.2f}x (target <= 1.2x)")
+    pairs = sorted(v / lo for v, lo in zip(virtual_default.seconds, local_beside.seconds, strict=True))
+    print(f"virtual (1 device, default lanes) / local default, run in turn: {statistics.median(pairs):.2f}x "
+          f"(target <= 1.2x; pairs {pairs[0]:.2f}-{pairs[-1]:.2f}x; "
+          f"medians {virtual_default.median:.2f} / {local_beside.median:.2f} s)")
     print(f"load average at the end: {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
     if args.rounds > 0:
         raw_s, raw_n = _raw_batch(build, args.rounds, False)
