@@ -37,9 +37,11 @@ HOST_WAIT_FACTOR: Final = 1.5
 HOST_WAIT_EXTRA_S: Final = 0.5
 LOST_AFTER_TIMEOUTS: Final = 3
 MAX_RECOVERIES: Final = 3
-# Chunks in flight between the stream's reader thread and the batch loop: each event is one stdout frame's
-# lines (a frame is at most the transport's payload), so a line costs no queue handoff of its own.
-EVENT_QUEUE: Final = 256
+# Lines in flight between the stream's reader thread and the batch loop: a frame's lines go in events of
+# up to LINES_PER_EVENT (a queue handoff per line was most of the adb path's extra host CPU), at most
+# EVENT_QUEUE events at a time, so no more than 4096 lines wait however the device frames its output.
+LINES_PER_EVENT: Final = 256
+EVENT_QUEUE: Final = 16
 
 
 class _Aborted(Exception):
@@ -58,7 +60,7 @@ class _Event:
 
 class _ProbeStream:
     """A shell v2 stream read on its own thread: stdout lines (those of one frame together), the exit
-    status, or EOF, into a queue; `next_line` and `next_event` read it in order."""
+    status, or EOF, into a queue, which `next_event` reads in order."""
 
     def __init__(self, transport: DeviceTransport, command: str) -> None:
         self.events: queue.Queue[_Event] = queue.Queue(maxsize=EVENT_QUEUE)
@@ -82,15 +84,11 @@ class _ProbeStream:
                 ident, length = V2_HEADER.unpack(connection.read_exact(V2_HEADER.size))
                 payload = connection.read_exact(length) if length else b""
                 if ident == 1:
-                    lines = splitter.feed(payload)
-                    if lines:
-                        self._put(_Event("lines", lines=tuple(lines)))
+                    self._put_lines(splitter.feed(payload))
                 elif ident == 2:
                     self.stderr.add(payload)
                 elif ident == 3:
-                    last = splitter.end()
-                    if last:
-                        self._put(_Event("lines", lines=tuple(last)))
+                    self._put_lines(splitter.end())
                     self._put(_Event("exit", code=payload[0] if payload else 255))
                     return
         except adb_errors() as exc:
@@ -112,6 +110,10 @@ class _ProbeStream:
                 return
             except queue.Full:
                 continue
+
+    def _put_lines(self, lines: list[RawLine]) -> None:
+        for start in range(0, len(lines), LINES_PER_EVENT):
+            self._put(_Event("lines", lines=tuple(lines[start : start + LINES_PER_EVENT])))
 
     def next_event(self, deadline: float) -> _Event | RawLine | None:
         """The next line, else the next exit or eof; None when nothing came before `deadline` (monotonic)."""
