@@ -1,6 +1,6 @@
 """The results store: every run's verdicts in one database, for dashboards across devices and builds.
 
-One interface (`open_store`, `import_run(s)`, `scenario_durations`) over two engines, chosen by the
+One interface (`open_store`, `import_run(s)`, `measured_durations`) over two engines, chosen by the
 location: a path is an embedded SQLite file (reports/store_sqlite.py, the default), a
 `postgresql://` URL a PostgreSQL server (reports/store_postgresql.py). Both get the same tables from
 the same migrations (`MIGRATIONS`); docs/reports.md describes them.
@@ -524,8 +524,3 @@ def measured_durations(store: str | Path) -> MeasuredDurations:
     except NoStoreThere:
         pass
     return MeasuredDurations(by_build)
-
-
-def scenario_durations(store: str | Path, fingerprint: str) -> dict[str, float]:
-    """Mean measured duration (ms) per scenario: on this build where measured, else on any build."""
-    return measured_durations(store).for_build(fingerprint)

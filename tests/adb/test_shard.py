@@ -58,10 +58,10 @@ def test_sharded_run_on_four_devices_runs_each_scenario_exactly_once(tmp_path, p
         ["virtual-1", "virtual-2", "virtual-3", "virtual-4"], group)
 
     # The run recorded itself with its durations; a second sharded run balances with them.
-    from reports.store import scenario_durations
+    from reports.store import measured_durations
 
     store = tmp_path / "runs" / "npuconf.sqlite"
-    durations = scenario_durations(store, plan_fingerprint := records(run_dir, "device")[0]["group"])
+    durations = measured_durations(store).for_build(plan_fingerprint := records(run_dir, "device")[0]["group"])
     ran = len(corpus) - len(not_applicable)  # a scenario that never ran has no duration
     assert len(durations) >= ran - 5 and all(v > 0 for v in durations.values()), plan_fingerprint
     assert_stopped(all_pids(run_dir / "virtual-devices" / "virtual-devices.json"))

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from reports.store import STORE_SCHEMA, StoreError, import_runs, open_store, scenario_durations
+from reports.store import STORE_SCHEMA, StoreError, import_runs, measured_durations, open_store
 from tests.conftest import npuconf
 from tests.store.runs import d2_run, resume_line, simple_run, write
 
@@ -202,7 +202,7 @@ def test_hostile_device_text_is_stored(tmp_path, store_location):
     assert [o.status for o in import_runs(store, [run_dir])] == ["unchanged"]
 
 
-def test_scenario_durations_prefer_the_build_then_any_build(tmp_path, store_location):
+def test_measured_durations_prefer_the_build_then_any_build(tmp_path, store_location):
     store = store_location
     first = simple_run(tmp_path / "r1", "run-1", "2026-03-01T10:00:00Z", {"p1": "fp/1"}, {("p1", A): "PASS"})
     second = simple_run(tmp_path / "r2", "run-2", "2026-03-02T10:00:00Z", {"p2": "fp/2"}, {("p2", B): "PASS"})
@@ -211,8 +211,8 @@ def test_scenario_durations_prefer_the_build_then_any_build(tmp_path, store_loca
     with open_store(store) as conn, conn.write_transaction():
         conn.execute("UPDATE verdicts SET duration_ms = ? WHERE run_id = 'run-1'", (40.0,))
         conn.execute("UPDATE verdicts SET duration_ms = ? WHERE run_id = 'run-2'", (7.0,))
-    assert scenario_durations(store, "fp/1") == {A: 40.0, B: 7.0}  # B never ran on fp/1: any build's
-    assert scenario_durations(tmp_path / "absent.sqlite", "fp/1") == {}
+    assert measured_durations(store).for_build("fp/1") == {A: 40.0, B: 7.0}  # B never ran on fp/1: any build's
+    assert measured_durations(tmp_path / "absent.sqlite").for_build("fp/1") == {}
     assert not (tmp_path / "absent.sqlite").exists()
 
     # Any build's mean is over every measured row, not a mean of the builds' means.
@@ -222,8 +222,8 @@ def test_scenario_durations_prefer_the_build_then_any_build(tmp_path, store_loca
     import_runs(store, [third])
     with open_store(store) as conn, conn.write_transaction():
         conn.execute("UPDATE verdicts SET duration_ms = ? WHERE run_id = 'run-3'", (10.0,))
-    assert scenario_durations(store, "fp/2") == {A: 20.0, B: 7.0}  # (40 + 10 + 10) / 3
-    assert scenario_durations(store, "fp/3") == {A: 10.0, B: 7.0}
+    assert measured_durations(store).for_build("fp/2") == {A: 20.0, B: 7.0}  # (40 + 10 + 10) / 3
+    assert measured_durations(store).for_build("fp/3") == {A: 10.0, B: 7.0}
 
 
 @pytest.mark.slow
