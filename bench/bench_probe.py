@@ -48,9 +48,9 @@ SHORT_SCENARIO = "cookies.deleter_runs_without_allocation"
 @dataclasses.dataclass
 class Measured:
     name: str
-    seconds: list[float]
-    verdicts: dict[str, str]
-    exit_codes: set[int]
+    seconds: list[float] = dataclasses.field(default_factory=list)
+    verdicts: dict[str, str] = dataclasses.field(default_factory=dict)
+    exit_codes: set[int] = dataclasses.field(default_factory=set)
     results: Path | None = None
 
     @property
@@ -65,7 +65,7 @@ class Runs:
         self.count = 0
 
     def measure(self, name: str, *options: str) -> Measured:
-        row = Measured(name, [], {}, set())
+        row = Measured(name)
         for _ in range(self.repeat):
             self._once(row, options)
         return row
@@ -74,7 +74,7 @@ class Runs:
         self, name: str, other: str, options: tuple[str, ...], others: tuple[str, ...]
     ) -> tuple[Measured, Measured]:
         """Two rows measured in turn, run by run (A B A B ...): the pairs saw the same machine."""
-        row, beside = Measured(name, [], {}, set()), Measured(other, [], {}, set())
+        row, beside = Measured(name), Measured(other)
         for _ in range(self.repeat):
             self._once(beside, others)
             self._once(row, options)
