@@ -36,6 +36,10 @@ class Ctx:
     # Every call is made by main: the scenario has no parallel block and no cb_action (the envelope refuses
     # a call on another thread or by a callback), so no other call can be in flight meanwhile.
     one_thread: bool = False
+    # The device declares the vnpu's capacity and policy, and with them its documented victim order
+    # (`preempt=lowest` takes a buffer of the greatest priority value): the model then predicts the victim.
+    # Otherwise the device chooses, and the victim is the one the trace shows.
+    ranks_victims: bool = False
 
 
 def errno_set(errno: str | None) -> bool:

@@ -24,11 +24,23 @@ from ._context import (
     slot_label,
 )
 from .content import EMPTY, write
-from .cookies import borrow, callback_cookie_alive, hold, unmatched_alloc_cookie
+from .cookies import borrow, callback_cookie_alive, cookie_value_shown, hold, unmatched_alloc_cookie
 from .crashes import alloc_without_onalloc_crashes
 from .requests import file_hold
-from .rules import Reject, clause
-from .state import PROT_VALID, Attrs, Buffer, Inflight, State, Submission, done, evolve, evolve_state, live_bytes
+from .rules import Reject, clause, shows
+from .state import (
+    PROT_VALID,
+    Attrs,
+    Buffer,
+    Inflight,
+    State,
+    Submission,
+    done,
+    evolve,
+    evolve_state,
+    live_bytes,
+    show,
+)
 from .trace import Call, Cb, Ret
 
 SUCCESS: Final = "success"
@@ -217,6 +229,7 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
     tokens = dict(s.tokens)
     sid = s.next_id
     made: list[int] = []
+    reqs = s.reqs
     for position, slot in enumerate(slots, 1):
         assert slot is not None
         req = s.reqs[slot]
@@ -224,14 +237,17 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
         label = slot_label(ctx, slot) if len(slots) > 1 else slot
         unsupported = bool(s.unsupported) and req.attrs.support_key() in s.unsupported
         subs[sid] = Submission(req.attrs, req.cookie, call.step, forced.pop(0) if forced else None, live,
-                               unsupported, slot=label, position=position, batch=len(slots), overlapped=overlapping)
+                               unsupported, slot=label, position=position, batch=len(slots), overlapped=overlapping,
+                               req=slot)
+        if not req.submitted:
+            reqs = {**reqs, slot: evolve(req, submitted=True)}
         if req.cookie.token is not None and req.cookie.token in tokens:
             t = tokens[req.cookie.token]
             tokens[req.cookie.token] = evolve(t, holders=t.holders + 1)
         file_hold(files, req.attrs.file, +1)
         made.append(sid)
         sid += 1
-    out = evolve_state(s, subs=subs, files=files, tokens=tokens, forced=tuple(forced), next_id=sid,
+    out = evolve_state(s, reqs=reqs, subs=subs, files=files, tokens=tokens, forced=tuple(forced), next_id=sid,
                        inflight=Inflight(call.step, call.op, applied=True, subs=tuple(made)))
     if ctx.policy is not None and ctx.caps.capacity_bytes is not None:
         out = policies.submitted(ctx.policy, ctx.caps.capacity_bytes, out, tuple(made),
@@ -397,6 +413,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
     if tag is None:
         return reject(exp.clause, f"onAlloc(errorNum={show_errno(ev.error)})", exp.shown(),
                       f"{exp.why} ({sub.named()})")
+    s = show(s, *shown_by_answer(ctx, s, sid, sub, ev, exp, thread_tag))
     subs = dict(s.subs)
     del subs[sid]
     files = dict(s.files)
@@ -424,19 +441,118 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
     if seg is not None and seg.file is not None and seg.file in s.files and seg.length > 0:
         f = s.files[seg.file]
         if seg.offset + seg.length <= f.size and seg.buffer_offset + seg.length <= a.size:
+            # Bytes read back from here demonstrate the load onAlloc reported and the segment's placement.
+            shows = ("load-on-alloc-reported-by-onalloc", "req-file-segment",
+                     *(("req-file-offset-ignored",) if seg.offset > 0 else ()),
+                     *(("req-file-buffer-offset-nonnegative",) if seg.buffer_offset > 0 else ()))
             content = write(EMPTY, seg.buffer_offset, seg.buffer_offset + seg.length, f.seed,
-                            seg.buffer_offset - seg.offset, "load-on-alloc-reported-by-onalloc")
+                            seg.buffer_offset - seg.offset, ",".join(shows))
     if seg is not None and seg.file is not None and seg.file in files:
         files[seg.file] = evolve(files[seg.file], bufs=files[seg.file].bufs | {ev.buf})
     bufs = dict(s.bufs)
     bufs[ev.buf] = Buffer(ev.buf, a.size, a.prot, sub.cookie, a.onpreempt, a.priority, content=content,
-                          preemptable=sub.preemptable)
+                          preemptable=sub.preemptable, unset=a.unset)
     return borrow(ctx, evolve_state(s, subs=subs, files=files, bufs=bufs, dids=dids), sub.cookie, ev)
 
 
+@shows("alloc-one-callback-per-request")
 def settle_alloc(ctx: Ctx, s: State) -> Out:
     bad = all_answered(s)
-    return bad if bad is not None else [s]
+    if bad is not None:
+        return bad
+    # Every submission had its one onAlloc by the settle (none more: an extra one is refused when it comes).
+    return [show(s, "alloc-one-callback-per-request") if "alloc-callback-on-completion" in s.shown else s]
+
+
+# What an onAlloc error demonstrates, by the rule that allowed it: only the refusals the text itself promises
+# (an unsupported request fails; a supported one may). A refusal the kit expects by a reading of a caller's
+# duty (an out-of-range priority, invalid prot bits, a negative size or segment value, an fd that is neither
+# valid nor -1) shows nothing the text promises: those sentences are demonstrated by what they allow.
+_REFUSAL_SHOWS: Final[dict[str, tuple[str, ...]]] = {
+    "alloc-unsupported-fails": ("alloc-unsupported-fails",),
+    "alloc-supported-may-fail": ("alloc-supported-may-fail",),
+}
+_IGNORED_SHOWS: Final = {"offset": "req-file-offset-ignored", "length": "req-file-length-nonnegative",
+                         "buffer_offset": "req-file-buffer-offset-nonnegative"}
+
+
+@shows("alloc-callback-on-completion", "alloc-callback-any-thread", "alloc-callback-thread", "alloc-errornum-iff-buf",
+        "alloc-async", "cookie-identify-request", "cookie-snapshot-at-alloc", "cookie-later-changes-no-effect",
+        "alloc-snapshot-cookie-example", "cookie-callback-null-if-unset", "cookie-default-null",
+        "alloc-free-request-after-call", "alloc-elements-modify-after-return", "alloc-list-modify-after-return",
+        "alloc-snapshot", "req-device-negative-einval", "req-device-default-negative", "req-type-unknown-einval",
+        "req-type-default-unknown", "req-size-default-zero", "req-create-default-state",
+        "load-callback-not-alloc", "free-memory-after-last-unmap", "priority-request-range", "priority-range-inclusive",
+        "req-prot-values", "req-file-fd-default", "req-file-length-nonnegative", "req-file-buffer-offset-nonnegative",
+        "req-file-offset-ignored", "alloc-unsupported-fails", "alloc-supported-may-fail")
+def shown_by_answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb, exp: Expect, thread_tag: str) -> list[str]:
+    """What an accepted onAlloc demonstrates (docs/corpus.md, "What each chapter observes"): the clauses
+    whose behaviour this answer shows, beyond its being allowed.
+
+    Every answer: a callback came for the request, with 0 and a buffer or an errno and NULL, on some
+    thread (R1 aside); after allocAsync returned (alloc-async); with the cookie of the snapshot, told
+    apart from other pending ones (cookie-identify-request), also when the request changed or was freed
+    since (the snapshot and modify-after-return sentences), NULL where none was set. A refusal shows the
+    rule that refused it where the text promises the refusal (an invalid device or type refused EINVAL, with
+    the default where the field was never set; an unsupported request; _REFUSAL_SHOWS). A success shows what
+    a refusal would have contradicted: a request changed to invalid fields since allocAsync still allocated
+    (alloc-snapshot); an explicit priority or protection of the range; ignored segment arguments. (The default
+    priority is seen only through the victim order a device declares: preemption.victim_order_shown.)
+    """
+    a = sub.attrs
+    out = ["alloc-callback-on-completion", "alloc-callback-any-thread", "alloc-errornum-iff-buf"]
+    if not thread_tag:
+        out.append("alloc-callback-thread")
+    if not (s.inflight is not None and s.inflight.op == "alloc" and sid in s.inflight.subs):
+        out.append("alloc-async")
+    if ev.cookie is None:
+        out += ["cookie-callback-null-if-unset", *(("cookie-default-null", "req-create-default-state")
+                                                   if "cookie" in a.unset else ())]
+    else:
+        out += ["cookie-snapshot-at-alloc", *cookie_value_shown(ev.cookie)]
+        if len({x.cookie.value for x in s.subs.values()}) > 1:
+            out.append("cookie-identify-request")
+    now = s.reqs.get(sub.req)
+    if now is None:
+        out += ["alloc-free-request-after-call", "alloc-elements-modify-after-return"]
+    elif now.attrs != a or now.cookie != sub.cookie:
+        out.append("alloc-elements-modify-after-return")
+        if ev.cookie is not None and now.cookie.value != ev.cookie:
+            out += ["cookie-later-changes-no-effect", "alloc-snapshot-cookie-example"]
+        if ev.error is None and invalid_request(ctx, now.attrs) is not None:
+            out.append("alloc-snapshot")  # the request as it is now would have been refused
+    if sub.batch > 1:
+        out.append("alloc-list-modify-after-return")  # the probe reverses the list once allocAsync returns
+    if a.file is not None and a.file.file is not None:
+        out.append("load-callback-not-alloc")  # the load of the segment is answered by this onAlloc
+    if ev.error is not None:
+        out += _refusal_shown(a, ev.error, exp)
+        if (exp.clause == "alloc-supported-may-fail" and len(exp.alts) == 1 and ctx.capacity is not None
+                and any(b.freed and b.maps for b in s.bufs.values())):
+            out.append("free-memory-after-last-unmap")  # a freed, mapped buffer's memory still counted
+        return out
+    if exp.clause == "alloc-supported-may-fail":
+        out.append("alloc-supported-may-fail")
+    if "priority" not in a.unset and a.priority in PRIORITY_RANGE:
+        out += ["priority-request-range", *(("priority-range-inclusive",) if a.priority in (0, 1000) else ())]
+    if "prot" not in a.unset and not a.prot & ~PROT_VALID:
+        out.append("req-prot-values")
+    if a.file is None:
+        out += ["req-file-fd-default", *(_IGNORED_SHOWS[name] for name in sorted(a.ignored))]
+    return out
+
+
+def _refusal_shown(a: Attrs, error: str, exp: Expect) -> list[str]:
+    """What an onAlloc error demonstrates of the rule ``exp`` that allowed it (shown_by_answer)."""
+    if exp.clause == "req-device-negative-einval" and error == "EINVAL" and a.type in TYPE_VALID:
+        return ["req-device-negative-einval",
+                *(("req-device-default-negative", "req-create-default-state") if "device" in a.unset else ())]
+    if exp.clause == "req-type-unknown-einval" and error == "EINVAL":
+        return ["req-type-unknown-einval",
+                *(("req-type-default-unknown", "req-create-default-state") if "type" in a.unset else ())]
+    if exp.clause == "req-size-bytes" and a.size == 0 and "size" in a.unset:
+        return ["req-size-default-zero", "req-create-default-state"]
+    return list(_REFUSAL_SHOWS.get(exp.clause, ()))
 
 
 @clause("alloc-one-callback-per-request")

@@ -1,9 +1,11 @@
 """Buffer contents as the model knows them (docs/formats.md §5 data patterns).
 
-A content value is a tuple of non-overlapping, sorted segments ``(start, end, seed, base, clause)``:
+A content value is a tuple of non-overlapping, sorted segments ``(start, end, seed, base, clauses)``:
 byte ``x`` in ``[start, end)`` equals ``pattern(seed, x - base)``. Bytes outside every segment are
-unknown (unconstrained): a fresh buffer, a failed load, a range a load was writing to. ``clause`` is
-the clause that makes the bytes observable (used when a digest disagrees).
+unknown (unconstrained): a fresh buffer, a failed load, a range a load was writing to. ``clauses`` is a
+comma-separated list: the first is the clause that makes the bytes observable (named when a digest
+disagrees), and all of them are demonstrated when a digest of the bytes agrees — except those marked
+``~`` (NAMED_ONLY), which a disagreeing digest names but an agreeing one does not demonstrate.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ Content = tuple[Segment, ...]
 Pieces = tuple[tuple[int, int, int], ...]
 
 EMPTY: Final[Content] = ()
+NAMED_ONLY: Final = "~"
 FNV_OFFSET: Final = 0xCBF29CE484222325
 FNV_PRIME: Final = 0x100000001B3
 MASK64: Final = 0xFFFFFFFFFFFFFFFF
@@ -65,18 +68,34 @@ def forget(content: Content, start: int, end: int) -> Content:
     return _cut(content, start, end)
 
 
-def retag(content: Content, start: int, end: int, clause: str) -> Content:
-    """The same bytes, with [start, end) made observable by ``clause`` (named when a digest there disagrees)."""
-    return _cut(content, start, end, clause)
+def prefix(content: Content, start: int, end: int, clause: str) -> Content:
+    """The same bytes, with ``clause`` first among the clauses of [start, end): named when a digest there
+    disagrees, and demonstrated with the others when one agrees."""
+    if end <= start or not content:
+        return content
+    out: list[Segment] = []
+    for seg in content:
+        s, e, seed, base, cl = seg
+        if e <= start or s >= end:
+            out.append(seg)
+            continue
+        if s < start:
+            out.append((s, start, seed, base, cl))
+        out.append((max(s, start), min(e, end), seed, base, ",".join(dict.fromkeys([clause, *cl.split(",")]))))
+        if e > end:
+            out.append((end, e, seed, base, cl))
+    return tuple(out)
 
 
-def expected_digest(content: Content, start: int, end: int) -> tuple[str, str] | None:
-    """(16-hex FNV-1a-64 digest, clause) of bytes [start, end) when every byte is known, else None."""
+def expected_digest(content: Content, start: int, end: int) -> tuple[str, tuple[str, ...]] | None:
+    """(16-hex FNV-1a-64 digest, clauses) of bytes [start, end) when every byte is known, else None. The
+    clauses are those of the segments read, in order, as written (``~`` marks included): see named_clause
+    and shown_clauses."""
     if end <= start:
-        return f"{FNV_OFFSET:016x}", ""
+        return f"{FNV_OFFSET:016x}", ()
     pieces: list[tuple[int, int, int]] = []
     pos = start
-    clause = ""
+    clauses: dict[str, None] = {}
     for s, e, seed, base, cl in content:
         if e <= pos:
             continue
@@ -84,13 +103,14 @@ def expected_digest(content: Content, start: int, end: int) -> tuple[str, str] |
             return None
         take_end = min(e, end)
         pieces.append((seed, pos - base, take_end - pos))
-        clause = clause or cl
+        if cl:
+            clauses.update(dict.fromkeys(cl.split(",")))
         pos = take_end
         if pos >= end:
             break
     if pos < end:
         return None
-    return f"{_digest(tuple(pieces)):016x}", clause
+    return f"{_digest(tuple(pieces)):016x}", tuple(clauses)
 
 
 # The digests computed so far. FNV-1a is byte by byte, the most expensive step of judging a whole run,
@@ -98,6 +118,16 @@ def expected_digest(content: Content, start: int, end: int) -> tuple[str, str] |
 # (known_digests / remember_digests); the model itself does no I/O.
 _DIGESTS: dict[Pieces, int] = {}
 DIGESTS_KEPT: Final = 65536
+
+
+def named_clause(clauses: tuple[str, ...]) -> str:
+    """The clause a disagreeing digest of bytes with these clauses names ("" when none)."""
+    return clauses[0].lstrip(NAMED_ONLY) if clauses else ""
+
+
+def shown_clauses(clauses: tuple[str, ...]) -> tuple[str, ...]:
+    """The clauses an agreeing digest of bytes with these clauses demonstrates."""
+    return tuple(c for c in clauses if not c.startswith(NAMED_ONLY))
 
 
 def _digest(pieces: Pieces) -> int:
@@ -125,8 +155,8 @@ def remember_digests(digests: Mapping[Pieces, int]) -> None:
         _DIGESTS.setdefault(pieces, value)
 
 
-def _cut(content: Content, start: int, end: int, clause: str | None = None) -> Content:
-    """The segments outside [start, end); with ``clause``, also those inside it, tagged with ``clause``."""
+def _cut(content: Content, start: int, end: int) -> Content:
+    """The segments outside [start, end)."""
     out: list[Segment] = []
     for seg in content:
         s, e, seed, base, cl = seg
@@ -135,8 +165,6 @@ def _cut(content: Content, start: int, end: int, clause: str | None = None) -> C
             continue
         if s < start:
             out.append((s, start, seed, base, cl))
-        if clause is not None:
-            out.append((max(s, start), min(e, end), seed, base, clause))
         if e > end:
             out.append((end, e, seed, base, cl))
     return tuple(out)

@@ -20,24 +20,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ._context import Ctx, Out, arg_bool, arg_cookie, arg_slot, reject
-from .rules import Reject, clause
-from .state import NO_COOKIE, Borrow, CookieRef, Inflight, State, Token, done, evolve, evolve_buffer, evolve_state
+from .rules import Reject, clause, shows
+from .state import NO_COOKIE, Borrow, CookieRef, Inflight, State, Token, done, evolve, evolve_buffer, evolve_state, show
 from .trace import Call, Cb, CbReturn, Deleter, Ret
 from .vocabulary import COOKIE_DELETERS
 
 
-def hold(s: State, ref: CookieRef, delta: int) -> dict[int, Token]:
+def hold(s: State, ref: CookieRef, delta: int, by: str = "") -> dict[int, Token]:
     """The token map with one more (or one fewer) holder of ``ref``'s token."""
-    return hold_tokens(s.tokens, ref, delta)
+    return hold_tokens(s.tokens, ref, delta, by)
 
 
-def hold_tokens(current: Mapping[int, Token], ref: CookieRef, delta: int) -> dict[int, Token]:
-    """``hold`` on a token map."""
+def hold_tokens(current: Mapping[int, Token], ref: CookieRef, delta: int, by: str = "") -> dict[int, Token]:
+    """``hold`` on a token map. ``by``: the clause of the call letting go; when it lets go of the last
+    holder, the deleter that follows demonstrates that call's effect (Token.released_by)."""
     tokens = dict(current)
     if ref.token is not None:
         t = tokens.get(ref.token)
         if t is not None:
-            tokens[ref.token] = evolve(t, holders=t.holders + delta)
+            holders = t.holders + delta
+            released = by if by and holders <= 0 else t.released_by
+            tokens[ref.token] = evolve(t, holders=holders, released_by=released)
     return tokens
 
 
@@ -106,19 +109,25 @@ def hand_over(s: State, value: str | None, deleter: bool, step: int) -> tuple[Co
     return CookieRef(value, tid), evolve_state(s, tokens=tokens, next_id=tid + 1, handed=s.handed | {value})
 
 
+@shows("cookie-null-deleter-nothing", "support-modify-after-return")
 def call_set_cookie(ctx: Ctx, s: State, call: Call) -> Out:
     slot = arg_slot(call, "req")
     req = s.reqs.get(slot)
     if req is None:
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
-    ref, s2 = hand_over(s, arg_cookie(call, "cookie"), arg_bool(call, "deleter"), call.step)
+    value, deleter = arg_cookie(call, "cookie"), arg_bool(call, "deleter")
+    ref, s2 = hand_over(s, value, deleter, call.step)
     old = req.cookie
     tokens = hold(s2, old, -1)
     owed = old.token if old.token is not None and unborrowed(s2, tokens.get(old.token), old.token, call) else None
     reqs = dict(s2.reqs)
-    reqs[slot] = type(req)(req.attrs, ref)
-    return [evolve_state(s2, reqs=reqs, tokens=tokens,
-                   inflight=Inflight(call.step, call.op, applied=True, owed_deletion=owed))]
+    reqs[slot] = evolve(req, cookie=ref, attrs=evolve(req.attrs, unset=req.attrs.unset - {"cookie"}))
+    out = evolve_state(s2, reqs=reqs, tokens=tokens,
+                       inflight=Inflight(call.step, call.op, applied=True, owed_deletion=owed))
+    if value is not None and not deleter:
+        # Nothing may delete it: a trace that ends without a deleter call for it demonstrates the sentence.
+        out = show(out, "cookie-null-deleter-nothing")
+    return [show(out, "support-modify-after-return") if req.asked else out]
 
 
 @clause("cookie-borrowed-in-callbacks")
@@ -155,11 +164,19 @@ def replaced_cookie_deleted(s: State, ret: Ret) -> Reject | None:
     return None
 
 
+@shows("cookie-clear", "cookie-replace-deletes-previous", "cookie-shared-refcounted")
 def ret_set_cookie(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bad = replaced_cookie_deleted(s, ret)
     if bad is not None:
         return bad
-    return [done(s)]
+    out = done(s)
+    if s.inflight is not None and s.inflight.owed_deletion is not None:
+        # The previous cookie's deleter ran inside the call, as the replacement (or the clear) requires.
+        clearing = arg_cookie(call, "cookie") is None and not arg_bool(call, "deleter")
+        out = show(out, "cookie-clear" if clearing else "cookie-replace-deletes-previous")
+    if call.in_cb == "preempt":
+        out = show(out, "cookie-shared-refcounted")  # a cookie set inside onPreempt, as the text invites
+    return [out]
 
 
 @clause("cookie-deleter-called", "cookie-deleter-null-cookie", "cookie-null-deleter-nothing",
@@ -204,8 +221,10 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
                 tokens = dict(s.tokens)
                 del tokens[tid]
                 ghosts = tuple(g for g in s.ghosts if g.cookie.token != tid)
+                carried = borrowed(s, tid)  # a callback carried it: the cookie outlived that callback
                 cbs = tuple(b for b in s.cbs if b.token != tid) if s.cbs else s.cbs
-                deleted.append(evolve_state(s, tokens=tokens, ghosts=ghosts, cbs=cbs))
+                after = evolve_state(s, tokens=tokens, ghosts=ghosts, cbs=cbs)
+                deleted.append(deletion_shown(after, t, ev, carried))
                 continue
             if held is None:
                 held, held_id = t, tid
@@ -236,10 +255,11 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
             ghosts = tuple(g for g in s.ghosts if g.cookie.token != held_id)
             bufs = {h: evolve_buffer(b, mapped_hold=False) if b.cookie.token == held_id and b.mapped_hold else b
                     for h, b in s.bufs.items()}
-            return [evolve_state(s, tokens=tokens, ghosts=ghosts, bufs=bufs)]
+            after = evolve_state(s, tokens=tokens, ghosts=ghosts, bufs=bufs)
+            return [deletion_shown(after, held, ev, borrowed(s, held_id))]
         waiting = [b for b in (*s.bufs.values(), *s.ghosts)
                    if b.cookie.token == held_id and b.freed and b.awaits_late_onpreempt()]
-        owed = [b.handle for b in waiting if b.announced]
+        owed = [b.handle for b in waiting if b.owes_onpreempt()]
         if owed and len(waiting) == held.holders:
             return reject("preempt-onpreempt-purpose", f"deleter({shown}) before the onPreempt owed for {owed[0]}",
                           ["onPreempt, then the deleter"],
@@ -251,6 +271,41 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
     return reject("cookie-deleter-called", f"deleter({shown}) once more",
                   ["exactly one deleter call per setCookie() with a deleter"],
                   "every hand-over of this cookie has already been deleted")
+
+
+@shows("cookie-deleter-called", "cookie-deleter-null-cookie", "cookie-deleter-any-thread", "cookie-ownership-donated",
+       "cookie-borrowed-in-callbacks", "cookie-shared-refcounted", "req-free-destroys", "free-indicates-not-needed")
+def deletion_shown(s: State, t: Token, ev: Deleter, carried: bool) -> State:
+    """What a deleter call attributed to hand-over ``t`` demonstrates (``s``: the state after it).
+
+    The deleter ran with the cookie value (cookie-deleter-called; cookie-deleter-null-cookie for NULL), on
+    whatever thread (cookie-deleter-any-thread), and it was the function handed over with that value
+    (cookie-ownership-donated: the probe hands distinct deleters and the trace names the one that ran);
+    the cookie outlived the callbacks that borrowed it (cookie-borrowed-in-callbacks); another hand-over of
+    the same value is still to be deleted on its own (cookie-shared-refcounted); the call that let go of
+    the last holder did (Token.released_by: req-free-destroys, free-indicates-not-needed); a raw integer
+    arrived as the value it was (cookie-raw-integer, cookie-not-dereferenced). ``carried``: a callback that
+    carried the hand-over had begun (borrowed), so the deletion came after it.
+    """
+    shown = ["cookie-deleter-any-thread", "cookie-deleter-null-cookie" if t.value is None else "cookie-deleter-called"]
+    if ev.fn is not None:
+        shown.append("cookie-ownership-donated")
+    if carried or t.lingering or t.borrow_end:
+        shown.append("cookie-borrowed-in-callbacks")
+    if any(other.value == t.value for other in s.tokens.values()):
+        shown.append("cookie-shared-refcounted")
+    if t.released_by:
+        shown.append(t.released_by)
+    return show(s, *shown, *cookie_value_shown(t.value))
+
+
+@shows("cookie-raw-integer", "cookie-not-dereferenced")
+def cookie_value_shown(value: str | None) -> tuple[str, ...]:
+    """What a callback or deleter carrying ``value`` intact demonstrates: a raw integer travelled as the
+    value it was, never dereferenced (cookie-raw-integer, cookie-not-dereferenced)."""
+    if value is not None and value.startswith("raw:"):
+        return ("cookie-raw-integer", "cookie-not-dereferenced")
+    return ()
 
 
 @clause("cookie-raw-integer", "cookie-null-deleter-nothing")

@@ -7,7 +7,7 @@ PASS; when the call returns normally the verdict is FAIL citing the crash clause
 from __future__ import annotations
 
 from ._context import Ctx, Out, arg_bool, arg_list
-from .rules import Reject, clause
+from .rules import Reject, clause, shows
 from .state import Inflight, State, evolve_state
 from .trace import Call
 
@@ -47,6 +47,17 @@ def alloc_without_onalloc_crashes(s: State, call: Call, slots: list[str | None] 
 def load_without_onload_crashes(call: Call) -> str | None:
     """Spec: "This must be non-NULL. Otherwise, the process will crash." (crash-load-onload-null: onLoad)"""
     return None if arg_bool(call, "onload") else "crash-load-onload-null"
+
+
+@shows("crash-alloc-without-onalloc", "crash-alloc-onalloc-null", "crash-setonalloc-null", "crash-load-onload-null",
+       "req-request-not-null")
+def death_shows(crash: str) -> tuple[str, ...]:
+    """The clauses an expected death demonstrates: its own, and for allocAsync with a request lacking onAlloc
+    both sentences that document that death (a request's onAlloc is NULL at allocAsync exactly when
+    setOnAlloc was never called: setOnAlloc(NULL) itself crashes)."""
+    if crash == "crash-alloc-without-onalloc":
+        return ("crash-alloc-without-onalloc", "crash-alloc-onalloc-null")
+    return (crash,)
 
 
 def returned_from_crash(inflight: Inflight) -> Reject:

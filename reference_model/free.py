@@ -8,8 +8,8 @@ from ._context import Ctx, Out, arg_list, errno_set, reject
 from .cookies import hold_tokens
 from .errors import Unjudgeable
 from .requests import file_hold
-from .rules import Reject, clause
-from .state import GHOST_LIMIT, Buffer, Inflight, State, Token, done, evolve_buffer, evolve_state
+from .rules import Reject, clause, shows
+from .state import GHOST_LIMIT, Buffer, Inflight, State, Token, done, evolve_buffer, evolve_state, show
 from .trace import Call, Ret
 
 
@@ -50,8 +50,8 @@ def call_free(ctx: Ctx, s: State, call: Call) -> Out:
         elif b.maps > 0:
             mapped_hold = True  # the buffer lives on until its last unmap, and may keep the cookie so long
         else:
-            tokens = hold_tokens(tokens, b.cookie, -1)
-        b = evolve_buffer(b, freed=True, mapped_hold=mapped_hold)
+            tokens = hold_tokens(tokens, b.cookie, -1, by="free-indicates-not-needed")
+        b = evolve_buffer(b, freed=True, mapped_hold=mapped_hold, freed_in_teardown=call.teardown)
         bufs[h] = b
     preempted = tuple([h for h in handles if h is not None and bufs[h].preempted])
     for h in handles:
@@ -131,4 +131,15 @@ def ret_free(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bad = free_result(s, ret)
     if isinstance(bad, str):
         return [evolve_state(s, inflight=None, dids=s.dids | {bad})]
-    return bad if bad is not None else [done(s)]
+    return bad if bad is not None else [show(done(s), *free_shown(s.inflight))]
+
+
+@shows("free-returns", "free-each-allocated-buffer", "free-success-buffer-must-be-freed", "free-even-if-preempted",
+        "preempt-must-still-free")
+def free_shown(inflight: Inflight | None) -> tuple[str, ...]:
+    """What an accepted ANpuBuffer_free return demonstrates: the return sentence; for a list of buffers,
+    that the buffers the application received are freed by it (0), preempted ones included."""
+    if inflight is None or inflight.buffers == ("-",):
+        return ("free-returns",)
+    preempted = ("free-even-if-preempted", "preempt-must-still-free") if inflight.buffers else ()
+    return ("free-returns", "free-each-allocated-buffer", "free-success-buffer-must-be-freed", *preempted)

@@ -15,7 +15,7 @@ from ._context import Ctx, Out
 from .errors import Unjudgeable
 from .footprints import relevant
 from .rules import Reject
-from .state import Inflight, State, done, evolve_state
+from .state import Inflight, State, done, evolve_state, merge_shown
 from .trace import Call, Cb, CbReturn, Deleter, End, Event, Ret, Settle
 from .transitions import CALL_HANDLERS, RET_HANDLERS, STEPPERS, step, unexpected_event
 
@@ -129,6 +129,8 @@ def _placements(ctx: Ctx, s: State, ev: Event, strand: str, calls: Mapping[str, 
                     if k not in seen:
                         seen[k] = w
                         grown.append(w)
+                    else:
+                        seen[k] = merge_shown(seen[k], w)
         frontier = grown
         if len(seen) > AMBIGUITY_BOUND:
             break  # the caller reports the bound
@@ -172,7 +174,9 @@ def _dedupe(states: list[State]) -> list[State]:
         return states
     seen: dict[tuple[object, ...], State] = {}
     for st in states:
-        seen.setdefault(st.key(), st)
+        k = st.key()
+        kept = seen.get(k)
+        seen[k] = st if kept is None else merge_shown(kept, st)
     return list(seen.values())
 
 

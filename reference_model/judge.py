@@ -62,6 +62,8 @@ class Judgement:
     reason: str
     divergence: Divergence | None
     discrepancy: str | None
+    # PASS or WARN: the clauses the trace demonstrated, sorted (docs/model.md "Demonstrated"); else empty.
+    demonstrated: tuple[str, ...] = ()
 
 
 def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str, *, returns: bool = False) -> Ctx:
@@ -79,6 +81,7 @@ def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str, *, returns: boo
         returns=returns,
         main_ops=main_ops,
         one_thread=None not in main_ops and Op.CB_ACTION not in main_ops,
+        ranks_victims=caps.capacity_bytes is not None and caps.policy is not None,
     )
 
 
@@ -245,7 +248,8 @@ def judge(
             reason = f"trace line {result.line}: {r.clause}: {message}"
         else:
             reason = f"{reason} ({r.clause})"
-    return Judgement(result.verdict, reason, divergence, discrepancy)
+    shown = tuple(sorted(result.shown)) if result.verdict.exercises else ()
+    return Judgement(result.verdict, reason, divergence, discrepancy, shown)
 
 
 def _safe_replay(scenario: Scenario, trace: Sequence[str], caps: DeviceCaps, profile: str) -> Result:

@@ -6,12 +6,12 @@ from collections.abc import Mapping
 
 from ._context import Ctx, Out, arg_handle, arg_int, arg_slot, live_buffer, negative_errno, reject
 from .allocation import returned_first
-from .content import Content, forget, retag, write
-from .cookies import borrow, callback_cookie_alive, hold
+from .content import NAMED_ONLY, Content, forget, prefix, write
+from .cookies import borrow, callback_cookie_alive, cookie_value_shown, hold
 from .crashes import load_without_onload_crashes
 from .requests import file_hold, file_segment
-from .rules import Reject, clause
-from .state import Buffer, FileSeg, FileState, Inflight, Load, State, done, evolve, evolve_buffer, evolve_state
+from .rules import Reject, clause, shows
+from .state import Buffer, FileSeg, FileState, Inflight, Load, State, done, evolve, evolve_buffer, evolve_state, show
 from .trace import Call, Cb, Ret
 
 
@@ -25,8 +25,10 @@ def load_expectation(ctx: Ctx, s: State, b: Buffer, seg: FileSeg) -> tuple[str, 
     Spec: "fdToOwn The file descriptor of the file to load. Must be a valid file descriptor." (load-fd-ownership)
     Spec: "Loads a file into the buffer asynchronously." (load-async)
 
-    Returns (expectation, clause, discrepancy tag): "error" — the onLoad must carry an error (aosp-2026
-    accepts success while mapped, D7); "success" — a valid in-bounds load of a live buffer; "any".
+    Returns (expectation, clause, tag): "error" — the onLoad must carry an error (aosp-2026 accepts success
+    while mapped, D7; a descriptor that is not valid, reading R22, and a negative length, R17, are the
+    caller's duties: success departs from the reading); "success" — a valid in-bounds load of a live
+    buffer; "any".
     Where preemption can happen without a vnpu command, a "success" load may also be answered ENOENT:
     the buffer was preempted unseen, as a map would show (its onPreempt, if set, is then owed).
     """
@@ -35,7 +37,9 @@ def load_expectation(ctx: Ctx, s: State, b: Buffer, seg: FileSeg) -> tuple[str, 
     if seg.buffer_offset < 0:
         return "error", "load-buffer-offset-nonnegative", ""
     if seg.file is None:
-        return ("any", "load-fd-ownership", "") if seg.fd >= 0 else ("error", "load-fd-ownership", "")
+        # "Must be a valid file descriptor": the caller's duty, no consequence stated. An error is the reading;
+        # success departs from it (WARN R22, as for a request's descriptor).
+        return ("any", "load-fd-ownership", "") if seg.fd >= 0 else ("error", "load-fd-ownership", "R22")
     if seg.offset < 0:
         return "error", "load-file-offset", ""
     if b.maps > 0:
@@ -139,8 +143,10 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
         dids = dids | {ld.dids}
     b = s.bufs.get(ld.buf)
     unseen = ld.expect == "success" and ev.error == "ENOENT" and may_be_preempted_unseen(ctx, s, ld.buf)
-    if ld.expect == "success" and ev.error is not None and not unseen:
-        # "is done or has encountered an error": nothing promises that a valid load succeeds (reading R8)
+    live = b is not None and not b.freed
+    if ld.expect == "success" and ev.error is not None and not unseen and live:
+        # "is done or has encountered an error": nothing promises that a valid load of a live buffer succeeds
+        # (reading R8). A load whose buffer the application freed meanwhile may end either way, no reading.
         dids = dids | {aosp_load_error(ctx, b, ev) or "R8"}
     loads = dict(s.loads)
     del loads[lid]
@@ -156,8 +162,28 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
         bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1,
                                      content=loaded_content(s, b, ld, ev.error is None, loads))
     inflight, parked = overtake(s, ld)
-    return [borrow(ctx, evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1),
-                                     dids=dids, inflight=inflight, parked=parked), ld.cookie, ev)]
+    out = evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1), dids=dids,
+                       inflight=inflight, parked=parked)
+    return [borrow(ctx, show(out, *load_answer_shown(ld, ev)), ld.cookie, ev)]
+
+
+@shows("load-callback-on-done", "load-callback-errornum", "load-callback-cookie", "load-callback-same-buf",
+       "cookie-callback-null-if-unset", "load-no-existing-mapping")
+def load_answer_shown(ld: Load, ev: Cb) -> tuple[str, ...]:
+    """What an accepted onLoad demonstrates: the callback came, with 0 or an errno, with the buffer's cookie
+    (a NULL one where none was set); with an error, the buffer that was passed ("even if loading fails"),
+    and, for a load into a mapped buffer, the refusal the text promises. A success shows its bytes once they
+    are read back (loaded_content)."""
+    cookie = (("load-callback-cookie", *cookie_value_shown(ld.cookie.value)) if ld.cookie.value is not None
+              else ("cookie-callback-null-if-unset",))
+    out = ("load-callback-on-done", "load-callback-errornum", *cookie)
+    if ev.error is None:
+        return out
+    # A load refused because the buffer is mapped is what the text promises ("the callback is replied with an
+    # error"); refusals of a caller's breach (a negative value, an invalid descriptor) are readings and show
+    # nothing the text promises.
+    promised = ("load-no-existing-mapping",) if ld.expect == "error" and ld.why == "load-no-existing-mapping" else ()
+    return (*out, "load-callback-same-buf", *promised)
 
 
 def aosp_load_error(ctx: Ctx, b: Buffer | None, ev: Cb) -> str | None:
@@ -205,13 +231,25 @@ def loaded_content(s: State, b: Buffer, ld: Load, success: bool, others: Mapping
     if success and seg.length < 0:  # a negative length accepted (R17): the text says nothing of what it wrote
         content = forget(content, max(0, seg.buffer_offset), b.size)
     if success and f is not None and span is not None:
-        content = write(content, *span, f.seed, seg.buffer_offset - seg.offset, "load-async")
+        # A nonzero offset demonstrates "fileOffset ... starting from the beginning of the file" (an offset of
+        # 0 does not: a device ignoring fileOffset loads the same bytes). Bytes that disagree name the offset
+        # first wherever it decides where they come from: a nonzero one, or any once the application moved
+        # the descriptor's position.
+        shows = [*(("load-file-offset",) if seg.offset else ()), "load-async",
+                 *(("load-buffer-offset-nonnegative",) if seg.buffer_offset else ())]
+        if not seg.offset and f.position not in (None, 0):
+            shows = [NAMED_ONLY + "load-file-offset", *shows]
+        content = write(content, *span, f.seed, seg.buffer_offset - seg.offset, ",".join(shows))
         for lo, hi in ld.dirty:
             content = forget(content, lo, hi)
+        # The bytes around the segment were to stay as they were: before it, the buffer offset says where
+        # loading starts; after it, the length says where it stops.
+        content = prefix(content, 0, span[0], "load-buffer-offset-nonnegative")
+        content = prefix(content, span[1], b.size, "load-length-nonnegative")
     if success and seg.length == 0 and seg.buffer_offset >= 0:
         # "segmentLength The length of the file segment to load": 0 loads nothing, and the bytes a load to
         # the end of the file would have replaced are the ones a digest then names the clause for.
-        content = retag(content, seg.buffer_offset, b.size, "load-length-nonnegative")
+        content = prefix(content, seg.buffer_offset, b.size, "load-length-nonnegative")
     for other in others.values():
         other_span = other.span() if other.buf == ld.buf else None
         if other_span is not None:
@@ -265,9 +303,13 @@ def all_loaded(s: State) -> Reject | None:
                   ["exactly one onLoad per loadAsync"], "the settle wait ended with a load unanswered")
 
 
+@shows("load-onload-invoked")
 def settle_load(ctx: Ctx, s: State) -> Out:
     bad = all_loaded(s)
-    return bad if bad is not None else [s]
+    if bad is not None:
+        return bad
+    # Every loadAsync had its one onLoad by the settle.
+    return [show(s, "load-onload-invoked") if "load-callback-on-done" in s.shown else s]
 
 
 def ret_file_new(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
@@ -320,12 +362,20 @@ def fd_check(f: FileState, unneeded_since_wait: bool, closed: object, position: 
     return None
 
 
+@shows("req-file-fd-ownership", "load-fd-ownership", "load-position-unchanged")
 def ret_fd_check(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     f = s.files.get(arg_slot(call, "file"))
     if f is None or ret.skipped is not None:
         return [done(s)]
-    bad = fd_check(f, f.due and unneeded(s, f), ret.extra.get("closed"), ret.extra.get("position"))
-    return bad if bad is not None else [done(s)]
+    closed, position = ret.extra.get("closed"), ret.extra.get("position")
+    bad = fd_check(f, f.due and unneeded(s, f), closed, position)
+    if bad is not None:
+        return bad
+    # The owner closed the descriptor it was handed; loadAsync left the position where it was.
+    shown = [f.handed] if closed is True and f.handed else []
+    if f.handed == "load-fd-ownership" and f.position is not None and position == f.position:
+        shown.append("load-position-unchanged")
+    return [show(done(s), *shown)]
 
 
 def call_await_closed(ctx: Ctx, s: State, call: Call) -> Out:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from ._context import ANY_ERRNO, Ctx, Out, arg_handle, arg_int, arg_slot, errno_set, live_buffer, reject
-from .content import Content, expected_digest, forget, write
+from .content import Content, expected_digest, forget, named_clause, shown_clauses, write
 from .cookies import hold_tokens
 from .errors import Unjudgeable
 from .free import retire
-from .rules import Reject, clause
+from .rules import Reject, clause, shows
 from .state import (
     MAP_FIXED,
     MAP_PRIVATE,
     MAP_SHARED,
     PAGE,
+    PROT_EXEC,
     PROT_READ,
     PROT_WRITE,
     Buffer,
@@ -24,6 +25,7 @@ from .state import (
     evolve,
     evolve_buffer,
     evolve_state,
+    show,
 )
 from .trace import Call, Ret
 
@@ -64,21 +66,24 @@ def map_preempted(ctx: Ctx, b: Buffer, ret: Ret) -> Reject | str | None:
                   f"{b.handle} was preempted" + (" and its onPreempt ran" if b.preempt_cb else ""))
 
 
-@clause("map-prot-subset", "map-prot-param-subset", "map-maps-buffer", "map-args-like-mmap")
+@clause("map-prot-subset", "map-prot-param-subset", "map-maps-buffer", "map-args-like-mmap", "req-prot-default-read")
 def map_outcome(
     ctx: Ctx, b: Buffer, length: int, prot: int, flags: int, offset: int, load_met: bool = False
 ) -> tuple[dict[str, str], str, str]:
     """Spec: "After the buffer is allocated, ANpuBuffer_map() may only be called with |prot| to be a subset
     of the value set by this function. If not, ANpuBuffer_map() fails and returns MAP_FAILED."
     (map-prot-subset, map-prot-param-subset)
+    Spec: "If never called, the default value is PROT_READ." (req-prot-default-read)
     Spec: "Maps a buffer into the application's address space." (map-maps-buffer)
     Spec: "The arguments are similar to mmap()." (map-args-like-mmap)
 
     Returns (allowed answers -> tag, clause, why). A valid mapping of a live buffer (prot a subset, one
     of SHARED/PRIVATE, page-aligned offset, inside the buffer) succeeds — or, where preemption can
     happen without a vnpu command, fails with ENOENT because the buffer was just preempted. Invalid
-    mmap-style arguments leave both answers open. Reading R6: a valid mapping of a buffer that is already
-    mapped succeeds too; refusing it (a limit on the number of mappings) is WARN R6. Reading R18: a valid
+    mmap-style arguments leave both answers open. Reading R23: a valid PROT_EXEC mapping succeeds; refusing
+    it (mmap() may refuse PROT_EXEC for a memory object mounted noexec) is WARN R23. Reading R6: a valid
+    mapping of a buffer that is already mapped succeeds too; refusing it (a limit on the number of
+    mappings) is WARN R6. Reading R18: a valid
     PROT_NONE mapping succeeds; refusing it is WARN R18 ("MAP_FAILED on error" lists no errors). Reading R15: while a
     loadAsync of the buffer is in flight (its onLoad not observed) a valid mapping may succeed or fail
     with any errno (load_exclusive); so may a map whose call began before such a load's onLoad
@@ -88,6 +93,8 @@ def map_outcome(
         alts = {ANY_ERRNO: ""}
         if ctx.profile.map_prot_unchecked:
             alts["success"] = "D13"
+        if "prot" in b.unset:  # the buffer's protection is the default: a wider map contradicts that first
+            return alts, "req-prot-default-read", f"prot {prot:#x} is wider than PROT_READ, the default protection"
         return alts, "map-prot-subset", f"prot {prot:#x} is not a subset of the buffer's {b.prot:#x}"
     kind = flags & (MAP_SHARED | MAP_PRIVATE)
     rounded = -(-b.size // PAGE) * PAGE
@@ -99,7 +106,9 @@ def map_outcome(
     if b.loads or load_met:
         return load_exclusive(b)
     alts = {"success": ""}
-    if b.maps > 0:
+    if prot & PROT_EXEC:
+        alts[ANY_ERRNO] = "R23"  # mmap() itself may refuse PROT_EXEC (a noexec memory object): a reading
+    elif b.maps > 0:
         alts[ANY_ERRNO] = "R6"  # the text sets no limit on mappings, and names none either: a reading
     elif prot == 0:
         alts[ANY_ERRNO] = "R18"  # PROT_NONE: "see mmap()" and "MAP_FAILED on error" name no case for it
@@ -150,6 +159,7 @@ def in_flight_spans(s: State, handle: str) -> list[tuple[int, int]]:
     return spans
 
 
+@shows("map-returns")
 def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     handle = arg_handle(call, "buf")
     if ret.skipped is not None or handle is None:
@@ -171,7 +181,8 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
             bufs = s.bufs
             if res == "D1" and not b.notified:
                 bufs = {**s.bufs, handle: evolve_buffer(b, notified=True)}
-            return [evolve_state(s, bufs=bufs, inflight=None, dids=dids)]
+            out = evolve_state(s, bufs=bufs, inflight=None, dids=dids)
+            return [show(out, *preempted_map_shown(b)) if res is None else out]
         return [_mapped(s, call, handle, b, dids, Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED)))]
     load_met = s.inflight is not None and any(buf == handle for buf, _, _ in s.inflight.overtaken)
     alts, cid, why = map_outcome(ctx, b, length, prot, flags, offset, load_met)
@@ -186,8 +197,33 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         bufs = dict(s.bufs)
         if key in ("ENOENT", "ENOMEM") and key in alts and cid == "map-maps-buffer" and tag not in ("R6", "D25"):
             bufs[handle] = evolve_buffer(b, preempted=True, announced=b.onpreempt)
-        return [evolve_state(s, bufs=bufs, inflight=None, dids=dids)]
-    return [_mapped(s, call, handle, b, dids, Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED)))]
+        return [show(evolve_state(s, bufs=bufs, inflight=None, dids=dids), *refused_map_shown(b, cid, tag))]
+    out = _mapped(s, call, handle, b, dids, Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED)))
+    return [show(out, "map-returns")]
+
+
+@shows("map-after-preempt-enoent", "preempt-map-enoent", "map-preempt-window-enoent", "preempt-window-before-callback",
+        "preempt-map-fails-after-callback")
+def preempted_map_shown(b: Buffer) -> tuple[str, ...]:
+    """What a map of a preempted buffer answered ENOENT demonstrates: the errno after preemption, and
+    whether it came within the window before onPreempt or after the callback."""
+    when = (("preempt-map-fails-after-callback",) if b.preempt_cb
+            else ("map-preempt-window-enoent", "preempt-window-before-callback"))
+    return ("map-after-preempt-enoent", "preempt-map-enoent", "map-returns", *when)
+
+
+@shows("map-returns", "map-prot-subset", "map-prot-param-subset", "map-args-like-mmap", "req-prot-default-read")
+def refused_map_shown(b: Buffer, cid: str, tag: str) -> tuple[str, ...]:
+    """What a refused map demonstrates: MAP_FAILED with errno (map-returns); for a prot that is not a subset
+    of the buffer's, the subset rule (and, for a buffer whose request never set its protection, that the
+    default was PROT_READ); mmap()-style arguments refused as mmap() refuses them. A refusal a reading
+    allows (R6, R18, R23) or an unseen preemption demonstrates nothing more."""
+    if cid in ("map-prot-subset", "req-prot-default-read"):
+        default = ("req-prot-default-read", "req-create-default-state") if "prot" in b.unset else ()
+        return ("map-returns", "map-prot-subset", "map-prot-param-subset", *default)
+    if cid == "map-args-like-mmap":
+        return ("map-returns", "map-args-like-mmap")
+    return ("map-returns",) if not tag else ()
 
 
 def _mapped(s: State, call: Call, handle: str, b: Buffer, dids: frozenset[str], m: Mapping_) -> State:
@@ -275,10 +311,16 @@ def unmap_result(s: State, ret: Ret) -> Reject | None:
     return None
 
 
+@shows("unmap-unmaps", "unmap-returns", "map-must-unmap", "free-unmap-allowed-after-free")
 def ret_unmap(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bad = unmap_result(s, ret)
     if bad is not None:
         return bad
+    if s.inflight is not None and s.inflight.applied and ret.ret == 0:
+        # A whole mapping unmapped: the call did what it says, also for a buffer freed before.
+        after_free = any((b := s.bufs.get(h)) is None or b.freed for h in s.inflight.buffers)
+        return [show(done(s), "unmap-unmaps", "unmap-returns", "map-must-unmap",
+                     *(("free-unmap-allowed-after-free",) if after_free else ()))]
     partial = ret.ret == 0 and ret.skipped is None and not (s.inflight is not None and s.inflight.applied)
     m = s.maps.get(arg_slot(call, "map")) if partial else None
     span = unmapped_span(m, arg_int(call, "offset"), arg_int(call, "length")) if m is not None else None
@@ -308,6 +350,7 @@ def _live_map(s: State, call: Call, access: str) -> tuple[str, Mapping_]:
     return slot, m
 
 
+@shows("req-size-bytes")
 def ret_map_write(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if ret.skipped is not None:
         return [done(s)]
@@ -333,44 +376,79 @@ def ret_map_write(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
             loads[lid] = evolve(ld, dirty=(*ld.dirty, (max(start, span[0]), min(start + length, span[1]))))
     bufs = dict(s.bufs)
     bufs[m.buf] = evolve_buffer(b, content=content)
-    return [evolve_state(s, bufs=bufs, loads=loads, inflight=None)]
+    out = evolve_state(s, bufs=bufs, loads=loads, inflight=None)
+    return [show(out, "req-size-bytes") if reaches_last_page(b, start + length) else out]
+
+
+@shows("req-size-bytes")
+def reaches_last_page(b: Buffer, end: int) -> bool:
+    """Spec: "Sets the size of the buffer in bytes for an allocation request." (req-size-bytes)
+
+    An access through a mapping that ends in the buffer's last page, and returns, shows the buffer holds
+    the bytes its size asked for (a smaller buffer would not have that page)."""
+    return b.size > 0 and end > (b.size - 1) // PAGE * PAGE
 
 
 @clause("map-maps-buffer", "free-mapping-valid-after-free", "load-async", "req-file-segment")
 def read_digest(s: State, m: Mapping_, off: int, length: int, digest: object,
-                hidden: list[tuple[int, int]] | None = None) -> Reject | None:
+                hidden: list[tuple[int, int]] | None = None) -> Reject | tuple[str, ...]:
     """Spec: "If there are any existing mappings to the buffer via ANpuBuffer_map(), the mapping will
     continue to be valid until unmapped even after the buffer is freed." (free-mapping-valid-after-free)
     Spec: "Maps a buffer into the application's address space." (map-maps-buffer)
 
     Bytes read through a mapping are the bytes last written to the buffer (through a shared mapping or by
     a completed load); bytes never written are unconstrained, and so are the ``hidden`` buffer ranges
-    (loads in flight during the read, reading R16).
+    (loads in flight during the read, reading R16). Returns the rejection, or what the read demonstrated
+    (``read_shown``; nothing when the bytes were not all known).
     """
     b = s.bufs.get(m.buf)
     if m.shared:
         if b is None:
-            return None
+            return ()
         content: Content = b.content
         for lo, hi in hidden or ():
             content = forget(content, lo, hi)
         exp = expected_digest(content, m.offset + off, m.offset + off + length)
     else:
         exp = expected_digest(m.overlay, off, off + length)
-    if exp is None or digest == exp[0]:
-        return None
-    cid = "free-mapping-valid-after-free" if b is not None and b.freed else (exp[1] or "map-maps-buffer")
+    if exp is None:
+        return ()
+    if digest == exp[0]:
+        return read_shown(m, b, off, length, shown_clauses(exp[1]))
+    cid = "free-mapping-valid-after-free" if b is not None and b.freed else (named_clause(exp[1]) or "map-maps-buffer")
     return reject(cid, f"digest {digest}", [exp[0]],
                   f"bytes {off}..{off + length} of the mapping of {m.buf} differ from what was written or loaded")
+
+
+@shows("map-maps-buffer", "map-args-like-mmap", "free-mapping-valid-after-free", "unmap-args-like-munmap",
+       "req-size-bytes", "load-async", "load-file-offset", "load-buffer-offset-nonnegative", "load-length-nonnegative",
+       "load-on-alloc-reported-by-onalloc", "req-file-segment", "req-file-offset-ignored")
+def read_shown(m: Mapping_, b: Buffer | None, off: int, length: int, clauses: tuple[str, ...]) -> tuple[str, ...]:
+    """What bytes read through a mapping and found as written or loaded demonstrate: the clauses that made
+    them observable (content.py: a load's, a segment's), that the mapping is the buffer's memory
+    (map-maps-buffer; a private mapping or one at an offset, as mmap() maps: map-args-like-mmap), also
+    after the buffer's free and after part of the mapping was unmapped; a read reaching the last page, the
+    buffer's size."""
+    out = list(clauses)
+    out.append("map-maps-buffer" if m.shared else "map-args-like-mmap")
+    if m.offset:
+        out.append("map-args-like-mmap")
+    if b is not None and b.freed:
+        out.append("free-mapping-valid-after-free")
+    if m.ranges is not None:
+        out.append("unmap-args-like-munmap")
+    if b is not None and reaches_last_page(b, m.offset + off + length):
+        out.append("req-size-bytes")
+    return tuple(out)
 
 
 def ret_map_read(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if ret.skipped is not None:
         return [done(s)]
     _, m = _live_map(s, call, "reads")
-    bad = read_digest(s, m, arg_int(call, "offset"), arg_int(call, "length"), ret.extra.get("digest"),
+    res = read_digest(s, m, arg_int(call, "offset"), arg_int(call, "length"), ret.extra.get("digest"),
                       in_flight_spans(s, m.buf))
-    return bad if bad is not None else [done(s)]
+    return res if isinstance(res, Reject) else [show(done(s), *res)]
 
 
 @clause("map-args-like-mmap", "map-prot-param-subset")
@@ -407,6 +485,15 @@ def effective_prot(m: Mapping_, b: Buffer | None, off: int, length: int, ret: Re
     return None
 
 
+@shows("map-args-like-mmap", "map-prot-param-subset")
+def prot_shown(m: Mapping_, b: Buffer | None) -> tuple[str, ...]:
+    """What a mapping's effective protection, found as asked, demonstrates: the pages mmap() would map with
+    the prot mmap() would give (map-args-like-mmap); not writable where the buffer's own protection has no
+    PROT_WRITE (map-prot-param-subset)."""
+    beyond = b is not None and not b.prot & PROT_WRITE and not m.prot & PROT_WRITE
+    return ("map-args-like-mmap", *(("map-prot-param-subset",) if beyond else ()))
+
+
 def ret_map_prot(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if ret.skipped is not None or ret.ret != 0:
         return [done(s)]
@@ -414,5 +501,9 @@ def ret_map_prot(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     m = s.maps.get(slot)
     if m is None:
         raise Unjudgeable(call.line, f"step {call.step} looks at {slot}, which is not a live mapping")
-    bad = effective_prot(m, s.bufs.get(m.buf), arg_int(call, "offset"), arg_int(call, "length"), ret)
-    return bad if bad is not None else [done(s)]
+    b = s.bufs.get(m.buf)
+    bad = effective_prot(m, b, arg_int(call, "offset"), arg_int(call, "length"), ret)
+    if bad is not None:
+        return bad
+    judged = isinstance(ret.extra.get("prot_all"), int) and isinstance(ret.extra.get("prot_any"), int)
+    return [show(done(s), *prot_shown(m, b)) if judged else done(s)]

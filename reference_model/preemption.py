@@ -11,9 +11,9 @@ from dataclasses import replace
 
 from . import policies
 from ._context import PRIORITY_RANGE, Ctx, Out, reject
-from .cookies import all_deleted, borrow, callback_cookie_alive, changed_value, hold
-from .rules import Reject, clause
-from .state import Buffer, Inflight, State, evolve_buffer, evolve_state
+from .cookies import all_deleted, borrow, callback_cookie_alive, changed_value, cookie_value_shown, hold
+from .rules import Reject, clause, shows
+from .state import Buffer, Inflight, State, evolve_buffer, evolve_state, show
 from .trace import Call, Cb, End, Ret
 
 
@@ -71,11 +71,11 @@ def announced_owed(b: Buffer) -> bool:
     to ENOENT." (preempt-map-enoent)
 
     A preemption the device did without a vnpu command is allowed, but it is announced: once a map or a
-    load has shown the buffer preempted (ENOENT) and its request had onPreempt, the callback is owed —
-    also when the application has freed the buffer since (preempt-after-free-race: it may then come
-    late), so the cookie stays held for it.
+    load has shown the buffer preempted (ENOENT) and its request had onPreempt, the callback is owed. Once
+    the scenario has freed the buffer it may still come, at any time (preempt-after-free-race), or not at
+    all: Buffer.owes_onpreempt.
     """
-    return b.announced and not b.preempt_cb
+    return b.owes_onpreempt()
 
 
 def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
@@ -91,8 +91,8 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
         bufs = dict(s.bufs)
         bufs[handle] = evolve_buffer(b, preempted=True, preempt_cb=True)
         tokens = hold(s, b.cookie, -1) if b.freed and b.awaits_late_onpreempt() else s.tokens
-        out.append(borrow(ctx, evolve_state(s, bufs=bufs, tokens=tokens, dids=s.dids | {res} if res else s.dids),
-                          b.cookie, ev))
+        after = evolve_state(s, bufs=bufs, tokens=tokens, dids=s.dids | {res} if res else s.dids)
+        out.append(borrow(ctx, show(after, *onpreempt_shown(b, res), *victim_order_shown(s, b)), b.cookie, ev))
     for i, g in enumerate(s.ghosts):
         if g.cookie.value != ev.cookie:
             continue
@@ -104,8 +104,8 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
             res = res or "D14"
         ghosts = s.ghosts[:i] + s.ghosts[i + 1:]
         tokens = hold(s, g.cookie, -1) if g.awaits_late_onpreempt() else s.tokens
-        out.append(borrow(ctx, evolve_state(s, ghosts=ghosts, tokens=tokens, dids=s.dids | {res} if res else s.dids),
-                          g.cookie, ev))
+        after = evolve_state(s, ghosts=ghosts, tokens=tokens, dids=s.dids | {res} if res else s.dids)
+        out.append(borrow(ctx, show(after, *onpreempt_shown(g, res)), g.cookie, ev))
     if out:
         return out
     if first is not None:
@@ -121,6 +121,43 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
                       "application never made this value")
     return reject("preempt-callback-on-forced-dealloc", f"onPreempt(cookie={ev.cookie or 'NULL'})",
                   ["no onPreempt: no buffer with this cookie"], "no allocated buffer carries this cookie")
+
+
+@shows("preempt-callback-on-forced-dealloc", "preempt-onpreempt-purpose", "preempt-callback-any-thread",
+        "preempt-after-free-race", "cookie-callback-null-if-unset", "cookie-snapshot-at-alloc")
+def onpreempt_shown(b: Buffer, tag: str | None) -> tuple[str, ...]:
+    """What an accepted onPreempt of ``b`` demonstrates: a callback on some thread; for a buffer the trace
+    shows preempted (a vnpu command that took or could take it, a map or load answered ENOENT), the callback
+    for its forced deallocation; after the scenario freed it, the race the note allows; the cookie of the
+    snapshot. An onPreempt a reading or a discrepancy had to accept (R13, D14) demonstrates nothing."""
+    if tag:
+        return ()
+    out = ["preempt-callback-any-thread"]
+    if b.preempted or b.vnpu_preempted or b.preemptable:  # shown preempted, or a vnpu command could take it
+        out += ["preempt-callback-on-forced-dealloc", "preempt-onpreempt-purpose"]
+    if b.freed:
+        out.append("preempt-after-free-race")
+    value = b.cookie.value
+    out += ["cookie-callback-null-if-unset"] if value is None else ["cookie-snapshot-at-alloc",
+                                                                      *cookie_value_shown(value)]
+    return tuple(out)
+
+
+@shows("priority-request-range", "priority-set", "req-priority-default")
+def victim_order_shown(s: State, victim: Buffer) -> tuple[str, ...]:
+    """What the onPreempt of a `preempt=lowest` victim demonstrates on a device that declares the vnpu's
+    victim order (Ctx.ranks_victims: the command then passed over the buffers it marked ``outranked``): the
+    priorities the device holds are the ones last set — by the request (priority-request-range), by
+    setPriority (priority-set), or left at the default (req-priority-default) — as far as they ordered the
+    victim before the others."""
+    passed_over = [b for b in s.bufs.values() if b.outranked and not b.freed]
+    if victim.outranked or not passed_over:
+        return ()
+    ranked = [victim, *passed_over]
+    out = ["priority-set" if any(b.priority_set for b in ranked) else "priority-request-range"]
+    if any("priority" in b.unset and not b.priority_set for b in ranked):
+        out.append("req-priority-default")
+    return tuple(out)
 
 
 def _target(s: State, ctx: Ctx, text: str) -> str | None:
@@ -158,7 +195,7 @@ def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
         # The slot names no buffer (its allocation failed, legally): the probe skips the command.
         return [evolve_state(s, inflight=Inflight(call.step, call.op))]
     bufs = dict(s.bufs)
-    ranked = lowest_candidates(s) if key == "preempt" and target is None else None
+    ranked = lowest_candidates(s) if key == "preempt" and target is None and ctx.ranks_victims else None
     for h, b in s.bufs.items():
         if not b.freed and b.maps == 0 and (target is None or h == target):
             if ranked is not None and h not in ranked[0]:
@@ -174,6 +211,7 @@ def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
 
 
 @clause("preempt-never-while-mapped", "preempt-callback-on-forced-dealloc", "free-memory-after-last-unmap")
+@shows("preempt-never-while-mapped", "req-onpreempt-default-null")
 def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     """Spec: "This callback will not be invoked while the application has the buffer mapped."
     (preempt-never-while-mapped)
@@ -195,7 +233,9 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         # The reservation stays in force when it could not be met (ENOMEM) too.
         return [evolve_state(s, relaxed_capacity=True)]
     if ret.ret != 0:
-        return [s]
+        # A preemption the device refused while the buffer (or every candidate) was mapped: the sentence's
+        # case, and no onPreempt may follow while it stays mapped.
+        return [show(s, "preempt-never-while-mapped")] if refused_while_mapped(s, ctx, key, value) else [s]
     if key == "fail_next":
         return [evolve_state(s, forced=(*s.forced, value))]
     if key != "preempt":
@@ -219,7 +259,23 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
                       "a mapped buffer is never preempted")
     bufs = dict(s.bufs)
     bufs[b.handle] = evolve_buffer(b, preempted=True, vnpu_preempted=True)
-    return [evolve_state(s, bufs=bufs)]
+    preempted = evolve_state(s, bufs=bufs)
+    # Preempted with a NULL onPreempt: no callback may come (one would be refused), which the trace shows.
+    return [preempted if b.onpreempt else show(preempted, "req-onpreempt-default-null")]
+
+
+def refused_while_mapped(s: State, ctx: Ctx, key: str, value: str) -> bool:
+    """Whether a preemption command the device refused named a mapped buffer (or, for `preempt=lowest`, found
+    every live buffer mapped): the case "will not be invoked while the application has the buffer mapped"
+    speaks of, where no onPreempt may follow while it stays mapped."""
+    if key != "preempt":
+        return False
+    if value == "lowest":
+        live = [b for b in s.bufs.values() if not b.freed]
+    else:
+        target = _target(s, ctx, value)
+        live = [s.bufs[target]] if target is not None and target in s.bufs else []
+    return bool(live) and all(b.maps > 0 for b in live)
 
 
 @clause("priority-request-range", "priority-set")

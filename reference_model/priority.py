@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ._context import PRIORITY_RANGE, Ctx, Out, arg_handle, arg_int, errno_set, live_buffer, reject
-from .rules import Reject, clause
-from .state import Buffer, State, done, evolve_buffer, evolve_state
+from .rules import Reject, clause, shows
+from .state import Buffer, State, done, evolve_buffer, evolve_state, show
 from .trace import Call, Ret
 
 
@@ -53,4 +53,16 @@ def ret_set_priority(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if ret.ret == 0:
         bufs = dict(s.bufs)
         bufs[handle] = evolve_buffer(b, priority=value, priority_set=True)
-    return [evolve_state(s, bufs=bufs, inflight=None, dids=s.dids | {res} if res else s.dids)]
+    out = evolve_state(s, bufs=bufs, inflight=None, dids=s.dids | {res} if res else s.dids)
+    return [show(out, *set_priority_shown(value, ret)) if not res else out]
+
+
+@shows("priority-set", "priority-set-range", "priority-set-returns", "priority-range-inclusive")
+def set_priority_shown(value: int, ret: Ret) -> tuple[str, ...]:
+    """What a setPriority answer no reading was needed for demonstrates: a priority of the range set (0; at
+    MIN or MAX, that the range is inclusive), and the return sentence each time (a refusal of a priority
+    outside the range is the kit's reading of a caller's duty: it shows nothing the text promises)."""
+    if value in PRIORITY_RANGE and ret.ret == 0:
+        bounds = ("priority-range-inclusive", "priority-set-range") if value in (0, 1000) else ()
+        return ("priority-set", "priority-set-returns", *bounds)
+    return ("priority-set-returns",)

@@ -8,9 +8,26 @@ from __future__ import annotations
 
 from ._context import Ctx, Out, arg, arg_bool, arg_int, arg_slot, reject
 from .cookies import hold
-from .rules import Reject, clause
-from .state import DEFAULT_ATTRS, NO_COOKIE, FileSeg, FileState, Inflight, Request, State, done, evolve, evolve_state
+from .rules import Reject, clause, shows
+from .state import (
+    DEFAULT_ATTRS,
+    NO_COOKIE,
+    FileSeg,
+    FileState,
+    Inflight,
+    Request,
+    State,
+    done,
+    evolve,
+    evolve_state,
+    show,
+)
 from .trace import Call, Ret
+
+# The field each setter sets (Attrs.unset names the ones a request kept at their defaults).
+SETTER_FIELD = {"req_set_device": "device", "req_set_type": "type", "req_set_size": "size",
+                "req_set_priority": "priority", "req_set_prot": "prot", "req_set_onpreempt": "onpreempt",
+                "req_set_file": "file"}
 
 
 @clause("req-create-default-state", "req-create-returns-request", "req-device-default-negative",
@@ -40,13 +57,14 @@ def created(ret: Ret) -> Reject | None:
     return None
 
 
+@shows("req-create-returns-request")
 def ret_create(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bad = created(ret)
     if bad is not None:
         return bad
     reqs = dict(s.reqs)
     reqs[arg_slot(call, "req")] = new_request()
-    return [evolve_state(s, reqs=reqs, inflight=None)]
+    return [show(evolve_state(s, reqs=reqs, inflight=None), "req-create-returns-request")]
 
 
 def file_hold(files: dict[str, FileState], seg: FileSeg | None, delta: int, handed: str | None = None) -> None:
@@ -63,19 +81,25 @@ def file_hold(files: dict[str, FileState], seg: FileSeg | None, delta: int, hand
 
 
 @clause("req-free-destroys", "alloc-free-request-after-call", "alloc-no-request-ownership")
+@shows("alloc-no-request-ownership", "support-modify-after-return")
 def release_request(s: State, slot: str) -> State:
     """Spec: "Destroys an allocation request." (req-free-destroys)
 
     The request lets go of its cookie and its file; submissions made from it keep their own snapshot
     (alloc-free-request-after-call: freeing right after allocAsync() is fine), and the request stays the
-    caller's until freed (alloc-no-request-ownership).
+    caller's until freed (alloc-no-request-ownership). Demonstrated: the deleter its free lets run
+    (req-free-destroys, through Token.released_by); a request freed after allocAsync used it
+    (alloc-no-request-ownership) or after isSupported answered for it (support-modify-after-return).
     """
     req = s.reqs[slot]
     reqs = dict(s.reqs)
     del reqs[slot]
     files = dict(s.files)
     file_hold(files, req.attrs.file, -1)
-    return evolve_state(s, reqs=reqs, tokens=hold(s, req.cookie, -1), files=files)
+    out = evolve_state(s, reqs=reqs, tokens=hold(s, req.cookie, -1, by="req-free-destroys"), files=files)
+    if req.submitted:
+        out = show(out, "alloc-no-request-ownership")
+    return show(out, "support-modify-after-return") if req.asked else out
 
 
 def call_free(ctx: Ctx, s: State, call: Call) -> Out:
@@ -98,6 +122,27 @@ def free_null(ctx: Ctx, s: State, call: Call) -> Out:
     return [normal]
 
 
+@shows("req-free-null-noop")
+def ret_free_null(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    """``AllocRequest_free(NULL)`` returned: nothing happened (req-free-null-noop)."""
+    return [show(done(s), "req-free-null-noop")]
+
+
+@shows("req-file-offset-ignored", "req-file-length-nonnegative", "req-file-buffer-offset-nonnegative")
+def ignored_arguments(call: Call, seg: FileSeg | None) -> frozenset[str]:
+    """Spec: "fileOffset The offset of the file segment to load, starting from the beginning of the file.
+    Ignored if fdToOwn is -1." (req-file-offset-ignored; likewise segmentLength and bufferOffset)
+
+    The arguments of setFileSegmentToLoad(-1, ...) that would matter were they not ignored: a negative
+    value, which a segment that is loaded could not have. The allocation of such a request demonstrates
+    that they were ignored (allocation.shown_by_answer)."""
+    if seg is not None:
+        return frozenset()
+    named = {"offset": "file_offset", "length": "length", "buffer_offset": "buffer_offset"}
+    return frozenset(name for name, arg_name in named.items() if arg_int(call, arg_name) < 0)
+
+
+@shows("support-modify-after-return")
 def ret_setter(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     """Record a request field (setDeviceNumber, setBufferType, setSize, setBufferPriority,
     setProtectionFlags, setOnPreempt, setOnAlloc, setFileSegmentToLoad)."""
@@ -106,6 +151,9 @@ def ret_setter(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if req is None or ret.skipped is not None:
         return [done(s)]
     a = req.attrs
+    field = SETTER_FIELD.get(call.op)
+    if field is not None and field in a.unset:
+        a = evolve(a, unset=a.unset - {field})
     files = s.files
     op = call.op
     if op == "req_set_device":
@@ -128,10 +176,11 @@ def ret_setter(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         file_hold(new_files, a.file, -1)
         file_hold(new_files, seg, +1, "req-file-fd-ownership")
         files = new_files
-        a = evolve(a, file=seg)
+        a = evolve(a, file=seg, ignored=ignored_arguments(call, seg))
     reqs = dict(s.reqs)
-    reqs[slot] = Request(a, req.cookie)
-    return [evolve_state(s, reqs=reqs, files=files, inflight=None)]
+    reqs[slot] = evolve(req, attrs=a)
+    out = evolve_state(s, reqs=reqs, files=files, inflight=None)
+    return [show(out, "support-modify-after-return") if req.asked else out]
 
 
 def file_segment(call: Call) -> FileSeg | None:

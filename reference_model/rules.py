@@ -15,6 +15,7 @@ from typing import Any, Final, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 _RULES: dict[str, tuple[str, ...]] = {}
+_SHOWS: dict[str, tuple[str, ...]] = {}
 CHAPTER_MODULES: Final = ("requests", "cookies", "allocation", "support", "mapping", "free", "priority", "loading",
                           "preemption", "crashes")
 
@@ -30,6 +31,30 @@ def clause(*ids: str) -> Callable[[F], F]:
         return fn
 
     return register
+
+
+def shows(*ids: str) -> Callable[[F], F]:
+    """Register the decorated function as saying what an observation demonstrates of the given clauses
+    (State.shown): not a rule, it rejects nothing."""
+    if not ids:
+        raise ValueError("a demonstration names at least one clause")
+
+    def register(fn: F) -> F:
+        module = fn.__module__.rsplit(".", 1)[-1]
+        _SHOWS[f"{module}.{fn.__name__}"] = tuple(ids)
+        return fn
+
+    return register
+
+
+def shown_clauses() -> Mapping[str, tuple[str, ...]]:
+    """Clause ID -> the functions that can demonstrate it (sorted)."""
+    _load_all()
+    out: dict[str, list[str]] = {}
+    for name, ids in _SHOWS.items():
+        for cid in ids:
+            out.setdefault(cid, []).append(name)
+    return {cid: tuple(sorted(names)) for cid, names in sorted(out.items())}
 
 
 def rule_clauses() -> Mapping[str, tuple[str, ...]]:

@@ -40,6 +40,10 @@ class FileSeg:
     buffer_offset: int
 
 
+# What isSupported may look at of a request (Attrs.support_key): device, type, size, priority, prot, file.
+SupportKey = tuple[int, int, int, int, int, FileSeg | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Attrs:
     """The parameters of a request (what allocAsync snapshots), cookie aside."""
@@ -52,14 +56,23 @@ class Attrs:
     file: FileSeg | None
     onalloc: bool
     onpreempt: bool
+    # The fields no setter has set yet ("device", "type", "size", "priority", "prot", "file", "cookie",
+    # "onpreempt"): a default is demonstrated only through a request that kept it.
+    unset: frozenset[str] = frozenset()
+    # Arguments setFileSegmentToLoad(-1, ...) was given that would matter were they not ignored: "offset",
+    # "length", "buffer_offset" (a negative value, which a used segment could not have).
+    ignored: frozenset[str] = frozenset()
 
-    def support_key(self) -> tuple[int, int, int, int, int]:
-        """What isSupported may look at (cookie, onAlloc and onPreempt are ignored; the file is not sent)."""
-        return (self.device, self.type, self.size, self.priority, self.prot)
+    def support_key(self) -> SupportKey:
+        """What isSupported may look at: every field but the three the text says it ignores (cookie, onAlloc,
+        onPreempt). The file segment is part of the request, so an answer binds only requests with the same
+        segment (the same file, offsets and length)."""
+        return (self.device, self.type, self.size, self.priority, self.prot, self.file)
 
 
+SET_BY_SETTERS: Final = frozenset({"device", "type", "size", "priority", "prot", "file", "cookie", "onpreempt"})
 DEFAULT_ATTRS: Final = Attrs(device=-1, type=0, size=0, priority=500, prot=PROT_READ, file=None,
-                             onalloc=False, onpreempt=False)
+                             onalloc=False, onpreempt=False, unset=SET_BY_SETTERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +100,9 @@ class Token:
     lingering: bool = False
     # The trace line from which the last callback carrying it is known to have returned (version 2).
     borrow_end: int = 0
+    # The clause whose call let go of its last holder (a request's or a buffer's free): the deleter that
+    # follows demonstrates that call's effect.
+    released_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +121,8 @@ class Borrow:
 class Request:
     attrs: Attrs
     cookie: CookieRef
+    submitted: bool = False  # allocAsync has taken a snapshot of it
+    asked: bool = False  # isSupported has answered for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +140,7 @@ class Submission:
     position: int = 1  # 1-based place in the allocAsync list
     batch: int = 1  # how many requests that allocAsync submitted
     overlapped: bool = False  # its allocAsync ran while another thread's allocAsync was in flight (R21)
+    req: str = ""  # the probe slot of the request it was made from
 
     def named(self) -> str:
         """The request as a why names it: one of a batch by its place in the list, since the step alone
@@ -155,11 +174,20 @@ class Buffer:
     loads: int = 0
     content: Content = EMPTY
     mapped_hold: bool = False  # freed while mapped: it may hold its cookie until its last unmap
+    unset: frozenset[str] = frozenset()  # the request fields it kept at their defaults (Attrs.unset)
+    freed_in_teardown: bool = False  # freed by the probe's teardown, after the settles, not by the scenario
 
     def optional_hold(self) -> bool:
         """A freed buffer whose hold of its cookie the device may keep or drop: one still mapped (its memory
-        lives until the last unmap), or one a vnpu command preempted whose late onPreempt may still come."""
-        return self.freed and (self.mapped_hold or (self.awaits_late_onpreempt() and not self.announced))
+        lives until the last unmap), or one whose late onPreempt may still come but is no longer owed."""
+        return self.freed and (self.mapped_hold or (self.awaits_late_onpreempt() and not self.owes_onpreempt()))
+
+    def owes_onpreempt(self) -> bool:
+        """A preemption the application saw (ENOENT) owes its onPreempt, unless the scenario freed the buffer
+        first: "the preemption callback may be invoked after the caller has already freed the buffer", so
+        after the scenario's free it may come at any time, or not at all (a free in teardown, after the
+        settles, keeps it owed)."""
+        return self.announced and not self.preempt_cb and (not self.freed or self.freed_in_teardown)
 
     def awaits_late_onpreempt(self) -> bool:
         """A preempted buffer whose onPreempt has not come: once freed, the callback may still arrive
@@ -246,7 +274,7 @@ class State:
     ghosts: tuple[Buffer, ...]
     inflight: Inflight | None
     next_id: int
-    unsupported: frozenset[tuple[int, int, int, int, int]]
+    unsupported: frozenset[SupportKey]
     slots: Mapping[str, str]  # buffer slot -> handle (from bind)
     forced: tuple[str, ...]
     dids: frozenset[str]
@@ -260,9 +288,13 @@ class State:
     cbs: tuple[Borrow, ...] = ()  # callbacks carrying a hand-over, not known to have returned
     # Steps of allocAsync calls that were in flight on two strands at once (threads.overlapping_calls).
     overlaps: frozenset[int] = frozenset()
+    # The clauses this history has demonstrated: the trace showed the behaviour each speaks of (a rule saw an
+    # observation that the sentence could have failed on, and it held). Not part of ``key``: two histories
+    # alike in everything else are one candidate, which keeps only what both demonstrated (``merge_shown``).
+    shown: frozenset[str] = frozenset()
 
     def key(self) -> tuple[object, ...]:
-        """A hashable identity, used to deduplicate candidate states."""
+        """A hashable identity, used to deduplicate candidate states (``shown`` aside)."""
         return (
             tuple(sorted(self.reqs.items())),
             tuple(sorted(self.tokens.items())),
@@ -412,6 +444,21 @@ _without_call: Final = cast(Callable[[State, None], State], _field_setter(State,
 for _cls in (FileSeg, Attrs, CookieRef, Token, Borrow, Request, Submission, Buffer, Mapping_, FileState, Load,
              Inflight, State):
     _fast_init(_cls)
+
+
+def show(s: State, *clauses: str) -> State:
+    """``s`` with ``clauses`` demonstrated (State.shown)."""
+    for cid in clauses:
+        if cid not in s.shown:
+            return evolve_state(s, shown=s.shown.union(clauses))
+    return s
+
+
+def merge_shown(kept: State, other: State) -> State:
+    """One candidate for two histories with the same key: what both demonstrated."""
+    if kept.shown == other.shown:
+        return kept
+    return evolve_state(kept, shown=kept.shown & other.shown)
 
 
 def live_bytes(s: State) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ._context import TYPE_VALID, Ctx, Out, arg_list, errno_set, reject, slot_label
-from .rules import Reject, clause
-from .state import Attrs, State, done, evolve_state
+from .rules import Reject, clause, shows
+from .state import Attrs, State, SupportKey, done, evolve, evolve_state, show
 from .trace import Call, Ret
 
 
@@ -47,10 +47,10 @@ def check_support(ctx: Ctx, reqs: list[Attrs], cookies: list[str | None], ret: R
                       "one result per request is stored in outIsSupported")
     seen: dict[tuple[object, ...], int] = {}
     for i, a in enumerate(reqs):
-        key = (*a.support_key(), a.file)
-        j = seen.setdefault(key, i)
+        j = seen.setdefault(a.support_key(), i)
         if results[j] != results[i]:
-            same = reqs[j] == a and cookies[j] == cookies[i]
+            other = reqs[j]
+            same = (other.onalloc, other.onpreempt, cookies[j]) == (a.onalloc, a.onpreempt, cookies[i])
             cid = "support-tests-requests" if same else "support-ignored-fields"
             what = "the same request" if same else "requests that differ only in cookie, onAlloc or onPreempt"
             which = f"requests {j + 1} and {i + 1} of {len(reqs)}"
@@ -78,11 +78,45 @@ def ret_is_supported(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if isinstance(res, Reject):
         return res
     unsupported = unsupported_learned(s, reqs, ret)
-    return [evolve_state(s, inflight=None, unsupported=unsupported, dids=s.dids | {res} if res else s.dids)]
+    asked = dict(s.reqs)
+    for slot in slots:
+        if slot is not None and not asked[slot].asked:
+            asked[slot] = evolve(asked[slot], asked=True)
+    out = evolve_state(s, reqs=asked, inflight=None, unsupported=unsupported, dids=s.dids | {res} if res else s.dids)
+    return [show(out, *support_shown(reqs, cookies, ret))]
+
+
+@shows("support-returns", "support-tests-requests", "support-error-returns", "support-out-array-size",
+        "support-ignored-fields")
+def support_shown(reqs: list[Attrs], cookies: list[str | None], ret: Ret) -> list[str]:
+    """What an accepted isSupported answer demonstrates: 0 with one answer per request
+    (support-returns, support-tests-requests); the answer to input the implementation may take as an error
+    (invalid device or type): 0 with answers, or -1 with errno (support-error-returns: the sentence's
+    "if there is an error" cannot be forced, so the answer to input that may be one is what a trace can
+    show); nothing written past the array (support-out-array-size, the probe's canary); the same answer for
+    requests that differ only in an ignored field (support-ignored-fields).
+    """
+    out: list[str] = []
+    if ret.extra.get("canary") is True:
+        out.append("support-out-array-size")
+    may_err = any(a.device < 0 or a.type not in TYPE_VALID for a in reqs)
+    if ret.ret == -1:
+        return [*out, "support-error-returns"]
+    out.append("support-returns")
+    if reqs:
+        out.append("support-tests-requests")
+    if may_err:
+        out.append("support-error-returns")
+    groups: dict[object, set[tuple[bool, bool, str | None]]] = {}
+    for a, cookie in zip(reqs, cookies, strict=True):
+        groups.setdefault(a.support_key(), set()).add((a.onalloc, a.onpreempt, cookie))
+    if any(len(ignored) > 1 for ignored in groups.values()):
+        out.append("support-ignored-fields")
+    return out
 
 
 @clause("alloc-unsupported-fails")
-def unsupported_learned(s: State, reqs: list[Attrs], ret: Ret) -> frozenset[tuple[int, int, int, int, int]]:
+def unsupported_learned(s: State, reqs: list[Attrs], ret: Ret) -> frozenset[SupportKey]:
     """Spec: "If a request is not supported, ANpuManager_allocAsync() guarantees to respond onAlloc with a
     failure." (alloc-unsupported-fails)
 

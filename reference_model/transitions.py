@@ -55,6 +55,7 @@ def _ret_bind(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
 
 RET_HANDLERS: Final[dict[str, RetHandler]] = {
     "req_create": requests.ret_create,
+    "req_free_null": requests.ret_free_null,
     **{op: requests.ret_setter for op in ("req_set_device", "req_set_type", "req_set_size", "req_set_priority",
                                           "req_set_prot", "req_set_onpreempt", "req_set_onalloc", "req_set_file")},
     "req_set_cookie": cookies.ret_set_cookie,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ._context import Ctx, reject
+from .crashes import death_shows
 from .interleaving import in_flight
 from .readings import READINGS
 from .rules import Reject, clause
@@ -29,6 +30,7 @@ class Result:
     line: int = 0
     step: int | None = None
     dids: frozenset[str] = frozenset()
+    shown: frozenset[str] = frozenset()  # PASS or WARN: the clauses the trace demonstrated (State.shown)
 
 
 def failed(reject: Reject, line: int, step_index: int | None) -> Result:
@@ -55,8 +57,10 @@ def ending(scenario: Scenario, last: Exit, complete: bool, candidates: list[Stat
                 if inflight.crash is None:
                     continue
                 dids = frozenset({inflight.crash_did}) if inflight.crash_did else frozenset()
+                # The death the text documents is what the trace shows: its clause is demonstrated.
                 return Result(Verdict.PASS, f"expected death in {inflight.op} at step {inflight.step} ({how}): "
-                                             f"{inflight.crash}", dids=dids | cand.dids)
+                                             f"{inflight.crash}", dids=dids | cand.dids,
+                              shown=cand.shown.union(death_shows(inflight.crash)))
         where = f"during step {call.step} ({call.op})" if call is not None else "outside any call"
         reason = f"the probe died {where}: {how}"
         cid = _died_in(call, candidates)
@@ -135,12 +139,19 @@ def _passed(candidates: list[State]) -> Result:
     """PASS, or WARN when every surviving history departs from a reading of silent text (tags ``R<n>``,
     docs/model.md §4): the history with the fewest departures is the one reported, and among those the one
     the fewest AOSP discrepancies (``D<n>``, under aosp-2026) explain."""
-    best = min(candidates, key=lambda c: (len(readings_of(c.dids)), len(discrepancies_of(c.dids))))
+    def rank(c: State) -> tuple[int, int]:
+        return len(readings_of(c.dids)), len(discrepancies_of(c.dids))
+
+    best = min(candidates, key=rank)
+    # What the trace demonstrated: what every history reported alike demonstrated, so that no clause counts
+    # on the strength of one explanation of the trace among several.
+    shown = frozenset.intersection(*(c.shown for c in candidates if rank(c) == rank(best)))
     warns = readings_of(best.dids)
     if warns:
         return Result(Verdict.WARN, "allowed by the text, but departs from the kit's reading(s) "
-                                     + ", ".join(f"{w} ({READINGS.get(w, '?')})" for w in warns), dids=best.dids)
-    return Result(Verdict.PASS, "every event is allowed by the model", dids=best.dids)
+                                     + ", ".join(f"{w} ({READINGS.get(w, '?')})" for w in warns), dids=best.dids,
+                      shown=shown)
+    return Result(Verdict.PASS, "every event is allowed by the model", dids=best.dids, shown=shown)
 
 
 def readings_of(tags: frozenset[str]) -> list[str]:

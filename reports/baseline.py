@@ -3,7 +3,7 @@ what changed in the behaviour atlas.
 
 Both runs are read through the one clause answer (reports.clause_answers): a clause *fails* on a device
 when a FAIL or CRASH names it there. A **new failure** fails in the run and did not in the baseline; a
-**fix** failed in the baseline and no longer does (its answer now is shown: PASS, or not exercised).
+**fix** failed in the baseline and no longer does (its answer now is shown: PASS, or not demonstrated).
 The **atlas changes** are the questions of the behaviour atlas (reports.atlas) whose answer differs
 between the two devices' atlases. Devices are matched by serial; when each run has exactly one device
 and their serials differ (two local runs, one phone re-attached), those two are compared.

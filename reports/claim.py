@@ -9,12 +9,16 @@ properties, the bundle manifest) calls it; there is no second implementation.
 
 Levels and exit codes:
 - conformant (0): the whole released corpus under published-37, no filter, no FAIL, CRASH, TIMEOUT,
-  ERROR or NOT_EXECUTED, and every device-testable clause exercised (a PASS or WARN) on every device;
+  ERROR or NOT_EXECUTED, and every device-testable clause demonstrated on every device
+  (reports/demonstration.py: a PASS or WARN whose trace showed the behaviour the clause speaks of) — and on
+  a device that ran the scenarios of virtual-only clauses (the vnpu control, a declared capacity), those
+  clauses too;
 - conformant without NPU buffers (0): as above, for a device that declares no `android.hardware.npu`
   feature and supports no pair, judged on the device-testable clauses that apply without a buffer;
 - non-conformant (1): any FAIL or CRASH, also in a partial run;
-- incomplete (2): nothing failed, but something was not judged or a device-testable clause was not
-  exercised on some device (named, with why); also a run whose plan records no claim basis (older kit),
+- incomplete (2): nothing failed, but something was not judged or a clause the claim requires was not
+  demonstrated on some device (named, with what stood in the way); also a run whose plan records no
+  claim basis (older kit),
   and a sharded run that lost a device mid-run (`lost` records: docs/sharding.md);
 - partial (0): a filtered run (or one whose filters are malformed), another profile or another corpus:
   never a conformance claim.
@@ -30,6 +34,7 @@ from typing import Final, Protocol
 
 from reference_model.verdicts import SEVERITY, UNJUDGED_ORDER, RunExit, Verdict
 
+from .demonstration import AnswerIndex, ShownView
 from .kit import KitFacts
 from .plan_filters import filters_of
 from .plan_options import read_plan_options
@@ -56,21 +61,11 @@ class PlanView(Protocol):
     def shard(self) -> bool: ...
 
 
-class ResultView(Protocol):
+class ResultView(ShownView, Protocol):
     """What the claim reads of a result (reports.results.ResultRecord)."""
 
     @property
     def device(self) -> str: ...
-    @property
-    def scenario(self) -> str: ...
-    @property
-    def verdict(self) -> Verdict: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def allocations_refused(self) -> bool: ...
-    @property
-    def attempts(self) -> int: ...
 
 
 class RunView(Protocol):
@@ -112,14 +107,14 @@ _EXIT: Final = {
 
 @dataclass(frozen=True, slots=True)
 class Gap:
-    """Device-testable clauses a device did not exercise, and why."""
+    """Clauses the claim requires that a device did not demonstrate, and what stood in the way."""
 
     device: str
     why: str
     clauses: tuple[str, ...]
 
     def line(self) -> str:
-        return f"{self.device}: {len(self.clauses)} not exercised ({self.why}): {', '.join(self.clauses)}"
+        return f"{self.device}: {len(self.clauses)} not demonstrated ({self.why}): {', '.join(self.clauses)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +123,7 @@ class Claim:
     exit_code: RunExit
     headline: str
     partial: tuple[str, ...]  # why the run is partial (empty: the run could be a claim)
-    gaps: tuple[Gap, ...]  # device-testable clauses not exercised, per device and reason
+    gaps: tuple[Gap, ...]  # required clauses not demonstrated, per device and reason
     without_buffers: tuple[str, ...]  # devices judged in the "without NPU buffers" scope
     waivers: int
     warnings: int
@@ -148,7 +143,7 @@ class Claim:
             "exit_code": int(self.exit_code),
             "headline": self.headline,
             "partial": list(self.partial),
-            "not_exercised": [{"device": g.device, "why": g.why, "clauses": list(g.clauses)} for g in self.gaps],
+            "not_demonstrated": [{"device": g.device, "why": g.why, "clauses": list(g.clauses)} for g in self.gaps],
             "without_npu_buffers": list(self.without_buffers),
             "waivers": self.waivers,
             "warnings": self.warnings,
@@ -195,32 +190,14 @@ def partial_reasons(run: RunView) -> tuple[str, ...]:
 
 
 def device_testable_clauses(run: RunView) -> frozenset[str]:
-    """The clauses a claim can require: this kit's, never the plan's."""
-    return run.kit.basis.device_testable
+    """The clauses a claim can require: this kit's, never the plan's (virtual-only ones on a device that ran
+    their scenarios: required_clauses)."""
+    return run.kit.basis.device_testable | run.kit.basis.virtual_only
 
 
 def _device_without_buffers(info: Mapping[str, object]) -> bool:
     """Declares no NPU feature and discovery found no supported pair (an empty list, not unknown)."""
     return info.get("npu_feature") is False and info.get("supported_pairs") == []
-
-
-def why_not_exercised(records: Sequence[ResultView]) -> str:
-    if not records:
-        return "no planned scenario cites it"
-    for verdict in (v for v in reversed(SEVERITY) if not v.exercises and v is not Verdict.NOT_APPLICABLE):
-        hit = next((r for r in records if r.verdict is verdict), None)
-        if hit is not None:
-            return f"{verdict.value}: {hit.reason}" if hit.reason else verdict.value
-    refused = next((r for r in records if r.allocations_refused), None)
-    if refused is not None:
-        return f"the device refused the allocations (ENOMEM) in {refused.attempts} attempts"
-    reasons = sorted({r.reason for r in records if r.verdict is Verdict.NOT_APPLICABLE and r.reason})
-    return reasons[0] if reasons else "no PASS"
-
-
-def exercises(record: ResultView) -> bool:
-    """Whether a result exercised its clauses: a PASS or WARN whose allocations the device did not refuse."""
-    return record.verdict.exercises and not record.allocations_refused
 
 
 # The capabilities that decide NOT_APPLICABLE: devices of one shard group must agree on them for the
@@ -248,14 +225,35 @@ def _units(run: RunView) -> list[tuple[str, tuple[str, ...]]]:
     return units
 
 
-def _gaps(run: RunView, label: str, serials: tuple[str, ...], required: frozenset[str]) -> list[Gap]:
-    records = [r for r in run.results if r.device in serials]
-    cited = {id(r): run.kit.clauses_of(r.scenario) for r in records}  # the kit's, never the record's
-    exercised = {c for r in records if exercises(r) for c in cited[id(r)]}
+def required_clauses(
+    run: RunView, records: Sequence[ResultView], infos: Sequence[Mapping[str, object]]
+) -> frozenset[str]:
+    """What the claim requires of a device (or of a build's devices, ``records`` being their results):
+    every device-testable clause (without the 64-bit-pointer ones on a 32-bit device; only those that apply
+    without a buffer on a device without NPU buffers), and every virtual-only clause cited by a scenario
+    that needs a virtual NPU (KitFacts.virtual_scenarios) and that the device could run (anything but
+    NOT_APPLICABLE): a target that runs those scenarios is judged on them."""
+    basis = run.kit.basis
+    required = basis.device_testable
+    if any(info.get("pointer_bits") == 32 for info in infos):
+        required = required - basis.pointer_64_only  # a 32-bit pointer cannot carry a 64-bit cookie
+    if infos and all(_device_without_buffers(info) for info in infos):
+        return required & basis.without_buffers
+    virtual = run.kit.virtual_scenarios
+    ran = {c for r in records if r.scenario in virtual and r.verdict is not Verdict.NOT_APPLICABLE
+           for c in run.kit.clauses_of(r.scenario)}
+    return required | (basis.virtual_only & ran)
+
+
+def _gaps(run: RunView, label: str, records: Sequence[ResultView], required: frozenset[str]) -> list[Gap]:
+    """The required clauses whose answer over ``records`` is "not demonstrated" (the answer every output
+    gives: demonstration.AnswerIndex), grouped by what stood in the way."""
+    index = AnswerIndex(label, records, run.kit.clauses_of)
     by_why: dict[str, list[str]] = {}
-    for clause in sorted(required - exercised):
-        citing = [r for r in records if clause in cited[id(r)]]
-        by_why.setdefault(why_not_exercised(citing), []).append(clause)
+    for clause in sorted(required):
+        answer = index.answer(clause)
+        if answer.verdict is None:
+            by_why.setdefault(answer.why, []).append(clause)
     return [Gap(label, why, tuple(clauses)) for why, clauses in sorted(by_why.items(), key=lambda i: -len(i[1]))]
 
 
@@ -314,29 +312,23 @@ def claim_of(run: RunView) -> Claim:
         return make(ClaimLevel.INCOMPLETE, headline + suffix, partial)
     if partial:
         return make(ClaimLevel.PARTIAL, f"{PARTIAL_HEADLINE}: {'; '.join(partial)}", partial)
-    basis = run.kit.basis
-    testable = basis.device_testable
-    no_buffer_clauses = basis.without_buffers
     gaps: list[Gap] = []
     scope: list[str] = []
-    pointer_64_only = basis.pointer_64_only
     units = _units(run)
     for label, serials in units:
         infos = [run.devices.get(serial, {}) for serial in serials]
-        required = testable
-        if any(info.get("pointer_bits") == 32 for info in infos):
-            required = required - pointer_64_only  # a 32-bit pointer cannot carry a 64-bit cookie
+        records = [r for r in run.results if r.device in serials]
         if all(_device_without_buffers(info) for info in infos):
             scope.append(label)
-            gaps.extend(_gaps(run, label, serials, required & no_buffer_clauses))
-        else:
-            gaps.extend(_gaps(run, label, serials, required))
+        gaps.extend(_gaps(run, label, records, required_clauses(run, records, infos)))
     if gaps:
         first = gaps[0]
         total = sum(len(g.clauses) for g in gaps)
         devices = sorted({g.device for g in gaps})
         where = first.device if len(devices) == 1 else f"{len(devices)} devices"
-        headline = f"incomplete: {_plural(total, 'device-testable clause')} not exercised on {where} ({first.why})"
+        clause = f"{first.clauses[0]}: " if len(first.clauses) == 1 else ""
+        counted = _plural(total, "required clause")
+        headline = f"incomplete: {counted} not demonstrated on {where} ({clause}{first.why})"
         return make(ClaimLevel.INCOMPLETE, headline, gaps=gaps, scope=scope)
     named = [_plural(n, word) for n, word in ((waivers, "waiver"), (warnings, "warning")) if n]
     level = ClaimLevel.CONFORMANT_WITHOUT_BUFFERS if scope else ClaimLevel.CONFORMANT

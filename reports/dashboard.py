@@ -17,7 +17,7 @@ autoescape, StrictUndefined, text hygiene). Definitions:
 - a clause's verdict on a build is the worst verdict (reference_model.verdicts.SEVERITY) among the scenarios
   citing it;
 - between a device's previous and latest build: a clause **newly failing** (a regression) is FAIL or
-  CRASH on the latest build and not on the previous one (PASS, WARN, not exercised: anything else); a
+  CRASH on the latest build and not on the previous one (PASS, WARN, not demonstrated: anything else); a
   clause **fixed** is FAIL or CRASH on the previous build and not on the latest; the **atlas changes**
   are the questions of the behaviour atlas (reports/atlas.py) whose answer changed, each build's atlas
   being the one its newest run recorded in the store;
@@ -122,7 +122,7 @@ class Regression:
     latest: str
     verdict: str
     scenarios: str
-    before: str = ""  # the clause's verdict on the previous build ("not exercised" when none)
+    before: str = ""  # the clause's verdict on the previous build ("not demonstrated" when none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +291,7 @@ def _cell(build: Build | None, previous: Build | None, clause: str, where: str) 
     tooltip = f"{clause} on {where}, {build_name}: {verdict} ({_listed(build, clause)})"
     before = previous.clause_verdicts.get(clause) if previous else None
     if previous is not None:
-        tooltip += f"; {previous.label}: {before or 'not exercised'}"
+        tooltip += f"; {previous.label}: {before or 'not demonstrated'}"
     regression = is_regression(previous, build, clause)
     if regression:
         tooltip = "REGRESSION: " + tooltip
@@ -389,7 +389,7 @@ def build_dashboard(conn: StoreEngine) -> Dashboard:
                 now = latest.clause_verdicts.get(clause)
                 fixed.append(Regression(
                     device.submitter, device.serial, device.model, clause, f"{previous.label} {previous.fingerprint}",
-                    f"{latest.label} {latest.fingerprint}", str(now) if now else "not exercised",
+                    f"{latest.label} {latest.fingerprint}", str(now) if now else "not demonstrated",
                     _listed(latest, clause), str(previous.clause_verdicts[clause]),
                 ))
     for clause in clauses:
@@ -407,7 +407,7 @@ def build_dashboard(conn: StoreEngine) -> Dashboard:
                         latest=f"{device.latest.label} {device.latest.fingerprint}",
                         verdict=cell.verdict,
                         scenarios=_listed(device.latest, clause),
-                        before=str(device.previous.clause_verdicts.get(clause) or "not exercised"),
+                        before=str(device.previous.clause_verdicts.get(clause) or "not demonstrated"),
                     )
                 )
     run_devices: dict[str, set[str]] = {}

@@ -1,5 +1,5 @@
 """What a reader acts on first: the failures in severity order, each with a trace excerpt centred on the
-line the verdict rests on, and the clauses a run did not exercise (docs/reports.md).
+line the verdict rests on, and the clauses a run did not demonstrate (docs/reports.md).
 
 Everything here is derived from `RunResults` alone, so report.html and summary.json show the same
 content.
@@ -15,9 +15,9 @@ from typing import Final
 
 from reference_model.verdicts import FINDING_ORDER, Verdict
 
-from .claim import exercises
+from .clause_answers import clause_answers
 from .replay import replay_command
-from .results import ResultRecord, RunResults, clause_matrix, render_value
+from .results import ResultRecord, RunResults, render_value
 
 EXCERPT_RADIUS: Final = 10  # lines shown either side of the focus line
 _TRACE_LINE = re.compile(r"trace line (\d+)")
@@ -63,10 +63,12 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class Gap:
-    """A clause no scenario exercised on a device, with each scenario's verdict and reason."""
+    """A clause no result demonstrated on a device (its answer is "not demonstrated"): what stood in the way,
+    and each scenario citing it with its verdict and reason."""
 
     clause: str
     device: str
+    why: str
     reasons: tuple[tuple[str, str, str], ...]  # (scenario, verdict, reason)
 
 
@@ -172,25 +174,34 @@ def clause_chapters(run: RunResults) -> dict[str, str]:
 
 
 def coverage_gaps(run: RunResults) -> tuple[Gap, ...]:
-    """Per device, the clauses no result there exercised (claim.exercises) and none failed, with reasons."""
+    """Per device, the clauses a scenario of the run cites whose answer there is "not demonstrated"
+    (clause_answers: the same answer as the matrix and the claim), with what stood in the way."""
     order = {serial: index for index, serial in enumerate(run.device_serials)}
+    verdicts = {(r.device, r.scenario): r for r in run.results}
     gaps: list[Gap] = []
-    for clause, by_device in clause_matrix(run).items():
-        for device, records in by_device.items():
-            if records and not any(exercises(r) or r.verdict.failed for r in records):
-                reasons = tuple((r.scenario, str(r.verdict), r.reason or "no reason recorded") for r in records)
-                gaps.append(Gap(clause, device, reasons))
+    for answer in clause_answers(run).not_demonstrated():
+        records = [verdicts[(answer.device, s)] for s in answer.scenarios if (answer.device, s) in verdicts]
+        reasons = tuple((r.scenario, str(r.verdict), _gap_reason(r)) for r in records)
+        gaps.append(Gap(answer.clause, answer.device, answer.why, reasons))
     gaps.sort(key=lambda g: (order.get(g.device, len(order)), g.clause))
     return tuple(gaps)
 
 
-def gap_summary(gaps: Sequence[Gap]) -> dict[str, dict[str, list[dict[str, str]]]]:
-    """Gaps as plain JSON: device → clause → [{scenario, verdict, reason}]."""
-    out: dict[str, dict[str, list[dict[str, str]]]] = {}
+def _gap_reason(record: ResultRecord) -> str:
+    """A citing scenario's part in a gap: a failure is listed with the failures, so it is named, not repeated."""
+    if record.verdict.failed:
+        return f"{record.verdict} on {record.failing_clause or 'the clauses it cites'} (listed with the failures)"
+    return record.reason or "no reason recorded"
+
+
+def gap_summary(gaps: Sequence[Gap]) -> dict[str, dict[str, dict[str, object]]]:
+    """Gaps as plain JSON: device → clause → {why, scenarios: [{scenario, verdict, reason}]}."""
+    out: dict[str, dict[str, dict[str, object]]] = {}
     for gap in gaps:
-        out.setdefault(gap.device, {})[gap.clause] = [
-            {"scenario": s, "verdict": v, "reason": reason} for s, v, reason in gap.reasons
-        ]
+        out.setdefault(gap.device, {})[gap.clause] = {
+            "why": gap.why,
+            "scenarios": [{"scenario": s, "verdict": v, "reason": reason} for s, v, reason in gap.reasons],
+        }
     return out
 
 

@@ -3,7 +3,7 @@
 The page leads with the answer and the run's configuration, then every failure in severity order
 (clause, quote, observed and allowed, discrepancy IDs, replay command, a numbered trace excerpt with
 the divergent line marked), then the device × clause matrix grouped by chapter, the clauses not
-exercised and why, the charts, and last a filterable table of every result.
+demonstrated and why, the charts, and last a filterable table of every result.
 """
 
 from __future__ import annotations
@@ -167,22 +167,23 @@ class FailureGroup:
 class GapView:
     clause: str
     device: str
+    why: str
     reasons: tuple[tuple[str, str, str], ...]
-    device_testable: bool  # in the plan's claim basis: the only clauses the claim can require
+    device_testable: bool  # in the kit's claim basis: the only clauses the claim can require
 
 
 @dataclass(frozen=True, slots=True)
 class GapCount:
-    """The coverage section's heading: every clause not exercised, and how many the claim basis holds."""
+    """The coverage section's heading: every clause not demonstrated, and how many the claim basis holds."""
 
     total: int
     device_testable: int | None  # None: the plan records no claim basis, so nothing is split out
 
     def heading(self) -> str:
         if self.device_testable is None or self.device_testable == self.total:
-            return f"Clauses not exercised ({self.total})"
-        split = f"{self.device_testable} device-testable, {self.total - self.device_testable} not device-testable"
-        return f"Clauses not exercised ({self.total}: {split})"
+            return f"Clauses not demonstrated ({self.total})"
+        split = f"{self.device_testable} the claim can require, {self.total - self.device_testable} not testable"
+        return f"Clauses not demonstrated ({self.total}: {split})"
 
 
 def _matrix(run: RunResults, devices: Sequence[str]) -> tuple[MatrixChapter, ...]:
@@ -201,7 +202,7 @@ def _matrix(run: RunResults, devices: Sequence[str]) -> tuple[MatrixChapter, ...
                 cells.append(Cell("", "", f"{clause} on {serial}: no scenario"))
                 continue
             if answer.verdict is None:
-                cells.append(Cell("", "", f"{clause} on {serial}: not exercised ({answer.why})"))
+                cells.append(Cell("", "", f"{clause} on {serial}: not demonstrated ({answer.why})"))
                 continue
             verdict = answer.verdict
             listed = "; ".join(f"{s} {verdicts[(serial, s)]}" for s in answer.scenarios if (serial, s) in verdicts)
@@ -356,7 +357,8 @@ def _rows(run: RunResults, anchors: dict[tuple[str, str], str]) -> tuple[Row, ..
 
 
 def _gap_views(gaps: Sequence[Gap], testable: frozenset[str] | None) -> tuple[GapView, ...]:
-    return tuple(GapView(g.clause, g.device, g.reasons, testable is None or g.clause in testable) for g in gaps)
+    return tuple(GapView(g.clause, g.device, g.why, g.reasons, testable is None or g.clause in testable)
+                 for g in gaps)
 
 
 def _gap_count(views: Sequence[GapView], testable: frozenset[str] | None) -> GapCount:

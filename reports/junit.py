@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from reference_model.verdicts import ANSWER_ORDER, Verdict
 
-from .clause_answers import ClauseAnswers, clause_answers, named_clauses
+from .clause_answers import ClauseAnswers, answering_clauses, clause_answers
 from .findings import trace_excerpt
 from .floor.safe_io import atomic_output
 from .results import ResultRecord, RunResults, render_value, safe_text
@@ -94,7 +94,8 @@ def _testcase(record: ResultRecord, named: tuple[str, ...]) -> xunit2.TestCase:
     # Properties first: the JUnit schema puts <properties> before results and output.
     case.add_property("verdict", str(record.verdict))
     case.add_property("clauses", safe_text(",".join(record.clauses)))
-    # The clauses whose answer this result gives (reports.clause_answers): a FAIL's only its divergence's.
+    # The clauses whose answer this result takes part in (reports.demonstration.answering_clauses): a FAIL's
+    # only its divergence's; a PASS's or WARN's those it names and those its trace demonstrated.
     case.add_property("answers", safe_text(",".join(named)))
     case.add_property("discrepancy", safe_text(record.discrepancy or ""))
     case.add_property("waiver", safe_text(record.waiver or ""))
@@ -142,12 +143,12 @@ def _suite(
         if key == "discovery_trace":
             continue  # raw evidence for `verify`; results.jsonl keeps it
         suite.add_property(safe_text(f"device.{key}"), safe_text(render_value(field_value)))
-    for verdict in (v for v in ANSWER_ORDER if v.names):
+    for verdict in ANSWER_ORDER:
         clauses = [c for c, row in answers.by_clause.items() if (a := row.get(serial)) and a.verdict is verdict]
         suite.add_property(f"clauses.{verdict.lower()}", safe_text(",".join(clauses)))
-    suite.add_testcases(
-        [_testcase(r, named_clauses(r, run.kit.clauses_of(r.scenario))) for r in run.for_device(serial)]
-    )
+    missing = [a.clause for a in answers.not_demonstrated() if a.device == serial]
+    suite.add_property("clauses.not_demonstrated", safe_text(",".join(missing)))
+    suite.add_testcases([_testcase(r, answering_clauses(run, r)) for r in run.for_device(serial)])
     return suite
 
 

@@ -21,6 +21,9 @@ class ClaimBasis:
     device_testable: frozenset[str]  # clauses a claim requires (testability device or death-test)
     without_buffers: frozenset[str]  # of those, the ones a device without NPU buffers can exercise
     pointer_64_only: frozenset[str]  # of those, the ones only scenarios needing 64-bit pointers exercise
+    # Clauses only the vnpu control or a declared capacity can drive: required of a device that ran their
+    # scenarios (reports/claim.py required_clauses).
+    virtual_only: frozenset[str] = frozenset()
 
     def to_json(self) -> dict[str, Any]:
         """As a plan records it (`claim_basis`, docs/formats.md)."""
@@ -29,6 +32,7 @@ class ClaimBasis:
             "device_testable": sorted(self.device_testable),
             "without_buffers": sorted(self.without_buffers),
             "pointer_64_only": sorted(self.pointer_64_only),
+            "virtual_only": sorted(self.virtual_only),
         }
 
 
@@ -36,6 +40,9 @@ class ClaimBasis:
 class KitFacts:
     scenario_clauses: Mapping[str, tuple[str, ...]]  # released scenario id -> the clauses it cites
     basis: ClaimBasis
+    # Released scenarios that need what only a virtual NPU offers (the vnpu control, a declared capacity or
+    # policy): a device that runs one is judged on the virtual-only clauses it cites (claim.required_clauses).
+    virtual_scenarios: frozenset[str] = frozenset()
 
     def clauses_of(self, scenario_id: str) -> tuple[str, ...]:
         """The clauses a scenario cites; none for an id the kit did not release (it earns no claim)."""

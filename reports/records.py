@@ -171,10 +171,18 @@ class ResultRecord:
     allocations_refused: bool = False  # passed, but the device legally refused its allocations
     attempts: int = 1
     logcat: tuple[str, ...] = ()  # an excerpt of a real device's log, for a verdict whose meaning keeps it
+    # PASS or WARN: the clauses the trace demonstrated, as the model judged it (sorted); `verify` derives
+    # them again from the trace. Empty in a record of an older kit: it then demonstrates nothing.
+    demonstrated: tuple[str, ...] = ()
     extra: Mapping[str, object] = field(default_factory=dict)  # fields this kit does not model, as written
 
     def trace_excerpt(self, lines: int = 40) -> tuple[str, ...]:
         return self.trace[-lines:] if lines > 0 else ()
+
+    @property
+    def failing_clause(self) -> str | None:
+        """The clause a FAIL, CRASH or WAIVED result's divergence names (None: none recorded)."""
+        return self.divergence.clause if self.divergence is not None and self.verdict.failed else None
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -200,6 +208,8 @@ class ResultRecord:
             out["attempts"] = self.attempts
         if self.allocations_refused:
             out["allocations_refused"] = True
+        if self.demonstrated:
+            out["demonstrated"] = list(self.demonstrated)
         if self.logcat:
             out["logcat"] = list(self.logcat)
         if self.origin:
@@ -411,6 +421,7 @@ _PLAN_FIELDS: Final = (
 _RESULT_FIELDS: Final = (
     "device", "scenario", "chapter", "title", "clauses", "verdict", "reason", "divergence", "discrepancy", "waiver",
     "slots", "trace", "exit", "duration_ms", "finished", "origin", "allocations_refused", "attempts", "logcat",
+    "demonstrated",
 )
 
 
@@ -551,6 +562,7 @@ def _parse_result(obj: Mapping[str, object], line: int, notes: list[str]) -> Res
         allocations_refused=obj.get("allocations_refused") is True,
         attempts=attempts if isinstance(attempts := obj.get("attempts"), int) and attempts > 0 else 1,
         logcat=fields.strings("logcat") or (),
+        demonstrated=fields.strings("demonstrated") or (),
         extra=_extra(obj, _RESULT_FIELDS),
     )
     notes.extend(fields.notes)

@@ -9,7 +9,7 @@ marked with its ID, coloured by its answer over every device of every run (repor
 - `fail`: some device has a FAIL, CRASH or WAIVED answer (a failure naming the clause);
 - `warn`: none failed, some device needed a reading of it (the readings are named);
 - `pass`: every device answered PASS;
-- `nx`: not exercised on some device (none failed or warned), with why;
+- `nx`: not demonstrated on some device (none failed or warned), with what stood in the way;
 - `untestable`: testability not-testable in the catalogue (with its reason).
 
 Without runs the page shows coverage: `covered` (a scenario cites it), `uncovered`, `untestable`.
@@ -83,7 +83,7 @@ class DeviceAnswer:
     answer: str
     why: str
     failures: tuple[Failure, ...]
-    verdict: Verdict | None = None  # the clause's answer on the device (None: not exercised)
+    verdict: Verdict | None = None  # the clause's answer on the device (None: not demonstrated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +227,7 @@ def _details(spec: SpecSource, runs: Sequence[RunResults]) -> dict[str, Detail]:
                     and clause.id in named_clauses(r, run.kit.clauses_of(r.scenario))
                 )
                 if answer is None:
-                    devices.append(DeviceAnswer(label, "not exercised", "no scenario of the run cites it", failures))
+                    devices.append(DeviceAnswer(label, "not demonstrated", "no scenario of the run cites it", failures))
                 else:
                     text = answer.text() + (f" ({', '.join(answer.readings)})" if answer.readings else "")
                     devices.append(DeviceAnswer(label, text, answer.why, failures, answer.verdict))
@@ -248,21 +248,21 @@ def _state(
     failing = [d.device for d in devices if d.verdict is not None and d.verdict.failed]
     if failing:
         return "fail", f"fails on {len(failing)} of {len(devices)} device(s): {', '.join(failing)}"
-    # A clause's answer names it (WARN, the only one left after the failures) or was exercised (PASS).
+    # A clause's answer names it (WARN, the only one left after the failures) or it was demonstrated (PASS).
     warned = [d for d in devices if d.verdict is not None and d.verdict.names]
     if warned:
         return "warn", f"{warned[0].verdict} on {len(warned)} of {len(devices)} device(s): {warned[0].answer}"
     passed = sum(1 for d in devices if d.verdict is not None and d.verdict.exercises)
     if devices and passed == len(devices):
         return "pass", f"PASS on all {len(devices)} device(s)"
-    return "nx", f"not exercised on {len(devices) - passed} of {len(devices)} device(s)"
+    return "nx", f"not demonstrated on {len(devices) - passed} of {len(devices)} device(s)"
 
 
 STATES: Final = {
     "pass": "all pass",
     "fail": "some fail",
     "warn": "WARN (a reading)",
-    "nx": "not exercised",
+    "nx": "not demonstrated",
     "untestable": "untestable",
     "covered": "covered by scenarios",
     "uncovered": "no scenario",

@@ -19,7 +19,7 @@ from .results import (
     safe_text,
 )
 
-SUMMARY_SCHEMA: Final = 1
+SUMMARY_SCHEMA: Final = 2  # 2: "not_exercised" became "not_demonstrated" (with a why per clause)
 
 
 def _counts(counts: dict[Verdict, int]) -> dict[str, int]:
@@ -52,7 +52,7 @@ def build_summary(run: RunResults) -> dict[str, object]:
         "chapters": {chapter: _counts(c) for chapter, c in counts_by_chapter(run).items()},
         "clauses": clause_answers(run).to_json(),
         "failures": failures,
-        "not_exercised": gap_summary(coverage_gaps(run)),
+        "not_demonstrated": gap_summary(coverage_gaps(run)),
         "problems": list(run.problems),
     }
 

@@ -138,6 +138,7 @@ def rejudge_run(
             discrepancy=outcome.discrepancy,
             waiver=waiver,
             allocations_refused=verdict is Verdict.PASS and decision.allocations_refused,
+            demonstrated=outcome.demonstrated if verdict.exercises else (),
         )
         records.append(new)
         if verdict is not record.verdict:

@@ -398,6 +398,10 @@ def _check_verdicts(
                     "its trace says otherwise",
                 )
             )
+        if record.verdict is decision.verdict and record.demonstrated != decision.outcome.demonstrated:
+            problems.append(
+                Problem("verdict", f"{where}: the record claims other demonstrated clauses than its trace shows")
+            )
         if record.verdict is not decision.verdict:
             why = decision.basis
             if record.verdict is Verdict.NOT_APPLICABLE:

@@ -1,5 +1,5 @@
 """A run's answer on stdout, as `npuconf run` prints it: the claim's headline, the verdict counts, the
-configuration, what was not exercised, and the files written. `report --merge` prints a merged run
+configuration, what was not demonstrated, and the files written. `report --merge` prints a merged run
 the same way."""
 
 from __future__ import annotations
@@ -17,6 +17,6 @@ def print_answer(claim: Claim, counts: Mapping[Verdict, int], files: Mapping[str
     print(f"verdicts: {shown or 'nothing ran'}")
     print(f"configuration: {claim.configuration_text()}")
     for gap in claim.gaps:
-        print(f"not exercised on {gap.line()}")
+        print(f"not demonstrated on {gap.line()}")
     for name, path in files.items():
         print(f"{name}: {path}")

@@ -53,6 +53,7 @@ class Outcome:
     divergence: Divergence | None
     discrepancy: str | None
     waiver: str | None
+    demonstrated: tuple[str, ...] = ()  # PASS or WARN: the clauses the trace demonstrated (the judge's)
 
 
 def judge_lines(
@@ -67,7 +68,8 @@ def judge_lines(
 ) -> Outcome:
     judgement = judge(scenario, lines, caps, catalogue, profile)
     divergence = judgement.divergence
-    outcome = Outcome(judgement.verdict, judgement.reason, divergence, judgement.discrepancy, None)
+    outcome = Outcome(judgement.verdict, judgement.reason, divergence, judgement.discrepancy, None,
+                      judgement.demonstrated)
     if judgement.verdict is Verdict.FAIL and waivers:
         named = failing_clauses(divergence.clause if divergence else None, scenario.clauses)
         waiver = find_waiver(waivers, scenario.id, named, fingerprint, today or dt.date.today())

@@ -87,4 +87,5 @@ def result_record(
         allocations_refused=allocations_refused,
         attempts=attempts,
         logcat=tuple(logcat),
+        demonstrated=outcome.demonstrated,
     )

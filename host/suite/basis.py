@@ -20,6 +20,8 @@ from .checkout import SCENARIO_ROOT
 from .corpus import corpus_hash, load_corpus
 
 DEVICE_TESTABLE = frozenset({"device", "death-test"})
+# What only a virtual NPU offers a scenario: a scenario needing one of these can demonstrate virtual-only clauses.
+VIRTUAL_NEEDS = frozenset({"vnpu-control", "capacity"})
 # What a device without NPU buffers can still offer a scenario (no pair, no capacity, no vnpu control).
 WITHOUT_BUFFERS_CAN_MEET = frozenset({"unsupported-pair", "pointer-64"})
 
@@ -36,6 +38,7 @@ def basis_of(catalogue: Catalogue, released: Iterable[Scenario]) -> ClaimBasis:
         without_buffers=testable & without,
         # Clauses only scenarios needing 64-bit pointers exercise: not asked of a 32-bit device.
         pointer_64_only=testable - wide,
+        virtual_only=frozenset(c.id for c in catalogue.clauses if c.testability == "virtual-only"),
     )
 
 
@@ -49,4 +52,6 @@ def kit_facts() -> KitFacts:
     """This checkout's own facts (reports/kit.py), read once per process from its catalogue and corpus."""
     catalogue = load_catalogue()
     released = load_corpus(SCENARIO_ROOT, known_clauses=catalogue.ids())
-    return KitFacts({s.id: tuple(s.clauses) for s in released}, basis_of(catalogue, released))
+    virtual = frozenset(s.id for s in released if s.requires & VIRTUAL_NEEDS or any(
+        need.startswith("policy-") for need in s.requires))
+    return KitFacts({s.id: tuple(s.clauses) for s in released}, basis_of(catalogue, released), virtual)

@@ -225,7 +225,7 @@ def test_full_run_on_the_virtual_npu_is_conformant_and_says_its_configuration(tm
     assert first_line(done.stdout) == "conformant"
     assert "configuration: target local, impl vnpu, personality published, policy budget" in done.stdout
     claim = summary(out)["claim"]
-    assert claim["level"] == "conformant" and claim["not_exercised"] == [] and claim["partial"] == []
+    assert claim["level"] == "conformant" and claim["not_demonstrated"] == [] and claim["partial"] == []
     bundle = tmp_path / "run.tar.gz"
     assert npuconf("bundle", out, "--out", bundle).returncode == 0
     verified = npuconf("verify", bundle)
@@ -254,7 +254,7 @@ def test_keyword_run_is_partial_in_summary_junit_report_and_bundle(tmp_path, pro
     )
 
 
-def test_claim_names_clauses_not_exercised_and_old_runs_never_claim(tmp_path):
+def test_claim_names_clauses_not_demonstrated_and_old_runs_never_claim(tmp_path):
     from reports import load_results
     from reports.kit import ClaimBasis, KitFacts
     from tests.store.runs import CLAIM_BASIS, CORPUS, create_then_free_trace, device_info, judged_record, plan
@@ -271,10 +271,15 @@ def test_claim_names_clauses_not_exercised_and_old_runs_never_claim(tmp_path):
     write_results(tmp_path / "a", [run_plan, {"kind": "device", "device": "phone-1", "info": info}, record])
     claim = load_results(tmp_path / "a", kit).claim
     assert (claim.level, int(claim.exit_code)) == ("incomplete", 2)
-    assert (
-        claim.headline == "incomplete: 1 device-testable clause not exercised on phone-1 (no planned scenario cites it)"
-    )
-    assert [(g.device, g.clauses) for g in claim.gaps] == [("phone-1", ("alloc-async",))]
+    # alloc-async: no scenario cites it; req-free-destroys: cited, but its trace frees a request holding
+    # no cookie, so no deleter shows the request destroyed.
+    assert claim.headline.startswith("incomplete: 2 required clauses not demonstrated on phone-1"), claim.headline
+    assert sorted((g.device, g.why, g.clauses) for g in claim.gaps) == [
+        ("phone-1", "no planned scenario cites it", ("alloc-async",)),
+        ("phone-1", "passed without showing it: the device answered in a way the text allows that does not "
+         "decide it (a legal refusal or failure where the scenario needed a success) (1 scenario)",
+         ("req-free-destroys",)),
+    ]
 
     # A record citing the missing clause itself earns nothing: the clauses come from the kit.
     forged = dict(record, clauses=[*record["clauses"], "alloc-async"])
@@ -290,7 +295,10 @@ def test_claim_names_clauses_not_exercised_and_old_runs_never_claim(tmp_path):
     # A device without the feature and without pairs: judged on what applies without buffers.
     bare = device_info("phone-2", npu_feature=False, supported_pairs=[])
     record2 = judged_record("phone-2", bare, scenario, create_then_free_trace(), "published-37", "2026-01-01T00:00:01Z")
-    bare_kit = KitFacts(cited, ClaimBasis(hash_, testable, frozenset(CORPUS[scenario].clauses), frozenset()))
+    # (judged on the clauses its trace demonstrates: req-create-returns-request)
+    shown = frozenset(record2["demonstrated"]) & frozenset(CORPUS[scenario].clauses)
+    assert shown == {"req-create-returns-request"}
+    bare_kit = KitFacts(cited, ClaimBasis(hash_, testable, shown, frozenset()))
     plan2 = plan("r2", "2026-01-01T00:00:00Z", ["phone-2"], [scenario], claim_basis=CLAIM_BASIS, corpus_hash=hash_)
     write_results(tmp_path / "c", [plan2, {"kind": "device", "device": "phone-2", "info": bare}, record2])
     claim = load_results(tmp_path / "c", bare_kit).claim
@@ -301,7 +309,7 @@ def test_claim_names_clauses_not_exercised_and_old_runs_never_claim(tmp_path):
     )
 
     # A clause only 64-bit pointers can exercise is not asked of a 32-bit device, and only of it.
-    wide = frozenset([*CORPUS[scenario].clauses, "cookie-raw-integer"])
+    wide = frozenset([*shown, "cookie-raw-integer"])
     wide_kit = KitFacts(cited, ClaimBasis(hash_, wide, frozenset(), frozenset({"cookie-raw-integer"})))
     for bits, level in ((32, "conformant"), (64, "incomplete")):
         narrow = device_info("phone-3") | {"pointer_bits": bits}
@@ -682,7 +690,7 @@ def test_legally_refused_allocations_are_retried_a_bounded_recorded_number_of_ti
     assert record["verdict"] == "PASS" and record["attempts"] == MAX_ATTEMPTS == 3
     assert record.get("allocations_refused", False) is refused
 
-    # In a run that claims, a refused PASS does not exercise its clauses: the gap names why.
+    # In a run that claims, a refused PASS demonstrates nothing of what followed its allocations: the gap says why.
     from host.suite import kit_facts
     from reports import load_results
     from reports.kit import KitFacts
@@ -695,12 +703,16 @@ def test_legally_refused_allocations_are_retried_a_bounded_recorded_number_of_ti
     kit = kit_facts()
     one = KitFacts(
         {scenario: kit.clauses_of(scenario)},
-        replace(kit.basis, device_testable=frozenset(record["clauses"]), pointer_64_only=frozenset()),
+        replace(kit.basis, device_testable=frozenset(record["clauses"]), pointer_64_only=frozenset(),
+                virtual_only=frozenset()),
     )
     write_results(tmp_path / "unfiltered", records)
     claim = load_results(tmp_path / "unfiltered" / RESULTS_NAME, one).claim
     if refused:
         assert claim.level == "incomplete"
-        assert claim.gaps[0].why == "the device refused the allocations (ENOMEM) in 3 attempts"
+        assert claim.gaps[0].why == (
+            "the device refused the allocations (ENOMEM) in 3 attempts, which the text allows, so nothing after "
+            "them ran (1 scenario)"
+        )
     else:
         assert claim.level == "conformant"

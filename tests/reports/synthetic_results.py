@@ -99,14 +99,17 @@ class ResultsBuilder:
         return self.record({"kind": "device", "device": serial, "info": full})
 
     def result(self, device: str, scenario: str, verdict: str, **fields: Any) -> ResultsBuilder:
+        """A result record; a PASS or WARN demonstrates the clauses its scenario cites unless ``demonstrated``
+        says otherwise (as the model records what a trace showed)."""
         chapter = scenario.split(".", 1)[0]
+        cited = self.planned.get(scenario, {}).get("clauses", [f"{chapter}-clause"])
         record: dict[str, Any] = {
             "kind": "result",
             "device": device,
             "scenario": scenario,
             "chapter": chapter,
             "title": f"title of {scenario}",
-            "clauses": self.planned.get(scenario, {}).get("clauses", [f"{chapter}-clause"]),
+            "clauses": cited,
             "verdict": verdict,
             "reason": "",
             "divergence": None,
@@ -118,6 +121,8 @@ class ResultsBuilder:
             "duration_ms": 12.5,
             "finished": "2026-01-01T00:00:01Z",
         }
+        if verdict in ("PASS", "WARN"):
+            record["demonstrated"] = sorted(cited)
         record.update(fields)
         return self.record(record)
 

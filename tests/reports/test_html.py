@@ -118,10 +118,10 @@ def test_matrix_is_grouped_by_chapter_with_a_failing_filter(mixed_run: ResultsBu
     assert '<input type="checkbox" id="matrix-failing">' in html
 
 
-def test_coverage_lists_clauses_not_exercised_with_reasons(mixed_run: ResultsBuilder):
+def test_coverage_lists_clauses_not_demonstrated_with_reasons(mixed_run: ResultsBuilder):
     html = _html(mixed_run)
     coverage = html[html.index('<section id="coverage">') : html.index('<section id="charts">')]
-    assert "Clauses not exercised (4)" in coverage
+    assert "Clauses not demonstrated (4)" in coverage
     assert "no exit within 5000 m" in coverage  # map-prot-subset on emulator-5554: its only scenario timed out
     assert "requires vnpu-control" in coverage  # preempt-never-mapped on emulator-5554: NOT_APPLICABLE
     assert "free-twice-crashes" in coverage  # NOT_EXECUTED on vnpu-1

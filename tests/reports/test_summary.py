@@ -54,24 +54,36 @@ def test_summary_fields(mixed_run: ResultsBuilder, tmp_path: Path):
     assert fail["excerpt"]["total"] == 8 and len(fail["excerpt"]["lines"]) == 8
     error = failures[3]
     assert (error["excerpt"]["focus"], error["excerpt"]["first"], len(error["excerpt"]["lines"])) == (3, 1, 21)
-    assert summary["not_exercised"] == {
+    assert summary["not_demonstrated"] == {
         "emulator-5554": {
-            "map-prot-subset": [{"scenario": "map.prot", "verdict": "TIMEOUT", "reason": "no exit within 5000 ms"}],
-            "preempt-never-mapped": [
-                {"scenario": "preempt.mapped", "verdict": "NOT_APPLICABLE", "reason": "requires vnpu-control"}
-            ],
+            "map-prot-subset": {
+                "why": "TIMEOUT: no exit within 5000 ms (1 scenario)",
+                "scenarios": [{"scenario": "map.prot", "verdict": "TIMEOUT", "reason": "no exit within 5000 ms"}],
+            },
+            "preempt-never-mapped": {
+                "why": "NOT_APPLICABLE: requires vnpu-control (1 scenario)",
+                "scenarios": [
+                    {"scenario": "preempt.mapped", "verdict": "NOT_APPLICABLE", "reason": "requires vnpu-control"}
+                ],
+            },
         },
         "vnpu-1": {
-            "free-twice-crashes": [
-                {
-                    "scenario": "free.twice",
-                    "verdict": "NOT_EXECUTED",
-                    "reason": "planned, but results.jsonl holds no result for it",
-                }
-            ],
-            "map-prot-subset": [
-                {"scenario": "map.prot", "verdict": "ERROR", "reason": "trace line 3: ret without its call"}
-            ],
+            "free-twice-crashes": {
+                "why": "NOT_EXECUTED: planned, but results.jsonl holds no result for it (1 scenario)",
+                "scenarios": [
+                    {
+                        "scenario": "free.twice",
+                        "verdict": "NOT_EXECUTED",
+                        "reason": "planned, but results.jsonl holds no result for it",
+                    }
+                ],
+            },
+            "map-prot-subset": {
+                "why": "ERROR: trace line 3: ret without its call (1 scenario)",
+                "scenarios": [
+                    {"scenario": "map.prot", "verdict": "ERROR", "reason": "trace line 3: ret without its call"}
+                ],
+            },
         },
     }
     assert summary["problems"] == []

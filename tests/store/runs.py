@@ -211,7 +211,8 @@ def d2_run(
 
 
 def verdict_record(serial: str, scenario_id: str, verdict: str, finished: str, **fields: Any) -> dict[str, Any]:
-    """A result record with a given verdict (no trace): for store and dashboard tests."""
+    """A result record with a given verdict (no trace): for store and dashboard tests. A PASS or WARN
+    demonstrates the clauses its scenario cites unless ``demonstrated`` says otherwise."""
     scenario = CORPUS.get(scenario_id)
     record: dict[str, Any] = {
         "kind": "result",
@@ -230,6 +231,8 @@ def verdict_record(serial: str, scenario_id: str, verdict: str, finished: str, *
         "duration_ms": 1.0,
         "finished": finished,
     }
+    if verdict in ("PASS", "WARN"):
+        record["demonstrated"] = sorted(record["clauses"])
     record.update(fields)
     return record
 

@@ -191,7 +191,7 @@ def _build_run(tmp_path, run_id, started, fingerprint, records):
 
 
 def test_consecutive_builds_list_newly_failing_fixed_and_atlas_changes(tmp_path, store_location):
-    """Issue 25: a clause going from not exercised to FAIL was no regression, nothing listed what was fixed or
+    """Issue 25: a clause going from not demonstrated to FAIL was no regression, nothing listed what was fixed or
     what changed in the behaviour atlas between a device's builds."""
     d2 = CORPUS[D2_SCENARIO].clauses[0]
     first = _build_run(tmp_path, "build-1", "2026-03-01T10:00:00Z", OLD, [
@@ -211,7 +211,7 @@ def test_consecutive_builds_list_newly_failing_fixed_and_atlas_changes(tmp_path,
         dashboard = build_dashboard(conn)
     newly = {(r.serial, r.clause, r.before, r.verdict) for r in dashboard.regressions}
     assert ("phone-1", d2, "PASS", "FAIL") in newly
-    assert {("phone-1", c, "not exercised", "FAIL") for c in CORPUS[B].clauses} <= newly  # was never flagged
+    assert {("phone-1", c, "not demonstrated", "FAIL") for c in CORPUS[B].clauses} <= newly  # was never flagged
     assert {(r.serial, r.clause, r.before, r.verdict) for r in dashboard.fixed} == {
         ("phone-2", c, "FAIL", "PASS") for c in CORPUS[A].clauses
     }

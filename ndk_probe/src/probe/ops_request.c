@@ -17,6 +17,17 @@ static ANpuManager_AllocRequest *req_arg(struct probe_ctx *ctx, const struct pro
     return ctx->req[a->v.slot].req;
 }
 
+/* "It is okay to modify the list after ... returns": the probe does, so an implementation that kept the
+ * list and read it later reads the requests in the other order (alloc-list-modify-after-return). */
+static void reverse_list(ANpuManager_AllocRequest **reqs, size_t n) {
+    ANpuManager_AllocRequest *volatile *list = reqs; /* stores the compiler may not drop before the free */
+    for (size_t i = 0; i < n / 2; i++) {
+        ANpuManager_AllocRequest *kept = list[i];
+        list[i] = list[n - 1 - i];
+        list[n - 1 - i] = kept;
+    }
+}
+
 /* The requests of an r<N> list; NULL (op skipped) when one is unbound. Never NULL for `-`. */
 static ANpuManager_AllocRequest **req_list(struct probe_ctx *ctx, const struct probe_arg *a, struct op_result *res) {
     ANpuManager_AllocRequest **reqs = calloc(a->v.list.n ? a->v.list.n : 1, sizeof *reqs);
@@ -209,6 +220,7 @@ void op_is_supported(struct probe_ctx *ctx, const struct probe_step *st, struct 
         jb_close(&res->extra, ']');
     }
     free(out);
+    reverse_list(reqs, n);
     free(reqs);
 }
 
@@ -226,5 +238,6 @@ void op_alloc(struct probe_ctx *ctx, const struct probe_step *st, struct op_resu
     if (trace_async_leave(blocked)) {
         jb_bool(&res->extra, "blocked", true); /* returned only after a callback gave up waiting for it */
     }
+    reverse_list(reqs, a->v.list.n);
     free(reqs);
 }
