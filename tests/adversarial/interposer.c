@@ -88,6 +88,15 @@ enum mutation {
     M_FIRST_SEGMENT,       /* r: only the first setFileSegmentToLoad of a request counts (later fds closed) */
     M_FIRST_ONPREEMPT,     /* r: only the first setOnPreempt of a request counts */
     M_FIRST_PRIORITY,      /* r: only the first setBufferPriority of a request counts */
+    M_LOAD_OFFSET_FROM_POSITION, /* w: loadAsync loads from the descriptor's current position, not fileOffset */
+    M_LOAD_PAST_LENGTH,    /* w: loadAsync of a length that is no page multiple loads on to the page's end */
+    M_DEFAULT_PROT_RW,     /* w: a request that never set its protection allocates PROT_READ | PROT_WRITE */
+    M_REQUEST_RECYCLED,    /* w: a new request is a freed one, fields and all (only its cookie cleared) */
+    W_LOAD_BAD_FD_OK,      /* u: loadAsync of a negative descriptor answered onLoad(0) (R22) */
+    W_MAP_EXEC_REFUSED,    /* u: a map asking PROT_EXEC refused with EACCES (R23) */
+    /* legal, but what they refuse leaves clauses undemonstrated: the kit must say incomplete, naming them */
+    I_SEGMENT_REFUSED,     /* x: every valid request with a file segment answered ENOMEM */
+    I_LOAD_OFFSET_EIO,     /* x: every loadAsync with a nonzero fileOffset answered EIO (R8) */
     /* legal variations */
     L_ERRNO_RANGE,         /* j: bad priority -> ERANGE, bad prot bits -> ENOTSUP (allocAsync and setPriority) */
     L_SIZE0_OK,            /* k: a request of size 0 is granted a buffer */
@@ -105,6 +114,10 @@ enum mutation {
     L_FRESH_THREAD,        /* every callback and deferrable deleter on a fresh thread */
     L_RANDOM_DELAY,        /* the same, after a random delay of 0..3 ms */
     L_REORDER,             /* the onAllocs of one allocAsync delivered in reverse order, fresh threads */
+    L_VICTIM_SMALLEST,     /* y: preempt=lowest takes the buffer of the smallest priority value instead */
+    L_LATE_ONPREEMPT,      /* y: every onPreempt held until the buffer is freed (or 300 ms), then delivered */
+    L_LOAD_FREED_EIO,      /* y: a load whose buffer was freed before its onLoad is answered EIO */
+    L_SUPPORT_NO_SEGMENT,  /* y: requests with a file segment unsupported (isSupported false, ENOSPC) */
 };
 
 #ifndef MUTATION
@@ -271,6 +284,7 @@ struct shim_req {
     bool has_fd;
     struct fdref *fd;
     bool dead; /* M_LIVE_CALLBACKS keeps freed requests (with their last values) */
+    struct shim_req *next_recycled; /* M_REQUEST_RECYCLED */
     bool size_set;   /* M_FIRST_SIZE: a size was set already */
     unsigned first_set; /* M_FIRST_*: the setters called once already (FIRST_* bits) */
     int support;     /* M_SUPPORT_CACHED: the first answer (0/1), or -1 */
@@ -292,6 +306,7 @@ struct sub {
     struct fdref *fd;
     struct batch *batch;
     int64_t accounted;
+    int64_t size;               /* the request's, at allocAsync (M_LOAD_PAST_LENGTH) */
     int32_t priority;           /* the request's, at allocAsync (M_PRIORITY_OLD, W_PRIORITY_NO_RAISE) */
     atomic_bool cookie_dropped; /* M_DELETE_AT_FREE */
     atomic_bool preempted;      /* an onPreempt came from the real library */
@@ -333,6 +348,7 @@ struct bufent {
 };
 
 static struct bufent *buffers; /* under mu */
+static struct shim_req *recycled; /* M_REQUEST_RECYCLED: freed requests, kept as they were; under mu */
 
 static struct bufent *find_buf(ANpuBuffer *buf) {
     for (struct bufent *e = buffers; e != NULL; e = e->next)
@@ -632,7 +648,31 @@ static void shim_on_alloc(void *cookie, int error, ANpuBuffer *buf) {
     dispatch((struct job){.kind = J_ALLOC, .sub = cookie, .error = error, .buf = buf});
 }
 
-static void shim_on_preempt(void *cookie) { dispatch((struct job){.kind = J_PREEMPT, .sub = cookie}); }
+/* L_LATE_ONPREEMPT: the onPreempt waits until the application has freed the buffer, or 300 ms. */
+static void *late_preempt_thread(void *arg) {
+    struct sub *s = arg;
+    for (int waited = 0; waited < 300; waited++) {
+        bool live = false;
+        pthread_mutex_lock(&mu);
+        for (struct bufent *e = buffers; e != NULL && !live; e = e->next) live = e->sub == s;
+        pthread_mutex_unlock(&mu);
+        if (!live) break;
+        sleep_ns(1000000L);
+    }
+    dispatch((struct job){.kind = J_PREEMPT, .sub = s});
+    sub_release(s);
+    return NULL;
+}
+
+static void shim_on_preempt(void *cookie) {
+    if (MUT == L_LATE_ONPREEMPT) {
+        struct sub *s = cookie;
+        atomic_fetch_add(&s->refs, 1);
+        spawn(late_preempt_thread, s);
+        return;
+    }
+    dispatch((struct job){.kind = J_PREEMPT, .sub = cookie});
+}
 
 /* The real library reports a load with the buffer's cookie (a submission); the application's onLoad
  * of that load is remembered per buffer, in call order. */
@@ -648,6 +688,7 @@ static void shim_on_load(void *cookie, int error, ANpuBuffer *buf) {
     static atomic_uint loads_seen; /* W_LOAD_EIO */
     if (MUT == W_LOAD_EIO && error == 0 && atomic_fetch_add(&loads_seen, 1) % 2 == 0) error = EIO;
     pthread_mutex_lock(&mu);
+    if (MUT == L_LOAD_FREED_EIO && find_buf(buf) == NULL) error = EIO; /* the application freed it meanwhile */
     for (struct pending_load **p = &loads; *p != NULL; p = &(*p)->next) {
         if ((*p)->buf == buf) {
             struct pending_load *found = *p;
@@ -670,6 +711,13 @@ static void shim_on_load(void *cookie, int error, ANpuBuffer *buf) {
 EXPORT ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void) {
     real();
     if (MUT == M_CREATE_NULL) return NULL;
+    if (MUT == M_REQUEST_RECYCLED) {
+        pthread_mutex_lock(&mu);
+        struct shim_req *old = recycled;
+        if (old != NULL) recycled = old->next_recycled;
+        pthread_mutex_unlock(&mu);
+        if (old != NULL) return (ANpuManager_AllocRequest *)old; /* every field as the freed request left it */
+    }
     struct shim_req *r = calloc(1, sizeof *r);
     if (r == NULL) abort();
     r->real = R.create();
@@ -678,13 +726,17 @@ EXPORT ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void) {
     r->priority = ANPUBUFFER_PRIORITY_DEFAULT;
     r->prot = PROT_READ;
     r->support = -1;
+    if (MUT == M_DEFAULT_PROT_RW) {
+        r->prot = PROT_READ | PROT_WRITE;
+        R.set_prot(r->real, r->prot);
+    }
     return (ANpuManager_AllocRequest *)r;
 }
 
 EXPORT void ANpuManager_AllocRequest_free(ANpuManager_AllocRequest *request) {
     real();
     struct shim_req *r = (struct shim_req *)request;
-    R.req_free(REAL_REQ(r));
+    if (MUT != M_REQUEST_RECYCLED || r == NULL) R.req_free(REAL_REQ(r));
     if (r == NULL) return;
     struct holder *h = r->holder;
     r->holder = NULL;
@@ -693,6 +745,13 @@ EXPORT void ANpuManager_AllocRequest_free(ANpuManager_AllocRequest *request) {
     r->fd = NULL;
     if (MUT == M_LIVE_CALLBACKS) {
         r->dead = true; /* kept: callbacks look at it */
+        return;
+    }
+    if (MUT == M_REQUEST_RECYCLED) {
+        pthread_mutex_lock(&mu);
+        r->next_recycled = recycled;
+        recycled = r;
+        pthread_mutex_unlock(&mu);
         return;
     }
     free(r);
@@ -842,6 +901,7 @@ EXPORT int ANpuManager_isSupported(ANpuManager_AllocRequest *const *requests, si
         if (r == NULL) continue;
         if (MUT == M_SUPPORT_BY_COOKIE && r->holder != NULL && r->holder->cookie != NULL) out[i] = false;
         if (MUT == L_SUPPORT_BY_SIZE && r->size > SIZE_LIMIT) out[i] = false;
+        if (MUT == L_SUPPORT_NO_SEGMENT && r->has_fd) out[i] = false;
         if (MUT == L_SUPPORT_INVALID_TRUE && (r->device < 0 || r->type < 1 || r->type > 4)) out[i] = true;
         if (MUT == M_SUPPORT_CACHED) {
             struct shim_req *c = (struct shim_req *)requests[i];
@@ -879,6 +939,10 @@ static int shim_decision(struct shim_req *r, struct sub *s) {
         return 0;
     case L_SUPPORT_BY_SIZE:
         return pair_ok && r->size > SIZE_LIMIT ? ENOSPC : 0;
+    case L_SUPPORT_NO_SEGMENT:
+        return pair_ok && r->has_fd ? ENOSPC : 0;
+    case I_SEGMENT_REFUSED:
+        return valid_fields(r) && r->has_fd && real_supported(r) ? ENOMEM : 0;
     case W_ALLOC_BUSY_OVERLAP:
         return s->batch != NULL && s->batch->busy && valid_fields(r) && !r->has_fd && real_supported(r) ? EBUSY : 0;
     case L_ENOMEM_PRESSURE:
@@ -945,6 +1009,7 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
             s->on_alloc = r->on_alloc;
             s->on_preempt = r->on_preempt;
             s->priority = r->priority;
+            s->size = r->size;
             s->req = r;
             if (r->fd != NULL) {
                 atomic_fetch_add(&r->fd->refs, 1);
@@ -1113,6 +1178,10 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
         errno = ENOENT;
         return MAP_FAILED;
     }
+    if (MUT == W_MAP_EXEC_REFUSED && (prot & PROT_EXEC) != 0) {
+        errno = EACCES;
+        return MAP_FAILED;
+    }
     if (MUT == L_MAP_LIMIT) {
         pthread_mutex_lock(&mu);
         struct bufent *e = find_buf(buf);
@@ -1245,6 +1314,24 @@ EXPORT int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t priority) {
     return ret;
 }
 
+/* A load the shim answers itself, on another thread (I_LOAD_OFFSET_EIO, W_LOAD_BAD_FD_OK). */
+struct own_load {
+    ANpuBuffer *buf;
+    struct sub *sub;
+    int fd, error;
+    ANpuManager_LoadCallback on_load;
+};
+
+static void *own_load_thread(void *arg) {
+    struct own_load *ol = arg;
+    if (ol->fd >= 0) close(ol->fd); /* owned all the same */
+    struct job j = {.kind = J_LOAD, .sub = ol->sub, .error = ol->error, .buf = ol->buf, .on_load = ol->on_load};
+    deliver(&j);
+    sub_release(ol->sub);
+    free(ol);
+    return NULL;
+}
+
 /* M_LOAD_PRIVATE_MAPPED: a load the real library would refuse (the buffer is mapped), done here. */
 struct private_load {
     ANpuBuffer *buf;
@@ -1301,6 +1388,26 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
     if (MUT == M_LOAD_ZERO_TO_EOF && length == 0 && fd >= 0 && fstat(fd, &st) == 0 && st.st_size > file_offset)
         length = st.st_size - file_offset;
     bool silent_preempt = MUT == L_SILENT_PREEMPT_LOAD && e != NULL && e->sub->on_preempt == NULL;
+    if (e != NULL && ((MUT == I_LOAD_OFFSET_EIO && file_offset != 0 && fd >= 0) || (MUT == W_LOAD_BAD_FD_OK && fd < 0))) {
+        struct own_load *ol = malloc(sizeof *ol);
+        if (ol == NULL) abort();
+        *ol = (struct own_load){buf, e->sub, give, MUT == I_LOAD_OFFSET_EIO ? EIO : 0, on_load};
+        atomic_fetch_add(&e->sub->refs, 1);
+        pthread_mutex_unlock(&mu);
+        spawn(own_load_thread, ol);
+        return;
+    }
+    if (MUT == M_LOAD_OFFSET_FROM_POSITION && fd >= 0) {
+        off_t at = lseek(fd, 0, SEEK_CUR);
+        if (at >= 0) file_offset = at; /* read(), not pread(): where the application left the position */
+    }
+    if (MUT == M_LOAD_PAST_LENGTH && e != NULL && fd >= 0 && length > 0 && length % PAGE_SZ != 0 &&
+        fstat(fd, &st) == 0) {
+        int64_t more = (length + PAGE_SZ - 1) / PAGE_SZ * PAGE_SZ;
+        if (more > st.st_size - file_offset) more = st.st_size - file_offset;
+        if (more > e->sub->size - buffer_offset) more = e->sub->size - buffer_offset;
+        if (more > length) length = more; /* on to the page's end, as far as the file and the buffer go */
+    }
     if (MUT == M_LOAD_PRIVATE_MAPPED && e != NULL && only_private_maps(e) && give >= 0 && length > 0 &&
         buffer_offset >= 0 && file_offset >= 0) {
         /* the mapping check counts shared mappings only: the load goes ahead, through a shared mapping */
@@ -1355,6 +1462,23 @@ EXPORT int vnpu_control(const char *command) {
         return -1;
     }
     if (MUT == L_CALLER_THREAD && strncmp(command, "callback_thread=", 16) == 0) return 0;
+    if (MUT == L_VICTIM_SMALLEST && strcmp(command, "preempt=lowest") == 0) {
+        /* the device's own order: the unmapped live buffer of the smallest priority value */
+        ANpuBuffer *victim = NULL;
+        int32_t best = 0;
+        pthread_mutex_lock(&mu);
+        for (struct bufent *e = buffers; e != NULL; e = e->next)
+            if (live_maps(e) == 0 && !atomic_load(&e->sub->preempted) && (victim == NULL || e->priority < best)) {
+                victim = e->buf;
+                best = e->priority;
+            }
+        pthread_mutex_unlock(&mu);
+        if (victim != NULL) {
+            char named[64];
+            snprintf(named, sizeof named, "preempt=%p", (void *)victim);
+            return R.control(named);
+        }
+    }
     if (MUT == M_PREEMPT_PRIVATE_MAPPED && strncmp(command, "preempt=0x", 10) == 0) {
         /* the mapping bookkeeping counts shared mappings only: a buffer mapped only MAP_PRIVATE is taken */
         ANpuBuffer *target = (ANpuBuffer *)(uintptr_t)strtoull(command + 10, NULL, 16);

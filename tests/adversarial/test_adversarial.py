@@ -17,10 +17,12 @@ import pytest
 
 from .adversary import (
     BAD_VERDICTS,
+    INCOMPLETE,
     KNOWN_GAPS,
     LEGAL,
     MUTANTS,
     WARNED,
+    Incomplete,
     Legal,
     Mutant,
     Warned,
@@ -32,7 +34,7 @@ from .adversary import (
 pytestmark = pytest.mark.slow
 
 
-def rows(table: tuple[Mutant, ...] | tuple[Warned, ...] | tuple[Legal, ...]) -> list[object]:
+def rows(table: tuple[Mutant, ...] | tuple[Warned, ...] | tuple[Incomplete, ...] | tuple[Legal, ...]) -> list[object]:
     """The table's rows as parameters; a row of KNOWN_GAPS is expected to fail (strict)."""
     return [
         pytest.param(
@@ -67,16 +69,32 @@ def test_mutant_fails_naming_its_clause(mutant: Mutant, real_lib: Path, tmp_path
 @pytest.mark.parametrize("mutant", rows(WARNED))
 def test_departure_from_a_reading_warns(mutant: Warned, real_lib: Path, tmp_path: Path) -> None:
     outcome = run_kit(build(mutant.mutation, tmp_path, real_lib), tmp_path / "run", *mutant.args)
-    assert outcome.exit_code == 0, outcome.describe()
-    assert outcome.summary_exit == 0, outcome.describe()
+    assert outcome.exit_code == mutant.exit_code, outcome.describe() + f"\n{outcome.gaps}"
+    assert outcome.summary_exit == mutant.exit_code, outcome.describe()
     assert not any(outcome.counts[v] for v in BAD_VERDICTS), outcome.describe()
     assert outcome.warning(mutant.reading), f"no WARN names {mutant.reading}\n{outcome.describe()}"
+
+
+@pytest.mark.parametrize("mutant", rows(INCOMPLETE))
+def test_what_a_legal_refusal_kept_from_happening_is_not_demonstrated(
+    mutant: Incomplete, real_lib: Path, tmp_path: Path
+) -> None:
+    outcome = run_kit(build(mutant.mutation, tmp_path, real_lib), tmp_path / "run", *mutant.args)
+    assert outcome.exit_code == 2, outcome.describe()
+    assert outcome.summary_exit == 2, outcome.describe()
+    assert not any(outcome.counts[v] for v in BAD_VERDICTS), outcome.describe()
+    missing = [c for c in mutant.clauses if c not in outcome.gaps]
+    assert not missing, f"not named as not demonstrated: {missing}\n{outcome.gaps}"
+    if mutant.reading is not None:
+        assert all(f"{mutant.reading}:" in outcome.gaps[c] for c in mutant.clauses), outcome.gaps
 
 
 @pytest.mark.parametrize("variation", rows(LEGAL))
 def test_legal_variation_is_conformant(variation: Legal, real_lib: Path, tmp_path: Path) -> None:
     outcome = run_kit(build(variation.mutation, tmp_path, real_lib), tmp_path / "run", *variation.args)
-    assert outcome.exit_code == variation.exit_code, outcome.describe()
+    assert outcome.exit_code == variation.exit_code, outcome.describe() + f"\n{outcome.gaps}"
     assert outcome.summary_exit == variation.exit_code, outcome.describe()
     assert not any(outcome.counts[v] for v in BAD_VERDICTS), outcome.describe()
     assert outcome.counts["PASS"] > 0, outcome.describe()
+    if variation.no_warn:
+        assert not outcome.warned, outcome.warned
