@@ -189,12 +189,6 @@ def partial_reasons(run: RunView) -> tuple[str, ...]:
     return tuple(reasons)
 
 
-def device_testable_clauses(run: RunView) -> frozenset[str]:
-    """The clauses a claim can require: this kit's, never the plan's (virtual-only ones on a device that ran
-    their scenarios: required_clauses)."""
-    return run.kit.basis.device_testable | run.kit.basis.virtual_only
-
-
 def _device_without_buffers(info: Mapping[str, object]) -> bool:
     """Declares no NPU feature and discovery found no supported pair (an empty list, not unknown)."""
     return info.get("npu_feature") is False and info.get("supported_pairs") == []

@@ -24,7 +24,7 @@ from reference_model.verdicts import FINDING_ORDER, SEVERITY, Verdict
 
 from .atlas import Atlas, atlas_sections, run_atlas
 from .baseline import BaselineComparison
-from .claim import device_testable_clauses
+from .claim import required_clauses
 from .clause_answers import clause_answers
 from .findings import (
     Finding,
@@ -169,7 +169,7 @@ class GapView:
     device: str
     why: str
     reasons: tuple[tuple[str, str, str], ...]
-    device_testable: bool  # in the kit's claim basis: the only clauses the claim can require
+    required: bool  # the claim requires it of this device (claim.required_clauses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +177,12 @@ class GapCount:
     """The coverage section's heading: every clause not demonstrated, and how many the claim basis holds."""
 
     total: int
-    device_testable: int | None  # None: the plan records no claim basis, so nothing is split out
+    required: int
 
     def heading(self) -> str:
-        if self.device_testable is None or self.device_testable == self.total:
+        if self.required == self.total:
             return f"Clauses not demonstrated ({self.total})"
-        split = f"{self.device_testable} the claim can require, {self.total - self.device_testable} not testable"
+        split = f"{self.required} required by the claim, {self.total - self.required} not required"
         return f"Clauses not demonstrated ({self.total}: {split})"
 
 
@@ -356,13 +356,17 @@ def _rows(run: RunResults, anchors: dict[tuple[str, str], str]) -> tuple[Row, ..
     return tuple(rows)
 
 
-def _gap_views(gaps: Sequence[Gap], testable: frozenset[str] | None) -> tuple[GapView, ...]:
-    return tuple(GapView(g.clause, g.device, g.why, g.reasons, testable is None or g.clause in testable)
-                 for g in gaps)
+def _gap_views(run: RunResults, gaps: Sequence[Gap]) -> tuple[GapView, ...]:
+    """The coverage rows, each marked with whether the claim requires its clause of its device."""
+    required = {
+        serial: required_clauses(run, run.for_device(serial), [run.devices.get(serial, {})])
+        for serial in {g.device for g in gaps}
+    }
+    return tuple(GapView(g.clause, g.device, g.why, g.reasons, g.clause in required[g.device]) for g in gaps)
 
 
-def _gap_count(views: Sequence[GapView], testable: frozenset[str] | None) -> GapCount:
-    return GapCount(len(views), None if testable is None else sum(v.device_testable for v in views))
+def _gap_count(views: Sequence[GapView]) -> GapCount:
+    return GapCount(len(views), sum(v.required for v in views))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,8 +436,7 @@ def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineC
     rows = _rows(run, anchors)
     failing_counts = Counter(v.finding.verdict for v in failures)
     claim = run.claim
-    testable = device_testable_clauses(run)
-    gaps = _gap_views(coverage_gaps(run), testable)
+    gaps = _gap_views(run, coverage_gaps(run))
     meta = [
         ("run", run.run_id or "(no plan)"),
         ("started", plan.started if plan else ""),
@@ -486,7 +489,7 @@ def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineC
         open_excerpts=OPEN_EXCERPTS,
         failure_counts=[(str(v), failing_counts[str(v)]) for v in FINDING_ORDER if failing_counts[str(v)]],
         gaps=gaps,
-        gap_heading=_gap_count(gaps, testable).heading(),
+        gap_heading=_gap_count(gaps).heading(),
         atlas=atlas_sections(atlas if atlas is not None else run_atlas(run)),
         baseline=baseline,
     )

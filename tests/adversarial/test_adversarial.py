@@ -98,3 +98,22 @@ def test_legal_variation_is_conformant(variation: Legal, real_lib: Path, tmp_pat
     assert outcome.counts["PASS"] > 0, outcome.describe()
     if variation.no_warn:
         assert not outcome.warned, outcome.warned
+
+
+def test_a_waived_failure_leaves_what_it_hid_undemonstrated(real_lib: Path, tmp_path: Path) -> None:
+    """M_MAP_ENOENT never delivers onPreempt: waiving that clause's FAILs leaves the run without a FAIL, but the
+    clauses those failures hid, virtual-only ones included (the interposer runs the vnpu control's scenarios),
+    are not demonstrated: incomplete, never "conformant with N waivers"."""
+    waivers = tmp_path / "waivers.yaml"
+    waivers.write_text(
+        "waivers:\n  - clause: preempt-onpreempt-purpose\n    device: '*'\n    reason: a known missing onPreempt\n"
+        "    expires: 2099-01-01\n",
+        encoding="utf-8",
+    )
+    outcome = run_kit(build("M_MAP_ENOENT", tmp_path, real_lib), tmp_path / "run", "--waivers", str(waivers))
+    assert outcome.exit_code == 2, outcome.describe()
+    assert outcome.counts["WAIVED"] > 0 and not outcome.counts["FAIL"], outcome.describe()
+    hidden = {c for c, why in outcome.gaps.items() if "hidden by a WAIVED on preempt-onpreempt-purpose" in why}
+    assert "preempt-callback-any-thread" in hidden, outcome.gaps
+    # virtual-only clauses the vnpu control's scenarios were to show: required of this device, not shown
+    assert {"preempt-map-fails-after-callback", "preempt-after-free-race"} <= set(outcome.gaps), outcome.gaps

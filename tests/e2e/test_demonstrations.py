@@ -15,7 +15,7 @@ from pathlib import Path
 
 from junitparser import JUnitXml
 
-from conftest import npuconf
+from tests.conftest import npuconf
 from host.suite.basis import kit_facts
 from reports.claim import required_clauses
 from reports.clause_answers import clause_answers

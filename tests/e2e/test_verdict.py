@@ -276,15 +276,18 @@ def test_claim_names_clauses_not_demonstrated_and_old_runs_never_claim(tmp_path)
     assert claim.headline.startswith("incomplete: 2 required clauses not demonstrated on phone-1"), claim.headline
     assert sorted((g.device, g.why, g.clauses) for g in claim.gaps) == [
         ("phone-1", "no planned scenario cites it", ("alloc-async",)),
-        ("phone-1", "passed without showing it: the device answered in a way the text allows that does not "
-         "decide it (a legal refusal or failure where the scenario needed a success) (1 scenario)",
-         ("req-free-destroys",)),
+        ("phone-1", "passed without showing it (a refusal or failure the text allows, where the scenario needed a "
+         "success) (1 scenario)", ("req-free-destroys",)),
     ]
 
     # A record citing the missing clause itself earns nothing: the clauses come from the kit.
     forged = dict(record, clauses=[*record["clauses"], "alloc-async"])
     write_results(tmp_path / "f", [run_plan, {"kind": "device", "device": "phone-1", "info": info}, forged])
     assert load_results(tmp_path / "f", kit).claim.gaps == claim.gaps
+    # Nor does a record of a scenario the kit did not release that says it demonstrated the clause.
+    made_up = dict(record, scenario="requests.made_up", demonstrated=["alloc-async", "req-free-destroys"])
+    write_results(tmp_path / "m", [run_plan, {"kind": "device", "device": "phone-1", "info": info}, record, made_up])
+    assert load_results(tmp_path / "m", kit).claim.gaps == claim.gaps
 
     # The same run from an older kit (no claim basis in the plan): never conformant.
     old_plan = {k: v for k, v in run_plan.items() if k != "claim_basis"}
