@@ -46,6 +46,7 @@ from .results import (
     render_value,
     safe_text,
 )
+from .words import counted
 
 if TYPE_CHECKING:
     import jinja2
@@ -392,7 +393,7 @@ def environment() -> jinja2.Environment:
             bucket.write_bytecode(out)
             write_entry(TEMPLATE_CACHE, cache_key(bucket.key, jinja2.__version__), out.getvalue())
 
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -402,6 +403,20 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         bytecode_cache=UserCache(),
     )
+    env.filters["counted"] = counted
+    env.filters["plain"] = plain_value
+    return env
+
+
+def plain_value(value: object) -> str:
+    """A configuration value as a reader writes it, never as a Python literal: yes/no, lists joined."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(plain_value(v) for v in value) or "none"
+    if value is None:
+        return "none"
+    return str(value)
 
 
 TEMPLATE_CACHE: Final = "templates"
