@@ -18,7 +18,7 @@ from typing import Final, NoReturn, TextIO
 from reference_model.errors import KitError
 from reference_model.profiles import PROFILES
 from reference_model.verdicts import RunExit
-from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, console_text
+from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, UnsafeOutput, console_text
 from reports.outputs import DEFAULT_STORE
 from reports.store_postgresql import is_postgresql_url
 
@@ -320,6 +320,22 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+# The options whose value is a path the command writes to, by their argparse dest.
+_OUTPUT_OPTIONS: Final = {"out": "--out", "merge": "--merge", "state": "--state"}
+
+
+def _naming_the_option(exc: KitError, args: argparse.Namespace) -> str:
+    """An output path the kit refuses (`/etc/passwd: passwd exists and is not a directory`) said with the
+    option that gave it (`--out /etc/passwd: ...`), so the line says what to change."""
+    text = str(exc)
+    if isinstance(exc, UnsafeOutput):
+        for dest, flag in _OUTPUT_OPTIONS.items():
+            value = getattr(args, dest, None)
+            if isinstance(value, Path) and text.startswith(f"{value}"):
+                return f"{flag} {text}"
+    return text
+
+
 def _dispatch(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return command(args)
@@ -330,7 +346,7 @@ def _dispatch(command: Callable[[argparse.Namespace], int], args: argparse.Names
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
     except KitError as exc:
-        print(f"npuconf: {exc}", file=sys.stderr)
+        print(f"npuconf: {_naming_the_option(exc, args)}", file=sys.stderr)
         return int(RunExit.USAGE)
     except OSError as exc:
         if exc.errno not in DISK_ERRNOS:

@@ -26,6 +26,7 @@ from .hashes import part_tree_hash as part_tree_hash
 from .waivers import check_waiver_ids as check_waiver_ids
 from .waivers import expiry_notes as expiry_notes
 from .waivers import load_waiver_file as load_waiver_file
+from .waivers import unmatched_devices_note as unmatched_devices_note
 from .waivers import waivers_as_of as waivers_as_of
 
 # The reports compute claims with the kit's own facts, never a record's (reports/kit.py).
