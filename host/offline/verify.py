@@ -25,6 +25,7 @@ from reports.floor.limits import limit, over
 from reports.plan_filters import filters_of
 from reports.plan_options import PlanOptions, read_plan_options
 from reports.records import Records, read_records
+from reports.run_options import npuconf_command, portable_command
 from reports.summary import build_summary
 
 from ..run import Judging, pointer_bits
@@ -139,7 +140,7 @@ def read_bundle(bundle: Path) -> dict[str, bytes]:
                 members[member.name] = handle.read(member.size) if handle is not None else b""
     except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
         why = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else str(exc)
-        hint = f" (for a run directory: `npuconf bundle {bundle}` first)" if bundle.is_dir() else ""
+        hint = f" (for a run directory: `{npuconf_command('bundle', str(bundle))}` first)" if bundle.is_dir() else ""
         raise BundleUnreadable(
             f"{bundle}: not a readable bundle ({why}); expected a tar.gz from `npuconf bundle`{hint}"
         ) from None
@@ -409,6 +410,14 @@ def _check_verdicts(
     return derived, problems
 
 
+def _comparable(key: str, value: object) -> object:
+    """A summary.json value as two checkouts agree on it: a failure's replay line names where the kit that
+    wrote it is installed, which verify (elsewhere) does not check."""
+    if key != "failures" or not isinstance(value, list):
+        return value
+    return [{**f, "replay": portable_command(f.get("replay"))} if isinstance(f, dict) else f for f in value]
+
+
 def _check_reports(run: RunResults, members: Mapping[str, bytes], workdir: Path) -> list[Problem]:
     problems: list[Problem] = []
     if "summary.json" in members:
@@ -421,7 +430,7 @@ def _check_reports(run: RunResults, members: Mapping[str, bytes], workdir: Path)
             problems.append(Problem("report", "summary.json is not a JSON object"))
         else:
             for key in ("answer", "exit_code", "claim", "counts", "devices", "clauses", "failures"):
-                if stored.get(key) != expected.get(key):
+                if _comparable(key, stored.get(key)) != _comparable(key, expected.get(key)):
                     problems.append(Problem("report", f"summary.json {key} does not match results.jsonl"))
     if "junit.xml" in members:
         junit_path = workdir / "junit.xml"

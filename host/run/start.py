@@ -18,6 +18,7 @@ from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, presen
 from reports.claim import Claim
 from reports.floor.safe_io import output_dir
 from reports.plan_options import PlanOptions
+from reports.run_options import npuconf_command
 
 from ..errors import RunInterrupted, UsageError
 from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix
@@ -236,7 +237,7 @@ def interrupted(out_dir: Path) -> RunInterrupted:
     total = len(run.results)
     return RunInterrupted(
         f"interrupted: {kept} of {total} results kept in {results}; "
-        f"continue with: npuconf run --resume {shlex.quote(str(out_dir))}",
+        f"continue with: {npuconf_command('run', '--resume', str(out_dir.absolute()))}",
         kept,
     )
 

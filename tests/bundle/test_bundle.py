@@ -11,7 +11,7 @@ from junitparser import xunit2
 
 from host.offline import BundleUnreadable, make_bundle, verify_bundle
 from host.suite import checkout_tree_hashes, corpus_hash, model_hash
-from tests.conftest import npuconf
+from tests.conftest import PRINTED_NPUCONF, npuconf
 from tests.store.runs import D2_SCENARIO, PASS_SCENARIO, d2_run
 
 FILES = {"results.jsonl", "junit.xml", "report.html", "summary.json", "manifest.json"}
@@ -222,7 +222,7 @@ def test_verify_of_a_run_directory_says_what_to_do_in_one_line(tmp_path):
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert done.returncode == 3 and len(lines) == 1, lines
     assert "Errno" not in lines[0] and "(is a directory)" in lines[0]
-    assert f"`npuconf bundle {tmp_path / 'run'}` first" in lines[0]
+    assert f"`{PRINTED_NPUCONF} bundle {tmp_path / 'run'}` first" in lines[0]
 
 
 @pytest.mark.parametrize("alias", ["./summary.json", "./results.jsonl", "summary.json"])

@@ -63,7 +63,7 @@ def test_wheel_install_runs_local_and_virtual_from_elsewhere(tmp_path):
 
     before = npuconf("run", "--target", "virtual", "-k", "free.empty_list", "--out", "virtual-first", "-q")
     assert before.returncode == 3, before.stdout + before.stderr
-    assert "run `npuconf probe build`" in before.stderr, before.stderr
+    assert f"run `{venv / 'bin' / 'npuconf'} probe build`" in before.stderr, before.stderr
 
     local = npuconf("run", "--target", "local", "-k", "free.empty_list", "--out", "local", "-q")
     assert local.returncode == 0, local.stdout + local.stderr

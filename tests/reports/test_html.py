@@ -10,6 +10,7 @@ import pytest
 from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario
 
 from reports.html import format_ns, render_html, write_html
+from tests.conftest import PRINTED_NPUCONF
 
 HOSTILE = "<script>alert(1)</script>\x01\x1b[31m\ud800"
 
@@ -80,7 +81,7 @@ def test_failures_come_first_most_severe_first(mixed_run: ResultsBuilder):
     assert html.index('id="coverage"') < html.index('id="charts"') < html.index('id="all-results"')
     for _, ident in failures:
         assert f'href="#{ident}"' in html  # from the index above the failures and from the results table
-    assert "<code>npuconf run --target virtual --scenario alloc.enomem</code>" in html
+    assert f"<code>{PRINTED_NPUCONF} run --target virtual --scenario alloc.enomem</code>" in html
     assert "An allocation for a supported pair succeeds unless memory is exhausted." in html
     assert "D4" in html
     assert "no trace: the scenario never ran" not in html  # NOT_EXECUTED is not a failure
