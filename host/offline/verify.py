@@ -20,13 +20,14 @@ from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import ResultsUnreadable, RunResults, load_results
+from reports.atlas import atlas_json
 from reports.claim import Claim, ClaimLevel
 from reports.floor.limits import limit, over
 from reports.plan_filters import filters_of
 from reports.plan_options import PlanOptions, read_plan_options
 from reports.records import Records, read_records
 from reports.run_options import npuconf_command, portable_command
-from reports.summary import build_summary
+from reports.summary import build_summary, clean_json
 
 from ..run import Judging, pointer_bits
 from ..suite import (
@@ -42,7 +43,15 @@ from ..suite import (
     waivers_as_of,
 )
 from . import signing
-from .bundle import BUNDLE_FILES, BUNDLE_SCHEMA, MANIFEST, BundleUnreadable, device_fingerprints, sha256_hex
+from .bundle import (
+    BUNDLE_FILES,
+    BUNDLE_SCHEMA,
+    LATER_FILES,
+    MANIFEST,
+    BundleUnreadable,
+    device_fingerprints,
+    sha256_hex,
+)
 from .recorded import decide_record, recorded_devices
 from .rejudge import corpus_by_id
 
@@ -168,7 +177,7 @@ def _manifest(bundle: Path, members: Mapping[str, bytes]) -> dict[str, Any]:
 
 # The only member names a bundle has: `./summary.json` beside `summary.json` is another name to verify
 # but the same file to `tar x`, which would extract whichever copy comes last.
-EXACT_NAMES: Final = frozenset({*BUNDLE_FILES, MANIFEST, signing.SIGNATURE})
+EXACT_NAMES: Final = frozenset({*BUNDLE_FILES, *LATER_FILES, MANIFEST, signing.SIGNATURE})
 
 
 def _check_names(manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> list[Problem]:
@@ -432,6 +441,13 @@ def _check_reports(run: RunResults, members: Mapping[str, bytes], workdir: Path)
             for key in ("answer", "exit_code", "claim", "counts", "devices", "clauses", "failures"):
                 if _comparable(key, stored.get(key)) != _comparable(key, expected.get(key)):
                     problems.append(Problem("report", f"summary.json {key} does not match results.jsonl"))
+    if "atlas.json" in members:
+        try:
+            atlas = json.loads(members["atlas.json"].decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            atlas = None
+        if atlas != json.loads(json.dumps(clean_json(atlas_json(run)), ensure_ascii=False)):
+            problems.append(Problem("report", "atlas.json does not match results.jsonl"))
     if "junit.xml" in members:
         junit_path = workdir / "junit.xml"
         junit_path.write_bytes(members["junit.xml"])
