@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario
+from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario, trace_lines
 
 from reports.html import format_ns, render_html, write_html
 from tests.conftest import PRINTED_NPUCONF
@@ -189,3 +189,36 @@ def test_problems_are_shown(builder: ResultsBuilder):
 )
 def test_format_ns(ns: float, text: str):
     assert format_ns(ns) == text
+
+
+def _warn_reason(*readings: str) -> str:
+    from reference_model.readings import READINGS
+
+    named = ", ".join(f"{r} ({READINGS[r]})" for r in readings)
+    return f"allowed by the text, but departs from the kit's reading(s) {named}"
+
+
+def test_warns_are_grouped_by_reading_one_row_per_reading_and_device(builder: ResultsBuilder):
+    """Many WARNs of one reading fill one row per device, naming the reading, not one row per clause list;
+    FAILs keep their rows per clause."""
+    ids = [f"loading.l{n}" for n in range(40)]
+    builder.plan(["d1", "d2"], [scenario(s, ["load-callback-on-done"]) for s in [*ids, "alloc.both", "alloc.x"]])
+    for device in ("d1", "d2"):
+        for sid in ids:
+            builder.result(device, sid, "WARN", reason=_warn_reason("R8"), trace=trace_lines(sid))
+    builder.result("d1", "alloc.both", "WARN", reason=_warn_reason("R1", "R8"), trace=trace_lines("alloc.both"))
+    builder.result("d1", "alloc.x", "FAIL", divergence=DIVERGENCE, trace=trace_lines("alloc.x"))
+    html = _html(builder.end())
+    rows = re.findall(r'<tr class="reading-row" data-reading="(R\d+)" data-device="(\w+)">(.*?)</tr>', html, re.S)
+    assert [(r, d) for r, d, _ in rows] == [("R8", "d1"), ("R1", "d1"), ("R8", "d2")]
+    counts = {(r, d): re.search(r"<td>(\d+) on", body).group(1) for r, d, body in rows}
+    assert counts == {("R8", "d1"): "41", ("R1", "d1"): "1", ("R8", "d2"): "40"}
+    assert "a valid, in-bounds loadAsync of a live, unmapped buffer answered with an error" in rows[0][2]
+    assert "loading.l0, loading.l1, loading.l2 and 38 more" in rows[0][2]
+    index = re.search(r'<table class="failure-index".*?</table>', html, re.S).group(0)
+    assert index.count("<tr") == 1 + 1 + 3  # the head, the FAIL's clause, three readings
+    groups = re.findall(r'<article class="detail d-WARN reading-group" id="(w\d+)"', html)
+    assert len(groups) == 3 and html.count('class="detail d-WARN"') == 0
+    # every WARN row of the results table leads to its group; the FAIL keeps its own article
+    assert html.count('href="#w1"') >= 41 and 'id="f1"' in html
+    assert "Failures (82)" in html
