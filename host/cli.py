@@ -172,6 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
     spec.add_argument("runs", nargs="*", type=user_path, metavar="RUN", help="run directories (none: coverage)")
     spec.add_argument("--out", type=user_path, metavar="FILE", help="the page to write (default: out/spec.html)")
 
+    errata = commands.add_parser(
+        "errata", help="a draft for the spec's owners: the sentences the runs needed a reading of or differ on"
+    )
+    errata.add_argument("runs", nargs="+", type=user_path, metavar="RUN", help="run directories")
+    errata.add_argument(
+        "--out", type=user_path, metavar="DIR",
+        help="where errata.html and errata.md go (default: the run's directory; out/ for several runs)",
+    )
+
     report = commands.add_parser("report", help="regenerate the reports of a run directory")
     report.add_argument("dirs", nargs="+", type=user_path)
     report.add_argument("--merge", type=user_path, metavar="OUT", help="also merge the runs into one run in OUT")
@@ -236,6 +245,7 @@ _COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "probe": ("host.probe", "probe_build_command"),
     "clauses": ("host.offline.commands", "clauses_command"),
     "spec": ("host.offline.spec", "spec_command"),
+    "errata": ("host.offline.errata", "errata_command"),
     "report": ("host.offline.commands", "report_command"),
     "rejudge": ("host.offline.commands", "rejudge_command"),
     "store": ("host.offline.commands", "store_import_command"),

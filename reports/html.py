@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import io
 import itertools
+import os
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -36,6 +37,7 @@ from .findings import (
 )
 from .floor.safe_io import write_text
 from .floor.user_cache import cache_key, read_entry, write_entry
+from .plan_options import read_plan_options
 from .results import (
     ResultRecord,
     RunResults,
@@ -47,6 +49,7 @@ from .results import (
     render_value,
     safe_text,
 )
+from .run_options import npuconf_command
 from .words import counted
 
 if TYPE_CHECKING:
@@ -357,6 +360,22 @@ def _failure_groups(views: Sequence[FindingView]) -> tuple[FailureGroup, ...]:
     return tuple(out)
 
 
+def _merged_from(run: RunResults) -> list[tuple[str, str, str]]:
+    """A merged run's inputs: (run id, devices, each outcome-changing option it ran with)."""
+    out: list[tuple[str, str, str]] = []
+    for source in (run.plan.merged_from or ()) if run.plan is not None else ():
+        options = source.get("options")
+        devices = source.get("devices")
+        typed = read_plan_options(options if isinstance(options, dict) else {})
+        config = [f"target {source.get('target') or '-'}", f"impl {typed.impl or 'vnpu'}",
+                  f"personality {typed.given('personality')}", f"policy {typed.given('policy')}",
+                  f"capacity {typed.capacity if typed.capacity is not None else 'default'}",
+                  f"profile {source.get('profile') or '-'}"]
+        shown = ", ".join(str(d) for d in devices) if isinstance(devices, list) else "?"
+        out.append((str(source.get("run_id") or "?"), shown, ", ".join(config)))
+    return out
+
+
 def _listed(names: Sequence[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
@@ -554,6 +573,9 @@ def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineC
         failure_groups=(*_failure_groups(failures), *_reading_rows(reading_groups)),
         reading_groups=reading_groups,
         findings_total=len(every),
+        readings_needed=sorted({g.reading for g in reading_groups if g.reading}, key=lambda r: int(r[1:])),
+        errata_command=npuconf_command("errata", os.path.abspath(run.path.parent)),
+        merged_from=_merged_from(run),
         open_excerpts=OPEN_EXCERPTS,
         failure_counts=[(str(v), failing_counts[str(v)]) for v in FINDING_ORDER if failing_counts[str(v)]],
         gaps=gaps,

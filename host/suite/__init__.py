@@ -23,6 +23,7 @@ from .hashes import HASHED_PARTS as HASHED_PARTS
 from .hashes import checkout_tree_hashes as checkout_tree_hashes
 from .hashes import model_hash as model_hash
 from .hashes import part_tree_hash as part_tree_hash
+from .safe_yaml import load_yaml_file as load_yaml_file
 from .waivers import check_waiver_ids as check_waiver_ids
 from .waivers import expiry_notes as expiry_notes
 from .waivers import load_waiver_file as load_waiver_file
