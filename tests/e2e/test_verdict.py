@@ -127,7 +127,7 @@ def test_missing_cross_build_is_a_setup_error(tmp_path):
     )
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"npuconf: {build}: no cross build there; run `npuconf probe build --cross aarch64` first"
+        f"npuconf: {build}: no cross build there; run `{PRINTED_NPUCONF} probe build --cross aarch64` first"
     ]
     assert not (tmp_path / "o" / "results.jsonl").exists()
 
