@@ -140,3 +140,8 @@ def test_each_input_keeps_its_configuration_and_its_replay_lines(tmp_path):
     replays = {f["device"]: f["replay"] for f in summary["failures"]}
     assert replays["local"].endswith(f" run --target local --impl /opt/libmine.so --scenario {A}"), replays
     assert replays["virtual-1"].endswith(f" run --target virtual --personality aosp-2026 --scenario {A}"), replays
+    page = (outcome.path.parent / "report.html").read_text(encoding="utf-8")
+    inputs = page[page.index('<table class="meta" id="merged-from">') :]
+    inputs = inputs[: inputs.index("</table>")]
+    assert "target local, impl /opt/libmine.so, personality published" in inputs
+    assert "target virtual, impl vnpu, personality aosp-2026" in inputs
