@@ -20,14 +20,14 @@ from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import ResultsUnreadable, RunResults, load_results
-from reports.atlas import atlas_json
+from reports.atlas import atlas_agrees
 from reports.claim import Claim, ClaimLevel
 from reports.floor.limits import limit, over
 from reports.plan_filters import filters_of
 from reports.plan_options import PlanOptions, read_plan_options
 from reports.records import Records, read_records
 from reports.run_options import npuconf_command, portable_command
-from reports.summary import build_summary, clean_json
+from reports.summary import build_summary
 
 from ..run import Judging, pointer_bits
 from ..suite import (
@@ -446,7 +446,7 @@ def _check_reports(run: RunResults, members: Mapping[str, bytes], workdir: Path)
             atlas = json.loads(members["atlas.json"].decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
             atlas = None
-        if atlas != json.loads(json.dumps(clean_json(atlas_json(run)), ensure_ascii=False)):
+        if not atlas_agrees(run, atlas):
             problems.append(Problem("report", "atlas.json does not match results.jsonl"))
     if "junit.xml" in members:
         junit_path = workdir / "junit.xml"
