@@ -29,8 +29,9 @@ from ...probe import (
     api_missing_symbols,
     host_exit_line,
 )
+from ..adb_clients import V2_HEADER, v2_length
 from .deployment import DEVICE_DIR, PROFILE_NAME, RUN_DIR
-from .transport import COMMAND_TIMEOUT_S, V2_HEADER, DeviceLost, DeviceTransport, adb_errors, bounded, v2_length
+from .transport import COMMAND_TIMEOUT_S, DeviceLost, DeviceTransport, adb_errors, bounded
 
 # The host waits this multiple of a scenario's limit (plus a little) before it declares a timeout.
 HOST_WAIT_FACTOR: Final = 1.5

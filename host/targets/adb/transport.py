@@ -12,15 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final, TypeVar
 
 from ...errors import InfraError, UsageError
-from ..adb_clients import (
-    V2_HEADER,
-    AdbLink,
-    ServiceStream,
-    ShellResult,
-    adbutils_errors,
-    link_for,
-    v2_length,
-)
+from ..adb_clients import AdbLink, ServiceStream, ShellResult, adbutils_errors, link_for
 from ..adb_host import AdbServerAddress, AdbServerError
 
 COMMAND_TIMEOUT_S: Final = 20.0
@@ -30,8 +22,6 @@ RECOVERY_GRACE_S: Final = 3.0
 
 T = TypeVar("T")
 Made = TypeVar("Made")
-
-__all__ = ["V2_HEADER", "ShellResult", "v2_length"]
 
 
 class DeviceLost(InfraError):
