@@ -5,8 +5,9 @@
 All measured in the same run, on the replicated corpus (every scenario N times, ids made unique),
 with judging overlapped as `npuconf run` does:
 - local: one probe process on this host (the local target);
-- virtual x1 / x4: the adb target on 1 and on 4 virtual devices behind a private adb server, one
-  probe process per device, the program pushed and the trace streamed back over shell v2;
+- virtual x1 / x4: the adb target on 1 and on 4 virtual devices behind an adb server on a loopback TCP
+  port, as a phone's (so through adbutils, host/targets/adb_clients.py), one probe process per device,
+  the program pushed and the trace streamed back over shell v2;
 - naive: one adbutils `shell()` per scenario on one virtual device (programs pushed beforehand,
   outside the timing), judged the same way.
 Device preparation (getprop, push of the probe, op table and pair discovery) is timed apart.
@@ -42,9 +43,8 @@ from host.targets import (
     AdbTarget,
     LocalTarget,
     VnpuProfile,
-    adb_client,
 )
-from host.targets.virtual_device import start_fleet, stop_fleet
+from host.targets.virtual_device import free_port, start_fleet, stop_fleet
 from reference_model.judge import judge
 
 LIMIT_S = 30.0
@@ -99,7 +99,9 @@ def timed_lanes(lanes, scenarios, catalogue, with_judge=True):
 
 def naive(target: AdbTarget, device, scenarios, catalogue):
     """One adbutils shell() per scenario, programs pushed beforehand; judged the same way."""
-    client = adb_client(target.server)
+    import adbutils
+
+    client = adbutils.AdbClient(host=target.server.host, port=target.server.port)
     adb = client.device(serial=target.adb_serial)
     pairs = Pairs.from_caps(device.caps, probed_pairs())
     quotes = catalogue.quotes()
@@ -146,7 +148,7 @@ def main() -> int:
         ms_local = row("local (probe on this host)", *timed_lanes([(local, local_device)], scenarios, catalogue),
                        local_prepare)
 
-        fleet = start_fleet(4, Path(tmp) / "fleet")
+        fleet = start_fleet(4, Path(tmp) / "fleet", adb_port=free_port())
         try:
             server = fleet.server.address
             targets = [AdbTarget(server, d.adb_serial, serial=d.name) for d in fleet.devices]

@@ -18,7 +18,7 @@ from typing import Final, NoReturn, TextIO
 from reference_model.errors import KitError
 from reference_model.profiles import PROFILES
 from reference_model.verdicts import RunExit
-from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, console_text
+from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, UnsafeOutput, console_text
 from reports.outputs import DEFAULT_STORE
 from reports.store_postgresql import is_postgresql_url
 
@@ -172,6 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
     spec.add_argument("runs", nargs="*", type=user_path, metavar="RUN", help="run directories (none: coverage)")
     spec.add_argument("--out", type=user_path, metavar="FILE", help="the page to write (default: out/spec.html)")
 
+    errata = commands.add_parser(
+        "errata", help="a draft for the spec's owners: the sentences the runs needed a reading of or differ on"
+    )
+    errata.add_argument("runs", nargs="+", type=user_path, metavar="RUN", help="run directories")
+    errata.add_argument(
+        "--out", type=user_path, metavar="DIR",
+        help="where errata.html and errata.md go (default: the run's directory; out/ for several runs)",
+    )
+
     report = commands.add_parser("report", help="regenerate the reports of a run directory")
     report.add_argument("dirs", nargs="+", type=user_path)
     report.add_argument("--merge", type=user_path, metavar="OUT", help="also merge the runs into one run in OUT")
@@ -236,6 +245,7 @@ _COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "probe": ("host.probe", "probe_build_command"),
     "clauses": ("host.offline.commands", "clauses_command"),
     "spec": ("host.offline.spec", "spec_command"),
+    "errata": ("host.offline.errata", "errata_command"),
     "report": ("host.offline.commands", "report_command"),
     "rejudge": ("host.offline.commands", "rejudge_command"),
     "store": ("host.offline.commands", "store_import_command"),
@@ -320,6 +330,22 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+# The options whose value is a path the command writes to, by their argparse dest.
+_OUTPUT_OPTIONS: Final = {"out": "--out", "merge": "--merge", "state": "--state"}
+
+
+def _naming_the_option(exc: KitError, args: argparse.Namespace) -> str:
+    """An output path the kit refuses (`/etc/passwd: passwd exists and is not a directory`) said with the
+    option that gave it (`--out /etc/passwd: ...`), so the line says what to change."""
+    text = str(exc)
+    if isinstance(exc, UnsafeOutput):
+        for dest, flag in _OUTPUT_OPTIONS.items():
+            value = getattr(args, dest, None)
+            if isinstance(value, Path) and text.startswith(f"{value}"):
+                return f"{flag} {text}"
+    return text
+
+
 def _dispatch(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return command(args)
@@ -330,7 +356,7 @@ def _dispatch(command: Callable[[argparse.Namespace], int], args: argparse.Names
         print(f"npuconf: {exc}", file=sys.stderr)
         return int(RunExit.INCOMPLETE)
     except KitError as exc:
-        print(f"npuconf: {exc}", file=sys.stderr)
+        print(f"npuconf: {_naming_the_option(exc, args)}", file=sys.stderr)
         return int(RunExit.USAGE)
     except OSError as exc:
         if exc.errno not in DISK_ERRNOS:

@@ -18,6 +18,7 @@ from typing import Final
 from .atlas import ASPECT_TITLES, AtlasChange, atlas_changes, device_atlas
 from .clause_answers import ClauseAnswers, clause_answers
 from .results import RunResults
+from .words import counted
 
 # The console lists at most this many atlas changes per aspect (report.html and atlas.json hold them all).
 ATLAS_LINES_PER_ASPECT: Final = 5
@@ -46,12 +47,13 @@ class BaselineComparison:
     def lines(self) -> list[str]:
         pairs = ", ".join(old if old == new else f"{old} -> {new}" for old, new in self.devices) or "none"
         out = [
-            f"baseline {self.baseline}: {len(self.new_failures)} clause(s) newly failing, {len(self.fixed)} fixed "
+            f"baseline {self.baseline}: {counted(len(self.new_failures), 'clause')} newly failing, "
+            f"{len(self.fixed)} fixed "
             f"(devices: {pairs})"
         ]
         out += [f"  new failure: {c.line()}" for c in self.new_failures]
         out += [f"  fixed: {c.line()}" for c in self.fixed]
-        out.append(f"atlas: {len(self.atlas)} answer(s) changed since the baseline")
+        out.append(f"atlas: {counted(len(self.atlas), 'answer')} changed since the baseline")
         for aspect in ASPECT_TITLES:
             changes = [(device, c) for device, c in self.atlas if c.aspect is aspect]
             out += [f"  atlas on {device}: {c.line()}" for device, c in changes[:ATLAS_LINES_PER_ASPECT]]

@@ -10,13 +10,18 @@ autoescape, StrictUndefined, text hygiene). Definitions:
   (filters, replays of single scenarios), other profiles (aosp-2026) and other corpora are listed
   apart, each with why; runs stored before schema 3 count as claims when their profile is
   published-37 and their answer is not "partial";
-- a device's builds are the fingerprints its runs reported, ordered by the last run
-  on each; the latest build is the one of its newest run, the previous build the one before it;
+- a device's builds are the fingerprints its runs reported, numbered and ordered by first sight (the
+  first run on each), so a build keeps its number in every render and a device that returns to an
+  earlier build shows that build again, not a new one; the latest build is the one of its newest run,
+  the previous build the one first seen before it (none when the latest is the device's first build);
+- in a sharded run (`--shard`) each device ran part of its build's corpus: a device's answers in that run
+  are its build's, the union of its shard group's results, as the run's claim takes them;
 - a scenario's verdict on a build is the one of the newest run of that build that has it
   (NOT_EXECUTED only when no run of that build executed it);
 - a clause's verdict on a build is the worst verdict (reference_model.verdicts.SEVERITY) among the scenarios
   citing it;
-- between a device's previous and latest build: a clause **newly failing** (a regression) is FAIL or
+- between a device's previous and latest build (the build first seen before it, never a later one that
+  the device left again): a clause **newly failing** (a regression) is FAIL or
   CRASH on the latest build and not on the previous one (PASS, WARN, not demonstrated: anything else); a
   clause **fixed** is FAIL or CRASH on the previous build and not on the latest; the **atlas changes**
   are the questions of the behaviour atlas (reports/atlas.py) whose answer changed, each build's atlas
@@ -27,6 +32,7 @@ autoescape, StrictUndefined, text hygiene). Definitions:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
@@ -56,12 +62,13 @@ class _Row:
     scenario: str
     clauses: tuple[str, ...]
     verdict: Verdict
+    group: str | None = None  # the shard group of a sharded run (its build)
 
 
 @dataclass(frozen=True, slots=True)
 class Build:
     fingerprint: str
-    label: str  # "build 1", "build 2", ... in the device's order
+    label: str  # "build 1", "build 2", ... in the order the device's runs first showed them
     first_seen: str
     last_seen: str
     runs: int
@@ -136,14 +143,17 @@ class Device:
     atlas: DeviceAtlas | None = None  # the latest build's (None: no run of it recorded one)
     atlas_changes: tuple[AtlasChange, ...] = ()  # since the previous build
     atlas_compared: bool = False  # both builds have an atlas in the store
+    current: int = -1  # the index in `builds` of the latest build (the newest run's)
 
     @property
     def latest(self) -> Build | None:
-        return self.builds[-1] if self.builds else None
+        return self.builds[self.current] if self.builds else None
 
     @property
     def previous(self) -> Build | None:
-        return self.builds[-2] if len(self.builds) > 1 else None
+        """The build first seen before the latest one: a device back on an older build has none before it."""
+        index = self.current % len(self.builds) if self.builds else 0
+        return self.builds[index - 1] if index > 0 else None
 
     @property
     def name(self) -> str:
@@ -206,8 +216,8 @@ def _claim_run_ids(conn: StoreEngine) -> set[str]:
 def _rows(conn: StoreEngine) -> list[_Row]:
     claims = _claim_run_ids(conn)
     query = (
-        "SELECT v.run_id, r.started, r.submitter, v.serial, v.fingerprint, v.scenario, v.clauses, v.verdict "
-        f"FROM verdicts v JOIN runs r ON r.run_id = v.run_id ORDER BY {_ORDER}"
+        "SELECT v.run_id, r.started, r.submitter, v.serial, v.fingerprint, v.scenario, v.clauses, v.verdict, "
+        f"v.shard_group FROM verdicts v JOIN runs r ON r.run_id = v.run_id ORDER BY {_ORDER}"
     )
     out: list[_Row] = []
     answering = stored_answering(conn.query("SELECT run_id, serial, scenario, clause FROM verdict_clauses"))
@@ -219,7 +229,25 @@ def _rows(conn: StoreEngine) -> list[_Row]:
             verdict = Verdict(row[7])
         except (ValueError, TypeError):
             continue
-        out.append(_Row(row[0], row[1], row[2] or "", row[3], row[4], row[5], clauses, verdict))
+        group = str(row[8]) if row[8] else None
+        out.append(_Row(row[0], row[1], row[2] or "", row[3], row[4], row[5], clauses, verdict, group))
+    return _per_build(out)
+
+
+def _per_build(rows: Sequence[_Row]) -> list[_Row]:
+    """A sharded run's results stand for every device of their shard group: each device of a build ran part
+    of its corpus, and the run answers for the build (the claim's rule). Other rows are kept as they are."""
+    members: dict[tuple[str, str, str], dict[str, None]] = {}
+    for row in rows:
+        if row.group is not None:
+            members.setdefault((row.run_id, row.submitter, row.group), {})[row.serial] = None
+    out: list[_Row] = []
+    for row in rows:
+        if row.group is None:
+            out.append(row)
+            continue
+        out.extend(dataclasses.replace(row, serial=serial) for serial in members[(row.run_id, row.submitter,
+                                                                                   row.group)])
     return out
 
 
@@ -354,43 +382,44 @@ def build_dashboard(conn: StoreEngine) -> Dashboard:
         by_build: dict[str, list[_Row]] = {}
         for row in device_rows:
             by_build.setdefault(row.fingerprint, []).append(row)
-        # rows come in timestamp order: a build's position is that of its newest run
-        position = {row.run_id: index for index, row in enumerate(device_rows)}
-        order = sorted(by_build, key=lambda f: max(position[r.run_id] for r in by_build[f]))
-        builds = tuple(_build(f, f"build {i}", by_build[f]) for i, f in enumerate(order, start=1))
+        # by_build keeps the order of the rows, which come in timestamp order: the first run on each build
+        builds = tuple(_build(f, f"build {i}", rows_of) for i, (f, rows_of) in enumerate(by_build.items(), start=1))
+        current = list(by_build).index(device_rows[-1].fingerprint)
+        latest = builds[current]
+        previous = builds[current - 1] if current > 0 else None
         clauses = sorted({c for b in builds for c in b.clause_verdicts})
         where = f"{serial} ({submitter or 'unknown submitter'})"
         history = tuple(
             MatrixRow(
                 clause,
                 tuple(_cell(b, builds[i - 1] if i else None, clause, where) for i, b in enumerate(builds)),
-                is_regression(builds[-2] if len(builds) > 1 else None, builds[-1], clause),
+                is_regression(previous, latest, clause),
             )
             for clause in clauses
         )
         model = models.get(key, "")
-        latest_atlas = _build_atlas(conn, builds[-1] if builds else None, serial)
-        previous_atlas = _build_atlas(conn, builds[-2] if len(builds) > 1 else None, serial)
+        latest_atlas = _build_atlas(conn, latest, serial)
+        previous_atlas = _build_atlas(conn, previous, serial)
         compared = latest_atlas is not None and previous_atlas is not None
         changes = atlas_changes(previous_atlas, latest_atlas) if latest_atlas and previous_atlas else ()
         devices.append(Device(submitter, serial, model, builds, _trend(device_rows, builds), history, latest_atlas,
-                              changes, compared))
+                              changes, compared, current))
 
     clauses = sorted({c for d in devices if d.latest for c in d.latest.clause_verdicts})
     matrix: list[MatrixRow] = []
     regressions: list[Regression] = []
     fixed: list[Regression] = []
     for device in devices:
-        latest, previous = device.latest, device.previous
-        if latest is None or previous is None:
+        now, before = device.latest, device.previous
+        if now is None or before is None:
             continue
-        for clause in sorted(set(latest.clause_verdicts) | set(previous.clause_verdicts)):
-            if is_fixed(previous, latest, clause):
-                now = latest.clause_verdicts.get(clause)
+        for clause in sorted(set(now.clause_verdicts) | set(before.clause_verdicts)):
+            if is_fixed(before, now, clause):
+                answer = now.clause_verdicts.get(clause)
                 fixed.append(Regression(
-                    device.submitter, device.serial, device.model, clause, f"{previous.label} {previous.fingerprint}",
-                    f"{latest.label} {latest.fingerprint}", str(now) if now else "not demonstrated",
-                    _listed(latest, clause), str(previous.clause_verdicts[clause]),
+                    device.submitter, device.serial, device.model, clause, f"{before.label} {before.fingerprint}",
+                    f"{now.label} {now.fingerprint}", str(answer) if answer else "not demonstrated",
+                    _listed(now, clause), str(before.clause_verdicts[clause]),
                 ))
     for clause in clauses:
         cells = tuple(_cell(d.latest, d.previous, clause, d.name) for d in devices)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import io
 import itertools
+import os
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -20,12 +21,13 @@ from typing import TYPE_CHECKING, Final
 
 from markupsafe import Markup
 
+from reference_model.readings import READING_CLAUSES, READINGS
 from reference_model.verdicts import FINDING_ORDER, SEVERITY, Verdict
 
 from .atlas import Atlas, atlas_sections, run_atlas
 from .baseline import BaselineComparison
 from .claim import required_clauses
-from .clause_answers import clause_answers
+from .clause_answers import clause_answers, readings_of_reason
 from .findings import (
     Finding,
     Gap,
@@ -35,6 +37,7 @@ from .findings import (
 )
 from .floor.safe_io import write_text
 from .floor.user_cache import cache_key, read_entry, write_entry
+from .plan_options import read_plan_options
 from .results import (
     ResultRecord,
     RunResults,
@@ -46,6 +49,8 @@ from .results import (
     render_value,
     safe_text,
 )
+from .run_options import npuconf_command
+from .words import counted
 
 if TYPE_CHECKING:
     import jinja2
@@ -153,7 +158,8 @@ class FindingView:
 
 @dataclass(frozen=True, slots=True)
 class FailureGroup:
-    """Failures sharing a verdict and a clause: one line of the index above the failures."""
+    """Failures sharing a verdict and a clause (a WARN: a reading and a device): one line of the index above
+    the failures."""
 
     verdict: str
     clause: str
@@ -161,6 +167,30 @@ class FailureGroup:
     first_id: str
     discrepancies: str
     scenarios: str
+    device: str = ""  # a WARN row's device; FAIL rows span every device
+    reading: str = ""  # a WARN row's reading (R4), with `clause` its words
+
+
+@dataclass(frozen=True, slots=True)
+class ReadingGroup:
+    """The WARNs of one device that needed one reading (docs/model.md §4): one row of the failure index and
+    one article, which lists each scenario with its replay line and shows the first one's trace."""
+
+    id: str
+    reading: str  # R<n>, or "" when the reason names no reading this kit knows
+    text: str  # what departs from the reading (reference_model.readings)
+    clauses: tuple[str, ...]  # the clauses whose sentences it reads
+    device: str
+    members: tuple[FindingView, ...]
+
+    @property
+    def first(self) -> FindingView:
+        return self.members[0]
+
+    @property
+    def discrepancies(self) -> str:
+        dids = sorted({d for m in self.members for d in m.finding.discrepancies}, key=lambda d: (len(d), d))
+        return ", ".join(dids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,10 +356,51 @@ def _failure_groups(views: Sequence[FindingView]) -> tuple[FailureGroup, ...]:
     out: list[FailureGroup] = []
     for (verdict, clause), members in grouped.items():  # insertion order keeps the severity order
         dids = sorted({d for m in members for d in m.finding.discrepancies}, key=lambda d: (len(d), d))
-        names = [m.finding.scenario for m in members]
-        listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        listed = _listed([m.finding.scenario for m in members])
         out.append(FailureGroup(verdict, clause, len(members), members[0].id, ", ".join(dids), listed))
     return tuple(out)
+
+
+def _merged_from(run: RunResults) -> list[tuple[str, str, str]]:
+    """A merged run's inputs: (run id, devices, each outcome-changing option it ran with)."""
+    out: list[tuple[str, str, str]] = []
+    for source in (run.plan.merged_from or ()) if run.plan is not None else ():
+        options = source.get("options")
+        devices = source.get("devices")
+        typed = read_plan_options(options if isinstance(options, dict) else {})
+        config = [f"target {source.get('target') or '-'}", f"impl {typed.impl or 'vnpu'}",
+                  f"personality {typed.given('personality')}", f"policy {typed.given('policy')}",
+                  f"capacity {typed.capacity if typed.capacity is not None else 'default'}",
+                  f"profile {source.get('profile') or '-'}"]
+        shown = ", ".join(str(d) for d in devices) if isinstance(devices, list) else "?"
+        out.append((str(source.get("run_id") or "?"), shown, ", ".join(config)))
+    return out
+
+
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _reading_groups(views: Sequence[FindingView]) -> tuple[ReadingGroup, ...]:
+    """WARN findings by (reading, device), in the order their first member comes; a WARN that needed two
+    readings is in both groups."""
+    grouped: dict[tuple[str, str], list[FindingView]] = {}
+    for view in views:
+        for reading in readings_of_reason(view.finding.record.reason) or ("",):
+            grouped.setdefault((reading, view.finding.device), []).append(view)
+    return tuple(
+        ReadingGroup(f"w{index}", reading, READINGS.get(reading, "no reading this kit knows is named"),
+                     READING_CLAUSES.get(reading, ()), device, tuple(members))
+        for index, ((reading, device), members) in enumerate(grouped.items(), start=1)
+    )
+
+
+def _reading_rows(groups: Sequence[ReadingGroup]) -> tuple[FailureGroup, ...]:
+    return tuple(
+        FailureGroup("WARN", g.text, len(g.members), g.id, g.discrepancies,
+                     _listed([m.finding.scenario for m in g.members]), g.device, g.reading or "(none)")
+        for g in groups
+    )
 
 
 def _rows(run: RunResults, anchors: dict[tuple[str, str], str]) -> tuple[Row, ...]:
@@ -398,7 +469,7 @@ def environment() -> jinja2.Environment:
             bucket.write_bytecode(out)
             write_entry(TEMPLATE_CACHE, cache_key(bucket.key, jinja2.__version__), out.getvalue())
 
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -408,6 +479,20 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         bytecode_cache=UserCache(),
     )
+    env.filters["counted"] = counted
+    env.filters["plain"] = plain_value
+    return env
+
+
+def plain_value(value: object) -> str:
+    """A configuration value as a reader writes it, never as a Python literal: yes/no, lists joined."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(plain_value(v) for v in value) or "none"
+    if value is None:
+        return "none"
+    return str(value)
 
 
 TEMPLATE_CACHE: Final = "templates"
@@ -430,11 +515,16 @@ def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineC
     devices = run.device_serials
     plan = run.plan
     counts = count_verdicts(run.results)
-    failures = _finding_views(run)
+    every = _finding_views(run)
+    failing_counts = Counter(v.finding.verdict for v in every)
+    failures = tuple(v for v in every if v.finding.verdict != str(Verdict.WARN))
+    reading_groups = _reading_groups([v for v in every if v.finding.verdict == str(Verdict.WARN)])
     matrix = _matrix(run, devices)
     anchors = {(v.finding.device, v.finding.scenario): v.id for v in failures}
+    for group in reading_groups:
+        for member in group.members:
+            anchors.setdefault((member.finding.device, member.finding.scenario), group.id)
     rows = _rows(run, anchors)
-    failing_counts = Counter(v.finding.verdict for v in failures)
     claim = run.claim
     gaps = _gap_views(run, coverage_gaps(run))
     meta = [
@@ -485,7 +575,12 @@ def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineC
         verdicts=[str(v) for v in SEVERITY],
         rows=rows,
         failures=failures,
-        failure_groups=_failure_groups(failures),
+        failure_groups=(*_failure_groups(failures), *_reading_rows(reading_groups)),
+        reading_groups=reading_groups,
+        findings_total=len(every),
+        readings_needed=sorted({g.reading for g in reading_groups if g.reading}, key=lambda r: int(r[1:])),
+        errata_command=npuconf_command("errata", os.path.abspath(run.path.parent)),
+        merged_from=_merged_from(run),
         open_excerpts=OPEN_EXCERPTS,
         failure_counts=[(str(v), failing_counts[str(v)]) for v in FINDING_ORDER if failing_counts[str(v)]],
         gaps=gaps,

@@ -8,7 +8,9 @@
   policy or capacity, another profile or another --impl are refused (MergeRefused, exit 3). A new
   build of a real device (an update) is the same column: its newest info wins, as below.
 - The merged plan keeps every input's filters (a merge with a partial run is partial) and the claim
-  basis when all inputs share it.
+  basis when all inputs share it. Each input's target, devices and options are kept in `merged_from`
+  (a result's replay line is its own run's), and an option the inputs set differently (`--impl` in one,
+  the vnpu in another) names every input's value with its run.
 - Run identity fields (profile, kit version, hashes, target) that differ are joined with `+`, and a
   problem is noted: verdicts judged with different profiles or models are not comparable.
 """
@@ -80,6 +82,9 @@ class MergeRefused(KitError):
     """Two configurations of one device would share one column of the merged run (exit 3)."""
 
 
+# What an option nobody gave means, where the option table has no default (the implementation: the vnpu).
+_ABSENT: Final = {"impl": "vnpu", "waivers": "none"}
+
 # What makes a device's verdicts comparable: one column holds one configuration.
 _DEVICE_CONFIG: Final = ("personality", "policy", "capacity")
 _PLAN_CONFIG: Final = ("impl", "personality", "policy", "capacity")
@@ -136,6 +141,11 @@ def _merged_options(loaded: Sequence[_Input]) -> dict[str, object]:
         values = [getattr(o, key) for o in typed]
         if values and all(v == values[0] for v in values):
             options[key] = values[0]
+        elif OPTION[key].kind == "text":
+            # Inputs that differ (one ran --impl, another the vnpu) are all named, each as its run did it,
+            # so the merged configuration never shows one input's value for all.
+            shown = [v if v is not None else str(OPTION[key].default or _ABSENT.get(key, "none")) for v in values]
+            options[key] = " + ".join(f"{v} ({plan.run_id})" for v, plan in zip(shown, plans, strict=True))
     for plan, read in zip(plans, typed, strict=True):
         for key, _ in read.malformed:
             if OPTION[key].selection:
@@ -188,7 +198,8 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
         options=_merged_options(loaded),
         claim_basis=bases[0] if bases and all(b == bases[0] for b in bases) else None,
         merged_from=tuple(
-            {"run_id": i.run.run_id, "results": str(i.path), "started": i.started, "profile": i.run.plan.profile}
+            {"run_id": i.run.run_id, "results": str(i.path), "started": i.started, "profile": i.run.plan.profile,
+             "target": i.run.plan.target, "devices": list(i.run.plan.devices), "options": dict(i.run.plan.options)}
             for i in loaded
             if i.run.plan is not None
         ),

@@ -6,7 +6,10 @@ each option is read with its type and flag from reports/plan_options.py."""
 
 from __future__ import annotations
 
+import functools
+import os
 import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -45,8 +48,42 @@ def replay_options(target: str, options: Mapping[str, object], profile: str | No
     return parts
 
 
+@functools.cache
+def npuconf_words() -> tuple[str, ...]:
+    """The words that start this kit's command line from any directory and any shell, whatever is on PATH:
+    the absolute path of the running `npuconf` script (README's `.venv/bin/npuconf`), else of the one beside
+    the running interpreter (as pip installs it: `python -m host`, the pytest layer), else this interpreter's
+    absolute path and `-m host`. docs/decisions.md, "Printed commands"."""
+    started = sys.argv[0] if sys.argv else ""
+    if os.path.basename(started) == "npuconf" and os.path.isfile(started):
+        return (os.path.abspath(started),)
+    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "npuconf")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return (beside,)
+    return (os.path.abspath(sys.executable), "-m", "host")
+
+
+def npuconf_command(*args: str) -> str:
+    """`/abs/path/npuconf ARGS...`, quoted for a POSIX shell: a command a user can paste as printed."""
+    return " ".join(shlex.quote(p) for p in (*npuconf_words(), *args))
+
+
 def run_command(options: Sequence[str], scenario_id: str | None = None) -> str:
-    """`npuconf run OPTIONS [--scenario ID]`, quoted for a POSIX shell. The id is matched exactly: `-k`
-    matches substrings, and one scenario id may be part of another."""
-    parts = ["npuconf", "run", *options, *(["--scenario", scenario_id] if scenario_id else [])]
-    return " ".join(shlex.quote(p) for p in parts)
+    """`npuconf run OPTIONS [--scenario ID]` (npuconf as `npuconf_words` gives it), quoted for a POSIX shell.
+    The id is matched exactly: `-k` matches substrings, and one scenario id may be part of another."""
+    return npuconf_command("run", *options, *(["--scenario", scenario_id] if scenario_id else []))
+
+
+def portable_command(command: object) -> object:
+    """A printed command without the words that name where this kit is installed (`npuconf_words`): what two
+    machines printing the same replay line agree on. Anything that is not such a command is returned as is."""
+    if not isinstance(command, str):
+        return command
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    for index, word in enumerate(words[:4]):
+        if word == "run" and index > 0:
+            return " ".join(shlex.quote(w) for w in ["npuconf", *words[index:]])
+    return command

@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -58,6 +59,23 @@ def default_sigint() -> None:
     # A test session started in the background (nohup, `&` without job control) ignores SIGINT, and a
     # Python started with SIGINT ignored never raises KeyboardInterrupt: give the child the default.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# The kit's own command as it prints it in replay and resume lines (reports/run_options.py npuconf_words):
+# the npuconf script beside the interpreter running the tests, by its absolute path.
+PRINTED_NPUCONF = shlex.quote(os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "npuconf"))
+
+
+def paste(line: str, cwd: Path, timeout=300):
+    """A command line the kit printed, pasted as is into `bash -c` in ``cwd``, in the shell the README leaves
+    a user in: the kit's venv not on PATH, not activated, no PYTHONPATH."""
+    venv_bin = os.path.dirname(os.path.abspath(sys.executable))
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and os.path.abspath(p) != venv_bin)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | {"PATH": path}
+    assert subprocess.run(["bash", "-c", "command -v npuconf"], env=env, capture_output=True).returncode != 0
+    return subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
 
 
 def npuconf(*args, cwd=None, timeout=300):

@@ -24,6 +24,7 @@ from reference_model.errors import KitError
 from reference_model.verdicts import Verdict
 from reports.floor.safe_io import append_bytes, output_dir, remove_file, write_text
 from reports.fuzz import FuzzDevice, FuzzDivergence, FuzzSummary, write_fuzz_reports
+from reports.words import counted
 
 from ..errors import InfraError, RunInterrupted, UsageError
 from ..run import RunRequest, now_iso, open_targets
@@ -123,7 +124,7 @@ class Budget:
         return elapsed >= (self.seconds or 0.0)
 
     def text(self) -> str:
-        return f"{self.programs} programs" if self.programs is not None else f"{self.seconds:g}s"
+        return counted(self.programs, "program") if self.programs is not None else f"{self.seconds:g}s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -612,7 +613,8 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
     if interrupted:
         unshrunk = len(summary.unshrunk)
         raise RunInterrupted(
-            f"interrupted after {summary.programs} programs: {len(summary.divergences)} divergences "
+            f"interrupted after {counted(summary.programs, 'program')}: "
+            f"{counted(len(summary.divergences), 'divergence')} "
             f"({unshrunk} not shrunk) kept in {paths['json']} and {paths['html']}",
             len(summary.divergences),
         )

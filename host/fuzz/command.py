@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from reports.words import counted
+
 from ..errors import RunInterrupted, UsageError
 from ..run import RunRequest, check_target_options, new_run_id
 from .campaign import Budget, FuzzProgress, FuzzRequest, fuzz
@@ -50,11 +52,11 @@ def fuzz_command(args: argparse.Namespace) -> int:
         raise RunInterrupted("interrupted: the fuzz run wrote no report", 0) from None
     s = outcome.summary
     ended = {"found": ", stopped at the first divergence (--until-found)"}.get(s.status, "")
-    print(f"fuzz: {s.programs} programs on {len(s.devices)} device(s) ({s.programs_per_s}/s), seed {s.seed}: "
-          f"{len(s.divergences)} divergences{ended}")
+    print(f"fuzz: {counted(s.programs, 'program')} on {counted(len(s.devices), 'device')} ({s.programs_per_s}/s), "
+          f"seed {s.seed}: {counted(len(s.divergences), 'divergence')}{ended}")
     for d in s.devices:
-        line = f"  {d.device}: {d.programs} programs in {d.fuzzing_s:.1f} s ({d.programs_per_s}/s), "
-        line += f"{d.divergences} divergences"
+        line = f"  {d.device}: {counted(d.programs, 'program')} in {d.fuzzing_s:.1f} s ({d.programs_per_s}/s), "
+        line += counted(d.divergences, "divergence")
         if d.status in ("lost", "unprepared", "failed"):
             line += f"; {d.status.upper()}, its part ended: {d.detail}"
         print(line)
@@ -66,7 +68,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
             shrunk = f"shrunk{cut} {v.steps_before} -> {v.steps_after} steps ({replays})"
         else:
             shrunk = f"NOT SHRUNK ({v.steps_before} steps as generated)"
-        print(f"  {where} on {v.device}: {v.count} programs, first after {v.found_after_s:.1f} s; "
+        print(f"  {where} on {v.device}: {counted(v.count, 'program')}, first after {v.found_after_s:.1f} s; "
               f"{shrunk}: {v.scenario}")
     if s.replay:
         print(f"replay: {s.replay}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from reports.words import counted
+
 from .campaign import GROUP_SHRINK_S, GROUP_SHRINKS, OVERRUN_S, Activity, FuzzProgress, FuzzRequest
 
 
@@ -42,9 +44,9 @@ def progress_line(progress: FuzzProgress, now: float | None = None) -> str:
     per second of fuzzing (shrinking time left out)."""
     now = time.monotonic() if now is None else now
     rate = progress.programs / progress.fuzzing_s if progress.fuzzing_s > 0 else 0.0
-    plural = "" if progress.divergences == 1 else "s"
     fuzzing = "fuzzing, " if any(a.phase == "fuzzing" for a in progress.activities) else ""
-    line = f"fuzz: {fuzzing}{progress.programs} programs, {rate:.1f}/s, {progress.divergences} divergence{plural}"
+    line = f"fuzz: {fuzzing}{counted(progress.programs, 'program')}, {rate:.1f}/s, "
+    line += counted(progress.divergences, "divergence")
     if progress.left_s is not None:
         line += f", {max(0.0, progress.left_s):.0f} s left"
     busy = [activity_text(a, now) for a in progress.activities if a.phase != "fuzzing"]

@@ -1,7 +1,7 @@
 """Submission bundles: `npuconf bundle DIR` packs a run (`npuconf verify BUNDLE` checks one: verify.py).
 
-A bundle is a tar.gz holding results.jsonl, junit.xml, report.html, summary.json and manifest.json
-(and manifest.sig when signed). The manifest lists the SHA-256 of every other file, the tree hashes
+A bundle is a tar.gz holding results.jsonl, junit.xml, report.html, summary.json, atlas.json and
+manifest.json (and manifest.sig when signed). The manifest lists the SHA-256 of every other file, the tree hashes
 of the kit that made it (kit, model, probe sources, suite), the run id, each device's build fingerprint and
 the run's claim (reports/claim.py). What `verify` checks is in verify.py and docs/reports.md.
 """
@@ -33,6 +33,8 @@ from .run_dir import load_planned_run
 BUNDLE_SCHEMA: Final = 2
 MANIFEST: Final = "manifest.json"
 BUNDLE_FILES: Final = ("results.jsonl", "junit.xml", "report.html", "summary.json")
+# Files a bundle holds that bundles made before them lack: verify checks them when present.
+LATER_FILES: Final = ("atlas.json",)
 
 
 class BundleUnreadable(KitError):
@@ -66,9 +68,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, sign_key: Path | None = 
     default_name = f"{checked_name(plan.run_id, 'run_id')}.bundle.tar.gz" if out is None else ""
     reports = write_reports(path, path.parent)
     contents = {"results.jsonl": read_results_bytes(path)}
-    # atlas.json stays out: `npuconf report` derives it from results.jsonl like the others, and verify checks
-    # the files a claim rests on
-    contents.update({p.name: read_unfollowed(p) for p in reports.values() if p.name in BUNDLE_FILES})
+    contents.update({p.name: read_unfollowed(p) for p in reports.values() if p.name in (*BUNDLE_FILES, *LATER_FILES)})
     manifest: dict[str, Any] = {
         "kind": "npuconf-bundle",
         "schema": BUNDLE_SCHEMA,

@@ -35,7 +35,17 @@ from reports.records import (
 from ..errors import UsageError
 from ..probe import Pairs
 from ..run import DeviceFacts, Judging, load_digests, now_iso, planned, save_digests
-from ..suite import SCENARIO_ROOT, corpus_hash, load_catalogue, load_corpus, load_waiver_file, model_hash
+from ..suite import (
+    SCENARIO_ROOT,
+    check_waiver_ids,
+    corpus_hash,
+    expiry_notes,
+    load_catalogue,
+    load_corpus,
+    load_waiver_file,
+    model_hash,
+    unmatched_devices_note,
+)
 from .recorded import decide_record, recorded_devices
 from .run_dir import load_planned_run
 
@@ -147,16 +157,37 @@ def rejudge_run(
     return Rejudged(run, profile, tuple(records), tuple(changes), judged, tuple(missing), tuple(notes))
 
 
+@dataclass(frozen=True, slots=True)
+class WaiversApplied:
+    """The waiver file a rejudge applied instead of the run's own, and the day it judged them on."""
+
+    path: Path
+    waivers: tuple[Waiver, ...]
+    as_of: dt.date
+
+    def options(self, recorded: Mapping[str, object]) -> dict[str, object]:
+        """The plan's options with this file in place of the run's: what the rejudged run was judged with."""
+        return {
+            **recorded,
+            "waivers": str(self.path.absolute()),
+            "waivers_as_of": self.as_of.isoformat(),
+            "waivers_expired": list(expiry_notes(self.waivers, self.as_of)),
+        }
+
+
 def rejudged_lines(
-    rejudged: Rejudged, stored: Records, corpus: Mapping[str, Scenario], root: Path
+    rejudged: Rejudged, stored: Records, corpus: Mapping[str, Scenario], root: Path,
+    waivers: WaiversApplied | None = None,
 ) -> list[Record]:
-    """The new results.jsonl: plan (new profile, `rejudged_from`), device records, results, end."""
+    """The new results.jsonl: plan (new profile, `rejudged_from`; the waiver file applied when one was given
+    instead of the run's own), device records, results, end."""
     run = rejudged.run
     original = stored.plan
     if run.plan is None or original is None:
         raise UsageError(f"{run.path}: no plan record; rejudge needs the run's plan")
     plan = dataclasses.replace(
         original,
+        options=waivers.options(original.options) if waivers is not None else original.options,
         run_id=f"{original.run_id}-rejudged-{rejudged.profile}",
         profile=rejudged.profile,
         model_hash=model_hash(),
@@ -211,9 +242,18 @@ def rejudge(
                          f"remove that directory, or write elsewhere with --out NEW")
     waivers = load_waivers(waivers_file)
     corpus, catalogue = corpus_by_id(scenario_root)
+    applied: WaiversApplied | None = None
+    if waivers is not None and waivers_file is not None:
+        check_waiver_ids(waivers, catalogue, corpus, waivers_file)
+        applied = WaiversApplied(waivers_file, waivers, today or dt.date.today())
     stored = read_records(path)
-    rejudged = rejudge_run(run, stored, chosen, corpus, catalogue, waivers, today)
-    lines = rejudged_lines(rejudged, stored, corpus, scenario_root)
+    rejudged = rejudge_run(run, stored, chosen, corpus, catalogue, waivers, applied.as_of if applied else today)
+    if applied is not None:
+        fingerprints = {serial: str(info.get("fingerprint", "")) for serial, info in run.devices.items()}
+        note = unmatched_devices_note(applied.waivers, fingerprints, applied.path)
+        if note is not None:
+            rejudged = dataclasses.replace(rejudged, notes=(*rejudged.notes, note))
+    lines = rejudged_lines(rejudged, stored, corpus, scenario_root, applied)
     output_dir(out_dir)
     results = out_dir / "results.jsonl"
     write_records(results, lines)

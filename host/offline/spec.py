@@ -15,6 +15,7 @@ from reports.spec_page import SpecClause, SpecSource, render_spec
 
 from ..errors import UsageError
 from ..suite import REPO_ROOT, SCENARIO_ROOT, load_catalogue, load_corpus
+from .errata import ERRATA_HTML, write_errata
 from .run_dir import run_results_path
 
 # The kit's copy of the published text (provenance: conformance/spec/README.md).
@@ -43,13 +44,19 @@ def spec_source(text_path: Path = SPEC_TEXT) -> SpecSource:
     )
 
 
-def write_spec(runs: Sequence[Path], out: Path) -> Path:
+def write_spec(runs: Sequence[Path], out: Path) -> dict[str, Path]:
+    """The page, and with runs the errata draft for them beside it (the page links it)."""
     loaded = [load_results(run_results_path(run)) for run in runs]
-    write_text(out, render_spec(spec_source(), loaded))
-    return out
+    paths: dict[str, Path] = {}
+    if runs:
+        _, written = write_errata(runs, out.parent)
+        paths = {f"errata {name}": path for name, path in written.items()}
+    write_text(out, render_spec(spec_source(), loaded, ERRATA_HTML if runs else None))
+    return {"spec": out, **paths}
 
 
 def spec_command(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else DEFAULT_OUT
-    print(f"spec: {write_spec(args.runs, out)}")
+    for name, path in write_spec(args.runs, out).items():
+        print(f"{name}: {path}")
     return 0

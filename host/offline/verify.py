@@ -20,11 +20,13 @@ from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import ResultsUnreadable, RunResults, load_results
+from reports.atlas import atlas_agrees
 from reports.claim import Claim, ClaimLevel
 from reports.floor.limits import limit, over
 from reports.plan_filters import filters_of
 from reports.plan_options import PlanOptions, read_plan_options
 from reports.records import Records, read_records
+from reports.run_options import npuconf_command, portable_command
 from reports.summary import build_summary
 
 from ..run import Judging, pointer_bits
@@ -41,7 +43,15 @@ from ..suite import (
     waivers_as_of,
 )
 from . import signing
-from .bundle import BUNDLE_FILES, BUNDLE_SCHEMA, MANIFEST, BundleUnreadable, device_fingerprints, sha256_hex
+from .bundle import (
+    BUNDLE_FILES,
+    BUNDLE_SCHEMA,
+    LATER_FILES,
+    MANIFEST,
+    BundleUnreadable,
+    device_fingerprints,
+    sha256_hex,
+)
 from .recorded import decide_record, recorded_devices
 from .rejudge import corpus_by_id
 
@@ -139,7 +149,7 @@ def read_bundle(bundle: Path) -> dict[str, bytes]:
                 members[member.name] = handle.read(member.size) if handle is not None else b""
     except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
         why = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else str(exc)
-        hint = f" (for a run directory: `npuconf bundle {bundle}` first)" if bundle.is_dir() else ""
+        hint = f" (for a run directory: `{npuconf_command('bundle', str(bundle))}` first)" if bundle.is_dir() else ""
         raise BundleUnreadable(
             f"{bundle}: not a readable bundle ({why}); expected a tar.gz from `npuconf bundle`{hint}"
         ) from None
@@ -167,7 +177,7 @@ def _manifest(bundle: Path, members: Mapping[str, bytes]) -> dict[str, Any]:
 
 # The only member names a bundle has: `./summary.json` beside `summary.json` is another name to verify
 # but the same file to `tar x`, which would extract whichever copy comes last.
-EXACT_NAMES: Final = frozenset({*BUNDLE_FILES, MANIFEST, signing.SIGNATURE})
+EXACT_NAMES: Final = frozenset({*BUNDLE_FILES, *LATER_FILES, MANIFEST, signing.SIGNATURE})
 
 
 def _check_names(manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> list[Problem]:
@@ -413,6 +423,14 @@ def _check_verdicts(
     return derived, problems
 
 
+def _comparable(key: str, value: object) -> object:
+    """A summary.json value as two checkouts agree on it: a failure's replay line names where the kit that
+    wrote it is installed, which verify (elsewhere) does not check."""
+    if key != "failures" or not isinstance(value, list):
+        return value
+    return [{**f, "replay": portable_command(f.get("replay"))} if isinstance(f, dict) else f for f in value]
+
+
 def _check_reports(run: RunResults, members: Mapping[str, bytes], workdir: Path) -> list[Problem]:
     problems: list[Problem] = []
     if "summary.json" in members:
@@ -425,8 +443,15 @@ def _check_reports(run: RunResults, members: Mapping[str, bytes], workdir: Path)
             problems.append(Problem("report", "summary.json is not a JSON object"))
         else:
             for key in ("answer", "exit_code", "claim", "counts", "devices", "clauses", "failures"):
-                if stored.get(key) != expected.get(key):
+                if _comparable(key, stored.get(key)) != _comparable(key, expected.get(key)):
                     problems.append(Problem("report", f"summary.json {key} does not match results.jsonl"))
+    if "atlas.json" in members:
+        try:
+            atlas = json.loads(members["atlas.json"].decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            atlas = None
+        if not atlas_agrees(run, atlas):
+            problems.append(Problem("report", "atlas.json does not match results.jsonl"))
     if "junit.xml" in members:
         junit_path = workdir / "junit.xml"
         junit_path.write_bytes(members["junit.xml"])

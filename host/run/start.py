@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import shlex
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, report_paths, write_run_reports
 from reports.claim import Claim
 from reports.floor.safe_io import output_dir
 from reports.plan_options import PlanOptions
+from reports.run_options import npuconf_command
 
 from ..errors import RunInterrupted, UsageError
 from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix
 from ..suite import (
     SCENARIO_ROOT,
+    Catalogue,
     check_scenario_ids,
     check_waiver_ids,
     claim_basis,
@@ -33,6 +35,7 @@ from ..suite import (
     load_waiver_file,
     model_hash,
     select,
+    unmatched_devices_note,
 )
 from ..targets import LocalTarget, Target, VnpuProfile
 
@@ -64,6 +67,22 @@ class RunOutcome:
     finish: Callable[[], None] = field(default=_nothing_left)
 
 
+def _nothing_chosen(clauses: Sequence[str], catalogue: Catalogue, scenarios: Sequence[Scenario]) -> str:
+    """Why a selection is empty: a --clause no scenario can cite (not testable, with the catalogue's reason),
+    or one no scenario of the corpus cites, is named; otherwise the filters together matched nothing."""
+    cited = {c for s in scenarios for c in s.clauses}
+    by_id = {c.id: c for c in catalogue.clauses}
+    for clause in clauses:
+        if clause in cited:
+            continue
+        entry = by_id[clause]
+        if not entry.testable:
+            return (f"--clause {clause}: no scenario cites it: the catalogue marks it not testable "
+                    f"({entry.reason or 'no reason given'})")
+        return f"--clause {clause}: no scenario of the corpus cites it (`npuconf clauses` shows its coverage)"
+    return "no scenario matches -k/--clause/--scenario together; `npuconf clauses` lists clause IDs"
+
+
 def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: HeadStart | None = None) -> RunOutcome:
     """Run a request to its answer; with `ahead`, in the directory and on the virtual devices `start_ahead`
     started for it (the caller abandons them if this raises)."""
@@ -79,7 +98,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: He
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if not chosen:
-        raise UsageError("no scenario matches -k/--clause/--scenario; `npuconf clauses` lists clause IDs")
+        raise UsageError(_nothing_chosen(request.clauses, catalogue, scenarios))
     waivers = load_waiver_file(request.waivers) if request.waivers else ()
     if request.waivers:
         check_waiver_ids(waivers, catalogue.ids(), (s.id for s in scenarios), request.waivers)
@@ -170,6 +189,11 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: He
         finally:
             _join(stopping)
 
+    if request.waivers:
+        fingerprints = {serial: str(info.get("fingerprint", "")) for serial, info in run.devices.items()}
+        unmatched = unmatched_devices_note(waivers, fingerprints, request.waivers)
+        if unmatched is not None:
+            print(f"npuconf: note: {unmatched}", file=sys.stderr)
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
     paths = {"results": out_dir / RESULTS_FILE, **report_paths(out_dir)}
     return RunOutcome(out_dir, int(run.claim.exit_code), counts, run.claim, paths, finish)
@@ -213,7 +237,7 @@ def interrupted(out_dir: Path) -> RunInterrupted:
     total = len(run.results)
     return RunInterrupted(
         f"interrupted: {kept} of {total} results kept in {results}; "
-        f"continue with: npuconf run --resume {shlex.quote(str(out_dir))}",
+        f"continue with: {npuconf_command('run', '--resume', str(out_dir.absolute()))}",
         kept,
     )
 

@@ -23,9 +23,11 @@ from .hashes import HASHED_PARTS as HASHED_PARTS
 from .hashes import checkout_tree_hashes as checkout_tree_hashes
 from .hashes import model_hash as model_hash
 from .hashes import part_tree_hash as part_tree_hash
+from .safe_yaml import load_yaml_file as load_yaml_file
 from .waivers import check_waiver_ids as check_waiver_ids
 from .waivers import expiry_notes as expiry_notes
 from .waivers import load_waiver_file as load_waiver_file
+from .waivers import unmatched_devices_note as unmatched_devices_note
 from .waivers import waivers_as_of as waivers_as_of
 
 # The reports compute claims with the kit's own facts, never a record's (reports/kit.py).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -48,9 +49,32 @@ def check_waiver_ids(
     for index, waiver in enumerate(waivers):
         where = f"--waivers {path}: waivers[{index}]"
         if waiver.clause is not None and waiver.clause not in clauses:
-            raise UsageError(f"{where}.clause {described(waiver.clause)}: not a clause ID of conformance/clauses.yaml")
+            raise UsageError(f"{where}.clause {described(waiver.clause)}: not a clause ID of conformance/clauses.yaml"
+                             f"{_did_you_mean(waiver.clause, clauses)}")
         if waiver.scenario is not None and not any(fnmatchcase(s, waiver.scenario) for s in scenarios):
-            raise UsageError(f"{where}.scenario {described(waiver.scenario)}: matches no scenario ID of the corpus")
+            raise UsageError(f"{where}.scenario {described(waiver.scenario)}: matches no scenario ID of the corpus"
+                             f"{_did_you_mean(waiver.scenario, scenarios)}")
+
+
+def _did_you_mean(given: str, known: Iterable[str]) -> str:
+    """`; did you mean 'req-type-unknown-einval'?` for the closest known IDs (a glob is compared as written)."""
+    close = difflib.get_close_matches(given, sorted(known), n=2, cutoff=0.75)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def unmatched_devices_note(waivers: Sequence[Waiver], fingerprints: Mapping[str, str], path: Path | str) -> str | None:
+    """One line when no entry of a waiver file matches the fingerprint of any device of the run (a file for
+    another product, or a device glob with a typo): it then waives nothing, whatever failed."""
+    if not waivers or not fingerprints:
+        return None
+    if any(fnmatchcase(fp, w.device) for w in waivers for fp in fingerprints.values()):
+        return None
+    shown = ", ".join(f"{serial} {fp!r}" for serial, fp in sorted(fingerprints.items())[:3])
+    more = f" and {len(fingerprints) - 3} more" if len(fingerprints) > 3 else ""
+    return (f"--waivers {path}: no entry's device glob matches a device of this run ({shown}{more}); "
+            "it waives nothing here")
 
 
 def waivers_as_of(options: Mapping[str, object], started: str) -> dt.date | None:

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from .adb import PROFILE_NAME as PROFILE_NAME
     from .adb import AdbServerAddress as AdbServerAddress
     from .adb import AdbTarget as AdbTarget
-    from .adb import adb_client as adb_client
     from .adb import attached_devices as attached_devices
     from .adb import discover_targets as discover_targets
     from .impl_check import API_FUNCTIONS as API_FUNCTIONS
@@ -39,8 +38,7 @@ _LATER: Final = {
     **dict.fromkeys(("API_FUNCTIONS", "check_impl"), ".impl_check"),
     **dict.fromkeys(("PROBE_STDERR_LOG", "LocalTarget"), ".local"),
     **dict.fromkeys(
-        ("DEVICE_DIR", "PROFILE_NAME", "AdbServerAddress", "AdbTarget", "adb_client", "attached_devices",
-         "discover_targets"),
+        ("DEVICE_DIR", "PROFILE_NAME", "AdbServerAddress", "AdbTarget", "attached_devices", "discover_targets"),
         ".adb",
     ),
     **dict.fromkeys(("Fleet", "FleetSupervisor", "reap_orphan_fleets", "start_fleet"), ".virtual_device"),

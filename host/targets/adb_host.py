@@ -1,7 +1,8 @@
 """The adb host protocol ("smart socket") as a client speaks it to an adb server: one `host:` request,
 its answer (version, devices, connect and disconnect), or a connection switched to one device's service
-(`host:transport:SERIAL`, then `shell,v2,raw:...` or `sync:`), whose stream is then the service's. The
-real-phone adb target and the virtual-device fleet both talk to their servers through this one client.
+(`host:transport:SERIAL`, then `shell,v2,raw:...` or `sync:`), whose stream is then the service's. It
+talks to the servers adbutils cannot reach, the private fleet's unix sockets, and serves the fleet's own
+bookkeeping (adb_clients.py says which client talks to which server).
 
 An adb server is reached at a TCP address (`HOST:PORT`, a phone lab's servers) or at a unix socket
 (`localfilesystem:PATH`, adb's own notation for `-L`): the kit's private servers listen on a socket in

@@ -17,6 +17,7 @@ from reference_model.vocabulary import PROBE_LIST_LINES
 from reports.floor.limits import limit, over
 from reports.floor.safe_io import append_bytes, output_dir, write_text
 from reports.floor.user_cache import cache_key, read_entry, write_entry
+from reports.run_options import npuconf_command
 
 from ..errors import UsageError
 from ..probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch
@@ -77,9 +78,8 @@ class LocalTarget:
         if not self.build.exists():
             if self.exec_prefix:
                 arch = {"qemu-aarch64": "aarch64", "qemu-arm": "armhf"}.get(self.exec_prefix[0], "ARCH")
-                raise UsageError(
-                    f"{self.build_dir}: no cross build there; run `npuconf probe build --cross {arch}` first"
-                )
+                build = npuconf_command("probe", "build", "--cross", arch)
+                raise UsageError(f"{self.build_dir}: no cross build there; run `{build}` first")
             build_probe(self.build_dir)
         library = self.impl if self.impl is not None else self.build.vnpu
         facts = self._facts = self._build_facts(library)

@@ -2,7 +2,7 @@
 before any scenario runs and before anything is written."""
 
 from host.targets.virtual_device import DeviceProfile
-from tests.conftest import npuconf
+from tests.conftest import PRINTED_NPUCONF, npuconf
 
 
 def test_device_abi_without_a_probe_build_is_a_setup_error(fleet_factory, tmp_path):
@@ -18,5 +18,5 @@ def test_device_abi_without_a_probe_build_is_a_setup_error(fleet_factory, tmp_pa
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert "no probe build for ABI armeabi-v7a" in lines[0]
-    assert "run `npuconf probe build --ndk PATH --abi armeabi-v7a`" in lines[0]
+    assert f"run `{PRINTED_NPUCONF} probe build --ndk PATH --abi armeabi-v7a`" in lines[0]
     assert not (out / "results.jsonl").exists()

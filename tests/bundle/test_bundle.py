@@ -11,10 +11,10 @@ from junitparser import xunit2
 
 from host.offline import BundleUnreadable, make_bundle, verify_bundle
 from host.suite import checkout_tree_hashes, corpus_hash, model_hash
-from tests.conftest import npuconf
+from tests.conftest import PRINTED_NPUCONF, npuconf
 from tests.store.runs import D2_SCENARIO, PASS_SCENARIO, d2_run
 
-FILES = {"results.jsonl", "junit.xml", "report.html", "summary.json", "manifest.json"}
+FILES = {"results.jsonl", "junit.xml", "report.html", "summary.json", "atlas.json", "manifest.json"}
 
 
 @pytest.fixture
@@ -89,6 +89,18 @@ def test_untouched_bundle_verifies(bundle):
     done = npuconf("verify", bundle, timeout=60)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout.startswith("bundle verifies, but it is not a conformance claim: non-conformant: 1 FAIL")
+
+
+def test_the_atlas_travels_in_the_bundle_and_an_edited_one_is_named(bundle, tmp_path):
+    contents = members(bundle)
+    atlas = json.loads(contents["atlas.json"])
+    assert atlas["kind"] == "npuconf-atlas" and atlas["run_id"] == "20260301-120000-d2d2"
+    atlas["entries"] = atlas["entries"][1:]
+    report = verify_bundle(repack(tmp_path / "a.tar.gz", {**contents, "atlas.json": json.dumps(atlas).encode()}))
+    assert problems(report, "report") == ["atlas.json does not match results.jsonl"]
+    # A bundle made before atlas.json travelled still verifies.
+    older = {n: d for n, d in contents.items() if n != "atlas.json"}
+    assert verify_bundle(repack(tmp_path / "b.tar.gz", older)).problems == ()
 
 
 def test_edited_verdict_is_named(bundle, tmp_path):
@@ -222,7 +234,7 @@ def test_verify_of_a_run_directory_says_what_to_do_in_one_line(tmp_path):
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert done.returncode == 3 and len(lines) == 1, lines
     assert "Errno" not in lines[0] and "(is a directory)" in lines[0]
-    assert f"`npuconf bundle {tmp_path / 'run'}` first" in lines[0]
+    assert f"`{PRINTED_NPUCONF} bundle {tmp_path / 'run'}` first" in lines[0]
 
 
 @pytest.mark.parametrize("alias", ["./summary.json", "./results.jsonl", "summary.json"])

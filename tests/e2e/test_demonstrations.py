@@ -15,11 +15,11 @@ from pathlib import Path
 
 from junitparser import JUnitXml
 
-from tests.conftest import npuconf
 from host.suite.basis import kit_facts
 from reports.claim import required_clauses
 from reports.clause_answers import clause_answers
 from reports.results import load_results
+from tests.conftest import npuconf
 
 
 def _demonstrating(run_dir: Path) -> Counter[str]:

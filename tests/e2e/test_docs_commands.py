@@ -75,3 +75,21 @@ def test_readme_local_run_writes_where_a_relative_out_says(checkout, tmp_path):
     for name in ("results.jsonl", "junit.xml", "report.html", "summary.json", "atlas.json"):
         assert (out / name).is_file(), name
         assert f": {out / name}" in done.stdout, done.stdout  # shown back as the absolute path
+
+
+def test_guide_errata_lines_write_the_draft_where_they_say(checkout):
+    """The guide's two `npuconf errata` lines, with its placeholders named: the draft lands in the run's
+    directory, and for two runs where --out says."""
+    for out in ("out/lab1-run", "out/lab2-run"):
+        made = run([".venv/bin/npuconf", "run", "--target", "local", "-k", SMALL, "--out", out, "-q"], checkout)
+        assert made.returncode == 0, made.stdout + made.stderr
+    one = [w.replace("out/<run-id>", "out/lab1-run") for w in doc_command(GUIDE, ".venv/bin/npuconf", "errata",
+                                                                         "out/<run-id>")]
+    done = run(one, checkout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (checkout / "out" / "lab1-run" / "errata.html").is_file()
+    assert (checkout / "out" / "lab1-run" / "errata.md").is_file()
+    both = doc_command(GUIDE, ".venv/bin/npuconf", "errata", "out/lab1-run", "out/lab2-run")
+    done = run(both, checkout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "## Reading R1" in (checkout / "out" / "feedback" / "errata.md").read_text(encoding="utf-8")

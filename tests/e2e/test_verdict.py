@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from host.suite import load_catalogue, load_corpus
-from tests.conftest import ROOT, npuconf, npuconf_interruptible
+from tests.conftest import PRINTED_NPUCONF, ROOT, npuconf, npuconf_interruptible, paste
 
 LIBZ = Path("/lib/x86_64-linux-gnu/libz.so.1")
 CORPUS_SIZE = len(load_corpus(known_clauses=load_catalogue().ids()))
@@ -127,7 +127,7 @@ def test_missing_cross_build_is_a_setup_error(tmp_path):
     )
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"npuconf: {build}: no cross build there; run `npuconf probe build --cross aarch64` first"
+        f"npuconf: {build}: no cross build there; run `{PRINTED_NPUCONF} probe build --cross aarch64` first"
     ]
     assert not (tmp_path / "o" / "results.jsonl").exists()
 
@@ -450,9 +450,8 @@ def test_verify_applies_waivers_as_of_the_day_the_run_applied_them(aosp_run, tmp
 
 
 def _replay(replay: str, out: Path) -> subprocess.CompletedProcess[str]:
-    words = shlex.split(replay)
-    assert words[:2] == ["npuconf", "run"]
-    return npuconf(*words[1:], "-q", "--out", out)
+    assert shlex.split(replay)[:2] == [shlex.split(PRINTED_NPUCONF)[0], "run"]
+    return paste(f"{replay} -q --out {shlex.quote(str(out))}", out.parent)
 
 
 def test_replay_of_an_aosp_personality_fail_reproduces_it(aosp_run, tmp_path):
@@ -505,9 +504,12 @@ def test_ctrl_c_during_a_run_keeps_results_and_names_the_resume_command(tmp_path
     assert "Traceback" not in done.stderr and "Exception in thread" not in done.stderr
     message = done.stderr.replace("\r", "\n").strip().splitlines()[-1]
     assert message.startswith("npuconf: interrupted: ") and f" of {CORPUS_SIZE} results kept in " in message
-    assert message.endswith(f"continue with: npuconf run --resume {out}")
+    hint = f"{PRINTED_NPUCONF} run --resume {out}"
+    assert message.endswith(f"continue with: {hint}")
     assert not any(r.get("kind") == "end" for r in results(out))
-    resumed = npuconf("run", "--resume", out, "-q")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    resumed = paste(f"{hint} -q", elsewhere)  # as printed, from another directory, the venv not on PATH
     assert resumed.returncode == 0 and first_line(resumed.stdout) == "conformant", resumed.stdout + resumed.stderr
 
 

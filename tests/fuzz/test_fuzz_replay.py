@@ -3,10 +3,10 @@ progress line says what each device is doing."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shlex
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,10 +16,8 @@ from host.fuzz.campaign import OVERRUN_S, Activity, Budget, FuzzProgress, FuzzRe
 from host.fuzz.progress import progress_line, start_line
 from host.fuzz.replay import replay
 from host.run import RunRequest
-from tests.conftest import npuconf
+from tests.conftest import PRINTED_NPUCONF, npuconf, paste
 from tests.vnpu_builds import build_defective_vnpu
-
-NPUCONF = Path(sys.executable).with_name("npuconf")
 
 
 def test_progress_names_fuzzing_shrinking_and_confirming():
@@ -46,16 +44,15 @@ def test_a_divergence_replay_names_its_scenario_exactly_and_the_whole_dir_replay
     config = {"target": "local", "personality": "aosp-2026", "policy": "caching", "profile": "published-37"}
     whole = replay(config, tmp_path / "scenarios")
     options = "--target local --personality aosp-2026 --policy caching"
-    assert whole == f"npuconf run {options} --scenarios {tmp_path}/scenarios"
+    assert whole == f"{PRINTED_NPUCONF} run {options} --scenarios {tmp_path}/scenarios"
     one = replay(config, tmp_path / "scenarios", "fuzz.map-must-unmap.s1_10")
     assert one == f"{whole} --scenario fuzz.map-must-unmap.s1_10"
 
 
 def _replayed_clauses(line: str, out: Path, cwd: Path) -> set[tuple[str, str | None]]:
     words = shlex.split(line)
-    assert words[:2] == ["npuconf", "run"], line
-    done = subprocess.run([str(NPUCONF), *words[1:], "--out", str(out), "-q"], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, check=False)
+    assert words[0] == shlex.split(PRINTED_NPUCONF)[0] and words[1] == "run", line
+    done = paste(f"{line} --out {shlex.quote(str(out))} -q", cwd)  # as printed, the venv not on PATH
     assert done.returncode == 1, done.stdout + done.stderr
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     return {(r["verdict"], (r.get("divergence") or {}).get("clause")) for r in records if r["kind"] == "result"}
@@ -89,6 +86,10 @@ def test_replays_of_a_fuzz_run_reproduce_its_fail_on_the_same_configuration(tmp_
     expected = ("FAIL", divergence["clause"])
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    page = (out / "fuzz.html").read_text()
+    in_page = [html.unescape(m) for m in re.findall(r"<code>(.*?)</code>", page)]
+    assert summary["replay"] in in_page and divergence["replay"] in in_page, in_page
+    assert not re.search(r">(True|False|None)<|\[\]|\['", page), "a Python literal in fuzz.html"
     for k, line in enumerate([printed[0], summary["replay"], divergence["replay"]]):
         assert "--personality aosp-2026" in line and "--policy caching" in line and str(library) in line
         assert expected in _replayed_clauses(line, tmp_path / f"replay{k}", elsewhere), line

@@ -40,7 +40,7 @@ def test_baseline_lists_exactly_the_defect_clause_as_new_and_fails_only_on_it(tw
     done = npuconf("report", new, "--baseline", old, "--fail-on-new")
     assert done.returncode == 1, done.stdout + done.stderr
     assert _clause_lines(done.stdout) == [f"new failure: {DEFECT} on local: PASS -> FAIL"], done.stdout
-    assert "1 clause(s) newly failing, 0 fixed" in done.stdout
+    assert "1 clause newly failing, 0 fixed" in done.stdout
 
 
 def test_fixed_clause_is_listed_and_does_not_fail_the_job(twin, tmp_path):
@@ -49,7 +49,7 @@ def test_fixed_clause_is_listed_and_does_not_fail_the_job(twin, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"  fixed: {DEFECT} on local: FAIL -> PASS" in done.stdout
     same = npuconf("report", new, "--baseline", new, "--fail-on-new")
-    assert same.returncode == 0 and "0 clause(s) newly failing, 0 fixed" in same.stdout
+    assert same.returncode == 0 and "0 clauses newly failing, 0 fixed" in same.stdout
 
 
 def test_fail_on_new_without_a_baseline_is_a_usage_error(twin):

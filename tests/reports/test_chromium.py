@@ -11,6 +11,7 @@ from synthetic_results import ResultsBuilder, load
 
 from reports import write_run_reports
 from tests.chromium import chromium, console_lines, needs_chromium
+from tests.conftest import PRINTED_NPUCONF
 
 pytestmark = [pytest.mark.chromium, needs_chromium]
 
@@ -82,7 +83,8 @@ def test_aosp_run_report_leads_with_its_first_failure_and_marks_the_divergent_li
     body = article.group(2)
     assert fails[0]["scenario"] in body
     assert fails[0]["divergence"]["clause"] in body and "AOSP discrepancy" in body
-    assert f'<code>npuconf run --target local --personality aosp-2026 --scenario {fails[0]["scenario"]}</code>' in body
+    replay = f'{PRINTED_NPUCONF} run --target local --personality aosp-2026 --scenario {fails[0]["scenario"]}'
+    assert f"<code>{replay}</code>" in body
     marked = re.findall(r'<mark class="tl hit" data-line="(\d+)"', body)
     assert marked == [str(fails[0]["divergence"]["event"])]
     # The batch of 64 has its divergence deep in a long trace: the excerpt is centred on it, not the end.

@@ -1,10 +1,11 @@
-"""reports.findings: failure order, the line a verdict rests on, replay commands, clauses not exercised."""
+"""reports.findings: failure order, the line a verdict rests on, replay commands, clauses not demonstrated."""
 
 from __future__ import annotations
 
 from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario, trace_lines
 
 from reports.findings import coverage_gaps, findings, focus_line, replay_command, trace_excerpt
+from tests.conftest import PRINTED_NPUCONF
 
 
 def test_replay_repeats_the_options_that_change_what_runs(builder: ResultsBuilder):
@@ -12,7 +13,7 @@ def test_replay_repeats_the_options_that_change_what_runs(builder: ResultsBuilde
     builder.plan(["local"], [scenario("alloc.x")], target="local", profile="aosp-2026", options=options)
     run = load(builder.result("local", "alloc.x", "FAIL", divergence=DIVERGENCE).write())
     assert replay_command(run, run.results[0]) == (
-        "npuconf run --target local --impl '/tmp/my lib.so' --personality aosp-2026 --profile aosp-2026"
+        f"{PRINTED_NPUCONF} run --target local --impl '/tmp/my lib.so' --personality aosp-2026 --profile aosp-2026"
         " --scenario alloc.x"
     )
 

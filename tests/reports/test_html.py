@@ -7,9 +7,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario
+from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario, trace_lines
 
 from reports.html import format_ns, render_html, write_html
+from tests.conftest import PRINTED_NPUCONF
 
 HOSTILE = "<script>alert(1)</script>\x01\x1b[31m\ud800"
 
@@ -80,7 +81,7 @@ def test_failures_come_first_most_severe_first(mixed_run: ResultsBuilder):
     assert html.index('id="coverage"') < html.index('id="charts"') < html.index('id="all-results"')
     for _, ident in failures:
         assert f'href="#{ident}"' in html  # from the index above the failures and from the results table
-    assert "<code>npuconf run --target virtual --scenario alloc.enomem</code>" in html
+    assert f"<code>{PRINTED_NPUCONF} run --target virtual --scenario alloc.enomem</code>" in html
     assert "An allocation for a supported pair succeeds unless memory is exhausted." in html
     assert "D4" in html
     assert "no trace: the scenario never ran" not in html  # NOT_EXECUTED is not a failure
@@ -168,7 +169,8 @@ def test_self_contained(mixed_run: ResultsBuilder):
     collector = _Collector()
     collector.feed(html)
     assert "link" not in collector.tags and "img" not in collector.tags and "iframe" not in collector.tags
-    assert all(value.startswith("#") for _, _, value in collector.refs), collector.refs
+    # in-page anchors, and one link to the errata draft beside the report (a page of its own, fetched by nothing)
+    assert all(value.startswith("#") or value == "errata.html" for _, _, value in collector.refs), collector.refs
     assert "@import" not in html and "url(" not in html and "@font-face" not in html
     assert "default-src 'none'" in html  # the page may not fetch anything even if it tried
     wanted = {"matrix", "matrix-failing", "results", "filters", "filter-text", "chapters", "latency"}
@@ -188,3 +190,36 @@ def test_problems_are_shown(builder: ResultsBuilder):
 )
 def test_format_ns(ns: float, text: str):
     assert format_ns(ns) == text
+
+
+def _warn_reason(*readings: str) -> str:
+    from reference_model.readings import READINGS
+
+    named = ", ".join(f"{r} ({READINGS[r]})" for r in readings)
+    return f"allowed by the text, but departs from the kit's reading(s) {named}"
+
+
+def test_warns_are_grouped_by_reading_one_row_per_reading_and_device(builder: ResultsBuilder):
+    """Many WARNs of one reading fill one row per device, naming the reading, not one row per clause list;
+    FAILs keep their rows per clause."""
+    ids = [f"loading.l{n}" for n in range(40)]
+    builder.plan(["d1", "d2"], [scenario(s, ["load-callback-on-done"]) for s in [*ids, "alloc.both", "alloc.x"]])
+    for device in ("d1", "d2"):
+        for sid in ids:
+            builder.result(device, sid, "WARN", reason=_warn_reason("R8"), trace=trace_lines(sid))
+    builder.result("d1", "alloc.both", "WARN", reason=_warn_reason("R1", "R8"), trace=trace_lines("alloc.both"))
+    builder.result("d1", "alloc.x", "FAIL", divergence=DIVERGENCE, trace=trace_lines("alloc.x"))
+    html = _html(builder.end())
+    rows = re.findall(r'<tr class="reading-row" data-reading="(R\d+)" data-device="(\w+)">(.*?)</tr>', html, re.S)
+    assert [(r, d) for r, d, _ in rows] == [("R8", "d1"), ("R1", "d1"), ("R8", "d2")]
+    counts = {(r, d): re.search(r"<td>(\d+) on", body).group(1) for r, d, body in rows}
+    assert counts == {("R8", "d1"): "41", ("R1", "d1"): "1", ("R8", "d2"): "40"}
+    assert "a valid, in-bounds loadAsync of a live, unmapped buffer answered with an error" in rows[0][2]
+    assert "loading.l0, loading.l1, loading.l2 and 38 more" in rows[0][2]
+    index = re.search(r'<table class="failure-index".*?</table>', html, re.S).group(0)
+    assert index.count("<tr") == 1 + 1 + 3  # the head, the FAIL's clause, three readings
+    groups = re.findall(r'<article class="detail d-WARN reading-group" id="(w\d+)"', html)
+    assert len(groups) == 3 and html.count('class="detail d-WARN"') == 0
+    # every WARN row of the results table leads to its group; the FAIL keeps its own article
+    assert html.count('href="#w1"') >= 41 and 'id="f1"' in html
+    assert "Failures (82)" in html

@@ -12,6 +12,7 @@ from synthetic_results import ResultsBuilder, load, scenario
 from host.run.given_options import RUN_OPTIONS
 from reports.findings import replay_command
 from reports.plan_options import OPTION, OPTIONS, PlanOptions, read_plan_options
+from tests.conftest import PRINTED_NPUCONF
 
 # What `npuconf run` records (host/run/start.py), every option set.
 RECORDED = PlanOptions(
@@ -52,7 +53,7 @@ def test_the_report_names_a_malformed_option_and_the_replay_line_leaves_it_out(b
         "plan option timeout_multiplier (--timeout-multiplier) is '3', not a number: read as not given",
     ]
     assert replay_command(run, run.results[0]) == (
-        "npuconf run --target local --personality aosp-2026 --scenario alloc.x"
+        f"{PRINTED_NPUCONF} run --target local --personality aosp-2026 --scenario alloc.x"
     )
     assert dict(run.claim.configuration)["impl"] == "vnpu"
 

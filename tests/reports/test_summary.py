@@ -9,6 +9,7 @@ from synthetic_results import ResultsBuilder, load, scenario
 
 from reports import write_run_reports
 from reports.summary import SUMMARY_SCHEMA, write_summary
+from tests.conftest import PRINTED_NPUCONF
 
 
 def test_summary_fields(mixed_run: ResultsBuilder, tmp_path: Path):
@@ -50,7 +51,7 @@ def test_summary_fields(mixed_run: ResultsBuilder, tmp_path: Path):
     assert fail["allowed"] == '{"cb":"alloc","error":0}'
     assert fail["why"] == "onAlloc reported ENOMEM for a supported pair with capacity left"
     assert (fail["discrepancy"], fail["discrepancies"]) == ("D4", ["D4"])
-    assert fail["replay"] == "npuconf run --target virtual --scenario alloc.enomem"
+    assert fail["replay"] == f"{PRINTED_NPUCONF} run --target virtual --scenario alloc.enomem"
     assert fail["excerpt"]["total"] == 8 and len(fail["excerpt"]["lines"]) == 8
     error = failures[3]
     assert (error["excerpt"]["focus"], error["excerpt"]["first"], len(error["excerpt"]["lines"])) == (3, 1, 21)

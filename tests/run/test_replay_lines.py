@@ -1,10 +1,13 @@
-"""Every replay line a run records (summary.json, report.html) runs, as printed and from another directory,
+"""Every replay line a run records (summary.json, report.html, the spec page) runs, pasted as printed into bash
+from another directory with the kit's venv not on PATH,
 exactly the one scenario it names and gives its verdict again, for a run with non-default options and
 relative paths, over a scenario directory where one id is part of others."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -14,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, npuconf, paste
 
 pytestmark = pytest.mark.slow
 
@@ -54,6 +57,14 @@ def _copy_scenarios(destination: Path) -> None:
 def _run(argv: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
     """``argv`` run in ``cwd`` with no --out, and the run directory the kit made (out/<run-id>/)."""
     done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    run_dirs = list((cwd / "out").glob("*/results.jsonl"))
+    assert len(run_dirs) == 1, done.stdout + done.stderr
+    return done, run_dirs[0].parent
+
+
+def _pasted(line: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``line`` pasted as printed into bash in ``cwd`` (the venv not on PATH), and the run directory it made."""
+    done = paste(line, cwd, timeout=120)
     run_dirs = list((cwd / "out").glob("*/results.jsonl"))
     assert len(run_dirs) == 1, done.stdout + done.stderr
     return done, run_dirs[0].parent
@@ -119,15 +130,21 @@ def test_every_replay_line_runs_its_one_scenario_with_its_verdict(tmp_path, prob
     assert len(from_summary) == sum(v in ("FAIL", "CRASH") for v in PICKED.values())
     console = [line for line in done.stdout.splitlines() if "npuconf run " in line]
     assert set(console) <= set(from_summary), console
+    # The spec page shows the same lines under each failing sentence.
+    spec = tmp_path / "spec.html"
+    assert npuconf("spec", run_dir, "--out", spec).returncode == 0
+    from_spec = {html.unescape(m) for m in re.findall(r'<code class="replay">(.*?)</code>', spec.read_text())}
+    assert set(from_summary) <= from_spec, set(from_summary) - from_spec  # the spec page also shows the WAIVED
+    assert all(shlex.split(line)[:2] == [str(NPUCONF), "run"] for line in from_spec), from_spec
 
     scenario_of = {f["replay"]: f["scenario"] for f in summary["failures"]}
     for k, line in enumerate(sorted(scenario_of)):
         words = shlex.split(line)
-        assert words[:2] == ["npuconf", "run"], line
+        assert words[:2] == [str(NPUCONF), "run"], line
         assert f"--scenarios {scratch / 'sc'}" in line and f"--waivers {scratch / 'w.yaml'}" in line, line
         elsewhere = tmp_path / f"replay{k}"
         elsewhere.mkdir()
-        again, replay_dir = _run([str(NPUCONF), *words[1:]], elsewhere)
+        again, replay_dir = _pasted(line, elsewhere)
         replayed = _verdicts(replay_dir)
         assert len(replayed) == 1, f"{line}: ran {sorted(replayed)}"
         [(scenario, verdict)] = replayed.items()

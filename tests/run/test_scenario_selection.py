@@ -11,7 +11,7 @@ from host.errors import UsageError
 from host.suite import check_scenario_ids, load_catalogue, load_corpus, select
 from host.suite.checkout import SCENARIO_ROOT
 from reports.run_options import run_command
-from tests.conftest import npuconf
+from tests.conftest import PRINTED_NPUCONF, npuconf
 
 SHORT, LONG = "free.empty_list", "free.empty_list_after_buffers"  # SHORT is part of LONG
 
@@ -49,8 +49,8 @@ def test_an_unknown_scenario_id_names_the_directory_and_the_closest_ids(corpus):
 
 
 def test_run_command_names_one_scenario_exactly():
-    assert run_command(["--target", "local"], LONG) == f"npuconf run --target local --scenario {LONG}"
-    assert run_command(["--target", "local"]) == "npuconf run --target local"
+    assert run_command(["--target", "local"], LONG) == f"{PRINTED_NPUCONF} run --target local --scenario {LONG}"
+    assert run_command(["--target", "local"]) == f"{PRINTED_NPUCONF} run --target local"
 
 
 def test_an_unknown_scenario_is_a_one_line_usage_error(tmp_path):

@@ -223,3 +223,67 @@ def test_consecutive_builds_list_newly_failing_fixed_and_atlas_changes(tmp_path,
     assert '<table id="fixed">' in page and '<section id="atlas" class="atlas">' in page
     atlas = page[page.index('<section id="atlas"') :]
     assert f"onAlloc for NULL in {D2_SCENARIO}" in atlas[: atlas.index("</section>")]
+
+
+def _claim(tmp_path, run_id, started, fingerprints, verdicts, shard=False):
+    """A full claim; `fingerprints`: serial -> build; with `shard`, each device's group is its build."""
+    scenarios = list(dict.fromkeys(s for _, s in verdicts))
+    head = [plan(run_id, started, list(fingerprints), scenarios, corpus_hash=FULL["corpus_hash"], shard=shard)]
+    head += [{"kind": "device", "device": s, **({"group": f} if shard else {}), "info": device_info(s, f)}
+             for s, f in fingerprints.items()]
+    body = [verdict_record(d, s, v, started) for (d, s), v in verdicts.items()]
+    return write(tmp_path / run_id, [*head, *body, {"kind": "end", "finished": started, "counts": {},
+                                                    "exit_code": None}])
+
+
+def test_builds_keep_their_numbers_and_a_return_to_an_older_build_is_no_regression(tmp_path):
+    """Issue 40: B1, B2, then back to B1 renumbered the builds and showed the switch back as regressions."""
+    store = tmp_path / "store.sqlite"
+    runs = [
+        _claim(tmp_path, "run-1", "2026-03-01T10:00:00Z", {"phone-1": OLD}, {("phone-1", A): "FAIL"}),
+        _claim(tmp_path, "run-2", "2026-03-02T10:00:00Z", {"phone-1": NEW}, {("phone-1", A): "PASS"}),
+    ]
+    import_runs(store, runs)
+    with open_store(store) as conn:
+        before = build_dashboard(conn)
+    (phone,) = before.devices
+    assert [(b.label, b.fingerprint) for b in phone.builds] == [("build 1", OLD), ("build 2", NEW)]
+    assert {r.clause for r in before.fixed} == set(CORPUS[A].clauses) and before.regressions == ()
+
+    import_runs(store, [_claim(tmp_path, "run-3", "2026-03-03T10:00:00Z", {"phone-1": OLD},
+                               {("phone-1", A): "FAIL"})])
+    with open_store(store) as conn:
+        after = build_dashboard(conn)
+    (phone,) = after.devices
+    assert [(b.label, b.fingerprint) for b in phone.builds] == [("build 1", OLD), ("build 2", NEW)]  # stable
+    assert phone.latest.fingerprint == OLD and phone.previous is None  # B1 came before B2: nothing before it
+    assert after.regressions == () and after.fixed == ()
+    assert [m.label for m in phone.trend.marks] == ["build 1", "build 2", "build 1"]
+    page = write_dashboard(store, tmp_path / "dash").read_text(encoding="utf-8")
+    assert "build 1 of 2" in page and 'class="cell v v-FAIL regression"' not in page
+
+    # a third build first seen after B2: its regressions are against B2, the build before it in time
+    import_runs(store, [_claim(tmp_path, "run-4", "2026-03-04T10:00:00Z", {"phone-1": "acme/phone:37/B3"},
+                               {("phone-1", A): "FAIL"})])
+    with open_store(store) as conn:
+        third = build_dashboard(conn)
+    (phone,) = third.devices
+    assert [b.label for b in phone.builds] == ["build 1", "build 2", "build 3"]
+    assert phone.previous.fingerprint == NEW
+    assert {(r.clause, r.before) for r in third.regressions} == {(c, "PASS") for c in CORPUS[A].clauses}
+
+
+def test_a_sharded_build_is_answered_by_its_whole_group(tmp_path):
+    """Issue 40: each device of a sharded build showed the clauses its shard did not run as unexercised."""
+    store = tmp_path / "store.sqlite"
+    run = _claim(tmp_path, "shard-1", "2026-03-01T10:00:00Z", {"phone-1": OLD, "phone-2": OLD},
+                 {("phone-1", A): "PASS", ("phone-2", B): "FAIL"}, shard=True)
+    import_runs(store, [run])
+    with open_store(store) as conn:
+        dashboard = build_dashboard(conn)
+    for device in dashboard.devices:
+        assert device.latest.scenario_verdicts == {A: "PASS", B: "FAIL"}, device.serial
+    matrix = {row.clause: [c.verdict for c in row.cells] for row in dashboard.matrix}
+    for clause in CORPUS[A].clauses:
+        assert matrix[clause] == ["PASS", "PASS"]
+    assert len(dashboard.devices[0].trend.points) == 1

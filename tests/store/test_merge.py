@@ -107,3 +107,41 @@ def test_cli_prints_the_merged_answer_as_run_does_and_exits_as_report_does(tmp_p
     assert done.returncode == 0, done.stderr
     assert "verdicts: PASS 3, NOT_EXECUTED 1" in done.stdout.splitlines(), done.stdout
     assert load_results(tmp_path / "merged" / "results.jsonl").claim.headline in done.stdout.splitlines()
+
+
+def test_each_input_keeps_its_configuration_and_its_replay_lines(tmp_path):
+    """One input ran --impl on one device, the other the vnpu on another: the merged configuration names
+    both, and each result replays with its own run's target and options."""
+    impl = write(
+        tmp_path / "impl",
+        [
+            plan("run-impl", "2026-03-01T10:00:00Z", ["local"], [A], target="local",
+                 options={"impl": "/opt/libmine.so"}),
+            {"kind": "device", "device": "local", "info": device_info("local")},
+            verdict_record("local", A, "FAIL", "2026-03-01T10:00:01Z"),
+        ],
+    )
+    vnpu = write(
+        tmp_path / "vnpu",
+        [
+            plan("run-vnpu", "2026-03-02T10:00:00Z", ["virtual-1"], [A], target="virtual",
+                 options={"personality": "aosp-2026"}),
+            {"kind": "device", "device": "virtual-1", "info": device_info("virtual-1")},
+            verdict_record("virtual-1", A, "FAIL", "2026-03-02T10:00:01Z"),
+        ],
+    )
+    outcome = merge_runs([impl, vnpu], tmp_path / "merged")
+    merged = load_results(outcome.path)
+    configuration = dict(merged.claim.configuration)
+    assert configuration["impl"] == "/opt/libmine.so (run-impl) + vnpu (run-vnpu)", configuration
+    assert configuration["personality"] == "published (run-impl) + aosp-2026 (run-vnpu)", configuration
+    assert npuconf("report", outcome.path.parent).returncode == 0
+    summary = json.loads((outcome.path.parent / "summary.json").read_text())
+    replays = {f["device"]: f["replay"] for f in summary["failures"]}
+    assert replays["local"].endswith(f" run --target local --impl /opt/libmine.so --scenario {A}"), replays
+    assert replays["virtual-1"].endswith(f" run --target virtual --personality aosp-2026 --scenario {A}"), replays
+    page = (outcome.path.parent / "report.html").read_text(encoding="utf-8")
+    inputs = page[page.index('<table class="meta" id="merged-from">') :]
+    inputs = inputs[: inputs.index("</table>")]
+    assert "target local, impl /opt/libmine.so, personality published" in inputs
+    assert "target virtual, impl vnpu, personality aosp-2026" in inputs

@@ -1,5 +1,6 @@
 """`npuconf rejudge`: verdicts re-derived from stored traces with another profile, no device."""
 
+import datetime as dt
 import json
 
 import pytest
@@ -174,3 +175,35 @@ def test_refuses_an_out_directory_holding_someone_elses_report(tmp_path):
     assert (mine / "summary.json").read_text() == "{}"
     (tmp_path / "empty").mkdir()
     assert rejudge(run_dir, "aosp-2026", out=tmp_path / "empty").exit_code == 0  # an empty directory is fine
+
+
+def test_the_waiver_file_a_rejudge_applied_is_recorded_as_its_configuration(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    waivers = tmp_path / "waivers.yaml"
+    waivers.write_text(
+        "waivers:\n  - clause: req-device-negative-einval\n    device: 'acme/*'\n"
+        "    reason: b/42\n    expires: 2099-01-01\n"
+    )
+    waived = rejudge(run_dir, waivers_file=waivers, out=tmp_path / "waived")
+    run = load_results(waived.out_dir)
+    assert dict(run.claim.configuration)["waivers"] == str(waivers)
+    assert run.plan.options["waivers_as_of"] == dt.date.today().isoformat()
+    assert sum(r.verdict == "WAIVED" for r in run.results) == 1
+    summary = json.loads(waived.paths["summary"].read_text())
+    assert summary["claim"]["configuration"]["waivers"] == str(waivers)
+
+
+def test_a_waiver_typo_suggests_the_id_and_a_file_for_other_devices_says_so(tmp_path):
+    run_dir = d2_run(tmp_path / "run")
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("waivers:\n  - clause: req-device-negative-einvl\n    device: '*'\n    reason: x\n"
+                    "    expires: 2099-01-01\n")
+    done = npuconf("rejudge", run_dir, "--waivers", typo, "--out", tmp_path / "typo")
+    assert done.returncode == 3 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "did you mean 'req-device-negative-einval'?" in done.stderr
+    other = tmp_path / "other.yaml"
+    other.write_text("waivers:\n  - clause: req-device-negative-einval\n    device: 'globex/*'\n    reason: x\n"
+                     "    expires: 2099-01-01\n")
+    done = npuconf("rejudge", run_dir, "--waivers", other, "--out", tmp_path / "other")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"--waivers {other}: no entry's device glob matches a device of this run" in done.stderr

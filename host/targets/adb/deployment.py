@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from reports.floor.safe_io import UnsafeOutput, checked_name
+from reports.run_options import npuconf_command
 
 from ...errors import InfraError, UsageError
 from ...probe import PROBE_NAME, VNPU_NAME, check_listed_op_table
@@ -137,7 +138,7 @@ def _choose_build(
     wanted = abis[0] if abis else "arm64-v8a"
     raise UsageError(
         f"{serial}: no probe build for ABI {', '.join(abis) or '(none reported)'}; "
-        f"run `npuconf probe build --ndk PATH --abi {wanted}`"
+        f"run `{npuconf_command('probe', 'build', '--ndk')} PATH --abi {wanted}`"
     )
 
 
@@ -145,7 +146,9 @@ def _virtual_build(build_root: Path, host_build: Path | None) -> Path:
     """A virtual device runs the host build (the probe and libvnpu)."""
     build = host_build or build_root / "probe"
     if not (build / PROBE_NAME).is_file() or not (build / VNPU_NAME).is_file():
-        raise UsageError(f"{build}: no host probe build for the virtual device; run `npuconf probe build`")
+        raise UsageError(
+            f"{build}: no host probe build for the virtual device; run `{npuconf_command('probe', 'build')}`"
+        )
     return build
 
 

@@ -29,8 +29,9 @@ from ...probe import (
     api_missing_symbols,
     host_exit_line,
 )
+from ..adb_clients import V2_HEADER, v2_length
 from .deployment import DEVICE_DIR, PROFILE_NAME, RUN_DIR
-from .transport import COMMAND_TIMEOUT_S, V2_HEADER, DeviceLost, DeviceTransport, adb_errors, bounded
+from .transport import COMMAND_TIMEOUT_S, DeviceLost, DeviceTransport, adb_errors, bounded
 
 # The host waits this multiple of a scenario's limit (plus a little) before it declares a timeout.
 HOST_WAIT_FACTOR: Final = 1.5
@@ -77,12 +78,10 @@ class _ProbeStream:
         connection = self._connection
         splitter = LineSplitter(self.limits.line_bytes)
         try:
-            connection.request(f"host:transport:{adb_serial}")
-            connection.sock.settimeout(None)  # the watchdog in BatchRunner bounds every wait
-            connection.request(f"shell,v2,raw:{command}")
+            connection.open(adb_serial, f"shell,v2,raw:{command}")  # the watchdog in BatchRunner bounds every wait
             while True:
                 ident, length = V2_HEADER.unpack(connection.read_exact(V2_HEADER.size))
-                payload = connection.read_exact(length) if length else b""
+                payload = connection.read_exact(v2_length(length)) if length else b""
                 if ident == 1:
                     self._put_lines(splitter.feed(payload))
                 elif ident == 2:

@@ -1,34 +1,24 @@
-"""Reaching devices through adb servers: device listing, and one device's transport (bounded shell v2 calls
-and pushes over the kit's own host-protocol client, recovery after a broken link). An adbutils client
-that never starts a server (`adb_client`) is there for the kit's tests and benches, which check the
-virtual devices with a third-party client; a run does not import adbutils."""
+"""Reaching devices through adb servers: device listing, and one device's transport (bounded shell v2 calls,
+the probe's service stream and pushes, recovery after a broken link), each through the client that talks to
+that server (host/targets/adb_clients.py: adbutils for a TCP server, the kit's own client for a unix
+socket)."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import os
 import re
-import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import Final, TypeVar
 
 from ...errors import InfraError, UsageError
-from ..adb_host import AdbConnection, AdbServerAddress, AdbServerError, device_states, host_request, server_answers
-
-if TYPE_CHECKING:
-    from adbutils import AdbClient
+from ..adb_clients import AdbLink, ServiceStream, ShellResult, adbutils_errors, link_for
+from ..adb_host import AdbServerAddress, AdbServerError
 
 COMMAND_TIMEOUT_S: Final = 20.0
 PUSH_TIMEOUT_S: Final = 60.0
 # After a broken stream: how long the device may take to be back before it is declared lost.
 RECOVERY_GRACE_S: Final = 3.0
-SYNC_CHUNK: Final = 64 * 1024
-CONNECT_TIMEOUT_S: Final = 3.0  # as adbutils bounds its own connect
 
 T = TypeVar("T")
 Made = TypeVar("Made")
@@ -38,90 +28,16 @@ class DeviceLost(InfraError):
     """The device stopped answering (gone from adb, or hung): the rest of its plan is NOT_EXECUTED."""
 
 
-@functools.cache
-def _client_class() -> type[AdbClient]:
-    """adbutils' client, with connections that fail instead of running `adb start-server` (which would use
-    5037) and that reach a server on a unix socket as well as on a TCP port. Built on first use: adbutils
-    (and requests, PIL under it) is imported only by the tests and benches that use it."""
-    from adbutils import AdbClient
-    from adbutils._adb import AdbConnection as AdbutilsConnection
-    from adbutils.errors import AdbConnectionError
-
-    class _Connection(AdbutilsConnection):  # type: ignore[misc]
-        def __init__(self, server: AdbServerAddress) -> None:
-            self._server = server
-            super().__init__(server.host, server.port)
-
-        def _safe_connect(self) -> socket.socket:
-            if not self._server.is_unix:
-                sock: socket.socket = self._create_socket()
-                return sock
-            try:
-                sock = self._server.connect(timeout=CONNECT_TIMEOUT_S)
-            except OSError as exc:
-                raise AdbConnectionError(f"connect to adb server {self._server} failed: {exc}") from None
-            sock.settimeout(None)
-            return sock
-
-    class _Client(AdbClient):  # type: ignore[misc]
-        def __init__(self, server: AdbServerAddress) -> None:
-            super().__init__(host=server.host, port=server.port)
-            self._server = server
-
-        def make_connection(self, timeout: float | None = None) -> AdbutilsConnection:
-            connection = _Connection(self._server)
-            if timeout:
-                connection.conn.settimeout(timeout)
-            return connection
-
-    return _Client
-
-
 def adb_errors() -> tuple[type[BaseException], ...]:
-    """What an adb call raises when its link broke or the server refused it: OSError, EOFError, AdbServerError."""
-    return (OSError, EOFError, AdbServerError)
-
-
-V2_HEADER: Final = struct.Struct("<BI")  # shell v2 packets: id (0 stdin, 1 stdout, 2 stderr, 3 exit), length
-
-
-@dataclass(frozen=True, slots=True)
-class ShellResult:
-    """What a shell v2 command gave: its exit status, its two streams, and both as they arrived."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-    output: str
+    """What an adb call raises when its link broke or the server refused it: OSError, EOFError, AdbServerError,
+    and adbutils' errors once adbutils is loaded."""
+    return (OSError, EOFError, AdbServerError, *adbutils_errors())
 
 
 def shell_v2(server: AdbServerAddress, adb_serial: str, command: str, timeout: float) -> ShellResult:
     """Run `command` on the device over one shell v2 stream (its exit status is in the stream), each read
-    bounded by `timeout`."""
-    out, err, both = bytearray(), bytearray(), bytearray()
-    with AdbConnection(server, timeout) as connection:
-        connection.open_service(adb_serial, f"shell,v2,raw:{command}")
-        while True:
-            ident, length = V2_HEADER.unpack(connection.read_exact(V2_HEADER.size))
-            payload = connection.read_exact(length) if length else b""
-            if ident == 3:
-                code = payload[0] if payload else 255
-                break
-            if ident in (1, 2):
-                (out if ident == 1 else err).extend(payload)
-                both.extend(payload)
-    return ShellResult(code, *(bytes(b).decode("utf-8", errors="replace") for b in (out, err, both)))
-
-
-_client_lock = threading.Lock()
-
-
-def adb_client(server: AdbServerAddress) -> AdbClient:
-    """An adbutils client for one server; ANDROID_ADB_SERVER_PORT is pinned to a TCP server first."""
-    with _client_lock:
-        if not server.is_unix:
-            os.environ["ANDROID_ADB_SERVER_PORT"] = str(server.port)
-        return _client_class()(server)
+    bounded by `timeout`, through the client that talks to `server`."""
+    return link_for(server).shell(adb_serial, command, timeout)
 
 
 def list_devices(server: AdbServerAddress, given: bool = True) -> dict[str, str]:
@@ -129,23 +45,25 @@ def list_devices(server: AdbServerAddress, given: bool = True) -> dict[str, str]
 
     `given`: the user named this server with --adb-server (else it is the default one, and the
     message must not blame an option the user never passed)."""
-    if not server_answers(server, timeout=1.0):
+    link = link_for(server)
+    if not link.answers(1.0):
         if given:
             raise UsageError(f"--adb-server {server}: no adb server answers there")
         raise UsageError(
             f"no adb server answers on {server} (the default adb server): start one with `adb start-server`, "
             "name another with --adb-server HOST:PORT, or use --target virtual"
         )
-    return device_states(server)
+    return link.device_states()
 
 
 def attached_devices(server: AdbServerAddress) -> list[str]:
     """Serials in state `device` on the server, or [] when no server runs there (never starts one)."""
-    if not server_answers(server):
+    link = link_for(server)
+    if not link.answers(0.3):
         return []
     try:
-        return sorted(s for s, state in device_states(server).items() if state == "device")
-    except (OSError, AdbServerError):
+        return sorted(s for s, state in link.device_states().items() if state == "device")
+    except adb_errors():
         return []
 
 
@@ -206,12 +124,14 @@ class DeviceTransport:
         adb_serial: str,
         serial: str,
         restart_server: Callable[[], None] | None = None,
+        link: AdbLink | None = None,
     ) -> None:
         self.server = server
         self.adb_serial = adb_serial
         self.serial = serial
         # Set for virtual devices the kit started: restarts their adb server and reconnects them.
         self.restart_server = restart_server
+        self.link = link if link is not None else link_for(server)
 
     def shell(self, command: str, timeout: float = COMMAND_TIMEOUT_S) -> ShellResult:
         """A shell v2 command, bounded, recovered once after a broken link."""
@@ -219,11 +139,11 @@ class DeviceTransport:
 
     def shell_once(self, command: str, timeout: float) -> ShellResult:
         """A shell v2 command, once (each read bounded by `timeout`; the caller bounds the whole)."""
-        return shell_v2(self.server, self.adb_serial, command, timeout)
+        return self.link.shell(self.adb_serial, command, timeout)
 
-    def connect(self, timeout: float) -> AdbConnection:
+    def connect(self, timeout: float) -> ServiceStream:
         """A new connection to the device's adb server (a service of the device is opened on it next)."""
-        return AdbConnection(self.server, timeout)
+        return self.link.stream(timeout)
 
     def retrying(self, function: Callable[[], T], timeout: float, what: str) -> T:
         """Run an adb call; after a transport failure recover once (server restart, reconnect) and retry."""
@@ -243,29 +163,31 @@ class DeviceTransport:
     def recover(self, why: str) -> None:
         """Bring the transport back if it can be: the server restarted, the device reconnected."""
         deadline = time.monotonic() + RECOVERY_GRACE_S
-        if not server_answers(self.server):
+        if not self.link.answers(0.3):
             if self.restart_server is not None:
                 try:
                     self.restart_server()
                 except Exception as exc:
                     raise DeviceLost(f"{self.serial}: adb server gone and could not be restarted: {exc}") from None
             else:
-                while not server_answers(self.server):
+                while not self.link.answers(0.3):
                     if time.monotonic() > deadline:
                         raise DeviceLost(f"{self.serial}: adb server {self.server} stopped answering ({why})")
                     time.sleep(0.1)
         connected = False
         while time.monotonic() < deadline:
             try:
-                state = device_states(self.server).get(self.adb_serial)
-            except (OSError, AdbServerError):
+                state = self.link.device_states().get(self.adb_serial)
+            except adb_errors():
                 state = None
             if state == "device":
                 return
             if state is None and not connected and re.fullmatch(r"[\w.\-\[\]:]+:\d+", self.adb_serial):
                 connected = True
-                with contextlib.suppress(OSError, AdbServerError):
-                    host_request(self.server, f"host:connect:{self.adb_serial}")
+                try:
+                    self.link.connect_device(self.adb_serial)
+                except adb_errors():
+                    pass
             time.sleep(0.1)
         raise DeviceLost(f"{self.serial}: gone from adb server {self.server} ({why})")
 
@@ -273,27 +195,16 @@ class DeviceTransport:
         self.push_all({destination: data}, mode)
 
     def push_all(self, files: Mapping[str, bytes], mode: int = 0o755) -> None:
-        """Push each file (destination -> bytes) over one sync session, recovered once after a broken link."""
+        """Push each file (destination -> bytes), recovered once after a broken link."""
         self.retrying(lambda: self.sync_send_all(files, mode, PUSH_TIMEOUT_S), PUSH_TIMEOUT_S + 2.0, "push")
 
     def sync_send(self, data: bytes, destination: str, mode: int, timeout: float) -> None:
-        """One sync SEND over one connection."""
+        """One sync SEND."""
         self.sync_send_all({destination: data}, mode, timeout)
 
     def sync_send_all(self, files: Mapping[str, bytes], mode: int, timeout: float) -> None:
-        """One sync session: a SEND per file, each answered before the next, then QUIT."""
-        with self.connect(timeout) as connection:
-            connection.open_service(self.adb_serial, "sync:")
-            for destination, data in files.items():
-                spec = f"{destination},{0o100000 | mode}".encode()
-                parts = [b"SEND", struct.pack("<I", len(spec)), spec]
-                for start in range(0, len(data), SYNC_CHUNK):
-                    chunk = data[start : start + SYNC_CHUNK]
-                    parts += [b"DATA", struct.pack("<I", len(chunk)), chunk]
-                parts += [b"DONE", struct.pack("<I", int(time.time()))]
-                connection.sock.sendall(b"".join(parts))
-                status = connection.read_exact(8)
-                if status[:4] != b"OKAY":
-                    message = connection.read_exact(struct.unpack("<I", status[4:])[0]).decode(errors="replace")
-                    raise AdbServerError(f"{self.serial}: push {destination}: {message}")
-            connection.sock.sendall(b"QUIT" + struct.pack("<I", 0))
+        """Push each file (destination -> bytes); an error names the device."""
+        try:
+            self.link.push(self.adb_serial, files, mode, timeout)
+        except AdbServerError as exc:
+            raise AdbServerError(f"{self.serial}: {exc}") from None

@@ -7,6 +7,7 @@ import contextlib
 from pathlib import Path
 
 from reports.floor.safe_io import remove_file
+from reports.run_options import npuconf_command
 
 from ...errors import UsageError
 from .fleet import read_state, start_fleet, stop_fleet
@@ -16,12 +17,14 @@ def virtual_device_command(args: argparse.Namespace) -> int:
     state: Path = args.state
     if args.virtual_command == "start":
         if state.exists():
-            raise UsageError(f"--state {state}: already exists; run `npuconf virtual-device stop` first")
+            stop = npuconf_command("virtual-device", "stop", "--state", str(state))
+            raise UsageError(f"--state {state}: already exists; run `{stop}` first")
         fleet = start_fleet(args.count, state.resolve().parent / (state.stem + ".d"), adb_port=args.adb_port)
         fleet.write_state(state)
         address = fleet.server.address
         if address.is_unix:  # reachable by this user only: adb and the kit are told where, not a port
-            print(f"adb server {address} (export ADB_SERVER_SOCKET={address}; npuconf run --adb-server {address})")
+            run = npuconf_command("run", "--adb-server", str(address))
+            print(f"adb server {address} (export ADB_SERVER_SOCKET={address}; {run})")
         else:
             print(f"adb server {address} (export ANDROID_ADB_SERVER_PORT={address.port})")
         for device in fleet.devices:
