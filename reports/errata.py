@@ -58,7 +58,8 @@ READING_EVIDENCE: Final[Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]] =
     "R19": (("buf_set_priority",), ()),
     "R20": (("buf_free",), ()),
     "R21": ((), ("alloc",)),
-    "R22": ((), ("alloc",)),
+    "R22": ((), ("alloc", "load")),
+    "R23": (("buf_map",), ()),
 }
 
 
