@@ -25,11 +25,16 @@ from reports.floor.safe_io import output_dir, write_text
 
 from ..errors import UsageError
 from ..suite import REPO_ROOT, load_catalogue, load_yaml_file
+from .own_outputs import check_replaceable
 from .run_dir import run_results_path
 
 ERRATA_SOURCE: Final = REPO_ROOT / "conformance" / "errata.yaml"
 ERRATA_HTML: Final = "errata.html"
 ERRATA_MARKDOWN: Final = "errata.md"
+# What each file says of itself in its first lines (errata.html.j2, reports/errata.py): an existing file
+# without it is not replaced (own_outputs.py).
+ERRATA_HTML_SIGNATURE: Final = b"<title>npuconf errata draft"
+ERRATA_MARKDOWN_SIGNATURE: Final = b"# Errata draft: android/npumanager/buffer.h"
 DEFAULT_DIR: Final = Path("out")
 
 
@@ -101,10 +106,12 @@ def errata_source(path: Path = ERRATA_SOURCE) -> ErrataSource:
 
 def write_errata(runs: Sequence[Path], out_dir: Path) -> tuple[Errata, dict[str, Path]]:
     """The draft for the runs in `runs`, written as out_dir/errata.html and out_dir/errata.md."""
+    paths = {"html": out_dir / ERRATA_HTML, "markdown": out_dir / ERRATA_MARKDOWN}
+    for name, signature in (("html", ERRATA_HTML_SIGNATURE), ("markdown", ERRATA_MARKDOWN_SIGNATURE)):
+        check_replaceable(paths[name], signature, "--out")
     loaded = [load_results(run_results_path(run)) for run in runs]
     errata = build_errata(errata_source(), loaded)
     output_dir(out_dir)
-    paths = {"html": out_dir / ERRATA_HTML, "markdown": out_dir / ERRATA_MARKDOWN}
     write_text(paths["html"], render_errata_html(errata))
     write_text(paths["markdown"], render_errata_markdown(errata))
     return errata, paths

@@ -16,11 +16,13 @@ from reports.spec_page import SpecClause, SpecSource, render_spec
 from ..errors import UsageError
 from ..suite import REPO_ROOT, SCENARIO_ROOT, load_catalogue, load_corpus
 from .errata import ERRATA_HTML, write_errata
+from .own_outputs import check_replaceable
 from .run_dir import run_results_path
 
 # The kit's copy of the published text (provenance: conformance/spec/README.md).
 SPEC_TEXT: Final = REPO_ROOT / "conformance" / "spec" / "buffer-h-api37.md"
 DEFAULT_OUT: Final = Path("out") / "spec.html"
+SPEC_SIGNATURE: Final = b"<title>npuconf spec:"  # what the page says of itself (spec.html.j2)
 
 
 def spec_source(text_path: Path = SPEC_TEXT) -> SpecSource:
@@ -46,6 +48,7 @@ def spec_source(text_path: Path = SPEC_TEXT) -> SpecSource:
 
 def write_spec(runs: Sequence[Path], out: Path) -> dict[str, Path]:
     """The page, and with runs the errata draft for them beside it (the page links it)."""
+    check_replaceable(out, SPEC_SIGNATURE, "--out")
     loaded = [load_results(run_results_path(run)) for run in runs]
     paths: dict[str, Path] = {}
     if runs:
