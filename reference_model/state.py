@@ -448,10 +448,8 @@ for _cls in (FileSeg, Attrs, CookieRef, Token, Borrow, Request, Submission, Buff
 
 def show(s: State, *clauses: str) -> State:
     """``s`` with ``clauses`` demonstrated (State.shown)."""
-    for cid in clauses:
-        if cid not in s.shown:
-            return evolve_state(s, shown=s.shown.union(clauses))
-    return s
+    shown = s.shown
+    return s if shown.issuperset(clauses) else evolve_state(s, shown=shown.union(clauses))
 
 
 def merge_shown(kept: State, other: State) -> State:
