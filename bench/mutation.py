@@ -14,7 +14,8 @@ objects into a libvnpu.so beside the host probe. The corpus then runs on it as t
 
 so the model knows the device as the vnpu (its capacity and policy declared) and predicts every ENOMEM. A
 mutant of a policy's own file runs under that policy; one of the files the policies share (vnpu_policy.c,
-vnpu_buffer_new.c, vnpu_victim.c) under each policy in turn until one run tells it apart. Outcomes:
+vnpu_buffer_new.c, vnpu_victim.c) or of the profile parser (vnpu_profile.c: the profile of a default run holds
+the vnpu's own defaults) under each policy in turn until one run tells it apart. Outcomes:
 
 - `killed`: a FAIL or CRASH, named with its clause (the run exits 1; by default it is stopped at the first);
 - `incomplete`: the run exits 2 naming a required clause not demonstrated that the unmutated build demonstrates;
@@ -76,6 +77,9 @@ FILE_POLICIES: Final = {
     "vnpu_policy.c": POLICIES,
     "vnpu_buffer_new.c": POLICIES,
     "vnpu_victim.c": POLICIES,
+    # The profile the kit writes for a default run holds the vnpu's own defaults: a parser that falls back to
+    # them is seen only under another policy.
+    "vnpu_profile.c": POLICIES,
 }
 BAD_VERDICTS: Final = ("FAIL", "CRASH")
 UNJUDGED_VERDICTS: Final = ("TIMEOUT", "ERROR", "NOT_EXECUTED")
@@ -117,7 +121,7 @@ class Outcome:
         if self.status == "warned" and view is not None:
             return "WARN " + ", ".join(f"{r} x{n}" for r, n in view.warnings if r in self.new_gaps)
         if self.status == "unjudged" and view is not None:
-            return ", ".join(f"{v} x{n}" for v, n in view.unjudged)
+            return ", ".join(f"{v} x{n}" for v, n in view.unjudged) + (f" ({self.reason})" if self.reason else "")
         if self.status == "equivalent":
             return self.reason
         if view is not None and view.detail:
@@ -146,15 +150,17 @@ class Equivalent:
     kind: str  # one of KINDS
     reason: str
     function: str | None = None
-    line: str | None = None  # a piece of the source line (stripped)
+    line: str | None = None  # a piece of the source line (stripped); ending with `$`: the end of the line
     change: str | None = None  # "<original> -> <replacement>"
     operator: str | None = None
+    previous: str | None = None  # a piece of the line before the changed one
 
     def covers(self, m: Mutant) -> bool:
         return (
             m.file == self.file
             and (self.function is None or m.function == self.function)
-            and (self.line is None or self.line in m.source_line)
+            and (self.line is None or _piece_of(self.line, m.source_line))
+            and (self.previous is None or _piece_of(self.previous, m.previous_line))
             and (self.change is None or m.change == self.change)
             and (self.operator is None or m.operator == self.operator)
         )
@@ -169,13 +175,27 @@ KINDS: Final = {
     "text-free": "the mutant changes only what the text leaves free (an errno, the answer to an "
     "out-of-bounds segment), or what only a reading may speak of",
     "timing": "the mutant changes only a timing or a race window no scenario can force",
+    "invisible": "the mutant changes only what no trace of the probe can show: the vnpu's private resources or "
+    "state (a leaked private descriptor or allocation, a debugging name), or data the probe's patterns repeat",
+    "hook": "the mutant changes only vnpu_control, the vnpu's own test hook: the API answers as before",
+    # Not an equivalent: an `unjudged` mutant's run ends incomplete with ERROR or TIMEOUT verdicts; the entry
+    # says why no scenario can turn that into a FAIL. It stays `unjudged` in the totals.
+    "unjudged": "the kit answers incomplete (ERROR or TIMEOUT) and cannot do otherwise",
 }
+
+
+def _piece_of(piece: str, line: str) -> bool:
+    """Whether `piece` is in `line`; a piece ending with `$` must end the line."""
+    return line.endswith(piece[:-1]) if piece.endswith("$") else piece in line
 
 
 def load_equivalents(path: Path = EQUIVALENTS) -> list[Equivalent]:
     if not path.is_file():
         return []
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise SystemExit(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     entries = []
     fields = {f.name for f in dataclasses.fields(Equivalent)}
     for i, raw in enumerate(data.get("vnpu") or []):
@@ -187,8 +207,10 @@ def load_equivalents(path: Path = EQUIVALENTS) -> list[Equivalent]:
     return entries
 
 
-def explained(m: Mutant, entries: Sequence[Equivalent]) -> Equivalent | None:
-    return next((e for e in entries if e.covers(m)), None)
+def explained(m: Mutant, entries: Sequence[Equivalent], status: str = "survived") -> Equivalent | None:
+    """The entry explaining a mutant that ended `status` (survived: an equivalent; unjudged: why it is)."""
+    unjudged = status == "unjudged"
+    return next((e for e in entries if (e.kind == "unjudged") == unjudged and e.covers(m)), None)
 
 
 # ---------------------------------------------------------------- building
@@ -405,10 +427,12 @@ class Campaign:
                     self._keep(index, out)
                 if status != "survived":
                     break
-            if outcome.status == "survived":
-                entry = explained(m, self.equivalents)
+            if outcome.status in ("survived", "unjudged"):
+                entry = explained(m, self.equivalents, outcome.status)
                 if entry is not None:
-                    outcome.status, outcome.reason = "equivalent", entry.reason
+                    outcome.reason = entry.reason
+                    if outcome.status == "survived":
+                        outcome.status = "equivalent"
             outcome.seconds = time.monotonic() - started
             return outcome
         finally:
@@ -514,22 +538,24 @@ def tally(path: Path, equivalents: Sequence[Equivalent]) -> int:
             stale += 1  # the sources changed since: this mutant is not the same any more
             continue
         status = row_["status"]
-        entry = explained(m, equivalents)
-        if status in ("survived", "equivalent"):
-            status, reason = ("equivalent", entry.reason) if entry is not None else ("survived", "")
-        else:
-            reason = ""
-            if entry is not None and status == "killed":
-                print(f"listed as equivalent but killed: {m.key} {m.change!r} ({row_['detail']})")
+        if status == "equivalent":
+            status = "survived"
+        entry = explained(m, equivalents, status)
+        reason = entry.reason if entry is not None and status in ("survived", "unjudged") else ""
+        if status == "survived" and entry is not None:
+            status = "equivalent"
+        if status == "killed" and explained(m, equivalents) is not None:
+            print(f"listed as equivalent but killed: {m.key} {m.change!r} ({row_['detail']})")
         outcome = Outcome(m, status, row_["policy"], reason=reason, seconds=row_["seconds"], runs=row_["runs"])
         outcomes.append(outcome)
-    used = {id(e) for o in outcomes for e in equivalents if o.status == "equivalent" and e.covers(o.mutant)}
+    used = {id(e) for o in outcomes for e in equivalents
+            if o.status in ("equivalent", "unjudged") and e.covers(o.mutant)}  # fmt: skip
     for e in equivalents:
         if id(e) not in used:
             print(f"explains no survivor: {e.file} {e.function or ''} {e.line or ''} {e.change or ''}".rstrip())
     for o in outcomes:
-        if o.status == "survived":
-            print(f"survived: {o.mutant.key}  {o.mutant.function}  {o.mutant.change!r}  | {o.mutant.source_line}")
+        if o.status == "survived" or (o.status == "unjudged" and not o.reason):
+            print(f"{o.status}: {o.mutant.key}  {o.mutant.function}  {o.mutant.change!r}  | {o.mutant.source_line}")
     if stale:
         print(f"{stale} stored mutants no longer match the sources")
     print_totals(totals(outcomes), data.get("minutes", 0.0))
@@ -572,7 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         for m in chosen:
             entry = explained(m, equivalents)
-            note = f"  [equivalent: {entry.reason[:80]}]" if entry else ""
+            note = f"  [{entry.kind}: {entry.reason[:80]}]" if entry else ""
             print(f"{m.key}  {m.function}  {m.change!r}  | {m.source_line}{note}")
         print(f"{len(chosen)} mutants")
         return 0

@@ -85,6 +85,7 @@ class Mutant:
     original: str
     replacement: str
     source_line: str  # the line as written (stripped)
+    previous_line: str  # the line before it (stripped), to tell identical lines apart
     start: int  # character offsets of the change in the file
     end: int
 
@@ -309,11 +310,13 @@ def mutants_of(name: str, text: str) -> list[Mutant]:
         line = _line_of(line_starts, start)
         begin = line_starts[line - 1]
         stop = text.find("\n", begin)
+        before = text[line_starts[line - 2] : begin].strip() if line >= 2 else ""
         found.append(
             Mutant(
                 file=name, line=line, column=start - begin + 1, function=function, operator=operator,
                 original=text[start:end], replacement=replacement,
-                source_line=text[begin : stop if stop >= 0 else len(text)].strip(), start=start, end=end,
+                source_line=text[begin : stop if stop >= 0 else len(text)].strip(), previous_line=before,
+                start=start, end=end,
             )
         )  # fmt: skip
 
