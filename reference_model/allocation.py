@@ -95,7 +95,7 @@ def invalid_request(ctx: Ctx, a: Attrs) -> Expect | None:
     """
     p = ctx.profile
     if a.device < 0 or a.type not in TYPE_VALID:
-        cid = "req-device-negative-einval" if a.device < 0 else "req-type-unknown-einval"
+        cid = invalid_field_clause(a)
         alts = {"EINVAL": ""}
         if p.invalid_pair_enosys and (a.device < 0 or a.type == 0):
             alts["ENOSYS"] = "D2"
@@ -115,6 +115,20 @@ def invalid_request(ctx: Ctx, a: Attrs) -> Expect | None:
     if a.size == 0:
         return Expect({ANY_ERRNO: "", SUCCESS: "R4"}, "req-size-bytes", "size 0: the text allows either answer")
     return None
+
+
+@clause("req-device-negative-einval", "req-device-default-negative", "req-type-unknown-einval",
+        "req-type-default-unknown")
+def invalid_field_clause(a: Attrs) -> str:
+    """Spec: "The default value is a negative value, which is invalid." (req-device-default-negative)
+    Spec: "The default value is ANPUBUFFER_TYPE_UNKNOWN, which is invalid." (req-type-default-unknown)
+
+    The sentence an answer to a request with an invalid device or type is held to: the default's, when the
+    request never set that field, else the setter's "Otherwise, the request is responded with errorNum set to
+    EINVAL" (the device first)."""
+    if a.device < 0:
+        return "req-device-default-negative" if "device" in a.unset else "req-device-negative-einval"
+    return "req-type-default-unknown" if "type" in a.unset else "req-type-unknown-einval"
 
 
 @clause("req-file-segment", "req-file-fd-default", "req-file-offset-ignored", "req-file-length-nonnegative",
@@ -391,10 +405,35 @@ def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
         return out
     if first is None:
         return unmatched_alloc_cookie(s, ev)
+    swapped = mistaken_identity(ctx, s, ev)
+    if swapped is not None:
+        return swapped
     if alike > 1:
         # The cookie cannot tell which request this answers; the why names the first, so say it stands for all.
         return replace(first, why=f"{first.why}; none of the {alike} requests waiting with this cookie allows it")
     return first
+
+
+@clause("cookie-identify-request")
+def mistaken_identity(ctx: Ctx, s: State, ev: Cb) -> Reject | None:
+    """Spec: "The user may use this cookie to identify the request." (cookie-identify-request)
+
+    A buffer delivered with a cookie whose pending requests must all fail, while another pending request (with
+    another cookie) could have succeeded: the answers reached the requests under each other's cookies. (A
+    wrong errno is only that: named by the request's own rule.)"""
+    if ev.error is not None:
+        return None
+    for sid, sub in s.subs.items():
+        if sub.cookie.value == ev.cookie:
+            continue
+        if not isinstance(_answer(ctx, s, sid, sub, ev), Reject):
+            mine = "NULL" if ev.cookie is None else ev.cookie
+            theirs = "NULL" if sub.cookie.value is None else sub.cookie.value
+            return reject("cookie-identify-request", f"onAlloc(cookie={mine}, errorNum={show_errno(ev.error)})",
+                          [f"this answer with cookie {theirs}"],
+                          f"no request waiting with cookie {mine} allows it, the {sub.named()} (cookie {theirs}) "
+                          "does: the cookie does not identify the request it answers")
+    return None
 
 
 def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Reject:
@@ -544,10 +583,10 @@ def shown_by_answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb, exp: 
 
 def _refusal_shown(a: Attrs, error: str, exp: Expect) -> list[str]:
     """What an onAlloc error demonstrates of the rule ``exp`` that allowed it (shown_by_answer)."""
-    if exp.clause == "req-device-negative-einval" and error == "EINVAL" and a.type in TYPE_VALID:
+    if a.device < 0 and error == "EINVAL" and a.type in TYPE_VALID:
         return ["req-device-negative-einval",
                 *(("req-device-default-negative", "req-create-default-state") if "device" in a.unset else ())]
-    if exp.clause == "req-type-unknown-einval" and error == "EINVAL":
+    if a.device >= 0 and a.type not in TYPE_VALID and error == "EINVAL":
         return ["req-type-unknown-einval",
                 *(("req-type-default-unknown", "req-create-default-state") if "type" in a.unset else ())]
     if exp.clause == "req-size-bytes" and a.size == 0 and "size" in a.unset:
@@ -555,16 +594,23 @@ def _refusal_shown(a: Attrs, error: str, exp: Expect) -> list[str]:
     return list(_REFUSAL_SHOWS.get(exp.clause, ()))
 
 
-@clause("alloc-one-callback-per-request")
+@clause("alloc-callback-on-completion", "alloc-free-request-after-call")
 def all_answered(s: State) -> Reject | None:
-    """Spec: "The callback is invoked in response to ANpuManager_allocAsync()." (alloc-one-callback-per-request)
+    """Spec: "Callback function to be invoked when allocation and load is finished or has encountered an
+    error." (alloc-callback-on-completion)
+    Spec: "The caller may call ANpuManager_AllocRequest_free() right after ANpuManager_allocAsync() is called.
+    The caller does not need to wait for the response on the onAlloc callback to free the request."
+    (alloc-free-request-after-call)
 
-    When teardown has waited for the callbacks, every submission must have had its onAlloc.
+    When teardown has waited for the callbacks, every submission must have had its onAlloc; one whose request
+    the application freed before the answer names the sentence that allows that free.
     """
     if not s.subs:
         return None
     sub = min(s.subs.values(), key=lambda x: (x.step, x.position))
     others = len(s.subs) - 1
     more = f" ({others} more unanswered)" if others else ""
-    return reject("alloc-one-callback-per-request", f"no onAlloc for the {sub.named()}{more}",
-                  ["exactly one onAlloc per submitted request"], "the settle wait ended with a request unanswered")
+    freed = sub.req not in s.reqs
+    cid = "alloc-free-request-after-call" if freed else "alloc-callback-on-completion"
+    return reject(cid, f"no onAlloc for the {sub.named()}{more}", ["exactly one onAlloc per submitted request"],
+                  "the settle wait ended with a request unanswered" + (", its request freed since" if freed else ""))

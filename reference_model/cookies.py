@@ -143,8 +143,8 @@ def unborrowed(s: State, t: Token | None, tid: int, call: Call) -> bool:
             and t.borrow_end < call.line)
 
 
-@clause("cookie-replace-deletes-previous")
-def replaced_cookie_deleted(s: State, ret: Ret) -> Reject | None:
+@clause("cookie-replace-deletes-previous", "cookie-clear")
+def replaced_cookie_deleted(s: State, ret: Ret, clearing: bool) -> Reject | None:
     """Spec: "When setCookie() is called multiple times, the previous cookie will be deleted with the
     previous deleter function (if set) before the new cookie and the new deleter function are set."
     (cookie-replace-deletes-previous)
@@ -153,12 +153,14 @@ def replaced_cookie_deleted(s: State, ret: Ret) -> Reject | None:
     setCookie() returned. Where a callback carrying the cookie (an onAlloc, onLoad or onPreempt) may still
     be running when setCookie() begins — the trace does not show that it returned before — the callback
     still borrows the cookie: the deleter may then come once it returns, and is owed by the deleters'
-    settle as every deleter is (``unborrowed``).
+    settle as every deleter is (``unborrowed``). ``clearing``: the call set both cookie and deleter to NULL
+    ("To clear the cookie, set both cookie and cookieDeleter to NULL.", cookie-clear).
     """
     owed = s.inflight.owed_deletion if s.inflight is not None else None
     if owed is not None and owed in s.tokens:
         t = s.tokens[owed]
-        return reject("cookie-replace-deletes-previous", "setCookie returned before the previous cookie's deleter ran",
+        cid = "cookie-clear" if clearing else "cookie-replace-deletes-previous"
+        return reject(cid, "setCookie returned before the previous cookie's deleter ran",
                       [f"deleter({t.value}) before setCookie returns"],
                       f"the cookie {t.value} handed over at step {t.step} had no other holder")
     return None
@@ -166,13 +168,13 @@ def replaced_cookie_deleted(s: State, ret: Ret) -> Reject | None:
 
 @shows("cookie-clear", "cookie-replace-deletes-previous", "cookie-shared-refcounted")
 def ret_set_cookie(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
-    bad = replaced_cookie_deleted(s, ret)
+    clearing = arg_cookie(call, "cookie") is None and not arg_bool(call, "deleter")
+    bad = replaced_cookie_deleted(s, ret, clearing)
     if bad is not None:
         return bad
     out = done(s)
     if s.inflight is not None and s.inflight.owed_deletion is not None:
         # The previous cookie's deleter ran inside the call, as the replacement (or the clear) requires.
-        clearing = arg_cookie(call, "cookie") is None and not arg_bool(call, "deleter")
         out = show(out, "cookie-clear" if clearing else "cookie-replace-deletes-previous")
     if call.in_cb == "preempt":
         out = show(out, "cookie-shared-refcounted")  # a cookie set inside onPreempt, as the text invites
@@ -393,7 +395,7 @@ def settle_deleters(ctx: Ctx, s: State) -> Out:
 
 
 @clause("cookie-snapshot-at-alloc", "cookie-later-changes-no-effect", "alloc-snapshot-cookie-example",
-        "cookie-callback-null-if-unset", "cookie-identify-request", "cookie-raw-integer")
+        "cookie-callback-null-if-unset", "cookie-identify-request", "cookie-raw-integer", "cookie-default-null")
 def unmatched_alloc_cookie(s: State, ev: Cb) -> Reject:
     """Spec: "The value of cookie is the one stored in the ANpuManager_AllocRequest at the time when
     ANpuManager_allocAsync() is called." (cookie-snapshot-at-alloc)
@@ -414,8 +416,12 @@ def unmatched_alloc_cookie(s: State, ev: Cb) -> Reject:
     # A NULL where cookies were set, or a value where only NULL was: the "NULL if not set" sentence. A value
     # the application never made (the probe names it "?0x...") where a cookie was set: the snapshot is wrong.
     null_case = ev.cookie is None or values == {None} or (None in values and not changed_value(ev.cookie))
+    # A NULL the request kept because setCookie was never called: the default's sentence.
+    nulls = [x for x in s.subs.values() if x.cookie.value is None]
+    never_set = bool(nulls) and all("cookie" in x.attrs.unset for x in nulls)
     cid = "cookie-later-changes-no-effect" if later else "cookie-raw-integer" if raw else (
-        "cookie-callback-null-if-unset" if null_case else "cookie-snapshot-at-alloc")
+        ("cookie-default-null" if never_set else "cookie-callback-null-if-unset") if null_case
+        else "cookie-snapshot-at-alloc")
     return reject(cid, f"onAlloc(cookie={shown})", pending, why)
 
 

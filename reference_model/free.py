@@ -121,7 +121,12 @@ def free_result(s: State, ret: Ret) -> Reject | str | None:
         shown = f"ret={ret.ret}" if ret.ret != -1 else "-1 without errno"
         return reject("free-returns", shown, ["0", "-1 with errno"], "ANpuBuffer_free returns 0 or -1 with errno set")
     preempted = inflight is not None and bool(inflight.buffers) and not empty
-    cid = "free-even-if-preempted" if preempted else "free-each-allocated-buffer"
+    # A buffer whose onPreempt came is held to the callback's own sentence ("Even if preempted, the buffer must
+    # still be explicitly freed"); one preempted without it, to free's.
+    called_back = preempted and inflight is not None and any(
+        (b := s.bufs.get(h)) is not None and b.preempt_cb for h in inflight.buffers)
+    cid = ("preempt-must-still-free" if called_back else "free-even-if-preempted") if preempted \
+        else "free-each-allocated-buffer"
     return reject(cid, f"ret={ret.ret} errno={ret.errno}", ["0"],
                   "freeing live buffers the application received from onAlloc succeeds"
                   + (" (preempted ones included)" if preempted else ""))

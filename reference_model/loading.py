@@ -299,7 +299,7 @@ def all_loaded(s: State) -> Reject | None:
     if not s.loads:
         return None
     ld = min(s.loads.values(), key=lambda x: x.step)
-    return reject("load-callback-on-done", f"no onLoad for the loadAsync of step {ld.step}",
+    return reject("load-onload-invoked", f"no onLoad for the loadAsync of step {ld.step}",
                   ["exactly one onLoad per loadAsync"], "the settle wait ended with a load unanswered")
 
 

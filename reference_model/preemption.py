@@ -278,7 +278,7 @@ def refused_while_mapped(s: State, ctx: Ctx, key: str, value: str) -> bool:
     return bool(live) and all(b.maps > 0 for b in live)
 
 
-@clause("priority-request-range", "priority-set")
+@clause("priority-request-range", "priority-set", "req-priority-default")
 def lowest_candidates(s: State) -> tuple[frozenset[str], str]:
     """Spec: "This is the relative priority of the buffer within the app." (priority-request-range)
     Spec: "Sets the priority of the buffer." (priority-set)
@@ -298,7 +298,12 @@ def lowest_candidates(s: State) -> tuple[frozenset[str], str]:
     if any(b.priority not in PRIORITY_RANGE for b in live.values()):
         top = None
     ranked = frozenset(h for h, b in live.items() if top is None or b.loads or b.priority >= top)
-    cid = "priority-set" if any(b.priority_set for b in live.values()) else "priority-request-range"
+    if any(b.priority_set for b in live.values()):
+        cid = "priority-set"
+    elif any("priority" in b.unset for b in live.values()):
+        cid = "req-priority-default"  # a buffer kept the default: the order contradicts the default first
+    else:
+        cid = "priority-request-range"
     return ranked, cid
 
 

@@ -133,6 +133,44 @@ def test_alloc_errornum_is_a_positive_errno():
     fails(alloc_once("E#-12", thread="caller", type_=0), "alloc-errornum-iff-buf")  # even where an error is due
 
 
+@covers("allocation.invalid_field_clause")
+def test_an_invalid_field_is_held_to_the_default_it_kept_or_to_its_setter():
+    def answered(*, set_device: bool, set_type: bool, error: object) -> TB:
+        b = TB()
+        b.call("req_create", req="r")
+        if set_device:
+            b.call("req_set_device", req="r", device=-1)
+        if set_type:
+            b.call("req_set_type", req="r", type=0)
+        b.call("req_set_size", req="r", size=8192)
+        b.call("req_set_onalloc", req="r", set=True)
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, error, None if error else "B1")])
+        if not error:
+            b.bind("b", "B1")
+        return teardown(b, bufs=[] if error else ["b"], reqs=["r"])
+
+    passes(answered(set_device=True, set_type=True, error="EINVAL"))
+    fails(answered(set_device=False, set_type=True, error=0), "req-device-default-negative")
+    fails(answered(set_device=True, set_type=True, error=0), "req-device-negative-einval")
+
+
+@covers("allocation.mistaken_identity")
+def test_answers_swapped_between_cookies_name_the_cookie():
+    def batch(swapped: bool) -> TB:
+        b = TB()
+        request(b, "ok", cookie="c1")
+        request(b, "bad", cookie="c2", type_=0)
+        answers = [b.cb("alloc", "c2", "EINVAL", None), b.cb("alloc", "c1", 0, "B1")]
+        if swapped:  # the buffer reaches the invalid request's cookie, the error the valid one's
+            answers = [b.cb("alloc", "c2", 0, "B1"), b.cb("alloc", "c1", "EINVAL", None)]
+        b.call("alloc", reqs=["ok", "bad"], during=answers)
+        b.bind("b", "B1")
+        return teardown(b, bufs=["b"], reqs=["ok", "bad"], deleted=["c1", "c2"])
+
+    passes(batch(False))
+    fails(batch(True), "cookie-identify-request")
+
+
 @covers("allocation.on_alloc")
 def test_one_callback_per_request():
     b = TB()
@@ -156,7 +194,13 @@ def test_settle_requires_every_onalloc():
     b = TB()
     request(b)
     b.call("alloc", reqs=["r"])
-    fails(teardown(b, reqs=["r"]), "alloc-one-callback-per-request")
+    fails(teardown(b, reqs=["r"]), "alloc-callback-on-completion")
+    # the request freed right after allocAsync: the sentence that allows that free is the one contradicted
+    b = TB()
+    request(b)
+    b.call("alloc", reqs=["r"])
+    b.call("req_free", req="r")
+    fails(teardown(b), "alloc-free-request-after-call")
 
 
 @covers("support.check_support")
@@ -373,7 +417,7 @@ def test_failing_batch_member_is_named_by_its_position():
 @covers("allocation.all_answered")
 def test_unanswered_batch_member_is_named_by_its_position():
     trace, step = batch_of_five({"a": 0, "b": 0, "e": 0})
-    j = fails(trace, "alloc-one-callback-per-request")
+    j = fails(trace, "alloc-callback-on-completion")
     named = f"request 3 of 5 (bad, r2 in the trace) of the batch submitted at step {step}"
     assert f"observed no onAlloc for the {named} (1 more unanswered), allowed" in j.reason, j.reason
 

@@ -74,7 +74,7 @@ def test_every_load_answered():
     allocated(b)
     b.call("file_new", file="f", size=4096, seed=7)
     b.call("buf_load", buf="b", fd="f", file_offset=0, length=10, buffer_offset=0, onload=True)
-    fails(teardown(b, bufs=["b"], reqs=["r"]), "load-callback-on-done")
+    fails(teardown(b, bufs=["b"], reqs=["r"]), "load-onload-invoked")
 
 
 @covers("loading.fd_check")
