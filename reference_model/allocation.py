@@ -450,7 +450,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
     if tag is None and ev.error is not None and sub.overlapped and SUCCESS in exp.alts:
         tag = "R21"  # refused while another thread's allocAsync was in flight (overlapped_allocs)
     if tag is None:
-        return reject(exp.clause, f"onAlloc(errorNum={show_errno(ev.error)})", exp.shown(),
+        return reject(refused_clause(s, sub, ev, exp), f"onAlloc(errorNum={show_errno(ev.error)})", exp.shown(),
                       f"{exp.why} ({sub.named()})")
     s = show(s, *shown_by_answer(ctx, s, sid, sub, ev, exp, thread_tag))
     subs = dict(s.subs)
@@ -592,6 +592,52 @@ def _refusal_shown(a: Attrs, error: str, exp: Expect) -> list[str]:
     if exp.clause == "req-size-bytes" and a.size == 0 and "size" in a.unset:
         return ["req-size-default-zero", "req-create-default-state"]
     return list(_REFUSAL_SHOWS.get(exp.clause, ()))
+
+
+# The errnos that say "invalid argument": a refusal with one of them blames a field of the request.
+INVALID_ARGUMENT_ERRNOS: Final = frozenset({"EINVAL", "ERANGE", "EBADF"})
+IGNORED_ARGUMENT_CLAUSE: Final = {"offset": "req-file-offset-ignored", "length": "req-file-length-nonnegative",
+                                  "buffer_offset": "req-file-buffer-offset-nonnegative"}
+
+
+@clause("priority-range-inclusive", "req-file-fd-default", "req-file-offset-ignored", "req-file-length-nonnegative",
+        "req-file-buffer-offset-nonnegative", "alloc-snapshot", "req-prot-values")
+def refused_clause(s: State, sub: Submission, ev: Cb, exp: Expect) -> str:
+    """Spec: "The buffer_priority field must be within the range [ANPUBUFFER_PRIORITY_MIN,
+    ANPUBUFFER_PRIORITY_MAX], inclusive." (priority-range-inclusive)
+    Spec: "Must be a valid file descriptor, or -1 to ask NpuManager to not load any file. Default value is -1."
+    (req-file-fd-default)
+    Spec: "Ignored if fdToOwn is -1." (req-file-offset-ignored, and likewise segmentLength and bufferOffset)
+    Spec: "all parameters are recorded at the moment ANpuManager_allocAsync() is called." (alloc-snapshot)
+    Spec: "prot The protection flags. Either PROT_NONE, or the bitwise OR of one or more of PROT_READ,
+    PROT_WRITE, PROT_EXEC." (req-prot-values)
+
+    The sentence a refused valid request contradicts, where the device owed it a buffer (its capacity declared)
+    and the errno says "invalid argument": the field that made the device think so. An argument the text says
+    is ignored, an explicit fd -1, a priority at a bound, PROT_NONE, or the request as changed after allocAsync (invalid
+    now, valid in the snapshot); otherwise the rule that allowed only success."""
+    if ev.error not in INVALID_ARGUMENT_ERRNOS or SUCCESS not in exp.alts or exp.clause != "alloc-supported-may-fail":
+        return exp.clause
+    a = sub.attrs
+    for name in ("offset", "length", "buffer_offset"):
+        if name in a.ignored:
+            return IGNORED_ARGUMENT_CLAUSE[name]
+    if a.file is None and "file" not in a.unset:
+        return "req-file-fd-default"
+    if a.priority in (PRIORITY_RANGE[0], PRIORITY_RANGE[-1]):
+        return "priority-range-inclusive"
+    if a.prot == 0:
+        return "req-prot-values"
+    live = s.reqs.get(sub.req)
+    if live is not None and live.attrs != a and invalid_field_now(live.attrs):
+        return "alloc-snapshot"
+    return exp.clause
+
+
+def invalid_field_now(a: Attrs) -> bool:
+    """Whether a request with these fields is one the device must refuse with EINVAL."""
+    return (a.device < 0 or a.type not in TYPE_VALID or a.size < 0 or a.priority not in PRIORITY_RANGE
+            or bool(a.prot & ~PROT_VALID))
 
 
 @clause("alloc-callback-on-completion", "alloc-free-request-after-call")

@@ -102,7 +102,7 @@ def hand_over(s: State, value: str | None, deleter: bool, step: int) -> tuple[Co
     raw integers travel through unchanged (cookie-not-dereferenced).
     """
     if not deleter:
-        return CookieRef(value, None), s
+        return CookieRef(value, None), s if value is None else evolve_state(s, unowned=s.unowned | {value})
     tid = s.next_id
     tokens = dict(s.tokens)
     tokens[tid] = Token(value, 1, step)
@@ -317,11 +317,14 @@ def never_handed_over(s: State, ev: Deleter) -> Reject:
     Spec: "If the cookieDeleter is NULL, nothing will happen, even when the cookie is not NULL."
     (cookie-null-deleter-nothing)
 
-    A deleter called with a value no setCookie() handed over with a deleter: when raw integers were
-    handed over (or this value is one), the integer did not reach the deleter as the 64-bit value it
-    was; otherwise a deleter ran for a cookie set with a NULL deleter.
+    A deleter called with a value no setCookie() handed over with a deleter: a deleter ran for a cookie set
+    with a NULL deleter, when one was set with this value; else, when raw integers were handed over (or this
+    value is one), the integer did not reach the deleter as the 64-bit value it was.
     """
     shown = "NULL" if ev.cookie is None else ev.cookie
+    if ev.cookie in s.unowned:
+        return reject("cookie-null-deleter-nothing", f"deleter({shown})", ["no deleter call"],
+                      f"{shown} was set with a NULL deleter only")
     raw = (ev.cookie or "").startswith("raw:") or any((v or "").startswith("raw:") for v in s.handed)
     if raw:
         return reject("cookie-raw-integer", f"deleter({shown})", sorted(v or "NULL" for v in s.handed),
@@ -401,9 +404,13 @@ def unmatched_alloc_cookie(s: State, ev: Cb) -> Reject:
     ANpuManager_allocAsync() is called." (cookie-snapshot-at-alloc)
     Spec: "This is useful if the user stores an arbitrary 64-bit integer value in the cookie (so it is not
     a real pointer.)" (cookie-raw-integer)
+    Spec: "For example, if you call ANpuManager_AllocRequest_setCookie() after ANpuManager_allocAsync() is
+    called, the old cookie value will be used when the onAlloc callback is invoked."
+    (alloc-snapshot-cookie-example)
 
     An onAlloc is attributed to a pending submission carrying the same cookie value; a value no pending
-    submission carries is a cookie the request did not hold when allocAsync() was called. When a raw
+    submission carries is a cookie the request did not hold when allocAsync() was called (the example's
+    very case when a request holds it now: set after allocAsync()). When a raw
     integer is involved (pending or delivered), the value did not survive as the 64-bit integer it was.
     """
     pending = sorted({"NULL" if sub.cookie.value is None else sub.cookie.value for sub in s.subs.values()})
@@ -419,7 +426,7 @@ def unmatched_alloc_cookie(s: State, ev: Cb) -> Reject:
     # A NULL the request kept because setCookie was never called: the default's sentence.
     nulls = [x for x in s.subs.values() if x.cookie.value is None]
     never_set = bool(nulls) and all("cookie" in x.attrs.unset for x in nulls)
-    cid = "cookie-later-changes-no-effect" if later else "cookie-raw-integer" if raw else (
+    cid = "alloc-snapshot-cookie-example" if later else "cookie-raw-integer" if raw else (
         ("cookie-default-null" if never_set else "cookie-callback-null-if-unset") if null_case
         else "cookie-snapshot-at-alloc")
     return reject(cid, f"onAlloc(cookie={shown})", pending, why)

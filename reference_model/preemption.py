@@ -78,7 +78,16 @@ def announced_owed(b: Buffer) -> bool:
     return b.owes_onpreempt()
 
 
+@clause("cookie-later-changes-no-effect", "cookie-snapshot-at-alloc", "cookie-borrowed-in-callbacks",
+        "preempt-callback-on-forced-dealloc")
 def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
+    """Spec: "Subsequent changes to the cookie in the ANpuManager_AllocRequest object after a given
+    ANpuManager_allocAsync() is called has no effect on the callbacks generated from the given
+    ANpuManager_allocAsync() call." (cookie-later-changes-no-effect)
+
+    An onPreempt is attributed to a buffer (or a freed buffer's ghost) carrying its cookie that may be
+    preempted now. Otherwise: a cookie already deleted, a value the application never made, a cookie a
+    request was given after the allocAsync of a buffer still owed its onPreempt, or no buffer at all."""
     out: list[State] = []
     first: Reject | None = None
     for handle, b in s.bufs.items():
@@ -119,6 +128,12 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
                       sorted({b.cookie.value or "NULL" for b in s.bufs.values() if b.onpreempt}),
                       "an onPreempt carries the cookie the request held when allocAsync() was called; the "
                       "application never made this value")
+    if ev.cookie is not None and any(r.cookie.value == ev.cookie for r in s.reqs.values()) and any(
+            b.onpreempt and not b.preempt_cb for b in (*s.bufs.values(), *s.ghosts)):
+        return reject("cookie-later-changes-no-effect", f"onPreempt(cookie={ev.cookie})",
+                      sorted({b.cookie.value or "NULL" for b in s.bufs.values() if b.onpreempt}),
+                      "a request holds this cookie now, set after the allocAsync() whose buffer is preempted: "
+                      "later changes have no effect on the callbacks of that call")
     return reject("preempt-callback-on-forced-dealloc", f"onPreempt(cookie={ev.cookie or 'NULL'})",
                   ["no onPreempt: no buffer with this cookie"], "no allocated buffer carries this cookie")
 

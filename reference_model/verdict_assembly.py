@@ -104,7 +104,8 @@ def _died_in(call: Call | None, candidates: list[State]) -> str | None:
     """The clause of the step a crash interrupted. An access through a mapping names the sentence that made
     the address valid: a partial unmap that left it mapped, a free that keeps mappings valid, or the map. A
     call the text allows at that moment names that allowance: changing or freeing a request whose allocation
-    is pending, freeing one isSupported answered for, unmapping a freed buffer; setCookie with a raw integer
+    is pending, changing or freeing one allocAsync was given (it never took ownership) or one isSupported
+    answered for, unmapping a freed buffer; setCookie with a raw integer
     names "not dereferenced"."""
     if call is None:
         return None
@@ -129,6 +130,8 @@ def _allowance(call: Call, s: State) -> str | None:
         if pending:
             return "alloc-free-request-after-call" if op == "req_free" else "alloc-elements-modify-after-return"
         req = s.reqs.get(str(slot)) if isinstance(slot, str) else None
+        if req is not None and req.submitted:
+            return "alloc-no-request-ownership"
         if req is not None and req.asked:
             return "support-modify-after-return"
     if op == "buf_unmap":

@@ -446,3 +446,30 @@ def test_is_supported_mismatch_names_both_requests_by_position():
     assert j.divergence.message.endswith(
         "the same request, tested in one call: requests 1 and 3 of 3 (first, r0 in the trace; first, r0 in the trace)"
     ), j.divergence.message
+
+
+@covers("allocation.refused_clause")
+def test_a_refused_valid_request_names_the_field_that_was_blamed():
+    """With the capacity declared the device owes a buffer: an "invalid argument" refusal names the sentence
+    that makes the blamed field valid; any other refusal the capacity rule."""
+
+    def refused(error: object, **fields: object) -> TB:
+        b = TB()
+        request(b)
+        if "priority" in fields:
+            b.call("req_set_priority", req="r", priority=fields["priority"])
+        if "fd" in fields:
+            b.call("req_set_file", req="r", fd={"fd": fields["fd"]}, file_offset=fields.get("file_offset", 0),
+                   length=fields.get("length", 0), buffer_offset=0)
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, error, None if error else "B1")])
+        if not error:
+            b.bind("b", "B1")
+        return teardown(b, bufs=[] if error else ["b"], reqs=["r"])
+
+    passes(refused(0, priority=1000), caps=VNPU)
+    fails(refused("EINVAL", priority=1000), "priority-range-inclusive", caps=VNPU)
+    fails(refused("EINVAL", priority=500), "alloc-supported-may-fail", caps=VNPU)
+    passes(refused(0, fd=-1, file_offset=-5), caps=VNPU)
+    fails(refused("EINVAL", fd=-1, file_offset=-5), "req-file-offset-ignored", caps=VNPU)
+    fails(refused("EBADF", fd=-1), "req-file-fd-default", caps=VNPU)
+    fails(refused("ENOMEM", fd=-1), "alloc-supported-may-fail", caps=VNPU)

@@ -214,7 +214,7 @@ def test_snapshot_of_cookie_at_alloc():
         return teardown(b, reqs=["r"], deleted=["new"])
 
     passes(build("old"))
-    fails(build("new"), "cookie-later-changes-no-effect")
+    fails(build("new"), "alloc-snapshot-cookie-example")
 
 
 def replaced_after_failed_onalloc(deleted_in_call: bool, deleted_later: bool) -> TB:
