@@ -270,12 +270,7 @@ def test_map_prot_subset():
 
 
 def test_default_prot_is_read_only():
-    b = TB()
-    b.call("req_create", req="r")
-    b.call("req_set_device", req="r", device=PAIR[0])
-    b.call("req_set_type", req="r", type=PAIR[1])
-    b.call("req_set_size", req="r", size=8192)
-    b.call("req_set_onalloc", req="r", set=True)
+    b = request(TB(), prot=None)
     b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, 0, "B1")])
     b.bind("b", "B1")
     b.call("buf_map", map="m", buf="b", length=8192, prot=["WRITE"], flags=["SHARED"], offset=0, ret=0)
