@@ -609,10 +609,7 @@ LEGAL: tuple[Legal, ...] = (
 # Rows the kit does not judge as the issue asks yet, each with the reason found by running it (see the
 # README). The tests expect these rows to fail (strict xfail): when the kit is fixed they pass, the
 # xfail turns into a failure, and the entry must be removed.
-KNOWN_GAPS: dict[str, str] = {
-    "M_UNMAP_NOOP": "no probe step looks at an address range after its unmap: the mapping that stays is seen only "
-    "as its buffer's cookie never deleted (cookie-deleter-called)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 # The testable sentences no MUTANTS row is expected to name, each with why: a permission (the text allows
 # something and forbids nothing, so no implementation breaks it; the LEGAL rows named exercise it), a caller's
@@ -675,7 +672,6 @@ JUSTIFIED: dict[str, tuple[str, str]] = {
         "the model does not yet tell an ENOMEM caused by memory kept after the last unmap from any other ENOMEM "
         "(alloc-supported-may-fail)",
     ),
-    "unmap-unmaps": ("open", KNOWN_GAPS["M_UNMAP_NOOP"]),
 }
 
 

@@ -468,3 +468,15 @@ def test_a_refused_valid_request_names_the_field_that_was_blamed():
     fails(refused("EINVAL", fd=-1, file_offset=-5), "req-file-offset-ignored", caps=VNPU)
     fails(refused("EBADF", fd=-1), "req-file-fd-default", caps=VNPU)
     fails(refused("ENOMEM", fd=-1), "alloc-supported-may-fail", caps=VNPU)
+
+
+@covers("mapping.pages_left_mapped")
+def test_unmapped_pages_no_longer_map_the_buffer():
+    def looked(still_mapped: bool) -> TB:
+        b = mapped()
+        b.call("buf_unmap", map="m", offset=0, length=8192)
+        b.extra(mapped=still_mapped).call("map_gone", map="m", offset=0, length=8192, ret=0)
+        return teardown(b, bufs=["b"], reqs=["r"])
+
+    assert "unmap-unmaps" in passes(looked(False)).demonstrated
+    fails(looked(True), "unmap-unmaps")
