@@ -450,8 +450,10 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
     if tag is None and ev.error is not None and sub.overlapped and SUCCESS in exp.alts:
         tag = "R21"  # refused while another thread's allocAsync was in flight (overlapped_allocs)
     if tag is None:
-        return reject(refused_clause(s, sub, ev, exp), f"onAlloc(errorNum={show_errno(ev.error)})", exp.shown(),
-                      f"{exp.why} ({sub.named()})")
+        cid = refused_clause(s, sub, ev, exp)
+        if cid == "alloc-supported-may-fail" and ev.error is not None:
+            cid = kept_memory_clause(ctx, s, sub.attrs) or cid
+        return reject(cid, f"onAlloc(errorNum={show_errno(ev.error)})", exp.shown(), f"{exp.why} ({sub.named()})")
     s = show(s, *shown_by_answer(ctx, s, sid, sub, ev, exp, thread_tag))
     subs = dict(s.subs)
     del subs[sid]
@@ -632,6 +634,25 @@ def refused_clause(s: State, sub: Submission, ev: Cb, exp: Expect) -> str:
     if live is not None and live.attrs != a and invalid_field_now(live.attrs):
         return "alloc-snapshot"
     return exp.clause
+
+
+@clause("free-memory-after-last-unmap", "free-indicates-not-needed")
+def kept_memory_clause(ctx: Ctx, s: State, a: Attrs) -> str | None:
+    """Spec: "In this case, the associated memory will be freed after all mappings are unmapped."
+    (free-memory-after-last-unmap)
+    Spec: "Indicates that the buffers are not needed by the user and can be freed." (free-indicates-not-needed)
+
+    The sentence a refusal of a request that fits the declared capacity contradicts when only memory kept
+    past its release explains it: had the buffers freed after their last unmap (or freed unmapped) kept
+    their memory, the request would not have fit."""
+    if ctx.capacity is None:
+        return None
+    need = live_bytes(s) + a.size
+    if s.released_at_unmap and need + s.released_at_unmap > ctx.capacity:
+        return "free-memory-after-last-unmap"
+    if s.released_at_free and need + s.released_at_free > ctx.capacity:
+        return "free-indicates-not-needed"
+    return None
 
 
 def invalid_field_now(a: Attrs) -> bool:

@@ -55,11 +55,12 @@ def call_free(ctx: Ctx, s: State, call: Call) -> Out:
         bufs[h] = b
     preempted = tuple([h for h in handles if h is not None and bufs[h].preempted])
     called_back = any(bufs[h].preempt_cb for h in preempted)
+    released = sum(bufs[h].size for h in set(handles) if h is not None and not bufs[h].maps and not bufs[h].preempted)
     for h in handles:
         assert h is not None
         if bufs[h].maps == 0:
             ghosts = retire(tokens, ghosts, bufs, h)
-    out = evolve_state(s, bufs=bufs, tokens=tokens, ghosts=ghosts,
+    out = evolve_state(s, bufs=bufs, tokens=tokens, ghosts=ghosts, released_at_free=s.released_at_free + released,
                        inflight=Inflight(call.step, call.op, applied=True, buffers=preempted if handles else ("-",),
                                          called_back=called_back))
     loading = bool(out.loads) and any(ld.buf in handles for ld in out.loads.values())

@@ -275,6 +275,7 @@ def call_unmap(ctx: Ctx, s: State, call: Call) -> Out:
     bufs = dict(s.bufs)
     ghosts = s.ghosts
     tokens = s.tokens
+    released = 0
     b = bufs.get(m.buf)
     if b is not None:
         b = evolve_buffer(b, maps=b.maps - 1)
@@ -285,8 +286,10 @@ def call_unmap(ctx: Ctx, s: State, call: Call) -> Out:
         bufs[m.buf] = b
         if b.freed and b.maps == 0:
             ghosts = retire(tokens, s.ghosts, bufs, m.buf)
+            released += 0 if b.preempted else b.size
     return [evolve_state(s, maps=maps, bufs=bufs, ghosts=ghosts, tokens=tokens,
-                   inflight=Inflight(call.step, call.op, applied=True, buffers=(m.buf,)))]
+                         released_at_unmap=s.released_at_unmap + released,
+                         inflight=Inflight(call.step, call.op, applied=True, buffers=(m.buf,)))]
 
 
 @clause("unmap-unmaps", "unmap-args-like-munmap", "unmap-returns", "map-must-unmap", "free-unmap-allowed-after-free")

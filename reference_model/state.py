@@ -292,6 +292,10 @@ class State:
     # Cookie values set with a NULL deleter (diagnostics: a deleter later called with one names the sentence
     # that says nothing happens to them).
     unowned: frozenset[str] = frozenset()
+    # Bytes of buffers whose memory the history released: at their free (unmapped then), at their last unmap
+    # (freed before). A refusal that only memory kept past one of those explains names its sentence.
+    released_at_free: int = 0
+    released_at_unmap: int = 0
     # The clauses this history has demonstrated: the trace showed the behaviour each speaks of (a rule saw an
     # observation that the sentence could have failed on, and it held). Not part of ``key``: two histories
     # alike in everything else are one candidate, which keeps only what both demonstrated (``merge_shown``).
@@ -321,6 +325,8 @@ class State:
             self.cbs,
             self.overlaps,
             self.unowned,
+            self.released_at_free,
+            self.released_at_unmap,
         )
 
 

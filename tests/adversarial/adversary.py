@@ -403,6 +403,20 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "z",
+        "M_FREED_MAPPED_KEPT",
+        "ANpuBuffer_free of mapped buffers returns 0 and keeps their memory past the last unmap",
+        "free-memory-after-last-unmap",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
+        "M_FREED_MEMORY_KEPT",
+        "ANpuBuffer_free of unmapped buffers returns 0 and keeps their memory",
+        "free-indicates-not-needed",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
         "L_SUPPORTED_EIO",
         "every other valid supported request fails with EIO, the capacity declared",
         "alloc-supported-may-fail",
@@ -632,11 +646,6 @@ JUSTIFIED: dict[str, tuple[str, str]] = {
         "the application's duty to free; a device refusing the free is named by free-each-allocated-buffer "
         "(M_FREE_LIST_REFUSED), free-even-if-preempted and preempt-must-still-free",
     ),
-    "free-indicates-not-needed": (
-        "subsumed",
-        "a free that does not let go of the buffer shows only as its cookie never deleted: cookie-deleter-called "
-        "(M_NO_DELETER)",
-    ),
     "req-free-destroys": (
         "subsumed",
         "a request free that keeps its cookie shows only as the deleter never called: cookie-deleter-called "
@@ -666,11 +675,6 @@ JUSTIFIED: dict[str, tuple[str, str]] = {
         "equivalent",
         "size 0 may be granted or refused (R4): a default of one page is a size-0 request granted a page; "
         "M_DEFAULT_SIZE_PAGE warns R4",
-    ),
-    "free-memory-after-last-unmap": (
-        "open",
-        "the model does not yet tell an ENOMEM caused by memory kept after the last unmap from any other ENOMEM "
-        "(alloc-supported-may-fail)",
     ),
 }
 

@@ -132,6 +132,8 @@ enum mutation {
     M_CLEARED_COOKIE_STAYS, /* callbacks of a request whose cookie was cleared get the cleared cookie */
     M_BUFFER_REUSED,       /* the second buffer granted by one allocAsync is the first one again */
     M_SEGMENT_IGNORED,     /* setFileSegmentToLoad closes the descriptor and loads nothing at allocation */
+    M_FREED_MAPPED_KEPT,   /* ANpuBuffer_free of mapped buffers returns 0 and keeps them (memory and all) */
+    M_FREED_MEMORY_KEPT,   /* ANpuBuffer_free of unmapped buffers returns 0 and keeps them (memory and all) */
     M_MAP_PROT_UNCHECKED,  /* a map wider than the request's protection is granted */
     M_MAP_FAIL_NO_ERRNO,   /* a failed map leaves errno 0 */
     M_PREEMPTED_MAP_EINVAL, /* a map of a preempted buffer fails with EINVAL */
@@ -1329,6 +1331,16 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
             errno = EBUSY;
             return -1;
         }
+    }
+    if ((MUT == M_FREED_MAPPED_KEPT || MUT == M_FREED_MEMORY_KEPT) && buffers_in != NULL && len > 0) {
+        bool all = true;
+        pthread_mutex_lock(&mu);
+        for (size_t i = 0; i < len && all; i++) {
+            struct bufent *e = find_buf(buffers_in[i]);
+            all = e != NULL && (live_maps(e) > 0) == (MUT == M_FREED_MAPPED_KEPT);
+        }
+        pthread_mutex_unlock(&mu);
+        if (all) return 0; /* never released: the device keeps the memory */
     }
     if (MUT == M_FREE_LIST_REFUSED && buffers_in != NULL && len > 1) {
         errno = EINVAL;

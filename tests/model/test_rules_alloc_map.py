@@ -110,7 +110,8 @@ def test_capacity_budget_counts_mapped_freed_buffers():
     passes(capacity_trace(True, 0, "B2"), caps=VNPU)
     passes(capacity_trace(False, "ENOMEM"), caps=VNPU)
     fails(capacity_trace(False, 0, "B2"), "alloc-supported-may-fail", caps=VNPU)
-    fails(capacity_trace(True, "ENOMEM"), "alloc-supported-may-fail", caps=VNPU)
+    # only the memory kept past the last unmap explains the refusal: that sentence is named
+    fails(capacity_trace(True, "ENOMEM"), "free-memory-after-last-unmap", caps=VNPU)
 
 
 @covers("allocation.callback_thread")
@@ -480,3 +481,27 @@ def test_unmapped_pages_no_longer_map_the_buffer():
 
     assert "unmap-unmaps" in passes(looked(False)).demonstrated
     fails(looked(True), "unmap-unmaps")
+
+
+@covers("allocation.kept_memory_clause")
+def test_a_refusal_only_kept_memory_explains_names_the_release():
+    """Capacity 16 KiB: a buffer of 8 KiB freed (mapped: released at its last unmap), then a 16 KiB request
+    that fits only because that memory came back."""
+
+    def after_release(mapped_first: bool, error: object) -> TB:
+        b = allocated(TB())
+        if mapped_first:
+            b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+        b.call("buf_free", bufs=["b"])
+        if mapped_first:
+            b.call("buf_unmap", map="m", offset=0, length=8192)
+        request(b, "r2", size=16384)
+        b.call("alloc", reqs=["r2"], during=[b.cb("alloc", None, error, None if error else "B2")])
+        if not error:
+            b.bind("b2", "B2")
+        return teardown(b, bufs=[] if error else ["b2"], reqs=["r", "r2"])
+
+    passes(after_release(True, 0), caps=VNPU)
+    fails(after_release(True, "ENOMEM"), "free-memory-after-last-unmap", caps=VNPU)
+    passes(after_release(False, 0), caps=VNPU)
+    fails(after_release(False, "ENOMEM"), "free-indicates-not-needed", caps=VNPU)
