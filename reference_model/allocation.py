@@ -616,8 +616,8 @@ def refused_clause(s: State, sub: Submission, ev: Cb, exp: Expect) -> str:
 
     The sentence a refused valid request contradicts, where the device owed it a buffer (its capacity declared)
     and the errno says "invalid argument": the field that made the device think so. An argument the text says
-    is ignored, an explicit fd -1, a priority at a bound, PROT_NONE, or the request as changed after allocAsync (invalid
-    now, valid in the snapshot); otherwise the rule that allowed only success."""
+    is ignored, an explicit fd -1, a priority at a bound, PROT_NONE, or the request as changed after
+    allocAsync (invalid now, valid in the snapshot); otherwise the rule that allowed only success."""
     if ev.error not in INVALID_ARGUMENT_ERRNOS or SUCCESS not in exp.alts or exp.clause != "alloc-supported-may-fail":
         return exp.clause
     a = sub.attrs

@@ -104,14 +104,13 @@ def free_result(s: State, ret: Ret, mapped: bool = False) -> Reject | str | None
     clean up remaining resources." (free-even-if-preempted)
     Spec: "buffersLen The length of the buffers list. Returns 0 on success, or -1 on error with errno
     set." (free-returns)
-
     Spec: "If there are any existing mappings to the buffer via ANpuBuffer_map(), the mapping will continue to
     be valid until unmapped even after the buffer is freed." (free-mapping-valid-after-free)
 
     Reading: the application must free every buffer it received, so freeing a list of live buffers
-    succeeds (returns 0) — preempted buffers included, and mapped ones (``mapped``: one of the list still has a
-    mapping), which the text says may be freed before they are unmapped. An empty list may return either. Reading R20:
-    while a load of one of the buffers is in flight, "-1 on error" (no errors listed) may refuse the free,
+    succeeds (returns 0) — preempted buffers included, and mapped ones (``mapped``: one of the list still has
+    a mapping), which the text says may be freed before they are unmapped. An empty list may return either.
+    Reading R20: while a load of one of the buffers is in flight, "-1 on error" (no errors listed) may refuse the free,
     and the application can free the buffers after the onLoad: WARN R20, the buffers stay live.
     """
     inflight = s.inflight
