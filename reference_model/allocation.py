@@ -574,6 +574,8 @@ def shown_by_answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb, exp: 
         return out
     if exp.clause == "alloc-supported-may-fail":
         out.append("alloc-supported-may-fail")
+        if released_memory_needed(ctx, s, a):
+            out.append("free-memory-after-last-unmap")  # it fits only because the last unmap released memory
     if "priority" not in a.unset and a.priority in PRIORITY_RANGE:
         out += ["priority-request-range", *(("priority-range-inclusive",) if a.priority in (0, 1000) else ())]
     if "prot" not in a.unset and not a.prot & ~PROT_VALID:
@@ -653,6 +655,20 @@ def kept_memory_clause(ctx: Ctx, s: State, a: Attrs) -> str | None:
     if s.released_at_free and need + s.released_at_free > ctx.capacity:
         return "free-indicates-not-needed"
     return None
+
+
+@clause("free-memory-after-last-unmap")
+def released_memory_needed(ctx: Ctx, s: State, a: Attrs) -> bool:
+    """Spec: "In this case, the associated memory will be freed after all mappings are unmapped."
+    (free-memory-after-last-unmap)
+
+    Whether a granted request shows the memory of freed buffers given back at their last unmap: the sizes
+    of the live buffers, of those released buffers and of this request add up to more than all the memory
+    the device declares (any policy charges a block at least its size), so it fits only because they went."""
+    capacity = ctx.caps.capacity_bytes
+    if not s.released_at_unmap or capacity is None or ctx.caps.policy not in (None, "budget", *policies.POLICIES):
+        return False
+    return live_bytes(s) + a.size + s.released_at_unmap > policies.total_bytes(ctx.caps.policy, capacity)
 
 
 def invalid_field_now(a: Attrs) -> bool:

@@ -505,3 +505,18 @@ def test_a_refusal_only_kept_memory_explains_names_the_release():
     fails(after_release(True, "ENOMEM"), "free-memory-after-last-unmap", caps=VNPU)
     passes(after_release(False, 0), caps=VNPU)
     fails(after_release(False, "ENOMEM"), "free-indicates-not-needed", caps=VNPU)
+
+
+@covers("allocation.released_memory_needed")
+def test_a_grant_that_needs_the_last_unmaps_memory_demonstrates_it():
+    """A 16 KiB buffer mapped, freed, unmapped; then a 16 KiB request granted. With 16 KiB of memory (acl:
+    30000 bytes, no huge pool at that size) it fits only because the unmap gave the memory back; with 1 MiB
+    it would fit anyway and shows nothing of that sentence."""
+    shown = "free-memory-after-last-unmap"
+    assert shown in passes(capacity_trace(True, 0, "B2"), caps=VNPU).demonstrated
+    acl = DeviceCaps(supported_pairs=frozenset({PAIR}), capacity_bytes=30000, policy="acl", vnpu_control=True)
+    big = DeviceCaps(supported_pairs=frozenset({PAIR}), capacity_bytes=1 << 20, policy="budget", vnpu_control=True)
+    assert shown not in passes(capacity_trace(True, 0, "B2"), caps=big).demonstrated
+    undeclared = DeviceCaps(supported_pairs=frozenset({PAIR}))
+    assert shown not in passes(capacity_trace(True, 0, "B2"), caps=undeclared).demonstrated
+    assert shown in passes(capacity_trace(True, 0, "B2"), caps=acl).demonstrated
