@@ -266,7 +266,9 @@ def open_targets(
                 stopper.start()
                 stopping.append(stopper)
         return
-    servers = [AdbServerAddress.parse(text) for text in request.adb_servers] or [AdbServerAddress.default()]
+    servers = [
+        AdbServerAddress.parse(text, named=request.adb_servers_named) for text in request.adb_servers
+    ] or [AdbServerAddress.default()]
 
     def make(server: AdbServerAddress, adb_serial: str, name: str) -> AdbTarget:
         return AdbTarget(

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from ...errors import InfraError, UsageError
-from ..adb_host import AdbConnection, AdbServerAddress, AdbServerError, device_states, host_request, server_answers
+from ..adb_host import (
+    AdbConnection,
+    AdbServerAddress,
+    AdbServerError,
+    ForeignAdbServer,
+    device_states,
+    host_request,
+    server_answers,
+)
 
 if TYPE_CHECKING:
     from adbutils import AdbClient
@@ -128,8 +136,12 @@ def list_devices(server: AdbServerAddress, given: bool = True) -> dict[str, str]
     """serial -> state on one server; raises UsageError when no server answers there.
 
     `given`: the user named this server with --adb-server (else it is the default one, and the
-    message must not blame an option the user never passed)."""
-    if not server_answers(server, timeout=1.0):
+    message must not blame an option the user never passed; and it must be this user's own)."""
+    try:
+        answers = server_answers(server, timeout=1.0)
+    except ForeignAdbServer as exc:
+        raise UsageError(str(exc)) from None
+    if not answers:
         if given:
             raise UsageError(f"--adb-server {server}: no adb server answers there")
         raise UsageError(
@@ -140,9 +152,13 @@ def list_devices(server: AdbServerAddress, given: bool = True) -> dict[str, str]
 
 
 def attached_devices(server: AdbServerAddress) -> list[str]:
-    """Serials in state `device` on the server, or [] when no server runs there (never starts one)."""
-    if not server_answers(server):
-        return []
+    """Serials in state `device` on the server, or [] when no server runs there (never starts one). The
+    default server of another user is a usage error (one line saying how to name it), never its devices."""
+    try:
+        if not server_answers(server):
+            return []
+    except ForeignAdbServer as exc:
+        raise UsageError(str(exc)) from None
     try:
         return sorted(s for s, state in device_states(server).items() if state == "device")
     except (OSError, AdbServerError):
