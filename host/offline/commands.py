@@ -5,12 +5,15 @@ exit code; the work itself lives in the modules beside this one and in reports/.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from pathlib import Path
 
 from reports import load_results, write_reports
 from reports.baseline import BaselineComparison, compare_runs
+from reports.floor.safe_io import shared_default
+from reports.outputs import DEFAULT_STORE
 from reports.store import describe_location, import_runs, is_postgresql_url
 
 from ..errors import UsageError
@@ -90,7 +93,21 @@ def merge_command(dirs: list[Path], out: Path) -> int:
     return 0  # as for `report DIR`: the reports were written; the answer is printed, not exited with
 
 
+def default_store(given: str | None) -> str:
+    """The store a command uses: the one named with --store, else out/npuconf.sqlite when only this user could
+    have made what is there (a default in a directory other users can write is theirs to plant)."""
+    if given is not None:
+        return given
+    problem = shared_default(Path(os.path.abspath(DEFAULT_STORE)))
+    if problem is not None:
+        raise UsageError(
+            f"the default results store {DEFAULT_STORE} is not used: {problem}; name one with --store PATH|URL"
+        )
+    return str(DEFAULT_STORE)
+
+
 def store_import_command(args: argparse.Namespace) -> int:
+    args.store = default_store(args.store)
     for directory in args.dirs:
         run_results_path(directory)
     outcomes = import_runs(args.store, args.dirs)
@@ -103,6 +120,7 @@ def store_import_command(args: argparse.Namespace) -> int:
 def dashboard_command(args: argparse.Namespace) -> int:
     from reports.dashboard import write_dashboard
 
+    args.store = default_store(args.store)
     if args.out is not None:
         out = args.out
     else:

@@ -72,6 +72,9 @@ for raw in child.stdout:
     elif mode == "endless":
         while True:
             flood(100000)
+    elif mode == "sleep":
+        out.flush()
+        time.sleep(config["seconds"])
     out.write(raw)
     out.flush()
 sys.exit(child.wait())
