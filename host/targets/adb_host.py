@@ -16,6 +16,7 @@ import pwd
 import socket
 import struct
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -225,25 +226,63 @@ def host_request(server: AdbServerAddress, request: str, timeout: float = 5.0) -
         return data.decode(errors="replace")
 
 
-class AdbConnection:
-    """One connection to an adb server; after `open_service` its stream is that device service's own."""
+# What the kit reads of a stream at a time, whatever length a frame header announces: a header is a
+# claim of the device's, and nothing is allocated for it before the bytes arrive.
+READ_CHUNK: Final = 64 * 1024
+# A FAIL message (adb servers send a few hundred bytes; a sync FAIL's length is a 32-bit word).
+MESSAGE_MAX_BYTES: Final = 64 * 1024
 
-    def __init__(self, server: AdbServerAddress, timeout: float) -> None:
+
+class AdbConnection:
+    """One connection to an adb server; after `open_service` its stream is that device service's own.
+
+    With `deadline` (a time.monotonic() value), every read and send waits at most until then: a device
+    that trickles a byte at a time cannot keep a reader busy past it, and the reader raises TimeoutError
+    (`abort` from another thread ends a wait at once)."""
+
+    def __init__(self, server: AdbServerAddress, timeout: float, deadline: float | None = None) -> None:
         self.server = server
+        self.timeout = timeout
+        self.deadline = deadline
         self.sock = server.connect(timeout)
         self.sock.settimeout(timeout)
+
+    def _wait_bound(self) -> None:
+        if self.deadline is None:
+            return
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"adb server {self.server}: no answer within the call's time")
+        self.sock.settimeout(min(left, self.timeout))
+
+    def _recv(self, size: int) -> bytes:
+        self._wait_bound()
+        try:
+            chunk = self.sock.recv(min(size, READ_CHUNK))
+        except TimeoutError:
+            raise TimeoutError(f"adb server {self.server}: no answer within the call's time") from None
+        if not chunk:
+            raise OSError("connection closed by the adb server")
+        return chunk
+
+    def send(self, data: bytes) -> None:
+        self._wait_bound()
+        try:
+            self.sock.sendall(data)
+        except TimeoutError:
+            raise TimeoutError(f"adb server {self.server}: no answer within the call's time") from None
 
     def request(self, text: str) -> None:
         """Send one request and read its OKAY; a FAIL raises AdbServerError with the server's message."""
         payload = text.encode()
-        self.sock.sendall(f"{len(payload):04x}".encode() + payload)
+        self.send(f"{len(payload):04x}".encode() + payload)
         status = self.read_exact(4)
         if status == b"OKAY":
             return
         message = b""
         if status == b"FAIL":
             with contextlib.suppress(OSError, ValueError):
-                message = self.read_exact(int(self.read_exact(4), 16))
+                message = self.read_exact(int(self.read_exact(4), 16))  # 4 hex digits: at most 64 KiB
         service = text.split(":", 1)[0] if not text.startswith("host:") else text
         raise AdbServerError(f"adb server {self.server}: {service}: {message.decode(errors='replace') or status!r}")
 
@@ -253,7 +292,25 @@ class AdbConnection:
         self.request(service)
 
     def read_exact(self, size: int) -> bytes:
-        return _recv_exactly(self.sock, size)
+        """Exactly `size` bytes; for a small, fixed size only (headers, status words): a length a device
+        announces is read with `read_chunks`."""
+        data = bytearray()
+        while len(data) < size:
+            data += self._recv(size - len(data))
+        return bytes(data)
+
+    def read_chunks(self, size: int) -> Iterator[bytes]:
+        """The next `size` bytes of the stream, in pieces of at most READ_CHUNK as they arrive."""
+        left = size
+        while left:
+            chunk = self._recv(left)
+            left -= len(chunk)
+            yield chunk
+
+    def skip(self, size: int) -> None:
+        """Read past `size` bytes, keeping none."""
+        for _ in self.read_chunks(size):
+            pass
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -272,13 +329,13 @@ class AdbConnection:
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
+    data = bytearray()
     while len(data) < size:
-        chunk = sock.recv(size - len(data))
+        chunk = sock.recv(min(size - len(data), READ_CHUNK))
         if not chunk:
             raise OSError("connection closed by the adb server")
         data += chunk
-    return data
+    return bytes(data)
 
 
 def server_answers(server: AdbServerAddress, timeout: float = 0.3) -> bool:

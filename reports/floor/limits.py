@@ -20,6 +20,8 @@ DEFAULTS: Final[dict[str, int]] = {
     "trace_lines": 200_000,
     # what the probe and the implementation print on stderr, kept per device (probe-stderr.log)
     "stderr_bytes": 16 << 20,
+    # what one adb shell command (getprop, pm, logcat, ...) prints, kept per stream
+    "shell_output_bytes": 4 << 20,
     # one member of a submission bundle, and all members together (uncompressed bytes); members
     "bundle_member_bytes": 256 << 20,
     "bundle_total_bytes": 512 << 20,

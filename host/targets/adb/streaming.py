@@ -30,7 +30,7 @@ from ...probe import (
     host_exit_line,
 )
 from .deployment import DEVICE_DIR, PROFILE_NAME, RUN_DIR
-from .transport import COMMAND_TIMEOUT_S, V2_HEADER, DeviceLost, DeviceTransport, adb_errors, bounded
+from .transport import COMMAND_TIMEOUT_S, V2_HEADER, Cancel, DeviceLost, DeviceTransport, adb_errors, bounded
 
 # The host waits this multiple of a scenario's limit (plus a little) before it declares a timeout.
 HOST_WAIT_FACTOR: Final = 1.5
@@ -82,15 +82,19 @@ class _ProbeStream:
             connection.request(f"shell,v2,raw:{command}")
             while True:
                 ident, length = V2_HEADER.unpack(connection.read_exact(V2_HEADER.size))
-                payload = connection.read_exact(length) if length else b""
-                if ident == 1:
-                    self._put_lines(splitter.feed(payload))
-                elif ident == 2:
-                    self.stderr.add(payload)
-                elif ident == 3:
+                if ident == 3:
+                    status = connection.read_exact(min(length, 1)) if length else b""
+                    connection.skip(length - len(status))
                     self._put_lines(splitter.end())
-                    self._put(_Event("exit", code=payload[0] if payload else 255))
+                    self._put(_Event("exit", code=status[0] if status else 255))
                     return
+                # a frame is read in pieces, whatever length its header announces: the splitter and the
+                # stderr buffer keep within their limits, so nothing a header says is allocated
+                for chunk in connection.read_chunks(length):
+                    if ident == 1:
+                        self._put_lines(splitter.feed(chunk))
+                    elif ident == 2:
+                        self.stderr.add(chunk)
         except adb_errors() as exc:
             reason = "aborted" if self._aborted else f"{type(exc).__name__}: {exc}"
             with contextlib.suppress(_Aborted):
@@ -260,7 +264,9 @@ class BatchRunner:
         transport = self.transport
         try:
             destination = f"{RUN_DIR}/{token}.prog"
-            bounded(lambda: transport.sync_send(program, destination, 0o644, first_wait), first_wait, "push")
+            cancel = Cancel()
+            bounded(lambda: transport.sync_send(program, destination, 0o644, first_wait, cancel), first_wait, "push",
+                    cancel)  # fmt: skip
             stream = _ProbeStream(transport, self._probe_command(token))
         except TimeoutError:
             self._timed_out(scenario_ids[start], (), began, first_wait, on_trace, completed)

@@ -17,7 +17,7 @@ from ..adb_host import AdbServerAddress
 from ..vnpu_profile import VnpuProfile
 from .deployment import Deployed, deploy
 from .streaming import BatchRunner
-from .transport import DeviceTransport, bounded
+from .transport import Cancel, DeviceTransport, bounded
 
 LOGCAT_LINES: Final = 200
 
@@ -86,7 +86,8 @@ class AdbTarget:
         command = f"logcat -d -b main,system,crash -t {LOGCAT_LINES}"
         deadline = float(limit("logcat_seconds"))
         try:
-            done = bounded(lambda: self.transport.shell_once(command, deadline), deadline, "logcat")
+            cancel = Cancel()
+            done = bounded(lambda: self.transport.shell_once(command, deadline, cancel), deadline, "logcat", cancel)
         except TimeoutError:
             self._logcat_stalled = True
             return (f"[npuconf: logcat gave no answer; {over('logcat_seconds', 'logcat')}; no more logcat this run]",)

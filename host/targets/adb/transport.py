@@ -17,8 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from reports.floor.limits import limit, over
+
 from ...errors import InfraError, UsageError
 from ..adb_host import (
+    MESSAGE_MAX_BYTES,
     AdbConnection,
     AdbServerAddress,
     AdbServerError,
@@ -103,22 +106,64 @@ class ShellResult:
     output: str
 
 
-def shell_v2(server: AdbServerAddress, adb_serial: str, command: str, timeout: float) -> ShellResult:
-    """Run `command` on the device over one shell v2 stream (its exit status is in the stream), each read
-    bounded by `timeout`."""
+class Cancel:
+    """Lets `bounded` end, from its own thread, the wait of a call that outlived its bound: the call hands
+    over its connection (`attach`), and `cancel` breaks it, so the reader thread stops instead of reading on."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connection: AdbConnection | None = None
+        self.cancelled = False
+
+    def attach(self, connection: AdbConnection) -> None:
+        with self._lock:
+            self._connection = connection
+            cancelled = self.cancelled
+        if cancelled:
+            connection.abort()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            connection = self._connection
+        if connection is not None:
+            connection.abort()
+
+
+def shell_v2(
+    server: AdbServerAddress, adb_serial: str, command: str, timeout: float, cancel: Cancel | None = None
+) -> ShellResult:
+    """Run `command` on the device over one shell v2 stream (its exit status is in the stream), all of it
+    within `timeout` seconds (TimeoutError past it). Frames are read in pieces whatever length their
+    header announces; of each stream at most `shell_output_bytes` is kept (the rest is read and dropped,
+    with a note)."""
+    keep = limit("shell_output_bytes")
     out, err, both = bytearray(), bytearray(), bytearray()
-    with AdbConnection(server, timeout) as connection:
+    with AdbConnection(server, timeout, deadline=time.monotonic() + timeout) as connection:
+        if cancel is not None:
+            cancel.attach(connection)
         connection.open_service(adb_serial, f"shell,v2,raw:{command}")
         while True:
             ident, length = V2_HEADER.unpack(connection.read_exact(V2_HEADER.size))
-            payload = connection.read_exact(length) if length else b""
             if ident == 3:
-                code = payload[0] if payload else 255
+                status = connection.read_exact(min(length, 1)) if length else b""
+                connection.skip(length - len(status))
+                code = status[0] if status else 255
                 break
-            if ident in (1, 2):
-                (out if ident == 1 else err).extend(payload)
-                both.extend(payload)
+            for chunk in connection.read_chunks(length):
+                if ident in (1, 2):
+                    for buffer in (out if ident == 1 else err, both):
+                        _keep(buffer, chunk, keep)
     return ShellResult(code, *(bytes(b).decode("utf-8", errors="replace") for b in (out, err, both)))
+
+
+def _keep(buffer: bytearray, chunk: bytes, keep: int) -> None:
+    """Append `chunk` to `buffer` up to `keep` bytes; the first cut adds a note naming the limit."""
+    room = keep - len(buffer)
+    if room > 0:
+        buffer.extend(chunk[:room])
+        if len(chunk) > room:
+            buffer.extend(f"\n[npuconf: {over('shell_output_bytes', 'output cut')}]\n".encode())
 
 
 _client_lock = threading.Lock()
@@ -192,8 +237,9 @@ def discover_targets(
     return [make(server, serial, serial if counts[serial] == 1 else f"{serial}@{server}") for server, serial in found]
 
 
-def bounded(function: Callable[[], T], timeout: float, what: str) -> T:
-    """Run function with a wall-clock bound (adbutils does not bound every phase of every call)."""
+def bounded(function: Callable[[], T], timeout: float, what: str, cancel: Cancel | None = None) -> T:
+    """Run function with a wall-clock bound; past it, `cancel` (which the call's connection was attached to)
+    breaks the connection, so the thread left behind stops reading instead of reading on."""
     box: list[T] = []
     error: list[BaseException] = []
 
@@ -207,6 +253,8 @@ def bounded(function: Callable[[], T], timeout: float, what: str) -> T:
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
+        if cancel is not None:
+            cancel.cancel()
         raise TimeoutError(f"{what}: no answer within {timeout:.0f} s")
     if error:
         raise error[0]
@@ -231,26 +279,31 @@ class DeviceTransport:
 
     def shell(self, command: str, timeout: float = COMMAND_TIMEOUT_S) -> ShellResult:
         """A shell v2 command, bounded, recovered once after a broken link."""
-        return self.retrying(lambda: self.shell_once(command, timeout), timeout + 2.0, command.split(" ", 1)[0])
+        return self.retrying(
+            lambda cancel: self.shell_once(command, timeout, cancel), timeout + 2.0, command.split(" ", 1)[0]
+        )
 
-    def shell_once(self, command: str, timeout: float) -> ShellResult:
-        """A shell v2 command, once (each read bounded by `timeout`; the caller bounds the whole)."""
-        return shell_v2(self.server, self.adb_serial, command, timeout)
+    def shell_once(self, command: str, timeout: float, cancel: Cancel | None = None) -> ShellResult:
+        """A shell v2 command, once, within `timeout` seconds in all."""
+        return shell_v2(self.server, self.adb_serial, command, timeout, cancel)
 
     def connect(self, timeout: float) -> AdbConnection:
         """A new connection to the device's adb server (a service of the device is opened on it next)."""
         return AdbConnection(self.server, timeout)
 
-    def retrying(self, function: Callable[[], T], timeout: float, what: str) -> T:
-        """Run an adb call; after a transport failure recover once (server restart, reconnect) and retry."""
+    def retrying(self, function: Callable[[Cancel], T], timeout: float, what: str) -> T:
+        """Run an adb call (given the Cancel its connection attaches to); after a transport failure recover
+        once (server restart, reconnect) and retry."""
+        cancel = Cancel()
         try:
-            return bounded(function, timeout, what)
+            return bounded(lambda: function(cancel), timeout, what, cancel)
         except TimeoutError as exc:
             raise DeviceLost(f"{self.serial}: {exc} (device unresponsive)") from None
         except adb_errors() as exc:
             self.recover(f"{what}: {exc}")
+        cancel = Cancel()
         try:
-            return bounded(function, timeout, what)
+            return bounded(lambda: function(cancel), timeout, what, cancel)
         except TimeoutError as exc:
             raise DeviceLost(f"{self.serial}: {exc} (device unresponsive)") from None
         except adb_errors() as exc:
@@ -290,15 +343,21 @@ class DeviceTransport:
 
     def push_all(self, files: Mapping[str, bytes], mode: int = 0o755) -> None:
         """Push each file (destination -> bytes) over one sync session, recovered once after a broken link."""
-        self.retrying(lambda: self.sync_send_all(files, mode, PUSH_TIMEOUT_S), PUSH_TIMEOUT_S + 2.0, "push")
+        self.retrying(
+            lambda cancel: self.sync_send_all(files, mode, PUSH_TIMEOUT_S, cancel), PUSH_TIMEOUT_S + 2.0, "push"
+        )
 
-    def sync_send(self, data: bytes, destination: str, mode: int, timeout: float) -> None:
+    def sync_send(self, data: bytes, destination: str, mode: int, timeout: float, cancel: Cancel | None = None) -> None:
         """One sync SEND over one connection."""
-        self.sync_send_all({destination: data}, mode, timeout)
+        self.sync_send_all({destination: data}, mode, timeout, cancel)
 
-    def sync_send_all(self, files: Mapping[str, bytes], mode: int, timeout: float) -> None:
-        """One sync session: a SEND per file, each answered before the next, then QUIT."""
-        with self.connect(timeout) as connection:
+    def sync_send_all(
+        self, files: Mapping[str, bytes], mode: int, timeout: float, cancel: Cancel | None = None
+    ) -> None:
+        """One sync session: a SEND per file, each answered before the next, then QUIT; all within `timeout`."""
+        with AdbConnection(self.server, timeout, deadline=time.monotonic() + timeout) as connection:
+            if cancel is not None:
+                cancel.attach(connection)
             connection.open_service(self.adb_serial, "sync:")
             for destination, data in files.items():
                 spec = f"{destination},{0o100000 | mode}".encode()
@@ -307,9 +366,10 @@ class DeviceTransport:
                     chunk = data[start : start + SYNC_CHUNK]
                     parts += [b"DATA", struct.pack("<I", len(chunk)), chunk]
                 parts += [b"DONE", struct.pack("<I", int(time.time()))]
-                connection.sock.sendall(b"".join(parts))
+                connection.send(b"".join(parts))
                 status = connection.read_exact(8)
                 if status[:4] != b"OKAY":
-                    message = connection.read_exact(struct.unpack("<I", status[4:])[0]).decode(errors="replace")
-                    raise AdbServerError(f"{self.serial}: push {destination}: {message}")
-            connection.sock.sendall(b"QUIT" + struct.pack("<I", 0))
+                    length = struct.unpack("<I", status[4:])[0]
+                    message = b"".join(connection.read_chunks(min(length, MESSAGE_MAX_BYTES)))
+                    raise AdbServerError(f"{self.serial}: push {destination}: {message.decode(errors='replace')}")
+            connection.send(b"QUIT" + struct.pack("<I", 0))
