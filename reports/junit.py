@@ -162,11 +162,42 @@ def build_junit(run: RunResults) -> junitparser.JUnitXml:
     return xml
 
 
+def render_junit(run: RunResults) -> bytes:
+    """junit.xml for `run`, as `pretty_xml(build_junit(run))` writes it, byte for byte, built one device's
+    suite at a time: a suite's element tree is serialized and dropped before the next is built, so a run
+    of many devices never holds every test case as elements at once."""
+    import junitparser
+
+    suites: list[str] = []
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    seconds = 0.0
+    answers = clause_answers(run)  # once for every device's suite
+    for serial in run.device_serials:
+        suite = _suite(run, serial, run.devices.get(serial, {}), answers)
+        suite.update_statistics()  # type: ignore[no-untyped-call]  # junitparser leaves it unannotated
+        for name in totals:
+            totals[name] += int(getattr(suite, name))
+        seconds += float(suite.time)
+        text: list[str] = []
+        _pretty_element(suite._elem, "\t", text)
+        suites.append("".join(text))
+    xml = junitparser.JUnitXml(safe_text(f"npuconf {run.run_id}".strip()))
+    for name, value in totals.items():  # in the order JUnitXml.update_statistics sets them
+        setattr(xml, name, value)
+    xml.time = round(seconds, 3)
+    if not suites:
+        return pretty_xml(xml._elem)
+    head: list[str] = []
+    _pretty_element(xml._elem, "", head)  # no children yet: `<testsuites .../>`, opened here instead
+    out = ['<?xml version="1.0" encoding="utf-8"?>\n', *head[:-1], ">\n", *suites, f"</{xml._elem.tag}>\n"]
+    return "".join(out).encode("utf-8", errors="xmlcharrefreplace")
+
+
 def write_junit(run: RunResults, path: Path) -> None:
     """Write junit.xml (UTF-8, XML 1.0) for `run` to `path`, replacing it atomically."""
-    xml = build_junit(run)
+    data = render_junit(run)
     with atomic_output(path) as handle:
-        handle.write(pretty_xml(xml._elem))
+        handle.write(data)
 
 
 def pretty_xml(root: ET.Element) -> bytes:

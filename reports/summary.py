@@ -10,7 +10,7 @@ from reference_model.verdicts import Verdict
 
 from .clause_answers import clause_answers
 from .findings import coverage_gaps, finding_summary, findings, gap_summary
-from .floor.safe_io import write_text
+from .floor.safe_io import write_bytes
 from .results import (
     RunResults,
     count_verdicts,
@@ -76,6 +76,12 @@ def clean_json(value: object) -> object:
     return value
 
 
+def summary_bytes(run: RunResults) -> bytes:
+    """summary.json for `run`, byte for byte as written (`verify` renders it again to compare)."""
+    text = json.dumps(clean_json(build_summary(run)), indent=2, ensure_ascii=False) + "\n"
+    return text.encode("utf-8", errors="replace")
+
+
 def write_summary(run: RunResults, path: Path) -> None:
     """Write summary.json for `run` to `path`, replacing it atomically."""
-    write_text(path, json.dumps(clean_json(build_summary(run)), indent=2, ensure_ascii=False) + "\n")
+    write_bytes(path, summary_bytes(run))

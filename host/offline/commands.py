@@ -145,7 +145,7 @@ def verify_command(args: argparse.Namespace) -> int:
         print(
             f"verified: run {report.run_id}, {report.results} results on {device_count}, {report.rejudged} verdicts "
             f"re-derived with this kit's corpus and model; claim {report.claim.level} "
-            f"(exit {int(report.claim.exit_code)})"
+            f"(verify exits {report.exit_code})"
         )
     else:  # a rejected bundle states no claim, not even the one its results would give
         print(f"checked: run {report.run_id}, {report.results} results on {device_count}; rejected, so no claim")

@@ -2,32 +2,42 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import errno
+import html
 import json
+import os
+import re
+import stat
 import tarfile
-import tempfile
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
-
-from junitparser import xunit2
+from typing import Any, BinaryIO, Final
 
 from reference_model.profiles import PROFILES
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
+from reference_model.vocabulary import VOCABULARY_HASH
 from reference_model.waivers import Waiver
 from reports import ResultsUnreadable, RunResults, load_results
 from reports.claim import Claim, ClaimLevel
 from reports.floor.limits import limit, over
+from reports.floor.safe_io import console_text
+from reports.html import render_html
+from reports.junit import render_junit
 from reports.plan_filters import filters_of
 from reports.plan_options import PlanOptions, read_plan_options
-from reports.records import Records, read_records
-from reports.summary import build_summary
+from reports.records import EndRecord, LostRecord, Plan, Records, ResultRecord, ResumeRecord, parse_records
+from reports.store import parse_date
+from reports.summary import summary_bytes
 
+from .. import KIT_VERSION
 from ..run import Judging, pointer_bits
+from ..run.target_choice import TARGETS
 from ..suite import (
     HASHED_PARTS,
     SCENARIO_ROOT,
@@ -73,6 +83,7 @@ class VerifyReport:
     waivers: str | None = None
     narrow_devices: tuple[str, ...] = ()  # devices whose recorded ABI is 32-bit (their word, not checked)
     pointer_64_only: int = 0  # clauses only 64-bit pointers exercise, not required of those devices
+    unchecked: tuple[str, ...] = ()  # the fields a verified answer rests on that no check reaches (UNCHECKED)
 
     @property
     def ok(self) -> bool:
@@ -87,14 +98,20 @@ class VerifyReport:
         return 0 if self.claim.is_claim else 2
 
     def reason(self) -> str:
-        """The one-line answer."""
+        """The one-line answer; a verified one ends with what it rests on unchecked (`unchecked`)."""
         if self.problems:
             return f"bundle rejected: {self.problems[0].line()}"
-        if self.claim.level is ClaimLevel.PARTIAL:
+        if self.claim.level is ClaimLevel.PARTIAL:  # no claim, and none of a device: nothing rests on the records
             return f"bundle verifies; {self.claim.headline}"
         if not self.claim.is_claim:
-            return f"bundle verifies, but it is not a conformance claim: {self.claim.headline}{self._narrow()}"
-        return f"bundle verifies: {self.claim.headline}{self._narrow()}"
+            return (
+                f"bundle verifies, but it is not a conformance claim: {self.claim.headline}{self._narrow()}"
+                f"{self._unchecked()}"
+            )
+        return f"bundle verifies: {self.claim.headline}{self._narrow()}{self._unchecked()}"
+
+    def _unchecked(self) -> str:
+        return f"; on the submitter's word: {', '.join(self.unchecked)}" if self.unchecked else ""
 
     def _narrow(self) -> str:
         if not self.narrow_devices:
@@ -116,7 +133,7 @@ def read_bundle(bundle: Path) -> dict[str, bytes]:
     )
     total = 0
     try:
-        with tarfile.open(str(bundle), mode="r:gz") as tar:
+        with _open_regular(bundle) as raw, tarfile.open(fileobj=raw, mode="r:gz") as tar:
             for count, member in enumerate(tar, start=1):
                 if count > count_limit:
                     raise BundleUnreadable(f"{bundle}: " + over("bundle_members", f"more than {count_limit} members"))
@@ -129,6 +146,11 @@ def read_bundle(bundle: Path) -> dict[str, bytes]:
                 if member.size > member_limit:
                     raise BundleUnreadable(
                         f"{bundle}: " + over("bundle_member_bytes", f"member {member.name!r} holds {member.size} bytes")
+                    )
+                if member.name == "results.jsonl" and member.size > limit("results_bytes"):
+                    raise BundleUnreadable(
+                        f"{bundle}: member results.jsonl: "
+                        + over("results_bytes", f"it holds {member.size} bytes")
                     )
                 total += member.size
                 if total > total_limit:
@@ -144,6 +166,17 @@ def read_bundle(bundle: Path) -> dict[str, bytes]:
             f"{bundle}: not a readable bundle ({why}); expected a tar.gz from `npuconf bundle`{hint}"
         ) from None
     return members
+
+
+def _open_regular(bundle: Path) -> BinaryIO:
+    """The bundle opened for reading without blocking: a FIFO, a device or a directory is refused (OSError
+    EINVAL, said as "not a readable bundle") before a byte is read, never waited on or read without end."""
+    fd = os.open(bundle, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    handle = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        handle.close()
+        raise OSError(errno.EINVAL, "not a regular file")
+    return handle
 
 
 def _manifest(bundle: Path, members: Mapping[str, bytes]) -> dict[str, Any]:
@@ -409,44 +442,198 @@ def _check_verdicts(
     return derived, problems
 
 
-def _check_reports(run: RunResults, members: Mapping[str, bytes], workdir: Path) -> list[Problem]:
+# The reports a bundle ships, each rendered again from its results.jsonl and compared byte for byte: a
+# junit.xml showing no failure, a report.html saying "conformant" or a summary.json of another answer, for
+# results that give another, are edits (the kit renders them deterministically; the tree hashes say it is
+# this kit's rendering code).
+RENDERED: Final = ("summary.json", "junit.xml", "report.html")
+_RESULTS_ROW: Final = re.compile(rb'<tr><td>results</td><td class="mono">([^<]{0,4096})</td></tr>')
+
+
+def _rendered(name: str, run: RunResults, submitted: bytes) -> bytes:
+    if name == "summary.json":
+        return summary_bytes(run)
+    if name == "junit.xml":
+        return render_junit(run)
+    # report.html names the results file it was rendered from (its path when bundled): rendered again
+    # with that name, every other byte must be the same
+    shown = _RESULTS_ROW.search(submitted)
+    path = Path(html.unescape(shown.group(1).decode("utf-8", errors="replace"))) if shown else run.path
+    return render_html(dataclasses.replace(run, path=path)).encode("utf-8", errors="replace")
+
+
+def _first_difference(submitted: bytes, expected: bytes) -> str:
+    """Where two renderings part: the line number and the two lines (cut), for a one-line problem."""
+    at = next((i for i, (a, b) in enumerate(zip(submitted, expected, strict=False)) if a != b),
+              min(len(submitted), len(expected)))  # fmt: skip
+    line = submitted.count(b"\n", 0, at) + 1
+
+    def around(data: bytes) -> str:
+        begin = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        text = data[begin : end if end >= 0 else len(data)].decode("utf-8", errors="replace").strip()
+        return console_text(text[:100] + ("…" if len(text) > 100 else ""))
+
+    return f"line {line}: {around(submitted)!r} in the bundle, {around(expected)!r} rendered"
+
+
+def _check_reports(run: RunResults, members: Mapping[str, bytes]) -> list[Problem]:
     problems: list[Problem] = []
-    if "summary.json" in members:
-        try:
-            stored = json.loads(members["summary.json"].decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: also the int-string limit
-            stored = None
-        expected = json.loads(json.dumps(build_summary(run), ensure_ascii=False))
-        if not isinstance(stored, dict):
-            problems.append(Problem("report", "summary.json is not a JSON object"))
-        else:
-            for key in ("answer", "exit_code", "claim", "counts", "devices", "clauses", "failures"):
-                if stored.get(key) != expected.get(key):
-                    problems.append(Problem("report", f"summary.json {key} does not match results.jsonl"))
-    if "junit.xml" in members:
-        junit_path = workdir / "junit.xml"
-        junit_path.write_bytes(members["junit.xml"])
-        try:
-            xml = xunit2.JUnitXml.fromfile(str(junit_path))
-            found = {
-                (suite.name, case.name): {p.name: p.value for p in case.properties()}.get("verdict")  # type: ignore[attr-defined]
-                for suite in xml
-                for case in suite
-            }
-        except Exception as exc:
-            return [*problems, Problem("report", f"junit.xml does not parse ({type(exc).__name__}: {exc})")]
-        expected_cases = {(r.device, r.scenario): str(r.verdict) for r in run.results}
-        for case_key in sorted(set(expected_cases) | set(found)):
-            if found.get(case_key) != expected_cases.get(case_key):
-                device, scenario = case_key
-                problems.append(
-                    Problem(
-                        "report",
-                        f"junit.xml {scenario} on {device}: verdict {found.get(case_key)}, results.jsonl "
-                        f"{expected_cases.get(case_key)}",
-                    )
-                )
+    for name in RENDERED:
+        submitted = members.get(name)
+        if submitted is None:
+            continue  # named by the file checks
+        expected = _rendered(name, run, submitted)
+        if submitted != expected:
+            problems.append(
+                Problem("report", f"{name} is not what this kit renders from results.jsonl "
+                                  f"({_first_difference(submitted, expected)})")
+            )
     return problems
+
+
+def _check_identity(run: RunResults, manifest: Mapping[str, Any]) -> list[Problem]:
+    """The plan's and the devices' fields this kit can know: its version and vocabulary (the tree hashes say
+    the bundle is this kit's, which writes exactly these), a target it has, and the manifest's copy of them."""
+    plan = run.plan
+    if plan is None:
+        return []
+    problems: list[Problem] = []
+    expected = {"kit_version": KIT_VERSION, "vocabulary": VOCABULARY_HASH}
+    for name, value in expected.items():
+        if getattr(plan, name) != value:
+            problems.append(Problem("plan", f"the plan's {name} {getattr(plan, name)!r} is not this kit's {value!r}"))
+    if plan.target not in TARGETS:
+        known = ", ".join(TARGETS)
+        problems.append(Problem("plan", f"the plan's target {plan.target!r} is none of this kit's ({known})"))
+    copied = manifest.get("plan")
+    if isinstance(copied, dict):
+        for name in ("kit_version", "vocabulary", "model_hash", "corpus_hash"):
+            if copied.get(name) != getattr(plan, name):
+                problems.append(Problem("plan", f"the manifest's plan {name} differs from results.jsonl's"))
+    if manifest.get("kit_version") != KIT_VERSION:
+        problems.append(Problem("kit", f"the manifest's kit_version {manifest.get('kit_version')!r} is not "
+                                       f"this kit's {KIT_VERSION!r}"))
+    for serial, info in run.devices.items():
+        if "kit_version" in info and info["kit_version"] != KIT_VERSION:
+            problems.append(Problem("device", f"{serial}: device record kit_version {info['kit_version']!r} is "
+                                              f"not this kit's {KIT_VERSION!r}"))
+    return problems
+
+
+def _check_lost(run: RunResults, records: Records) -> list[Problem]:
+    """A device a sharded run lost is said twice: by its `lost` record and by the end record that follows;
+    the two must agree, so that removing either one is seen (and the claim reads both)."""
+    plan = run.plan
+    if plan is None or not plan.shard:
+        return []
+    said: dict[str, str] = {}
+    end: EndRecord | None = None
+    for _, record in records.lines:
+        if isinstance(record, ResumeRecord):
+            said, end = {}, None
+        elif isinstance(record, LostRecord):
+            said.setdefault(record.device, record.reason)
+            end = None
+        elif isinstance(record, EndRecord):
+            end = record
+        elif isinstance(record, ResultRecord):
+            end = None
+    if end is None:
+        return [Problem("results", "a sharded run's results.jsonl does not end with its end record (which names "
+                                   "the devices it lost): the run did not finish, or the record was removed")]
+    if set(said) != set(end.lost):
+        shown = ", ".join(sorted(set(said) ^ set(end.lost))[:3])
+        return [Problem("results", f"the lost devices of the `lost` records and of the end record differ ({shown}): "
+                                   "a record of a lost device was removed or added")]
+    return []
+
+
+# Wall-clock dates of one host may disagree by this much (clock steps, the time a record takes to write).
+_DATE_SLACK: Final = dt.timedelta(seconds=60)
+# A run's first result comes within this of its start (or a resume's): preparing devices takes minutes.
+_FIRST_RESULT_WITHIN: Final = dt.timedelta(hours=6)
+# Dates later than this past the verifier's clock are from the future.
+_FUTURE: Final = dt.timedelta(minutes=10)
+
+
+def _check_dates(run: RunResults, records: Records, manifest: Mapping[str, Any]) -> list[Problem]:
+    """The run's dates against each other and the traces' own clock: each start (the plan's, a resume's)
+    comes before its results and within _FIRST_RESULT_WITHIN of the first; the results' dates move as
+    their traces' monotonic timestamps do, device by device; the end record follows them, the bundle
+    follows the end, and nothing is in the future. A `started` moved back alone (to judge waivers as of
+    an earlier day) disagrees with the results; moving every date back together is what a bundle cannot
+    show, and the answer line says the dates are the bundle's own."""
+    problems: list[Problem] = []
+    now = dt.datetime.now(dt.UTC)
+    start: dt.datetime | None = None
+    first_of_segment = True
+    latest: dt.datetime | None = None
+    clock: dict[str, tuple[dt.datetime, int, str]] = {}  # device -> (finished, trace exit ns, scenario)
+
+    def bad(message: str) -> None:
+        if len(problems) < 3:
+            problems.append(Problem("dates", message))
+
+    for _, record in records.lines:
+        if isinstance(record, Plan | ResumeRecord):
+            what = "the plan" if isinstance(record, Plan) else "a resume record"
+            start = parse_date(record.started)
+            if start is None:
+                bad(f"{what} says started {record.started!r}, not a date")
+            elif latest is not None and start < latest - _DATE_SLACK:
+                bad(f"{what} says started {record.started}, before results recorded ahead of it")
+            first_of_segment, clock = True, {}
+        elif isinstance(record, ResultRecord):
+            finished = parse_date(record.finished)
+            if finished is None or start is None:
+                continue
+            where = f"{record.scenario} on {record.device}"
+            begun = finished - dt.timedelta(milliseconds=max(0.0, record.duration_ms or 0.0))
+            if begun < start - _DATE_SLACK:
+                bad(f"{where} began {begun.isoformat(timespec='seconds')}, before its run started {start.isoformat()}")
+            elif first_of_segment and begun - start > _FIRST_RESULT_WITHIN:
+                bad(f"the first result ({where}) began {begun - start} after the run started {start.isoformat()}: "
+                    "a run's first result comes within hours of its start; the start was moved")
+            first_of_segment = False
+            latest = finished if latest is None else max(latest, finished)
+            stamp = _exit_stamp(record.trace)
+            previous = clock.get(record.device)
+            if stamp is not None:
+                if previous is not None and stamp >= previous[1]:
+                    walled = (finished - previous[0]).total_seconds()
+                    traced = (stamp - previous[1]) / 1e9
+                    if abs(walled - traced) > _DATE_SLACK.total_seconds() + 0.01 * traced:
+                        bad(f"{where} is dated {walled:.0f} s after {previous[2]}, but its trace's own clock "
+                            f"says {traced:.0f} s: the dates were edited")
+                clock[record.device] = (finished, stamp, record.scenario)
+        elif isinstance(record, EndRecord):
+            finished = parse_date(record.finished)
+            if finished is None:
+                bad(f"the end record says finished {record.finished!r}, not a date")
+            elif latest is not None and finished < latest - _DATE_SLACK:
+                bad(f"the end record says finished {record.finished}, before results it follows")
+            else:
+                latest = finished if latest is None else max(latest, finished)
+    created = parse_date(manifest.get("created"))
+    if created is not None and latest is not None and created < latest - _DATE_SLACK:
+        bad(f"the bundle says it was made {manifest.get('created')}, before the run it holds ended")
+    for moment in (created, latest):
+        if moment is not None and moment > now + _FUTURE:
+            bad(f"a date of the bundle ({moment.isoformat(timespec='seconds')}) is in the future")
+    return problems
+
+
+def _exit_stamp(trace: Sequence[str]) -> int | None:
+    """The monotonic timestamp (ns) of a trace's last event, its `exit`, when it has one."""
+    if not trace or len(trace[-1]) > 4096:
+        return None
+    try:
+        event = json.loads(trace[-1])
+    except (ValueError, RecursionError):
+        return None
+    stamp = event.get("t") if isinstance(event, dict) else None
+    return stamp if isinstance(stamp, int) and 0 <= stamp < 1 << 63 else None
 
 
 def _check_claim(run: RunResults, manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> list[Problem]:
@@ -456,8 +643,31 @@ def _check_claim(run: RunResults, manifest: Mapping[str, Any], members: Mapping[
     if manifest.get("claim") != expected:
         stated = manifest.get("claim")
         level = stated.get("level") if isinstance(stated, dict) else None
-        problems.append(Problem("claim", f"the manifest states claim {level!r}, the results give {run.claim.level}"))
+        if isinstance(stated, dict) and level == run.claim.level.value:
+            differ = sorted(k for k in {*expected, *stated} if expected.get(k) != stated.get(k))
+            said = f"the manifest's claim ({level}) differs from the one the results give in {', '.join(differ[:3])}"
+        else:
+            said = f"the manifest states claim {level!r}, the results give {run.claim.level}"
+        problems.append(Problem("claim", said))
     return problems
+
+
+def unchecked_fields(run: RunResults) -> tuple[str, ...]:
+    """What a verified answer rests on that verify cannot check, named on its answer line: the plan's
+    target and configuration (labels of the run), the dates (consistent with the traces, see _check_dates,
+    but on no trusted clock) and the device records' own words (from getprop and pm on the device)."""
+    if run.plan is None:
+        return ()
+    named = [f"target {console_text(run.plan.target)} and the run's configuration", "the dates"]
+    fields = sorted({key for info in run.devices.values() for key in info} & set(DEVICE_WORDS))
+    if fields:
+        named.append("each device record's " + ", ".join(fields))
+    return tuple(named)
+
+
+# Device record fields that come from the device's own answers (getprop, pm, the probe binary's digest),
+# which no trace re-derives; the rest are re-derived (pairs, control, discovery outcome, pointer width).
+DEVICE_WORDS: Final = ("npu_feature", "abis", "fingerprint", "model", "manufacturer", "sdk", "probe_version")
 
 
 def verify_bundle(
@@ -485,32 +695,32 @@ def verify_bundle(
     if "results.jsonl" not in members:
         raise BundleUnreadable(f"{bundle}: no results.jsonl in the bundle")
     basis = claim_basis(load_catalogue(), corpus.values())
-    with tempfile.TemporaryDirectory(prefix="npuconf-verify-") as tmp:
-        workdir = Path(tmp)
-        results = workdir / "results.jsonl"
-        results.write_bytes(members["results.jsonl"])
-        try:
-            run = load_results(results)
-            records = read_records(results)
-        except ResultsUnreadable as exc:  # named as the bundle's member, never as the temporary copy
-            raise BundleUnreadable(f"{bundle}: member results.jsonl: {exc.cause}") from None
-        problems.extend(Problem("results", p) for p in run.problems)
-        if run.plan is None:
-            problems.append(Problem("results", "results.jsonl has no plan record"))
-        elif manifest.get("run_id") != run.plan.run_id:
-            problems.append(
-                Problem("results", f"manifest run id {manifest.get('run_id')!r} is not the plan's {run.plan.run_id!r}")
-            )
-        devices = manifest.get("devices")
-        if isinstance(devices, dict) and devices != device_fingerprints(run):
-            problems.append(Problem("results", "the manifest's device fingerprints differ from results.jsonl"))
-        problems.extend(_kit_problems(run, corpus, basis))
-        problems.extend(_check_coverage(run, records))
-        problems.extend(_check_cited_clauses(records, corpus))
-        derived, verdict_problems = _check_verdicts(run, corpus, catalogue, waivers)
-        problems.extend(verdict_problems)
-        problems.extend(_check_reports(run, members, workdir))
-        problems.extend(_check_claim(run, manifest, members))
+    member = Path("results.jsonl")  # problems name the bundle's member, never a copy
+    try:
+        records = parse_records(members["results.jsonl"], member)
+        run = load_results(member, records=records)
+    except ResultsUnreadable as exc:
+        raise BundleUnreadable(f"{bundle}: member results.jsonl: {exc.cause}") from None
+    problems.extend(Problem("results", p) for p in run.problems)
+    if run.plan is None:
+        problems.append(Problem("results", "results.jsonl has no plan record"))
+    elif manifest.get("run_id") != run.plan.run_id:
+        problems.append(
+            Problem("results", f"manifest run id {manifest.get('run_id')!r} is not the plan's {run.plan.run_id!r}")
+        )
+    devices = manifest.get("devices")
+    if isinstance(devices, dict) and devices != device_fingerprints(run):
+        problems.append(Problem("results", "the manifest's device fingerprints differ from results.jsonl"))
+    problems.extend(_kit_problems(run, corpus, basis))
+    problems.extend(_check_identity(run, manifest))
+    problems.extend(_check_lost(run, records))
+    problems.extend(_check_dates(run, records, manifest))
+    problems.extend(_check_coverage(run, records))
+    problems.extend(_check_cited_clauses(records, corpus))
+    derived, verdict_problems = _check_verdicts(run, corpus, catalogue, waivers)
+    problems.extend(verdict_problems)
+    problems.extend(_check_reports(run, members))
+    problems.extend(_check_claim(run, manifest, members))
     tree_hashes = recorded_tree_hashes(manifest) or {}
     run_hashes = (
         (
@@ -536,4 +746,5 @@ def verify_bundle(
         waivers=str(waivers_file) if waivers_file is not None else None,
         narrow_devices=tuple(s for s in run.device_serials if pointer_bits(run.devices.get(s, {})) == 32),
         pointer_64_only=len(narrow) if isinstance(narrow := basis.get("pointer_64_only"), list) else 0,
+        unchecked=unchecked_fields(run),
     )

@@ -26,6 +26,8 @@ DEFAULTS: Final[dict[str, int]] = {
     "bundle_member_bytes": 256 << 20,
     "bundle_total_bytes": 512 << 20,
     "bundle_members": 64,
+    # one results.jsonl (report, rejudge, merge, store import, bundle, --resume; the member of a bundle)
+    "results_bytes": 32 << 20,
     # planned (device, scenario) pairs a results.jsonl may declare
     "plan_entries": 100_000,
     # device records a results.jsonl may hold (described devices, planned or not)

@@ -421,11 +421,12 @@ def private_directory(path: Path, what: str, fix: str) -> None:
         )
 
 
-def read_unfollowed(path: Path) -> bytes:
+def read_unfollowed(path: Path, limit_bytes: int | None = None) -> bytes:
     """The bytes of the regular file `path`: its directory reached as `open_directory` reaches one, the
     file opened without following a symlink. A run's results.jsonl swapped for a link to a file only
     root may read is never read, so never published in a report. Raises OSError (ELOOP for a symlink,
-    EINVAL for a file that is not regular) or UnsafeOutput (another user's symlink on the way)."""
+    EINVAL for a file that is not regular) or UnsafeOutput (another user's symlink on the way). With
+    `limit_bytes`, at most that many bytes and one more are read (the caller refuses the file then)."""
     directory = open_directory(path.parent)
     try:
         fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=directory)
@@ -434,7 +435,27 @@ def read_unfollowed(path: Path) -> bytes:
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
-        return handle.read()
+        return handle.read() if limit_bytes is None else handle.read(limit_bytes + 1)
+
+
+_KINDS: Final = (
+    (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+)  # fmt: skip
+
+
+def read_regular(path: Path, limit_bytes: int) -> bytes:
+    """At most `limit_bytes` + 1 bytes of the file a user named (a symlink the user named is followed): the
+    caller refuses more than `limit_bytes`. It is opened without blocking, so a FIFO never waits for a
+    writer, and anything but a regular file (a FIFO, /dev/zero, a socket, a directory) is refused before
+    a byte is read: OSError(EINVAL) saying what it is. Other OSErrors as they come."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise OSError(errno.EINVAL, f"it is {kind}, not a regular file", str(path))
+        return handle.read(limit_bytes + 1)
 
 
 def read_small(path: Path, limit_bytes: int) -> bytes | None:
