@@ -29,20 +29,25 @@ def report_command(args: argparse.Namespace) -> int:
     """`npuconf report DIR... [--merge OUT]`: regenerate each run's reports, and merge them if asked."""
     if args.fail_on_new and args.baseline is None:
         raise UsageError("--fail-on-new needs --baseline OLD: the run to compare with")
-    new_failures = 0
+    new = 0
     for directory in args.dirs:
         results = run_results_path(directory)
         comparison = baseline_comparison(args.baseline, results) if args.baseline is not None else None
+        if args.fail_on_new and comparison is not None and not comparison.devices:
+            raise UsageError(
+                f"--baseline {args.baseline}: no device of {directory} is one of the baseline's, so nothing can be "
+                "compared and nothing would fail; name a baseline run of the same devices"
+            )
         paths = write_reports(results, results.parent, comparison)
         print(f"{directory}: {load_results(results).claim.headline}")
         _print_paths(paths)
         if comparison is not None:
             for line in comparison.lines():
                 print(line)
-            new_failures += len(comparison.new_failures)
+            new += comparison.new
     if args.merge is not None:
         return merge_command(args.dirs, args.merge)
-    return 1 if args.fail_on_new and new_failures else 0
+    return 1 if args.fail_on_new and new else 0
 
 
 def baseline_comparison(baseline: Path, results: Path) -> BaselineComparison:
