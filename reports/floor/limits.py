@@ -32,6 +32,8 @@ DEFAULTS: Final[dict[str, int]] = {
     "plan_entries": 100_000,
     # device records a results.jsonl may hold (described devices, planned or not)
     "device_records": 10_000,
+    # the files one scenario's file_new steps make, in all (each is at most 64 MiB)
+    "scenario_file_bytes": 64 << 20,
     # YAML from users (waivers, scenarios): nodes after alias expansion, and file size
     "yaml_nodes": 200_000,
     "yaml_bytes": 4 << 20,

@@ -283,3 +283,22 @@ def test_huge_file_new_in_a_scenario_is_refused_in_one_line_before_anything_runs
     assert "loading.huge_file" in output and "steps[0].file_new.size" in output and "64 MiB" in output
     assert time.monotonic() - started < 30
     assert not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def test_file_new_steps_adding_up_past_the_scenario_limit_are_refused_before_anything_runs(tmp_path):
+    """Issue 39: 48 `file_new` steps of 64 MiB each (each within its own bound) held 3.15 GB of host memory."""
+    scenarios = tmp_path / "scenarios"
+    (scenarios / "loading").mkdir(parents=True)
+    steps = "".join(f"      - file_new: {{file: f{i}, size: 67108864, seed: {i}}}\n" for i in range(48))
+    (scenarios / "loading" / "many.yaml").write_text(
+        "scenarios:\n  - id: loading.many_files\n    title: 48 files of 64 MiB\n    clauses: [load-async]\n"
+        f"    steps:\n{steps}"
+    )
+    started = time.monotonic()
+    done = cli("run", "--target", "local", "--scenarios", scenarios, "--out", tmp_path / "run", "-q")
+    output = text(done)
+    assert done.returncode == 3, output
+    assert len(done.stderr.decode().strip().splitlines()) == 1, output
+    assert "loading.many_files" in output and "over limit scenario_file_bytes=67108864" in output
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "run" / "results.jsonl").exists()
