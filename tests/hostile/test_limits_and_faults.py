@@ -302,3 +302,17 @@ def test_file_new_steps_adding_up_past_the_scenario_limit_are_refused_before_any
     assert "loading.many_files" in output and "over limit scenario_file_bytes=67108864" in output
     assert time.monotonic() - started < 30
     assert not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def test_an_issupported_crash_in_the_discovery_fallback_never_turns_vnpu_control_off(standin, tmp_path):
+    """Issue 39: isSupported answered the whole grid, then crashed in a fallback call, before the control
+    probe: the run went on without vnpu control, and every scenario needing it was NOT_APPLICABLE."""
+    build = standin({"npuconf.discovery": "crash_in_fallback"})
+    done = cli("run", "--target", "local", "--build-dir", build, "-k", "preemption.unmapped_buffer_gets_onpreempt",
+               "--out", tmp_path / "run", "-q", env={"NPUCONF_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 2, text(done)
+    (result,) = records(tmp_path / "run", "result")
+    assert result["verdict"] == "ERROR", result
+    assert "the discovery ended before its vnpu control probe (signal (SIGSEGV))" in result["reason"]
+    (device,) = records(tmp_path / "run", "device")
+    assert device["info"]["discovery_failed"] is not None
