@@ -751,7 +751,7 @@ def parse_records(data: bytes, path: Path) -> Records:
     name = path.name
     problems: list[str] = []
     lines: list[tuple[int, Record]] = []
-    plans = devices = 0
+    plans = devices = results = 0
     for number, raw in enumerate(iter_lines(data), start=1):
         if not raw.strip():
             continue
@@ -772,6 +772,11 @@ def parse_records(data: bytes, path: Path) -> Records:
             most = limit("device_records")
             if devices > most:
                 raise ResultsUnreadable(path, over("device_records", f"more than {most} device records"))
+        elif isinstance(record, ResultRecord):
+            results += 1
+            most = limit("result_records")
+            if results > most:
+                raise ResultsUnreadable(path, over("result_records", f"more than {most} result records"))
         problems.extend(safe_text(f"{name} line {number}: {what}") for what in found)
         if record is not None:
             lines.append((number, record))

@@ -5,18 +5,22 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import errno
+import hashlib
 import html
 import json
 import os
 import re
 import stat
 import tarfile
+import tempfile
 import zlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Final
+from typing import IO, Any, BinaryIO, Final
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from reference_model.profiles import PROFILES
 from reference_model.scenario import Scenario
@@ -26,9 +30,9 @@ from reference_model.waivers import Waiver
 from reports import ResultsUnreadable, RunResults, load_results
 from reports.claim import Claim, ClaimLevel
 from reports.floor.limits import limit, over
-from reports.floor.safe_io import console_text
-from reports.html import render_html
-from reports.junit import render_junit
+from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, console_text
+from reports.html import html_chunks
+from reports.junit import junit_chunks
 from reports.plan_filters import filters_of
 from reports.plan_options import PlanOptions, read_plan_options
 from reports.records import EndRecord, LostRecord, Plan, Records, ResultRecord, ResumeRecord, parse_records
@@ -63,6 +67,23 @@ class Problem:
 
     def line(self) -> str:
         return f"{self.kind}: {self.message}"
+
+
+# Problems kept per check: a rejected bundle is named by its first problems, and a bundle of a hundred
+# thousand edited records must not make verify hold a hundred thousand messages.
+PROBLEMS_KEPT: Final = 200
+
+
+class _Capped(list[Problem]):
+    """A check's problems, at most PROBLEMS_KEPT of them; the rest are only counted."""
+
+    dropped = 0
+
+    def append(self, problem: Problem) -> None:
+        if len(self) < PROBLEMS_KEPT:
+            super().append(problem)
+        else:
+            self.dropped += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +144,46 @@ class VerifyReport:
         )
 
 
-def read_bundle(bundle: Path) -> dict[str, bytes]:
-    """Every regular file of the bundle by name; BundleUnreadable when it is not a readable tar.gz."""
-    members: dict[str, bytes] = {}
+# Members verify keeps in memory (each at most its limit): the manifest and its signature are small JSON,
+# results.jsonl is bounded by results_bytes. Every other member is written to a private scratch directory
+# as it is read (its digest taken on the way) and compared from there piece by piece: what a bundle
+# holds is never in memory whole, whatever its size.
+KEPT: Final = frozenset({MANIFEST, signing.SIGNATURE, "results.jsonl"})
+KEPT_SMALL_BYTES: Final = 4 << 20  # the manifest and its signature
+HEAD_BYTES: Final = 1 << 20  # what is kept of a spilled member's start (report.html names its results there)
+PIECE_BYTES: Final = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One member of a bundle: its digest and size, and its bytes (`data`, members in KEPT) or the scratch
+    file holding them (`spilled`), with their first HEAD_BYTES (`head`)."""
+
+    digest: str
+    size: int
+    data: bytes | None = None
+    spilled: Path | None = None
+    head: bytes = b""
+
+    def pieces(self) -> Iterator[bytes]:
+        """The member's bytes in pieces of at most PIECE_BYTES."""
+        if self.data is not None:
+            yield from (self.data[i : i + PIECE_BYTES] for i in range(0, len(self.data), PIECE_BYTES))
+            return
+        if self.spilled is None:
+            return
+        with self.spilled.open("rb") as handle:
+            while piece := handle.read(PIECE_BYTES):
+                yield piece
+
+
+_NOTHING: Final = Member(sha256_hex(b""), 0, b"")
+
+
+def read_bundle(bundle: Path, scratch: Path) -> dict[str, Member]:
+    """Every regular file of the bundle by name, the large ones written to `scratch` (a private directory
+    the caller made); BundleUnreadable when it is not a readable tar.gz or past a limit."""
+    members: dict[str, Member] = {}
     member_limit, total_limit, count_limit = (
         limit("bundle_member_bytes"),
         limit("bundle_total_bytes"),
@@ -138,10 +196,10 @@ def read_bundle(bundle: Path) -> dict[str, bytes]:
                 if count > count_limit:
                     raise BundleUnreadable(f"{bundle}: " + over("bundle_members", f"more than {count_limit} members"))
                 if not member.isfile():
-                    members[f"{member.name} (not a regular file)"] = b""
+                    members[f"{member.name} (not a regular file)"] = _NOTHING
                     continue
                 if member.name in members:  # `tar x` extracts the last copy, verify would read another
-                    members[f"{member.name} (a second member of that name)"] = b""
+                    members[f"{member.name} (a second member of that name)"] = _NOTHING
                     continue
                 if member.size > member_limit:
                     raise BundleUnreadable(
@@ -152,20 +210,48 @@ def read_bundle(bundle: Path) -> dict[str, bytes]:
                         f"{bundle}: member results.jsonl: "
                         + over("results_bytes", f"it holds {member.size} bytes")
                     )
+                if member.name in KEPT - {"results.jsonl"} and member.size > KEPT_SMALL_BYTES:
+                    raise BundleUnreadable(
+                        f"{bundle}: member {member.name}: it holds {member.size} bytes; a bundle's is at most "
+                        f"{KEPT_SMALL_BYTES}"
+                    )
                 total += member.size
                 if total > total_limit:
                     raise BundleUnreadable(
                         f"{bundle}: " + over("bundle_total_bytes", f"members hold more than {total_limit} bytes")
                     )
-                handle = tar.extractfile(member)  # a file object over the archive: nothing is written to disk
-                members[member.name] = handle.read(member.size) if handle is not None else b""
+                handle = tar.extractfile(member)  # a file object over the archive
+                if handle is None:
+                    members[member.name] = _NOTHING
+                elif member.name in KEPT:
+                    data = handle.read(member.size)
+                    members[member.name] = Member(sha256_hex(data), len(data), data=data)
+                else:
+                    members[member.name] = _spill(handle, scratch / f"member-{count}")
     except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+        if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+            raise OutputFailed(scratch, exc) from None
         why = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else str(exc)
         hint = f" (for a run directory: `npuconf bundle {bundle}` first)" if bundle.is_dir() else ""
         raise BundleUnreadable(
             f"{bundle}: not a readable bundle ({why}); expected a tar.gz from `npuconf bundle`{hint}"
         ) from None
     return members
+
+
+def _spill(handle: IO[bytes], path: Path) -> Member:
+    """A member copied to `path` piece by piece, hashed on the way, its start kept."""
+    digest = hashlib.sha256()
+    head = bytearray()
+    size = 0
+    with path.open("xb") as out:
+        while piece := handle.read(PIECE_BYTES):
+            digest.update(piece)
+            if len(head) < HEAD_BYTES:
+                head += piece[: HEAD_BYTES - len(head)]
+            size += len(piece)
+            out.write(piece)
+    return Member(digest.hexdigest(), size, spilled=path, head=bytes(head))
 
 
 def _open_regular(bundle: Path) -> BinaryIO:
@@ -179,11 +265,11 @@ def _open_regular(bundle: Path) -> BinaryIO:
     return handle
 
 
-def _manifest(bundle: Path, members: Mapping[str, bytes]) -> dict[str, Any]:
+def _manifest(bundle: Path, members: Mapping[str, Member]) -> dict[str, Any]:
     if MANIFEST not in members:
         raise BundleUnreadable(f"{bundle}: no {MANIFEST}; expected a tar.gz from `npuconf bundle`")
     try:
-        manifest = json.loads(members[MANIFEST].decode("utf-8"))
+        manifest = json.loads((members[MANIFEST].data or b"").decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: also the int-string limit
         raise BundleUnreadable(f"{bundle}: {MANIFEST} is not JSON ({str(exc)[:200]})") from None
     if (
@@ -203,7 +289,7 @@ def _manifest(bundle: Path, members: Mapping[str, bytes]) -> dict[str, Any]:
 EXACT_NAMES: Final = frozenset({*BUNDLE_FILES, MANIFEST, signing.SIGNATURE})
 
 
-def _check_names(manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> list[Problem]:
+def _check_names(manifest: Mapping[str, Any], members: Mapping[str, Member]) -> list[Problem]:
     problems = [
         Problem("file", f"member {name!r} is not one of the bundle's names ({', '.join(sorted(EXACT_NAMES))})")
         for name in sorted(set(members) - EXACT_NAMES)
@@ -215,7 +301,7 @@ def _check_names(manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> l
     return problems
 
 
-def _check_files(manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> list[Problem]:
+def _check_files(manifest: Mapping[str, Any], members: Mapping[str, Member]) -> list[Problem]:
     problems: list[Problem] = []
     listed: dict[str, object] = manifest["files"]
     for name in BUNDLE_FILES:
@@ -224,9 +310,9 @@ def _check_files(manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> l
     for name, expected in sorted(listed.items()):
         if name not in members:
             problems.append(Problem("file", f"{name} is listed in the manifest but missing from the bundle"))
-        elif sha256_hex(members[name]) != expected:
+        elif members[name].digest != expected:
             problems.append(
-                Problem("file", f"{name}: sha256 {sha256_hex(members[name])} differs from the manifest's {expected}")
+                Problem("file", f"{name}: sha256 {members[name].digest} differs from the manifest's {expected}")
             )
     for name in sorted(set(members) - set(listed) - {MANIFEST}):
         problems.append(Problem("file", f"{name} is in the bundle but not listed in the manifest"))
@@ -272,7 +358,7 @@ def _check_coverage(run: RunResults, records: Records) -> list[Problem]:
     if plan is None:
         return []
     counts: Counter[tuple[str, str]] = Counter((r.device, r.scenario) for r in records.results)
-    problems: list[Problem] = []
+    problems = _Capped()
     if read_plan_options(plan.options).shard is not plan.shard:
         problems.append(
             Problem("plan", f"the plan says shard {str(plan.shard).lower()} but its options say "
@@ -296,7 +382,7 @@ def _check_coverage(run: RunResults, records: Records) -> list[Problem]:
 def _check_cited_clauses(records: Records, corpus: Mapping[str, Scenario]) -> list[Problem]:
     """A record of a released scenario cites exactly that scenario's clauses, as its line says them (the
     claim never reads them from the record, but a record that says otherwise was edited)."""
-    problems: list[Problem] = []
+    problems = _Capped()
     for record in records.results:
         scenario = corpus.get(record.scenario)
         if scenario is not None and record.clauses != tuple(scenario.clauses):
@@ -402,7 +488,9 @@ def _check_verdicts(
     if plan.profile not in PROFILES:
         return 0, [Problem("verdict", f"profile {plan.profile!r} is unknown to this kit; verdicts not re-derived")]
     devices = recorded_devices(run)
-    problems = [Problem("device", message) for message in devices.problems]
+    problems = _Capped()
+    for message in devices.problems:
+        problems.append(Problem("device", message))
     # Waivers are applied as of the day the run applied them, not the day of the check.
     as_of = waivers_as_of(plan.options, plan.started)
     if waivers and as_of is None:
@@ -450,45 +538,102 @@ RENDERED: Final = ("summary.json", "junit.xml", "report.html")
 _RESULTS_ROW: Final = re.compile(rb'<tr><td>results</td><td class="mono">([^<]{0,4096})</td></tr>')
 
 
-def _rendered(name: str, run: RunResults, submitted: bytes) -> bytes:
+def _rendered(name: str, run: RunResults, submitted: Member) -> Iterable[bytes]:
+    """The member `name` as this kit renders it from `run`, in pieces (a large page is never held whole)."""
     if name == "summary.json":
-        return summary_bytes(run)
+        return (summary_bytes(run),)
     if name == "junit.xml":
-        return render_junit(run)
+        return junit_chunks(run)
     # report.html names the results file it was rendered from (its path when bundled): rendered again
     # with that name, every other byte must be the same
-    shown = _RESULTS_ROW.search(submitted)
+    shown = _RESULTS_ROW.search(submitted.head)
     path = Path(html.unescape(shown.group(1).decode("utf-8", errors="replace"))) if shown else run.path
-    return render_html(dataclasses.replace(run, path=path)).encode("utf-8", errors="replace")
+    return html_chunks(dataclasses.replace(run, path=path))
 
 
-def _first_difference(submitted: bytes, expected: bytes) -> str:
-    """Where two renderings part: the line number and the two lines (cut), for a one-line problem."""
-    at = next((i for i, (a, b) in enumerate(zip(submitted, expected, strict=False)) if a != b),
-              min(len(submitted), len(expected)))  # fmt: skip
-    line = submitted.count(b"\n", 0, at) + 1
+_CONTEXT: Final = 240  # bytes kept of a rendering before and after where it parts from the member
 
-    def around(data: bytes) -> str:
-        begin = data.rfind(b"\n", 0, at) + 1
-        end = data.find(b"\n", at)
-        text = data[begin : end if end >= 0 else len(data)].decode("utf-8", errors="replace").strip()
+
+def _difference(submitted: Member, rendered: Iterable[bytes]) -> str | None:
+    """None when the pieces `rendered` make exactly the member `submitted`; else where they part (the line
+    number and the two lines there, cut), found piece by piece: neither is ever held whole."""
+    theirs = _Stream(submitted.pieces())
+    before_ours = b""
+    after_ours = b""
+    parted = False
+    pieces = iter(rendered)
+    for piece in pieces:
+        part = theirs.take(len(piece))
+        if part == piece:
+            before_ours = (before_ours + piece)[-_CONTEXT:]
+            continue
+        at = next((i for i, (a, b) in enumerate(zip(part, piece, strict=False)) if a != b), len(part))
+        theirs.give_back(part[at:])
+        before_ours = (before_ours + piece[:at])[-_CONTEXT:]
+        after_ours = piece[at : at + _CONTEXT]
+        for more in pieces:
+            if len(after_ours) >= _CONTEXT:
+                break
+            after_ours += more[: _CONTEXT - len(after_ours)]
+        parted = True
+        break
+    if not parted:
+        rest = theirs.take(1)
+        if not rest:
+            return None
+        theirs.give_back(rest)
+    before_theirs, line = theirs.before, theirs.newlines + 1
+    after_theirs = theirs.take(_CONTEXT)
+
+    def shown(head: bytes, tail: bytes) -> str:
+        text = (head[head.rfind(b"\n") + 1 :] + tail.split(b"\n", 1)[0]).decode("utf-8", errors="replace").strip()
         return console_text(text[:100] + ("…" if len(text) > 100 else ""))
 
-    return f"line {line}: {around(submitted)!r} in the bundle, {around(expected)!r} rendered"
+    return (
+        f"line {line}: {shown(before_theirs, after_theirs)!r} in the bundle, "
+        f"{shown(before_ours, after_ours)!r} rendered"
+    )
 
 
-def _check_reports(run: RunResults, members: Mapping[str, bytes]) -> list[Problem]:
+class _Stream:
+    """A member's bytes taken in the sizes a comparison asks, remembering the last _CONTEXT bytes taken and
+    how many lines they completed."""
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self._pieces = pieces
+        self._buffer = b""
+        self.before = b""
+        self.newlines = 0
+
+    def take(self, size: int) -> bytes:
+        while len(self._buffer) < size:
+            piece = next(self._pieces, b"")
+            if not piece:
+                break
+            self._buffer += piece
+        taken, self._buffer = self._buffer[:size], self._buffer[size:]
+        self.before = (self.before + taken)[-_CONTEXT:]
+        self.newlines += taken.count(b"\n")
+        return taken
+
+    def give_back(self, data: bytes) -> None:
+        """Un-take the last `data` taken (it must be the end of what `take` returned last)."""
+        if data:
+            self._buffer = data + self._buffer
+            self.newlines -= data.count(b"\n")
+            kept = len(self.before) - len(data)
+            self.before = self.before[: max(0, kept)]
+
+
+def _check_reports(run: RunResults, members: Mapping[str, Member]) -> list[Problem]:
     problems: list[Problem] = []
     for name in RENDERED:
         submitted = members.get(name)
         if submitted is None:
             continue  # named by the file checks
-        expected = _rendered(name, run, submitted)
-        if submitted != expected:
-            problems.append(
-                Problem("report", f"{name} is not what this kit renders from results.jsonl "
-                                  f"({_first_difference(submitted, expected)})")
-            )
+        parted = _difference(submitted, _rendered(name, run, submitted))
+        if parted is not None:
+            problems.append(Problem("report", f"{name} is not what this kit renders from results.jsonl ({parted})"))
     return problems
 
 
@@ -636,7 +781,7 @@ def _exit_stamp(trace: Sequence[str]) -> int | None:
     return stamp if isinstance(stamp, int) and 0 <= stamp < 1 << 63 else None
 
 
-def _check_claim(run: RunResults, manifest: Mapping[str, Any], members: Mapping[str, bytes]) -> list[Problem]:
+def _check_claim(run: RunResults, manifest: Mapping[str, Any], members: Mapping[str, Member]) -> list[Problem]:
     """The claim the bundle states (manifest, summary.json) is the one its results give."""
     expected = json.loads(json.dumps(run.claim.to_json()))
     problems: list[Problem] = []
@@ -681,12 +826,27 @@ def verify_bundle(
     corpus, catalogue = corpus_by_id(scenario_root)
     if waivers_file is not None:
         check_waiver_ids(waivers, catalogue, corpus, waivers_file)
-    members = read_bundle(bundle)
+    with tempfile.TemporaryDirectory(prefix="npuconf-verify-") as scratch:  # 0700: this user's alone
+        return _verify(bundle, read_bundle(bundle, Path(scratch)), scenario_root, waivers_file, trusted, waivers,
+                       corpus, catalogue)  # fmt: skip
+
+
+def _verify(
+    bundle: Path,
+    members: Mapping[str, Member],
+    scenario_root: Path,
+    waivers_file: Path | None,
+    trusted: Ed25519PublicKey | None,
+    waivers: Sequence[Waiver],
+    corpus: Mapping[str, Scenario],
+    catalogue: Mapping[str, str],
+) -> VerifyReport:
     manifest = _manifest(bundle, members)
     problems: list[Problem] = []
-    signature = members.get(signing.SIGNATURE)
+    signed = members.get(signing.SIGNATURE)
+    signature = signed.data if signed is not None else None
     if trusted is not None:
-        bad = signing.check(members[MANIFEST], signature, trusted)
+        bad = signing.check(members[MANIFEST].data or b"", signature, trusted)
         if bad is not None:
             problems.append(Problem("signature", bad))
     problems.extend(_check_names(manifest, members))
@@ -697,7 +857,7 @@ def verify_bundle(
     basis = claim_basis(load_catalogue(), corpus.values())
     member = Path("results.jsonl")  # problems name the bundle's member, never a copy
     try:
-        records = parse_records(members["results.jsonl"], member)
+        records = parse_records(members["results.jsonl"].data or b"", member)
         run = load_results(member, records=records)
     except ResultsUnreadable as exc:
         raise BundleUnreadable(f"{bundle}: member results.jsonl: {exc.cause}") from None
@@ -715,12 +875,14 @@ def verify_bundle(
     problems.extend(_check_identity(run, manifest))
     problems.extend(_check_lost(run, records))
     problems.extend(_check_dates(run, records, manifest))
-    problems.extend(_check_coverage(run, records))
-    problems.extend(_check_cited_clauses(records, corpus))
+    coverage, cited = _check_coverage(run, records), _check_cited_clauses(records, corpus)
     derived, verdict_problems = _check_verdicts(run, corpus, catalogue, waivers)
-    problems.extend(verdict_problems)
+    problems.extend([*coverage, *cited, *verdict_problems])
+    dropped = sum(found.dropped for found in (coverage, cited, verdict_problems) if isinstance(found, _Capped))
     problems.extend(_check_reports(run, members))
     problems.extend(_check_claim(run, manifest, members))
+    if dropped:
+        problems.append(Problem("results", f"and {dropped} more problems of the same kinds, not listed"))
     tree_hashes = recorded_tree_hashes(manifest) or {}
     run_hashes = (
         (

@@ -28,8 +28,10 @@ DEFAULTS: Final[dict[str, int]] = {
     "bundle_members": 64,
     # one results.jsonl (report, rejudge, merge, store import, bundle, --resume; the member of a bundle)
     "results_bytes": 32 << 20,
-    # planned (device, scenario) pairs a results.jsonl may declare
-    "plan_entries": 100_000,
+    # planned (device, scenario) pairs a results.jsonl may declare (84 devices of today's corpus), and the
+    # result records it may hold: every report renders each, so both bound what one file makes the kit do
+    "plan_entries": 32_768,
+    "result_records": 40_000,
     # device records a results.jsonl may hold (described devices, planned or not)
     "device_records": 10_000,
     # the files one scenario's file_new steps make, in all (each is at most 64 MiB)

@@ -129,3 +129,19 @@ def test_verify_work_grows_linearly_with_the_devices_in_a_bundle(tmp_path):
     # linear: doubling the added devices doubles the added work (exactly 2.0 today); an injected scan of the
     # devices seen so far, per device record, gives 2.6 here
     assert first > 0 and second <= 2.3 * first, counts
+
+
+def test_more_result_records_than_the_limit_are_refused_in_one_line(tmp_path):
+    """Issue 39: tiny records for scenarios the plan never named made every report render each of them."""
+
+    def flood(members):
+        lines = members["results.jsonl"].decode().splitlines()
+        result = next(json.loads(line) for line in lines if json.loads(line)["kind"] == "result")
+        extra = [json.dumps(dict(result, scenario=f"x.s{i}", trace=[])) for i in range(60)]
+        members["results.jsonl"] = ("\n".join([*lines, *extra]) + "\n").encode()
+
+    forged = _rebundled(tmp_path, "flood.tar.gz", flood)
+    done = cli("verify", forged, env={"NPUCONF_LIMIT_RESULT_RECORDS": "50"})
+    err = done.stderr.decode()
+    assert done.returncode == 3, done.stdout.decode() + err
+    assert "over limit result_records=50" in err and len(err.strip().splitlines()) == 1

@@ -249,7 +249,7 @@ def test_hanging_logcat_costs_one_deadline_then_is_not_asked_again(monkeypatch):
     target = AdbTarget(AdbServerAddress("127.0.0.1", 1), "hung-device", serial="hung")
     calls = []
 
-    def hung(command, timeout):
+    def hung(command, timeout, cancel=None):
         calls.append(command)
         time.sleep(30)
 
