@@ -751,7 +751,9 @@ def parse_records(data: bytes, path: Path) -> Records:
     name = path.name
     problems: list[str] = []
     lines: list[tuple[int, Record]] = []
-    plans = devices = results = 0
+    plans = devices = results = unplanned = 0
+    planned_devices: frozenset[str] = frozenset()
+    planned_ids: frozenset[str] = frozenset()
     for number, raw in enumerate(iter_lines(data), start=1):
         if not raw.strip():
             continue
@@ -763,6 +765,8 @@ def parse_records(data: bytes, path: Path) -> Records:
             else:
                 if number != 1:
                     found.append("the plan record should be the first line")
+                planned_devices = frozenset(record.devices)
+                planned_ids = frozenset(s.id for s in record.scenarios)
                 entries = len(record.scenarios) * max(1, len(record.devices))
                 if entries > limit("plan_entries"):
                     declared = f"the plan declares {len(record.scenarios)} scenarios x {len(record.devices)} devices"
@@ -777,6 +781,13 @@ def parse_records(data: bytes, path: Path) -> Records:
             most = limit("result_records")
             if results > most:
                 raise ResultsUnreadable(path, over("result_records", f"more than {most} result records"))
+            if record.device not in planned_devices or record.scenario not in planned_ids:
+                unplanned += 1  # only an edited file has them; every report shows each one
+                most = limit("unplanned_records")
+                if unplanned > most:
+                    raise ResultsUnreadable(
+                        path, over("unplanned_records", f"more than {most} results for pairs the plan does not name")
+                    )
         problems.extend(safe_text(f"{name} line {number}: {what}") for what in found)
         if record is not None:
             lines.append((number, record))

@@ -37,7 +37,7 @@ from reports.plan_filters import filters_of
 from reports.plan_options import PlanOptions, read_plan_options
 from reports.records import EndRecord, LostRecord, Plan, Records, ResultRecord, ResumeRecord, parse_records
 from reports.store import parse_date
-from reports.summary import summary_bytes
+from reports.summary import summary_chunks
 
 from .. import KIT_VERSION
 from ..run import Judging, pointer_bits
@@ -541,7 +541,7 @@ _RESULTS_ROW: Final = re.compile(rb'<tr><td>results</td><td class="mono">([^<]{0
 def _rendered(name: str, run: RunResults, submitted: Member) -> Iterable[bytes]:
     """The member `name` as this kit renders it from `run`, in pieces (a large page is never held whole)."""
     if name == "summary.json":
-        return (summary_bytes(run),)
+        return summary_chunks(run)
     if name == "junit.xml":
         return junit_chunks(run)
     # report.html names the results file it was rendered from (its path when bundled): rendered again

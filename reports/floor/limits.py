@@ -32,6 +32,8 @@ DEFAULTS: Final[dict[str, int]] = {
     # result records it may hold: every report renders each, so both bound what one file makes the kit do
     "plan_entries": 32_768,
     "result_records": 40_000,
+    # result records for pairs the plan does not name (only an edited results.jsonl has any)
+    "unplanned_records": 1_000,
     # device records a results.jsonl may hold (described devices, planned or not)
     "device_records": 10_000,
     # the files one scenario's file_new steps make, in all (each is at most 64 MiB)
