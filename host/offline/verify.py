@@ -40,8 +40,7 @@ from reports.store import parse_date
 from reports.summary import summary_chunks
 
 from .. import KIT_VERSION
-from ..run import Judging, pointer_bits
-from ..run.target_choice import TARGETS
+from ..run import TARGETS, Judging, pointer_bits
 from ..suite import (
     HASHED_PARTS,
     SCENARIO_ROOT,
