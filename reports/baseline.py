@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from reference_model.verdicts import Verdict
+from reference_model.verdicts import UNJUDGED_ORDER
 
 from .atlas import ASPECT_TITLES, AtlasChange, atlas_changes, device_atlas
 from .clause_answers import ClauseAnswers, clause_answers
@@ -41,7 +41,7 @@ class ClauseChange:
 
 
 # A result that judged nothing: in the run, where the baseline judged the scenario, it is a new gap.
-UNJUDGED: Final = frozenset({Verdict.ERROR, Verdict.TIMEOUT, Verdict.NOT_EXECUTED})
+UNJUDGED: Final = frozenset(UNJUDGED_ORDER)
 
 
 @dataclass(frozen=True, slots=True)

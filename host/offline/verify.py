@@ -811,7 +811,10 @@ def unchecked_fields(run: RunResults) -> tuple[str, ...]:
 
 # Device record fields that come from the device's own answers (getprop, pm, the probe binary's digest),
 # which no trace re-derives; the rest are re-derived (pairs, control, discovery outcome, pointer width).
-DEVICE_WORDS: Final = ("npu_feature", "abis", "fingerprint", "model", "manufacturer", "sdk", "probe_version")
+DEVICE_WORDS: Final = (
+    "npu_feature", "abis", "fingerprint", "model", "manufacturer", "sdk", "probe_version", "personality", "policy",
+    "capacity",
+)  # fmt: skip
 
 
 def verify_bundle(
