@@ -717,6 +717,7 @@ class _Stream:
         self._buffer = b""
         self.before = b""
         self.newlines = 0
+        self._last = (b"", b"")  # `before` as it was ahead of the last take, and what that take returned
 
     def take(self, size: int) -> bytes:
         while len(self._buffer) < size:
@@ -725,6 +726,7 @@ class _Stream:
                 break
             self._buffer += piece
         taken, self._buffer = self._buffer[:size], self._buffer[size:]
+        self._last = (self.before, taken)
         self.before = (self.before + taken)[-_CONTEXT:]
         self.newlines += taken.count(b"\n")
         return taken
@@ -734,8 +736,8 @@ class _Stream:
         if data:
             self._buffer = data + self._buffer
             self.newlines -= data.count(b"\n")
-            kept = len(self.before) - len(data)
-            self.before = self.before[: max(0, kept)]
+            before, taken = self._last
+            self.before = (before + taken[: len(taken) - len(data)])[-_CONTEXT:]
 
 
 def _check_reports(run: RunResults, members: Mapping[str, Member]) -> list[Problem]:
