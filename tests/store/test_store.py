@@ -51,7 +51,8 @@ def test_import_fills_every_table(tmp_path, store_location):
     d2 = by_scenario["requests.default_device_is_rejected_with_einval"]
     assert d2[1:4] == ("FAIL", "D2", fingerprint)
     assert "req-device-negative-einval" in json.loads(d2[4])
-    clause_rows = rows(store, "SELECT count(*) FROM verdict_clauses WHERE clause = 'req-device-negative-einval'")
+    # the clause the FAIL answers: a request left at its default device names the default's sentence
+    clause_rows = rows(store, "SELECT count(*) FROM verdict_clauses WHERE clause = 'req-device-default-negative'")
     assert clause_rows == [(1,)]
 
 
