@@ -578,18 +578,13 @@ def _rendered(name: str, run: RunResults, submitted: Member, atlas: Callable[[],
 _COMMAND_MAX: Final = 64 * 1024  # a longer span is compared as it is
 
 
-def _json_string_end(data: bytes, start: int) -> int | None:
-    """Where the JSON string whose body starts at `start` ends (its closing quote), if within `data`."""
-    at = start
-    while at < len(data):
-        byte = data[at]
-        if byte == 0x5C:  # backslash: the next byte is escaped
-            at += 2
-            continue
-        if byte == 0x22:
-            return at
-        at += 1
-    return None
+_JSON_STRING_BODY: Final = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+
+
+def _json_string_end(data: bytes, start: int, limit: int) -> int | None:
+    """Where the JSON string whose body starts at `start` ends (its closing quote), if before `limit`."""
+    found = _JSON_STRING_BODY.match(data, start, limit)
+    return found.end() - 1 if found else None
 
 
 def _json_command(body: bytes) -> bytes:
@@ -615,14 +610,14 @@ def _html_command(body: bytes) -> bytes:
     return str(markupsafe.escape(str(portable_command(text)))).encode()
 
 
-def _code_end(data: bytes, start: int) -> int | None:
-    """Where the `<code>` element whose text starts at `start` closes, if within `data`."""
-    end = data.find(b"</code>", start)
+def _code_end(data: bytes, start: int, limit: int) -> int | None:
+    """Where the `<code>` element whose text starts at `start` closes, if before `limit`."""
+    end = data.find(b"</code>", start, limit)
     return end if end >= 0 else None
 
 
 # Per member: what opens a span holding a command, where the span ends, and its portable form.
-_SPANS: Final[dict[str, tuple[bytes, Callable[[bytes, int], int | None], Callable[[bytes], bytes]]]] = {
+_SPANS: Final[dict[str, tuple[bytes, Callable[[bytes, int, int], int | None], Callable[[bytes], bytes]]]] = {
     "summary.json": (b'"replay": "', _json_string_end, _json_command),
     "report.html": (b"<code>", _code_end, _html_command),
 }
@@ -630,7 +625,8 @@ _SPANS: Final[dict[str, tuple[bytes, Callable[[bytes, int], int | None], Callabl
 
 def _portable(name: str, pieces: Iterable[bytes]) -> Iterator[bytes]:
     """`pieces` of the member `name` with each command it prints in its portable form; the same bytes, in
-    the same places, whatever pieces they come in (a comparison cuts the two sides differently)."""
+    the same places, whatever pieces they come in (a comparison cuts the two sides differently). A span
+    is decided once the bytes up to its end, or to _COMMAND_MAX past its opening, are there."""
     span = _SPANS.get(name)
     if span is None:
         yield from pieces
@@ -639,27 +635,31 @@ def _portable(name: str, pieces: Iterable[bytes]) -> Iterator[bytes]:
     buffer = b""
     for piece in pieces:
         buffer += piece
+        out: list[bytes] = []
+        at = 0
         while True:
-            found = buffer.find(opening)
-            if found < 0:
-                keep = len(opening) - 1  # the start of an opening cut by the piece's end
-                if len(buffer) > keep:
-                    yield buffer[: len(buffer) - keep]
-                    buffer = buffer[len(buffer) - keep :]
+            found = buffer.find(opening, at)
+            if found < 0:  # all but what could be the start of an opening cut by the piece's end
+                cut = max(at, len(buffer) - (len(opening) - 1))
+                out.append(buffer[at:cut])
+                at = cut
                 break
             start = found + len(opening)
-            end = ending(buffer[: start + _COMMAND_MAX + 1], start)
-            if end is None and len(buffer) <= start + _COMMAND_MAX:
-                if found:
-                    yield buffer[:found]
-                    buffer = buffer[found:]
-                break  # the span may still end in the next piece
+            limit = start + _COMMAND_MAX + 1
+            end = ending(buffer, start, limit)
+            if end is None and len(buffer) < limit:  # the span may still end in the next piece
+                out.append(buffer[at:found])
+                at = found
+                break
+            out.append(buffer[at:start])
             if end is None:  # too long to be a command the kit printed: compared as it is
-                yield buffer[:start]
+                at = start
             else:
-                yield buffer[:start] + portable(buffer[start:end])
-                start = end
-            buffer = buffer[start:]
+                out.append(portable(buffer[start:end]))
+                at = end
+        if done := b"".join(out):  # never an empty piece: a reader takes one for the member's end
+            yield done
+        buffer = buffer[at:]
     if buffer:
         yield buffer
 
