@@ -19,7 +19,15 @@ interpreter, its peak RSS and wall time), all to stay under 200 MB and 30 s:
 - **a huge `file_new`**: a scenario file whose `file_new` asks for --file-bytes bytes, through
   `run`. The scenario is loaded first in this process: when the kit's loader accepts the size, the
   run is NOT started (it would make the probe fill that much shared memory) and the case is reported
-  as accepted, unmeasured.
+  as accepted, unmeasured; the same for 48 `file_new` steps of 64 MiB each;
+- **results.jsonl at and past its limits**: a results.jsonl of whole-corpus traces just under
+  `results_bytes` (through `report` and `verify`); one of tiny result records at `result_records`; a
+  plan of `plan_entries` pairs and no result (a bundle of a few hundred KB); a results.jsonl past
+  `results_bytes` that compresses to a small bundle (refused at its header);
+- **bundle members**: a junit.xml entity bomb; a trusted key that is /dev/zero, a waiver file that is a
+  FIFO;
+- **the adb client**: a shell v2 frame announcing 1.4 GB, from a stand-in adb server;
+- **store rows**: a duration of 1e308 and JSON nested 200 000 deep, through `dashboard`.
 """
 
 from __future__ import annotations
@@ -36,7 +44,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -132,10 +142,24 @@ def measure_cli(directory: Path, name: str, *args: str) -> dict[str, object]:
             "said": said[0][:150] if said else ""}
 
 
-def _bundle_with(original: Path, results: bytes, target: Path) -> Path:
-    """The bundle `original` with another results.jsonl, its manifest listing the new hash (so verify reads it)."""
+def _bundle_with(original: Path, results: Path, target: Path) -> Path:
+    """The bundle `original` with the results.jsonl at `results`, its manifest listing the new hash (so verify
+    reads it). Made in a child process: this one stays small (see input_cases)."""
+    code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+            "import bench_hostile as b; b._make_bundle_with(*map(Path, sys.argv[2:]))")
+    done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(original), str(results),
+                           str(target)],
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False, capture_output=True,
+                          text=True)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"cannot make {target}:\n{done.stderr[-2000:]}")
+    return target
+
+
+def _make_bundle_with(original: Path, results_path: Path, target: Path) -> None:
     with tarfile.open(original, "r:gz") as tar:
         members = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}  # type: ignore[union-attr]
+    results = results_path.read_bytes()
     members["results.jsonl"] = results
     manifest = json.loads(members["manifest.json"])
     manifest["files"]["results.jsonl"] = hashlib.sha256(results).hexdigest()
@@ -147,7 +171,6 @@ def _bundle_with(original: Path, results: bytes, target: Path) -> Path:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     target.write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
-    return target
 
 
 def input_cases(
@@ -183,7 +206,7 @@ def input_cases(
     rows.append(measure_cli(directory, f"{label}: store import", "store", "import", str(long_dir),
                             "--store", str(directory / "store.sqlite")))
     rows.append(measure_cli(directory, f"{label}: verify", "verify",
-                            str(_bundle_with(bundle, long_results, directory / "long.tar.gz"))))
+                            str(_bundle_with(bundle, long_dir / "results.jsonl", directory / "long.tar.gz"))))
 
     # device records for devices the plan never named (each as small as a device record can be)
     end = next((i for i, r in enumerate(records) if r.get("kind") == "end"), len(lines))
@@ -194,10 +217,14 @@ def input_cases(
             ghost = {"kind": "device", "device": f"ghost-{i}", "info": {"serial": f"ghost-{i}"}}
             handle.write(json.dumps(ghost) + "\n")
         handle.writelines(line + "\n" for line in lines[end:])
-    many = many_path.read_bytes()
     rows.append(measure_cli(directory, f"{devices:,} device records: verify", "verify",
-                            str(_bundle_with(bundle, many, directory / "devices.tar.gz"))))
-    del many
+                            str(_bundle_with(bundle, many_path, directory / "devices.tar.gz"))))
+
+    # measured before anything below loads the corpus in this process (a child starts from its size)
+    rows.extend(results_cases(directory, real, bundle))
+    rows.extend(member_cases(directory, bundle))
+    rows.append(adb_frame_case(directory))
+    rows.extend(store_cases(directory, base))
 
     # a scenario asking for a huge file
     scenarios = directory / "huge-file"
@@ -226,6 +253,197 @@ def input_cases(
     else:
         rows.append({"case": name, "exit": None, "peak_mb": None, "seconds": None,
                      "said": "ACCEPTED by the scenario loader: not run (the probe would fill that much shared memory)"})
+    many_files = directory / "many-files"
+    (many_files / "loading").mkdir(parents=True)
+    steps = "".join(f"      - file_new: {{file: f{i}, size: 67108864, seed: {i}}}\n" for i in range(48))
+    (many_files / "loading" / "many.yaml").write_text(
+        "scenarios:\n  - id: loading.many_files\n    title: 48 files of 64 MiB\n"
+        f"    clauses: [req-create-returns-request]\n    steps:\n{steps}"
+    )
+    try:
+        load_corpus(many_files, known_clauses=load_catalogue().ids())
+    except KitError:
+        rows.append(measure_cli(directory, "48 file_new of 64 MiB: run", "run", "--target", "local", "--build-dir",
+                                str(build), "--scenarios", str(many_files), "--out", str(directory / "many-run"), "-q"))
+    else:
+        rows.append({"case": "48 file_new of 64 MiB: run", "exit": None, "peak_mb": None, "seconds": None,
+                     "said": "ACCEPTED by the scenario loader: not run (the probe would fill 3 GiB)"})
+    return rows
+
+
+def _limit(name: str) -> int:
+    from reports.floor.limits import limit
+
+    return limit(name)
+
+
+def _records(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open() as handle:
+        for line in handle:
+            yield json.loads(line)
+
+
+def results_cases(directory: Path, real: ProbeBuild, bundle: Path) -> list[dict[str, object]]:
+    """results.jsonl at its limits: real traces up to results_bytes, tiny records up to result_records, a plan
+    of plan_entries pairs with no result, and a file past results_bytes in a small bundle. Every input is
+    written record by record: this process stays small (see input_cases)."""
+    rows = []
+    full = directory / "full-run"
+    rows.append(measure_cli(directory, "the whole corpus, one device: run", "run", "--target", "local", "--out",
+                            str(full), "-q", "--store", str(directory / "full.sqlite")))
+    source = full / "results.jsonl"
+    plan = next(_records(source))
+    result = next(r for r in _records(source) if r["kind"] == "result")
+    device = next(r for r in _records(source) if r["kind"] == "device")
+    per_device = sum(len(json.dumps(r)) + 1 for r in _records(source) if r["kind"] in ("device", "result"))
+    copies = max(1, (_limit("results_bytes") - len(json.dumps(plan)) - 4096) // per_device)
+    big = directory / "big-results"
+    big.mkdir()
+    with (big / "results.jsonl").open("w") as handle:
+        handle.write(json.dumps({**plan, "devices": [f"d{i}" for i in range(copies)]}) + "\n")
+        for i in range(copies):
+            handle.writelines(json.dumps({**r, "device": f"d{i}"}) + "\n" for r in _records(source)
+                              if r["kind"] in ("device", "result"))  # fmt: skip
+    size = (big / "results.jsonl").stat().st_size
+    label = f"{size / 1e6:.0f} MB of real traces ({copies} devices)"
+    rows.append(measure_cli(directory, f"{label}: report", "report", str(big)))
+    big_bundle = directory / "big.tar.gz"
+    rows.append(measure_cli(directory, f"{label}: bundle", "bundle", str(big), "--out", str(big_bundle)))
+    rows.append(measure_cli(directory, f"{label}: verify", "verify", str(big_bundle)))
+
+    tiny = directory / "tiny-records"
+    tiny.mkdir()
+    devices = _limit("plan_entries") // max(1, len(plan["scenarios"]))
+    ids = [s["id"] for s in plan["scenarios"]]
+    with (tiny / "results.jsonl").open("w") as handle:
+        handle.write(json.dumps({**plan, "devices": [f"d{i}" for i in range(devices)]}) + "\n")
+        for i in range(devices):
+            handle.write(json.dumps({**device, "device": f"d{i}"}) + "\n")
+            handle.writelines(json.dumps({**result, "device": f"d{i}", "scenario": sid, "trace": []}) + "\n"
+                              for sid in ids)  # fmt: skip
+    label = f"{devices * len(ids):,} traceless results ({devices} devices)"
+    rows.append(measure_cli(directory, f"{label}: report", "report", str(tiny)))
+    tiny_bundle = _bundle_with(bundle, tiny / "results.jsonl", directory / "tiny.tar.gz")
+    rows.append(measure_cli(directory, f"{label}: verify", "verify", str(tiny_bundle)))
+
+    unplanned = directory / "unplanned"
+    unplanned.mkdir()
+    with (unplanned / "results.jsonl").open("w") as handle:
+        handle.write(json.dumps(plan) + "\n" + json.dumps(device) + "\n")
+        handle.writelines(json.dumps({**result, "scenario": f"x.s{i}", "trace": []}) + "\n"
+                          for i in range(_limit("result_records")))  # fmt: skip
+    rows.append(measure_cli(directory, f"{_limit('result_records'):,} results for unplanned pairs: report",
+                            "report", str(unplanned)))
+
+    empty = directory / "planned-only"
+    empty.mkdir()
+    info = {k: device["info"][k] for k in ("serial", "fingerprint", "abis", "sdk") if k in device["info"]}
+    with (empty / "results.jsonl").open("w") as handle:
+        handle.write(json.dumps({**plan, "devices": [f"d{i}" for i in range(devices)]}) + "\n")
+        handle.writelines(json.dumps({**device, "device": f"d{i}", "info": info}) + "\n" for i in range(devices))
+    kb = (empty / "results.jsonl").stat().st_size // 1024
+    label = f"{devices} devices x {len(plan['scenarios'])} planned, no result ({kb} KB)"
+    rows.append(measure_cli(directory, f"{label}: report", "report", str(empty)))
+    small = _bundle_with(bundle, empty / "results.jsonl", directory / "planned.tar.gz")
+    rows.append(measure_cli(directory, f"{label}: verify ({small.stat().st_size // 1024} KB bundle)", "verify",
+                            str(small)))
+
+    over = directory / "over.jsonl"
+    shutil.copy(empty / "results.jsonl", over)
+    with over.open("ab") as handle:
+        block = b"\n" * (1 << 20)
+        for _ in range(3 * (_limit("results_bytes") >> 20)):
+            handle.write(block)
+    huge = _bundle_with(bundle, over, directory / "over.tar.gz")
+    rows.append(measure_cli(directory, f"results.jsonl of {over.stat().st_size >> 20} MiB in a "
+                                       f"{huge.stat().st_size // 1024} KB bundle: verify", "verify", str(huge)))
+    return rows
+
+
+BOMB = (
+    '<?xml version="1.0"?><!DOCTYPE lol [<!ENTITY a "aaaaaaaaaa">'
+    + "".join(f'<!ENTITY {chr(98 + i)} "' + f"&{chr(97 + i)};" * 10 + '">' for i in range(8))
+    + ']><testsuites><testsuite name="&i;"/></testsuites>'
+)
+
+
+def member_cases(directory: Path, bundle: Path) -> list[dict[str, object]]:
+    """A junit.xml entity bomb; a trusted key that is /dev/zero; a waiver file that is a FIFO."""
+    with tarfile.open(bundle, "r:gz") as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}  # type: ignore[union-attr]
+    members["junit.xml"] = BOMB.encode()
+    manifest = json.loads(members["manifest.json"])
+    manifest["files"]["junit.xml"] = hashlib.sha256(members["junit.xml"]).hexdigest()
+    members["manifest.json"] = json.dumps(manifest).encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    bomb = directory / "bomb.tar.gz"
+    bomb.write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
+    fifo = directory / "waivers.fifo"
+    os.mkfifo(fifo)
+    return [
+        measure_cli(directory, "junit.xml entity bomb: verify", "verify", str(bomb)),
+        measure_cli(directory, "/dev/zero as --trusted-key: verify", "verify", str(bundle), "--trusted-key",
+                    "/dev/zero"),
+        measure_cli(directory, "a FIFO as --waivers: verify", "verify", str(bundle), "--waivers", str(fifo)),
+    ]
+
+
+ADB_FRAME = """import resource, socket, struct, sys, threading, time
+from host.targets.adb.transport import shell_v2
+from host.targets.adb_host import AdbServerAddress
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(1)
+def device():
+    conn, _ = server.accept()
+    for _ in range(2):  # host:transport:SERIAL, then the service
+        conn.recv(int(conn.recv(4), 16))
+        conn.sendall(b"OKAY")
+    conn.sendall(struct.pack("<BI", 1, 1_400_000_000) + b"y" * 65536)
+    time.sleep(30)
+threading.Thread(target=device, daemon=True).start()
+started = time.monotonic()
+code = 0
+try:
+    shell_v2(AdbServerAddress("127.0.0.1", server.getsockname()[1]), "hostile", "getprop", 5.0)
+except Exception as exc:
+    print(f"{type(exc).__name__}: {exc}")
+    code = 2
+print("BENCH", code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.monotonic() - started, file=sys.stderr)
+"""
+
+
+def adb_frame_case(directory: Path) -> dict[str, object]:
+    """The kit's adb client against a device whose shell v2 frame announces 1.4 GB and sends 64 KiB."""
+    done = subprocess.run([sys.executable, "-c", ADB_FRAME], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False, timeout=120)
+    line = next((x for x in done.stderr.splitlines() if x.startswith("BENCH ")), None)
+    if line is None:
+        raise SystemExit(f"adb frame: no measurement\n{done.stderr[-2000:]}")
+    _, code, rss_kb, seconds = line.split()
+    return {"case": "a 1.4 GB shell v2 frame: adb client", "exit": int(code), "peak_mb": int(rss_kb) / 1024,
+            "seconds": float(seconds), "said": done.stdout.strip()[:150]}
+
+
+def store_cases(directory: Path, base: Path) -> list[dict[str, object]]:
+    """Store rows another lab wrote: a duration of 1e308 and JSON nested 200 000 deep, through dashboard."""
+    import sqlite3
+
+    store = directory / "hostile.sqlite"
+    rows = [measure_cli(directory, "store import (for the hostile rows)", "store", "import", str(base), "--store",
+                        str(store))]
+    nested = "[" * 200_000 + "]" * 200_000
+    with sqlite3.connect(store) as conn:
+        conn.execute("UPDATE verdicts SET duration_ms = 1e308")
+        conn.execute("UPDATE runs SET partial = ?", (nested,))
+        conn.execute("UPDATE atlas_entries SET choices = ?", (nested,))
+    rows.append(measure_cli(directory, "1e308 durations, nested JSON: dashboard", "dashboard", "--store", str(store),
+                            "--out", str(directory / "dash")))
     return rows
 
 

@@ -49,8 +49,7 @@ def _store_option(parser: argparse.ArgumentParser) -> None:
         "--store",
         metavar="PATH|URL",
         type=store_location,
-        default=str(DEFAULT_STORE),
-        help=f"SQLite file or postgresql:// URL (default: {DEFAULT_STORE})",
+        help=f"SQLite file or postgresql:// URL (default: {DEFAULT_STORE}, when only this user can write there)",
     )
 
 

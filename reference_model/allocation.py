@@ -95,7 +95,7 @@ def invalid_request(ctx: Ctx, a: Attrs) -> Expect | None:
     """
     p = ctx.profile
     if a.device < 0 or a.type not in TYPE_VALID:
-        cid = "req-device-negative-einval" if a.device < 0 else "req-type-unknown-einval"
+        cid = invalid_field_clause(a)
         alts = {"EINVAL": ""}
         if p.invalid_pair_enosys and (a.device < 0 or a.type == 0):
             alts["ENOSYS"] = "D2"
@@ -115,6 +115,20 @@ def invalid_request(ctx: Ctx, a: Attrs) -> Expect | None:
     if a.size == 0:
         return Expect({ANY_ERRNO: "", SUCCESS: "R4"}, "req-size-bytes", "size 0: the text allows either answer")
     return None
+
+
+@clause("req-device-negative-einval", "req-device-default-negative", "req-type-unknown-einval",
+        "req-type-default-unknown")
+def invalid_field_clause(a: Attrs) -> str:
+    """Spec: "The default value is a negative value, which is invalid." (req-device-default-negative)
+    Spec: "The default value is ANPUBUFFER_TYPE_UNKNOWN, which is invalid." (req-type-default-unknown)
+
+    The sentence an answer to a request with an invalid device or type is held to: the default's, when the
+    request never set that field, else the setter's "Otherwise, the request is responded with errorNum set to
+    EINVAL" (the device first)."""
+    if a.device < 0:
+        return "req-device-default-negative" if "device" in a.unset else "req-device-negative-einval"
+    return "req-type-default-unknown" if "type" in a.unset else "req-type-unknown-einval"
 
 
 @clause("req-file-segment", "req-file-fd-default", "req-file-offset-ignored", "req-file-length-nonnegative",
@@ -391,10 +405,35 @@ def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
         return out
     if first is None:
         return unmatched_alloc_cookie(s, ev)
+    swapped = mistaken_identity(ctx, s, ev)
+    if swapped is not None:
+        return swapped
     if alike > 1:
         # The cookie cannot tell which request this answers; the why names the first, so say it stands for all.
         return replace(first, why=f"{first.why}; none of the {alike} requests waiting with this cookie allows it")
     return first
+
+
+@clause("cookie-identify-request")
+def mistaken_identity(ctx: Ctx, s: State, ev: Cb) -> Reject | None:
+    """Spec: "The user may use this cookie to identify the request." (cookie-identify-request)
+
+    A buffer delivered with a cookie whose pending requests must all fail, while another pending request (with
+    another cookie) could have succeeded: the answers reached the requests under each other's cookies. (A
+    wrong errno is only that: named by the request's own rule.)"""
+    if ev.error is not None:
+        return None
+    for sid, sub in s.subs.items():
+        if sub.cookie.value == ev.cookie:
+            continue
+        if not isinstance(_answer(ctx, s, sid, sub, ev), Reject):
+            mine = "NULL" if ev.cookie is None else ev.cookie
+            theirs = "NULL" if sub.cookie.value is None else sub.cookie.value
+            return reject("cookie-identify-request", f"onAlloc(cookie={mine}, errorNum={show_errno(ev.error)})",
+                          [f"this answer with cookie {theirs}"],
+                          f"no request waiting with cookie {mine} allows it, the {sub.named()} (cookie {theirs}) "
+                          "does: the cookie does not identify the request it answers")
+    return None
 
 
 def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Reject:
@@ -411,8 +450,10 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
     if tag is None and ev.error is not None and sub.overlapped and SUCCESS in exp.alts:
         tag = "R21"  # refused while another thread's allocAsync was in flight (overlapped_allocs)
     if tag is None:
-        return reject(exp.clause, f"onAlloc(errorNum={show_errno(ev.error)})", exp.shown(),
-                      f"{exp.why} ({sub.named()})")
+        cid = refused_clause(s, sub, ev, exp)
+        if cid == "alloc-supported-may-fail" and ev.error is not None:
+            cid = kept_memory_clause(ctx, s, sub.attrs) or cid
+        return reject(cid, f"onAlloc(errorNum={show_errno(ev.error)})", exp.shown(), f"{exp.why} ({sub.named()})")
     s = show(s, *shown_by_answer(ctx, s, sid, sub, ev, exp, thread_tag))
     subs = dict(s.subs)
     del subs[sid]
@@ -533,6 +574,8 @@ def shown_by_answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb, exp: 
         return out
     if exp.clause == "alloc-supported-may-fail":
         out.append("alloc-supported-may-fail")
+        if released_memory_needed(ctx, s, a):
+            out.append("free-memory-after-last-unmap")  # it fits only because the last unmap released memory
     if "priority" not in a.unset and a.priority in PRIORITY_RANGE:
         out += ["priority-request-range", *(("priority-range-inclusive",) if a.priority in (0, 1000) else ())]
     if "prot" not in a.unset and not a.prot & ~PROT_VALID:
@@ -544,10 +587,10 @@ def shown_by_answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb, exp: 
 
 def _refusal_shown(a: Attrs, error: str, exp: Expect) -> list[str]:
     """What an onAlloc error demonstrates of the rule ``exp`` that allowed it (shown_by_answer)."""
-    if exp.clause == "req-device-negative-einval" and error == "EINVAL" and a.type in TYPE_VALID:
+    if a.device < 0 and error == "EINVAL" and a.type in TYPE_VALID:
         return ["req-device-negative-einval",
                 *(("req-device-default-negative", "req-create-default-state") if "device" in a.unset else ())]
-    if exp.clause == "req-type-unknown-einval" and error == "EINVAL":
+    if a.device >= 0 and a.type not in TYPE_VALID and error == "EINVAL":
         return ["req-type-unknown-einval",
                 *(("req-type-default-unknown", "req-create-default-state") if "type" in a.unset else ())]
     if exp.clause == "req-size-bytes" and a.size == 0 and "size" in a.unset:
@@ -555,16 +598,102 @@ def _refusal_shown(a: Attrs, error: str, exp: Expect) -> list[str]:
     return list(_REFUSAL_SHOWS.get(exp.clause, ()))
 
 
-@clause("alloc-one-callback-per-request")
-def all_answered(s: State) -> Reject | None:
-    """Spec: "The callback is invoked in response to ANpuManager_allocAsync()." (alloc-one-callback-per-request)
+# The errnos that say "invalid argument": a refusal with one of them blames a field of the request.
+INVALID_ARGUMENT_ERRNOS: Final = frozenset({"EINVAL", "ERANGE", "EBADF"})
+IGNORED_ARGUMENT_CLAUSE: Final = {"offset": "req-file-offset-ignored", "length": "req-file-length-nonnegative",
+                                  "buffer_offset": "req-file-buffer-offset-nonnegative"}
 
-    When teardown has waited for the callbacks, every submission must have had its onAlloc.
+
+@clause("priority-range-inclusive", "req-file-fd-default", "req-file-offset-ignored", "req-file-length-nonnegative",
+        "req-file-buffer-offset-nonnegative", "alloc-snapshot", "req-prot-values")
+def refused_clause(s: State, sub: Submission, ev: Cb, exp: Expect) -> str:
+    """Spec: "The buffer_priority field must be within the range [ANPUBUFFER_PRIORITY_MIN,
+    ANPUBUFFER_PRIORITY_MAX], inclusive." (priority-range-inclusive)
+    Spec: "Must be a valid file descriptor, or -1 to ask NpuManager to not load any file. Default value is -1."
+    (req-file-fd-default)
+    Spec: "Ignored if fdToOwn is -1." (req-file-offset-ignored, and likewise segmentLength and bufferOffset)
+    Spec: "all parameters are recorded at the moment ANpuManager_allocAsync() is called." (alloc-snapshot)
+    Spec: "prot The protection flags. Either PROT_NONE, or the bitwise OR of one or more of PROT_READ,
+    PROT_WRITE, PROT_EXEC." (req-prot-values)
+
+    The sentence a refused valid request contradicts, where the device owed it a buffer (its capacity declared)
+    and the errno says "invalid argument": the field that made the device think so. An argument the text says
+    is ignored, an explicit fd -1, a priority at a bound, PROT_NONE, or the request as changed after
+    allocAsync (invalid now, valid in the snapshot); otherwise the rule that allowed only success."""
+    if ev.error not in INVALID_ARGUMENT_ERRNOS or SUCCESS not in exp.alts or exp.clause != "alloc-supported-may-fail":
+        return exp.clause
+    a = sub.attrs
+    for name in ("offset", "length", "buffer_offset"):
+        if name in a.ignored:
+            return IGNORED_ARGUMENT_CLAUSE[name]
+    if a.file is None and "file" not in a.unset:
+        return "req-file-fd-default"
+    if a.priority in (PRIORITY_RANGE[0], PRIORITY_RANGE[-1]):
+        return "priority-range-inclusive"
+    if a.prot == 0:
+        return "req-prot-values"
+    live = s.reqs.get(sub.req)
+    if live is not None and live.attrs != a and invalid_field_now(live.attrs):
+        return "alloc-snapshot"
+    return exp.clause
+
+
+@clause("free-memory-after-last-unmap", "free-indicates-not-needed")
+def kept_memory_clause(ctx: Ctx, s: State, a: Attrs) -> str | None:
+    """Spec: "In this case, the associated memory will be freed after all mappings are unmapped."
+    (free-memory-after-last-unmap)
+    Spec: "Indicates that the buffers are not needed by the user and can be freed." (free-indicates-not-needed)
+
+    The sentence a refusal of a request that fits the declared capacity contradicts when only memory kept
+    past its release explains it: had the buffers freed after their last unmap (or freed unmapped) kept
+    their memory, the request would not have fit."""
+    if ctx.capacity is None:
+        return None
+    need = live_bytes(s) + a.size
+    if s.released_at_unmap and need + s.released_at_unmap > ctx.capacity:
+        return "free-memory-after-last-unmap"
+    if s.released_at_free and need + s.released_at_free > ctx.capacity:
+        return "free-indicates-not-needed"
+    return None
+
+
+@clause("free-memory-after-last-unmap")
+def released_memory_needed(ctx: Ctx, s: State, a: Attrs) -> bool:
+    """Spec: "In this case, the associated memory will be freed after all mappings are unmapped."
+    (free-memory-after-last-unmap)
+
+    Whether a granted request shows the memory of freed buffers given back at their last unmap: the sizes
+    of the live buffers, of those released buffers and of this request add up to more than all the memory
+    the device declares (any policy charges a block at least its size), so it fits only because they went."""
+    capacity = ctx.caps.capacity_bytes
+    if not s.released_at_unmap or capacity is None or ctx.caps.policy not in (None, "budget", *policies.POLICIES):
+        return False
+    return live_bytes(s) + a.size + s.released_at_unmap > policies.total_bytes(ctx.caps.policy, capacity)
+
+
+def invalid_field_now(a: Attrs) -> bool:
+    """Whether a request with these fields is one the device must refuse with EINVAL."""
+    return (a.device < 0 or a.type not in TYPE_VALID or a.size < 0 or a.priority not in PRIORITY_RANGE
+            or bool(a.prot & ~PROT_VALID))
+
+
+@clause("alloc-callback-on-completion", "alloc-free-request-after-call")
+def all_answered(s: State) -> Reject | None:
+    """Spec: "Callback function to be invoked when allocation and load is finished or has encountered an
+    error." (alloc-callback-on-completion)
+    Spec: "The caller may call ANpuManager_AllocRequest_free() right after ANpuManager_allocAsync() is called.
+    The caller does not need to wait for the response on the onAlloc callback to free the request."
+    (alloc-free-request-after-call)
+
+    When teardown has waited for the callbacks, every submission must have had its onAlloc; one whose request
+    the application freed before the answer names the sentence that allows that free.
     """
     if not s.subs:
         return None
     sub = min(s.subs.values(), key=lambda x: (x.step, x.position))
     others = len(s.subs) - 1
     more = f" ({others} more unanswered)" if others else ""
-    return reject("alloc-one-callback-per-request", f"no onAlloc for the {sub.named()}{more}",
-                  ["exactly one onAlloc per submitted request"], "the settle wait ended with a request unanswered")
+    freed = sub.req not in s.reqs
+    cid = "alloc-free-request-after-call" if freed else "alloc-callback-on-completion"
+    return reject(cid, f"no onAlloc for the {sub.named()}{more}", ["exactly one onAlloc per submitted request"],
+                  "the settle wait ended with a request unanswered" + (", its request freed since" if freed else ""))

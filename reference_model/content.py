@@ -73,18 +73,7 @@ def prefix(content: Content, start: int, end: int, clause: str) -> Content:
     disagrees, and demonstrated with the others when one agrees."""
     if end <= start or not content:
         return content
-    out: list[Segment] = []
-    for seg in content:
-        s, e, seed, base, cl = seg
-        if e <= start or s >= end:
-            out.append(seg)
-            continue
-        if s < start:
-            out.append((s, start, seed, base, cl))
-        out.append((max(s, start), min(e, end), seed, base, ",".join(dict.fromkeys([clause, *cl.split(",")]))))
-        if e > end:
-            out.append((end, e, seed, base, cl))
-    return tuple(out)
+    return _reshape(content, start, end, clause)
 
 
 def expected_digest(content: Content, start: int, end: int) -> tuple[str, tuple[str, ...]] | None:
@@ -157,6 +146,12 @@ def remember_digests(digests: Mapping[Pieces, int]) -> None:
 
 def _cut(content: Content, start: int, end: int) -> Content:
     """The segments outside [start, end)."""
+    return _reshape(content, start, end, None)
+
+
+def _reshape(content: Content, start: int, end: int, clause: str | None) -> Content:
+    """The segments split at ``start`` and ``end``: the parts inside dropped (``clause`` None) or kept with
+    ``clause`` first among their clauses."""
     out: list[Segment] = []
     for seg in content:
         s, e, seed, base, cl = seg
@@ -165,6 +160,8 @@ def _cut(content: Content, start: int, end: int) -> Content:
             continue
         if s < start:
             out.append((s, start, seed, base, cl))
+        if clause is not None:
+            out.append((max(s, start), min(e, end), seed, base, ",".join(dict.fromkeys([clause, *cl.split(",")]))))
         if e > end:
             out.append((end, e, seed, base, cl))
     return tuple(out)

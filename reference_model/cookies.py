@@ -102,7 +102,7 @@ def hand_over(s: State, value: str | None, deleter: bool, step: int) -> tuple[Co
     raw integers travel through unchanged (cookie-not-dereferenced).
     """
     if not deleter:
-        return CookieRef(value, None), s
+        return CookieRef(value, None), s if value is None else evolve_state(s, unowned=s.unowned | {value})
     tid = s.next_id
     tokens = dict(s.tokens)
     tokens[tid] = Token(value, 1, step)
@@ -143,8 +143,8 @@ def unborrowed(s: State, t: Token | None, tid: int, call: Call) -> bool:
             and t.borrow_end < call.line)
 
 
-@clause("cookie-replace-deletes-previous")
-def replaced_cookie_deleted(s: State, ret: Ret) -> Reject | None:
+@clause("cookie-replace-deletes-previous", "cookie-clear")
+def replaced_cookie_deleted(s: State, ret: Ret, clearing: bool) -> Reject | None:
     """Spec: "When setCookie() is called multiple times, the previous cookie will be deleted with the
     previous deleter function (if set) before the new cookie and the new deleter function are set."
     (cookie-replace-deletes-previous)
@@ -153,12 +153,14 @@ def replaced_cookie_deleted(s: State, ret: Ret) -> Reject | None:
     setCookie() returned. Where a callback carrying the cookie (an onAlloc, onLoad or onPreempt) may still
     be running when setCookie() begins — the trace does not show that it returned before — the callback
     still borrows the cookie: the deleter may then come once it returns, and is owed by the deleters'
-    settle as every deleter is (``unborrowed``).
+    settle as every deleter is (``unborrowed``). ``clearing``: the call set both cookie and deleter to NULL
+    ("To clear the cookie, set both cookie and cookieDeleter to NULL.", cookie-clear).
     """
     owed = s.inflight.owed_deletion if s.inflight is not None else None
     if owed is not None and owed in s.tokens:
         t = s.tokens[owed]
-        return reject("cookie-replace-deletes-previous", "setCookie returned before the previous cookie's deleter ran",
+        cid = "cookie-clear" if clearing else "cookie-replace-deletes-previous"
+        return reject(cid, "setCookie returned before the previous cookie's deleter ran",
                       [f"deleter({t.value}) before setCookie returns"],
                       f"the cookie {t.value} handed over at step {t.step} had no other holder")
     return None
@@ -166,13 +168,13 @@ def replaced_cookie_deleted(s: State, ret: Ret) -> Reject | None:
 
 @shows("cookie-clear", "cookie-replace-deletes-previous", "cookie-shared-refcounted")
 def ret_set_cookie(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
-    bad = replaced_cookie_deleted(s, ret)
+    clearing = arg_cookie(call, "cookie") is None and not arg_bool(call, "deleter")
+    bad = replaced_cookie_deleted(s, ret, clearing)
     if bad is not None:
         return bad
     out = done(s)
     if s.inflight is not None and s.inflight.owed_deletion is not None:
         # The previous cookie's deleter ran inside the call, as the replacement (or the clear) requires.
-        clearing = arg_cookie(call, "cookie") is None and not arg_bool(call, "deleter")
         out = show(out, "cookie-clear" if clearing else "cookie-replace-deletes-previous")
     if call.in_cb == "preempt":
         out = show(out, "cookie-shared-refcounted")  # a cookie set inside onPreempt, as the text invites
@@ -315,11 +317,14 @@ def never_handed_over(s: State, ev: Deleter) -> Reject:
     Spec: "If the cookieDeleter is NULL, nothing will happen, even when the cookie is not NULL."
     (cookie-null-deleter-nothing)
 
-    A deleter called with a value no setCookie() handed over with a deleter: when raw integers were
-    handed over (or this value is one), the integer did not reach the deleter as the 64-bit value it
-    was; otherwise a deleter ran for a cookie set with a NULL deleter.
+    A deleter called with a value no setCookie() handed over with a deleter: a deleter ran for a cookie set
+    with a NULL deleter, when one was set with this value; else, when raw integers were handed over (or this
+    value is one), the integer did not reach the deleter as the 64-bit value it was.
     """
     shown = "NULL" if ev.cookie is None else ev.cookie
+    if ev.cookie in s.unowned:
+        return reject("cookie-null-deleter-nothing", f"deleter({shown})", ["no deleter call"],
+                      f"{shown} was set with a NULL deleter only")
     raw = (ev.cookie or "").startswith("raw:") or any((v or "").startswith("raw:") for v in s.handed)
     if raw:
         return reject("cookie-raw-integer", f"deleter({shown})", sorted(v or "NULL" for v in s.handed),
@@ -393,15 +398,19 @@ def settle_deleters(ctx: Ctx, s: State) -> Out:
 
 
 @clause("cookie-snapshot-at-alloc", "cookie-later-changes-no-effect", "alloc-snapshot-cookie-example",
-        "cookie-callback-null-if-unset", "cookie-identify-request", "cookie-raw-integer")
+        "cookie-callback-null-if-unset", "cookie-identify-request", "cookie-raw-integer", "cookie-default-null")
 def unmatched_alloc_cookie(s: State, ev: Cb) -> Reject:
     """Spec: "The value of cookie is the one stored in the ANpuManager_AllocRequest at the time when
     ANpuManager_allocAsync() is called." (cookie-snapshot-at-alloc)
     Spec: "This is useful if the user stores an arbitrary 64-bit integer value in the cookie (so it is not
     a real pointer.)" (cookie-raw-integer)
+    Spec: "For example, if you call ANpuManager_AllocRequest_setCookie() after ANpuManager_allocAsync() is
+    called, the old cookie value will be used when the onAlloc callback is invoked."
+    (alloc-snapshot-cookie-example)
 
     An onAlloc is attributed to a pending submission carrying the same cookie value; a value no pending
-    submission carries is a cookie the request did not hold when allocAsync() was called. When a raw
+    submission carries is a cookie the request did not hold when allocAsync() was called (the example's
+    very case when a request holds it now: set after allocAsync()). When a raw
     integer is involved (pending or delivered), the value did not survive as the 64-bit integer it was.
     """
     pending = sorted({"NULL" if sub.cookie.value is None else sub.cookie.value for sub in s.subs.values()})
@@ -414,8 +423,12 @@ def unmatched_alloc_cookie(s: State, ev: Cb) -> Reject:
     # A NULL where cookies were set, or a value where only NULL was: the "NULL if not set" sentence. A value
     # the application never made (the probe names it "?0x...") where a cookie was set: the snapshot is wrong.
     null_case = ev.cookie is None or values == {None} or (None in values and not changed_value(ev.cookie))
-    cid = "cookie-later-changes-no-effect" if later else "cookie-raw-integer" if raw else (
-        "cookie-callback-null-if-unset" if null_case else "cookie-snapshot-at-alloc")
+    # A NULL the request kept because setCookie was never called: the default's sentence.
+    nulls = [x for x in s.subs.values() if x.cookie.value is None]
+    never_set = bool(nulls) and all("cookie" in x.attrs.unset for x in nulls)
+    cid = "alloc-snapshot-cookie-example" if later else "cookie-raw-integer" if raw else (
+        ("cookie-default-null" if never_set else "cookie-callback-null-if-unset") if null_case
+        else "cookie-snapshot-at-alloc")
     return reject(cid, f"onAlloc(cookie={shown})", pending, why)
 
 

@@ -54,12 +54,15 @@ def call_free(ctx: Ctx, s: State, call: Call) -> Out:
         b = evolve_buffer(b, freed=True, mapped_hold=mapped_hold, freed_in_teardown=call.teardown)
         bufs[h] = b
     preempted = tuple([h for h in handles if h is not None and bufs[h].preempted])
+    called_back = any(bufs[h].preempt_cb for h in preempted)
+    released = sum(bufs[h].size for h in set(handles) if h is not None and not bufs[h].maps and not bufs[h].preempted)
     for h in handles:
         assert h is not None
         if bufs[h].maps == 0:
             ghosts = retire(tokens, ghosts, bufs, h)
-    out = evolve_state(s, bufs=bufs, tokens=tokens, ghosts=ghosts,
-                       inflight=Inflight(call.step, call.op, applied=True, buffers=preempted if handles else ("-",)))
+    out = evolve_state(s, bufs=bufs, tokens=tokens, ghosts=ghosts, released_at_free=s.released_at_free + released,
+                       inflight=Inflight(call.step, call.op, applied=True, buffers=preempted if handles else ("-",),
+                                         called_back=called_back))
     loading = bool(out.loads) and any(ld.buf in handles for ld in out.loads.values())
     # Reading R20: a free refused while a load of one of its buffers is in flight (the buffers stay live).
     refused = [evolve_state(s, inflight=Inflight(call.step, call.op, applied=True, buffers=(REFUSED,)))
@@ -93,18 +96,21 @@ def drop_load_replies(s: State, handles: frozenset[str]) -> State:
 
 
 @clause("free-returns", "free-indicates-not-needed", "free-each-allocated-buffer", "free-success-buffer-must-be-freed",
-        "free-even-if-preempted", "preempt-must-still-free")
-def free_result(s: State, ret: Ret) -> Reject | str | None:
+        "free-even-if-preempted", "preempt-must-still-free", "free-mapping-valid-after-free")
+def free_result(s: State, ret: Ret, mapped: bool = False) -> Reject | str | None:
     """Spec: "Each ANpuBuffer*, after being received from the onAlloc callback, must be explicitly freed by
     calling ANpuBuffer_free()." (free-each-allocated-buffer)
     Spec: "Even if a buffer is preempted, it must still be explicitly freed by calling ANpuBuffer_free() to
     clean up remaining resources." (free-even-if-preempted)
     Spec: "buffersLen The length of the buffers list. Returns 0 on success, or -1 on error with errno
     set." (free-returns)
+    Spec: "If there are any existing mappings to the buffer via ANpuBuffer_map(), the mapping will continue to
+    be valid until unmapped even after the buffer is freed." (free-mapping-valid-after-free)
 
     Reading: the application must free every buffer it received, so freeing a list of live buffers
-    succeeds (returns 0) — preempted buffers included. An empty list may return either. Reading R20:
-    while a load of one of the buffers is in flight, "-1 on error" (no errors listed) may refuse the free,
+    succeeds (returns 0) — preempted buffers included, and mapped ones (``mapped``: one of the list still has
+    a mapping), which the text says may be freed before they are unmapped. An empty list may return either.
+    Reading R20: while a load of one of the buffers is in flight, "-1 on error" (no errors listed) may refuse the free,
     and the application can free the buffers after the onLoad: WARN R20, the buffers stay live.
     """
     inflight = s.inflight
@@ -121,14 +127,19 @@ def free_result(s: State, ret: Ret) -> Reject | str | None:
         shown = f"ret={ret.ret}" if ret.ret != -1 else "-1 without errno"
         return reject("free-returns", shown, ["0", "-1 with errno"], "ANpuBuffer_free returns 0 or -1 with errno set")
     preempted = inflight is not None and bool(inflight.buffers) and not empty
-    cid = "free-even-if-preempted" if preempted else "free-each-allocated-buffer"
+    # A buffer whose onPreempt came is held to the callback's own sentence ("Even if preempted, the buffer must
+    # still be explicitly freed"); one preempted without it, to free's.
+    called_back = preempted and inflight is not None and inflight.called_back
+    cid = ("preempt-must-still-free" if called_back else "free-even-if-preempted") if preempted \
+        else "free-mapping-valid-after-free" if mapped else "free-each-allocated-buffer"
     return reject(cid, f"ret={ret.ret} errno={ret.errno}", ["0"],
                   "freeing live buffers the application received from onAlloc succeeds"
-                  + (" (preempted ones included)" if preempted else ""))
+                  + (" (preempted ones included)" if preempted else " (mapped ones included)" if mapped else ""))
 
 
 def ret_free(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
-    bad = free_result(s, ret)
+    freed = [s.bufs.get(h) for h in arg_list(call, "bufs") if h is not None]
+    bad = free_result(s, ret, mapped=any(b is not None and b.maps > 0 for b in freed))
     if isinstance(bad, str):
         return [evolve_state(s, inflight=None, dids=s.dids | {bad})]
     return bad if bad is not None else [show(done(s), *free_shown(s.inflight))]

@@ -109,13 +109,20 @@ def on_load(ctx: Ctx, s: State, ev: Cb) -> Out:
     set. errorNum 0 if successful, or an errno on error. buf The buffer." (load-callback-cookie,
     load-callback-errornum)
 
-    One onLoad per loadAsync, carrying the same buffer and that buffer's cookie.
+    One onLoad per loadAsync, carrying the same buffer and that buffer's cookie. One with no loadAsync of its
+    buffer pending, while allocations are pending or for a buffer whose request had a file segment, answers
+    an allocation: load-callback-not-alloc.
     """
+    b = s.bufs.get(ev.buf or "")
+    for_alloc = b is not None and "file" not in b.unset and not b.loads
     if not s.loads:
-        cid = "load-callback-not-alloc" if s.subs else "load-callback-on-done"
+        cid = "load-callback-not-alloc" if s.subs or for_alloc else "load-callback-on-done"
         return reject(cid, f"onLoad(buf={ev.buf or 'NULL'})", ["no onLoad: no loadAsync is pending"],
                       "onLoad answers loadAsync only")
     candidates = [(lid, ld) for lid, ld in s.loads.items() if ld.buf == ev.buf]
+    if not candidates and for_alloc:
+        return reject("load-callback-not-alloc", f"onLoad(buf={ev.buf})", ["no onLoad: no loadAsync of it is pending"],
+                      "onLoad answers loadAsync only, not the load of a file segment at allocation")
     if not candidates:
         pending = sorted({ld.buf for ld in s.loads.values()})
         return reject("load-callback-same-buf", f"onLoad(buf={ev.buf or 'NULL'})", pending,
@@ -299,7 +306,7 @@ def all_loaded(s: State) -> Reject | None:
     if not s.loads:
         return None
     ld = min(s.loads.values(), key=lambda x: x.step)
-    return reject("load-callback-on-done", f"no onLoad for the loadAsync of step {ld.step}",
+    return reject("load-onload-invoked", f"no onLoad for the loadAsync of step {ld.step}",
                   ["exactly one onLoad per loadAsync"], "the settle wait ended with a load unanswered")
 
 

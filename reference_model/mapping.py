@@ -275,6 +275,7 @@ def call_unmap(ctx: Ctx, s: State, call: Call) -> Out:
     bufs = dict(s.bufs)
     ghosts = s.ghosts
     tokens = s.tokens
+    released = 0
     b = bufs.get(m.buf)
     if b is not None:
         b = evolve_buffer(b, maps=b.maps - 1)
@@ -285,8 +286,10 @@ def call_unmap(ctx: Ctx, s: State, call: Call) -> Out:
         bufs[m.buf] = b
         if b.freed and b.maps == 0:
             ghosts = retire(tokens, s.ghosts, bufs, m.buf)
+            released += 0 if b.preempted else b.size
     return [evolve_state(s, maps=maps, bufs=bufs, ghosts=ghosts, tokens=tokens,
-                   inflight=Inflight(call.step, call.op, applied=True, buffers=(m.buf,)))]
+                         released_at_unmap=s.released_at_unmap + released,
+                         inflight=Inflight(call.step, call.op, applied=True, buffers=(m.buf,)))]
 
 
 @clause("unmap-unmaps", "unmap-args-like-munmap", "unmap-returns", "map-must-unmap", "free-unmap-allowed-after-free")
@@ -311,15 +314,16 @@ def unmap_result(s: State, ret: Ret) -> Reject | None:
     return None
 
 
-@shows("unmap-unmaps", "unmap-returns", "map-must-unmap", "free-unmap-allowed-after-free")
+@shows("unmap-returns", "map-must-unmap", "free-unmap-allowed-after-free")
 def ret_unmap(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bad = unmap_result(s, ret)
     if bad is not None:
         return bad
     if s.inflight is not None and s.inflight.applied and ret.ret == 0:
-        # A whole mapping unmapped: the call did what it says, also for a buffer freed before.
+        # A whole mapping unmapped: the call answered as it must, also for a buffer freed before (that the
+        # pages are gone is shown only by looking at them: map_gone, pages_left_mapped).
         after_free = any((b := s.bufs.get(h)) is None or b.freed for h in s.inflight.buffers)
-        return [show(done(s), "unmap-unmaps", "unmap-returns", "map-must-unmap",
+        return [show(done(s), "unmap-returns", "map-must-unmap",
                      *(("free-unmap-allowed-after-free",) if after_free else ()))]
     partial = ret.ret == 0 and ret.skipped is None and not (s.inflight is not None and s.inflight.applied)
     m = s.maps.get(arg_slot(call, "map")) if partial else None
@@ -507,3 +511,25 @@ def ret_map_prot(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return bad
     judged = isinstance(ret.extra.get("prot_all"), int) and isinstance(ret.extra.get("prot_any"), int)
     return [show(done(s), *prot_shown(m, b)) if judged else done(s)]
+
+
+@clause("unmap-unmaps")
+def pages_left_mapped(slot: str, off: int, length: int, ret: Ret) -> Reject | None:
+    """Spec: "Unmaps a previously mapped buffer." (unmap-unmaps)
+
+    What the process's memory map says of bytes [off, off+length) of a mapping the scenario unmapped there
+    (probe op ``map_gone``, skipped while the scenario still maps any of them): no page of them still holds
+    the mapped object at the offset it had. An unmap that returned 0 and left them mapped did not unmap."""
+    if ret.extra.get("mapped") is not True:
+        return None
+    return reject("unmap-unmaps", f"bytes {off}..{off + length} of {slot} still mapped", ["not mapped"],
+                  "ANpuBuffer_unmap returned 0 for them, and they still map the buffer")
+
+
+@shows("unmap-unmaps")
+def ret_map_gone(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
+    """``map_gone`` answered: unmapped bytes no longer map the buffer (unmap-unmaps)."""
+    if ret.skipped is not None or ret.ret != 0 or not isinstance(ret.extra.get("mapped"), bool):
+        return [done(s)]
+    bad = pages_left_mapped(arg_slot(call, "map"), arg_int(call, "offset"), arg_int(call, "length"), ret)
+    return bad if bad is not None else [show(done(s), "unmap-unmaps")]

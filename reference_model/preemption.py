@@ -78,7 +78,16 @@ def announced_owed(b: Buffer) -> bool:
     return b.owes_onpreempt()
 
 
+@clause("cookie-later-changes-no-effect", "cookie-snapshot-at-alloc", "cookie-borrowed-in-callbacks",
+        "preempt-callback-on-forced-dealloc")
 def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
+    """Spec: "Subsequent changes to the cookie in the ANpuManager_AllocRequest object after a given
+    ANpuManager_allocAsync() is called has no effect on the callbacks generated from the given
+    ANpuManager_allocAsync() call." (cookie-later-changes-no-effect)
+
+    An onPreempt is attributed to a buffer (or a freed buffer's ghost) carrying its cookie that may be
+    preempted now. Otherwise: a cookie already deleted, a value the application never made, a cookie a
+    request was given after the allocAsync of a buffer still owed its onPreempt, or no buffer at all."""
     out: list[State] = []
     first: Reject | None = None
     for handle, b in s.bufs.items():
@@ -119,6 +128,12 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
                       sorted({b.cookie.value or "NULL" for b in s.bufs.values() if b.onpreempt}),
                       "an onPreempt carries the cookie the request held when allocAsync() was called; the "
                       "application never made this value")
+    if ev.cookie is not None and any(r.cookie.value == ev.cookie for r in s.reqs.values()) and any(
+            b.onpreempt and not b.preempt_cb for b in (*s.bufs.values(), *s.ghosts)):
+        return reject("cookie-later-changes-no-effect", f"onPreempt(cookie={ev.cookie})",
+                      sorted({b.cookie.value or "NULL" for b in s.bufs.values() if b.onpreempt}),
+                      "a request holds this cookie now, set after the allocAsync() whose buffer is preempted: "
+                      "later changes have no effect on the callbacks of that call")
     return reject("preempt-callback-on-forced-dealloc", f"onPreempt(cookie={ev.cookie or 'NULL'})",
                   ["no onPreempt: no buffer with this cookie"], "no allocated buffer carries this cookie")
 
@@ -278,7 +293,7 @@ def refused_while_mapped(s: State, ctx: Ctx, key: str, value: str) -> bool:
     return bool(live) and all(b.maps > 0 for b in live)
 
 
-@clause("priority-request-range", "priority-set")
+@clause("priority-request-range", "priority-set", "req-priority-default")
 def lowest_candidates(s: State) -> tuple[frozenset[str], str]:
     """Spec: "This is the relative priority of the buffer within the app." (priority-request-range)
     Spec: "Sets the priority of the buffer." (priority-set)
@@ -298,7 +313,12 @@ def lowest_candidates(s: State) -> tuple[frozenset[str], str]:
     if any(b.priority not in PRIORITY_RANGE for b in live.values()):
         top = None
     ranked = frozenset(h for h, b in live.items() if top is None or b.loads or b.priority >= top)
-    cid = "priority-set" if any(b.priority_set for b in live.values()) else "priority-request-range"
+    if any(b.priority_set for b in live.values()):
+        cid = "priority-set"
+    elif any("priority" in b.unset for b in live.values()):
+        cid = "req-priority-default"  # a buffer kept the default: the order contradicts the default first
+    else:
+        cid = "priority-request-range"
     return ranked, cid
 
 

@@ -32,7 +32,9 @@ def set_priority_result(ctx: Ctx, b: Buffer, value: int, ret: Ret) -> Reject | s
             return "R10"  # the text is silent on a mapped buffer: refusing it departs from reading R10
         if ret.ret == -1 and ret.errno != "EINVAL":
             return "R19"  # "-1 on error" lists no errors; EINVAL would call a priority of the range invalid
-        return reject("priority-set", f"ret={ret.ret} errno={ret.errno}", ["0"],
+        # MIN or MAX refused as invalid contradicts "inclusive" first
+        cid = "priority-set-range" if value in (PRIORITY_RANGE.start, PRIORITY_RANGE.stop - 1) else "priority-set"
+        return reject(cid, f"ret={ret.ret} errno={ret.errno}", ["0"],
                       f"priority {value} is within [0, 1000] and {b.handle} is live")
     if ret.ret == -1:
         return None

@@ -255,6 +255,7 @@ class Inflight:
     subs: tuple[int, ...] = ()  # submissions made by this allocAsync
     owed_deletion: int | None = None  # token the call must delete before returning
     buffers: tuple[str, ...] = ()
+    called_back: bool = False  # ANpuBuffer_free: one of its buffers had its onPreempt already
     pending: bool = False  # the call's call-time effects are not applied yet (threads.py)
     # Loads answered (onLoad observed) while this map_read / map_write / buf_map was in flight: (buffer,
     # start, end) of each; the access may have met the copy, so those bytes are indeterminate to it (R16),
@@ -288,6 +289,13 @@ class State:
     cbs: tuple[Borrow, ...] = ()  # callbacks carrying a hand-over, not known to have returned
     # Steps of allocAsync calls that were in flight on two strands at once (threads.overlapping_calls).
     overlaps: frozenset[int] = frozenset()
+    # Cookie values set with a NULL deleter (diagnostics: a deleter later called with one names the sentence
+    # that says nothing happens to them).
+    unowned: frozenset[str] = frozenset()
+    # Bytes of buffers whose memory the history released: at their free (unmapped then), at their last unmap
+    # (freed before). A refusal that only memory kept past one of those explains names its sentence.
+    released_at_free: int = 0
+    released_at_unmap: int = 0
     # The clauses this history has demonstrated: the trace showed the behaviour each speaks of (a rule saw an
     # observation that the sentence could have failed on, and it held). Not part of ``key``: two histories
     # alike in everything else are one candidate, which keeps only what both demonstrated (``merge_shown``).
@@ -316,6 +324,9 @@ class State:
             self.pool.key() if self.pool is not None else None,
             self.cbs,
             self.overlaps,
+            self.unowned,
+            self.released_at_free,
+            self.released_at_unmap,
         )
 
 

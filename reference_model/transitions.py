@@ -69,6 +69,7 @@ RET_HANDLERS: Final[dict[str, RetHandler]] = {
     "map_write": mapping.ret_map_write,
     "map_read": mapping.ret_map_read,
     "map_prot": mapping.ret_map_prot,
+    "map_gone": mapping.ret_map_gone,
     "file_new": loading.ret_file_new,
     "file_seek": loading.ret_file_seek,
     "fd_check": loading.ret_fd_check,

@@ -102,9 +102,16 @@ STEP_CLAUSE: Final[dict[str, str]] = {
 
 def _died_in(call: Call | None, candidates: list[State]) -> str | None:
     """The clause of the step a crash interrupted. An access through a mapping names the sentence that made
-    the address valid: a partial unmap that left it mapped, a free that keeps mappings valid, or the map."""
+    the address valid: a partial unmap that left it mapped, a free that keeps mappings valid, or the map. A
+    call the text allows at that moment names that allowance: changing or freeing a request whose allocation
+    is pending, changing or freeing one allocAsync was given (it never took ownership) or one isSupported
+    answered for, unmapping a freed buffer; setCookie with a raw integer
+    names "not dereferenced"."""
     if call is None:
         return None
+    allowed = _allowance(call, candidates[0]) if candidates else None
+    if allowed is not None:
+        return allowed
     if call.op in ("map_read", "map_write") and candidates:
         m = candidates[0].maps.get(str(call.args.get("map") or ""))
         if m is not None and m.ranges is not None:
@@ -112,6 +119,29 @@ def _died_in(call: Call | None, candidates: list[State]) -> str | None:
         b = candidates[0].bufs.get(m.buf) if m is not None else None
         return "free-mapping-valid-after-free" if b is not None and b.freed else "map-maps-buffer"
     return STEP_CLAUSE.get(call.op)
+def _allowance(call: Call, s: State) -> str | None:
+    """The sentence allowing ``call`` at this point, when it is one of those the text singles out."""
+    op = call.op
+    slot = call.args.get("req")
+    if op.startswith("req_set_") or op == "req_free":
+        pending = any(sub.req == slot for sub in s.subs.values())
+        if op == "req_set_cookie" and str(call.args.get("cookie") or "").startswith("raw:"):
+            return "cookie-not-dereferenced"
+        if pending:
+            return "alloc-free-request-after-call" if op == "req_free" else "alloc-elements-modify-after-return"
+        req = s.reqs.get(str(slot)) if isinstance(slot, str) else None
+        if req is not None and req.submitted:
+            return "alloc-no-request-ownership"
+        if req is not None and req.asked:
+            return "support-modify-after-return"
+    if op == "buf_unmap":
+        m = s.maps.get(str(call.args.get("map") or ""))
+        b = s.bufs.get(m.buf) if m is not None else None
+        if m is not None and (b is None or b.freed):
+            return "free-unmap-allowed-after-free"
+    return None
+
+
 # The calls the text invites inside onPreempt: a new request given the cookie.
 INVITED_IN_ONPREEMPT = ("req_create", "req_set_cookie", "req_free")
 

@@ -7,7 +7,7 @@ from enum import IntEnum, StrEnum
 from typing import Final
 
 VOCABULARY_VERSION: Final = 4
-VOCABULARY_HASH: Final = "399eaee3f62bdbc2"
+VOCABULARY_HASH: Final = "0f0180732f5374e4"
 
 
 class ArgKind(StrEnum):
@@ -59,6 +59,7 @@ class Op(StrEnum):
     MAP_WRITE = "map_write"
     MAP_READ = "map_read"
     MAP_PROT = "map_prot"
+    MAP_GONE = "map_gone"
     FILE_NEW = "file_new"
     FILE_SEEK = "file_seek"
     FD_CHECK = "fd_check"
@@ -112,6 +113,7 @@ OPS: Final[dict[Op, OpSpec]] = {
     Op.MAP_WRITE: OpSpec(Op.MAP_WRITE, None, (ArgSpec("map", ArgKind.MAP), ArgSpec("offset", ArgKind.U64), ArgSpec("length", ArgKind.U64), ArgSpec("seed", ArgKind.U64), )),
     Op.MAP_READ: OpSpec(Op.MAP_READ, None, (ArgSpec("map", ArgKind.MAP), ArgSpec("offset", ArgKind.U64), ArgSpec("length", ArgKind.U64), )),
     Op.MAP_PROT: OpSpec(Op.MAP_PROT, None, (ArgSpec("map", ArgKind.MAP), ArgSpec("offset", ArgKind.U64), ArgSpec("length", ArgKind.U64), )),
+    Op.MAP_GONE: OpSpec(Op.MAP_GONE, None, (ArgSpec("map", ArgKind.MAP), ArgSpec("offset", ArgKind.U64), ArgSpec("length", ArgKind.U64), )),
     Op.FILE_NEW: OpSpec(Op.FILE_NEW, None, (ArgSpec("file", ArgKind.FILE), ArgSpec("size", ArgKind.U64), ArgSpec("seed", ArgKind.U64), )),
     Op.FILE_SEEK: OpSpec(Op.FILE_SEEK, None, (ArgSpec("file", ArgKind.FILE), ArgSpec("position", ArgKind.I64), )),
     Op.FD_CHECK: OpSpec(Op.FD_CHECK, None, (ArgSpec("file", ArgKind.FILE), )),
@@ -188,7 +190,7 @@ class ProbeExit(IntEnum):
 
 
 PROBE_LIST_LINES: Final[tuple[str, ...]] = (
-    "vocabulary 4 399eaee3f62bdbc2",
+    "vocabulary 4 0f0180732f5374e4",
     "op req_create ANpuManager_AllocRequest_create req:req",
     "op req_free ANpuManager_AllocRequest_free req:req",
     "op req_free_null ANpuManager_AllocRequest_free",
@@ -217,6 +219,7 @@ PROBE_LIST_LINES: Final[tuple[str, ...]] = (
     "op map_write - map:map offset:u64 length:u64 seed:u64",
     "op map_read - map:map offset:u64 length:u64",
     "op map_prot - map:map offset:u64 length:u64",
+    "op map_gone - map:map offset:u64 length:u64",
     "op file_new - file:file size:u64 seed:u64",
     "op file_seek - file:file position:i64",
     "op fd_check - file:file",
@@ -321,6 +324,7 @@ RET_RESULTS: Final[dict[Op, tuple[FieldSpec, ...]]] = {
     Op.BIND: (FieldSpec("handle", ('str', 'null'), True), ),
     Op.MAP_READ: (FieldSpec("digest", ('str',), True), ),
     Op.MAP_PROT: (FieldSpec("mapped", ('bool',), True), FieldSpec("prot_all", ('int',), True), FieldSpec("prot_any", ('int',), True), ),
+    Op.MAP_GONE: (FieldSpec("mapped", ('bool',), True), ),
     Op.FD_CHECK: (FieldSpec("closed", ('bool',), True), FieldSpec("position", ('int',), True), ),
     Op.AWAIT_CLOSED: (FieldSpec("closed", ('bool',), True), FieldSpec("position", ('int',), True), FieldSpec("waited_ms", ('int',), True), ),
 }

@@ -58,7 +58,7 @@ from reference_model.verdicts import Verdict
 from reference_model.vocabulary import OPS, Op
 
 from .clause_answers import readings_of_reason
-from .floor.safe_io import write_text
+from .floor.safe_io import write_bytes
 from .results import ResultRecord, RunResults, callback_latencies, format_ns, percentile
 from .summary import clean_json
 
@@ -629,10 +629,15 @@ def atlas_agrees(run: RunResults, stored: object) -> bool:
     return True
 
 
+def atlas_bytes(run: RunResults, atlas: Atlas | None = None) -> bytes:
+    """atlas.json for `run`, as `write_atlas` writes it (and `verify` renders it again)."""
+    text = json.dumps(clean_json(atlas_json(run, atlas)), ensure_ascii=False, separators=(",", ":"))
+    return (text + "\n").encode("utf-8", errors="replace")
+
+
 def write_atlas(run: RunResults, path: Path, atlas: Atlas | None = None) -> None:
     """Write atlas.json for `run` to `path`, replacing it atomically."""
-    text = json.dumps(clean_json(atlas_json(run, atlas)), ensure_ascii=False, separators=(",", ":"))
-    write_text(path, text + "\n")
+    write_bytes(path, atlas_bytes(run, atlas))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,10 @@ what changed in the behaviour atlas.
 
 Both runs are read through the one clause answer (reports.clause_answers): a clause *fails* on a device
 when a FAIL or CRASH names it there. A **new failure** fails in the run and did not in the baseline; a
-**fix** failed in the baseline and no longer does (its answer now is shown: PASS, or not demonstrated).
+**fix** failed in the baseline and now has an answer that is no failure (PASS, WARN, WAIVED). What the
+run stopped showing counts as new too (**new gaps**): a clause answered in the baseline and not
+demonstrated now, and a scenario judged in the baseline that is ERROR, TIMEOUT or NOT_EXECUTED now, so a
+run that shows less never passes `--fail-on-new` as if nothing had changed.
 The **atlas changes** are the questions of the behaviour atlas (reports.atlas) whose answer differs
 between the two devices' atlases. Devices are matched by serial; when each run has exactly one device
 and their serials differ (two local runs, one phone re-attached), those two are compared.
@@ -14,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from reference_model.verdicts import UNJUDGED_ORDER
 
 from .atlas import ASPECT_TITLES, AtlasChange, atlas_changes, device_atlas
 from .clause_answers import ClauseAnswers, clause_answers
@@ -26,13 +31,18 @@ ATLAS_LINES_PER_ASPECT: Final = 5
 
 @dataclass(frozen=True, slots=True)
 class ClauseChange:
-    clause: str
+    clause: str  # a clause; for a "not judged" change, the scenario
     device: str
     before: str  # the baseline's answer ("absent": the baseline has no answer for it there)
     now: str
+    kind: str = "new failure"  # or "not demonstrated", "not judged" (a new gap), "fixed"
 
     def line(self) -> str:
         return f"{self.clause} on {self.device}: {self.before} -> {self.now}"
+
+
+# A result that judged nothing: in the run, where the baseline judged the scenario, it is a new gap.
+UNJUDGED: Final = frozenset(UNJUDGED_ORDER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +53,21 @@ class BaselineComparison:
     new_failures: tuple[ClauseChange, ...]
     fixed: tuple[ClauseChange, ...]
     atlas: tuple[tuple[str, AtlasChange], ...] = ()  # (run device, change)
+    new_gaps: tuple[ClauseChange, ...] = ()  # kind "not demonstrated" (a clause) or "not judged" (a scenario)
+
+    @property
+    def new(self) -> int:
+        """What `--fail-on-new` fails on: new failures and new gaps."""
+        return len(self.new_failures) + len(self.new_gaps)
 
     def lines(self) -> list[str]:
         pairs = ", ".join(old if old == new else f"{old} -> {new}" for old, new in self.devices) or "none"
         out = [
             f"baseline {self.baseline}: {counted(len(self.new_failures), 'clause')} newly failing, "
-            f"{len(self.fixed)} fixed "
-            f"(devices: {pairs})"
+            f"{len(self.fixed)} fixed, {len(self.new_gaps)} newly not demonstrated or not judged (devices: {pairs})"
         ]
         out += [f"  new failure: {c.line()}" for c in self.new_failures]
+        out += [f"  newly {c.kind}: {c.line()}" for c in self.new_gaps]
         out += [f"  fixed: {c.line()}" for c in self.fixed]
         out.append(f"atlas: {counted(len(self.atlas), 'answer')} changed since the baseline")
         for aspect in ASPECT_TITLES:
@@ -73,6 +89,12 @@ def _failing(answers: ClauseAnswers, clause: str, device: str) -> bool:
     return answer is not None and answer.verdict is not None and answer.verdict.blocking
 
 
+def _answered(answers: ClauseAnswers, clause: str, device: str) -> bool:
+    """The clause has an answer there (demonstrated, warned, waived or failing), not "not demonstrated"."""
+    answer = answers.get(clause, device)
+    return answer is not None and answer.verdict is not None
+
+
 def device_pairs(old: Sequence[str], new: Sequence[str]) -> tuple[tuple[str, str], ...]:
     common = [serial for serial in new if serial in old]
     if not common and len(old) == 1 and len(new) == 1:
@@ -86,17 +108,25 @@ def compare_runs(baseline: RunResults, run: RunResults, baseline_id: str, run_id
     clauses = sorted(set(before.by_clause) | set(now.by_clause))
     new_failures: list[ClauseChange] = []
     fixed: list[ClauseChange] = []
+    gaps: list[ClauseChange] = []
     for old_device, device in pairs:
         for clause in clauses:
             was, fails = _failing(before, clause, old_device), _failing(now, clause, device)
-            if was == fails:
-                continue
-            change = ClauseChange(clause, device, _answer_text(before, clause, old_device),
-                                  _answer_text(now, clause, device))
-            (new_failures if fails else fixed).append(change)
+            texts = (_answer_text(before, clause, old_device), _answer_text(now, clause, device))
+            if fails and not was:
+                new_failures.append(ClauseChange(clause, device, *texts))
+            elif _answered(before, clause, old_device) and not _answered(now, clause, device):
+                gaps.append(ClauseChange(clause, device, *texts, kind="not demonstrated"))
+            elif was and not fails:
+                fixed.append(ClauseChange(clause, device, *texts, kind="fixed"))
+        judged = {r.scenario: r.verdict for r in baseline.for_device(old_device)}
+        for record in run.for_device(device):
+            earlier = judged.get(record.scenario)
+            if record.verdict in UNJUDGED and earlier is not None and earlier not in UNJUDGED:
+                gaps.append(ClauseChange(record.scenario, device, str(earlier), str(record.verdict), "not judged"))
     changed = tuple(
         (device, change)
         for old_device, device in pairs
         for change in atlas_changes(device_atlas(baseline, old_device), device_atlas(run, device))
     )
-    return BaselineComparison(baseline_id, run_id, pairs, tuple(new_failures), tuple(fixed), changed)
+    return BaselineComparison(baseline_id, run_id, pairs, tuple(new_failures), tuple(fixed), changed, tuple(gaps))

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ from reference_model.verdicts import SEVERITY, Verdict, worst
 from .atlas import AtlasChange, DeviceAtlas, SectionView, atlas_changes, atlas_sections, side_by_side
 from .claim import NORMATIVE_PROFILE
 from .clause_answers import stored_answering
+from .floor.jsonl import bounded_json
 from .floor.safe_io import output_dir, write_text
 from .html import environment
 from .store import StoreEngine, describe_location, open_store, stored_atlas
@@ -193,9 +193,8 @@ _ORDER: Final = "coalesce(r.started_at, 0), r.started, r.run_id"
 def _apart(profile: object, answer: object, partial: object) -> str:
     """Why a stored run is no full claim ("" when it is one); see the module docstring."""
     if isinstance(partial, str):
-        try:
-            reasons = json.loads(partial)
-        except ValueError:
+        reasons = bounded_json(partial)  # a store row is others' text: nesting and size bounded
+        if reasons is None:
             reasons = ["unreadable partial reasons"]
         if isinstance(reasons, list):
             return "; ".join(str(r) for r in reasons)
@@ -444,7 +443,7 @@ def build_dashboard(conn: StoreEngine) -> Dashboard:
         run_devices.setdefault(str(run_id), set()).add(str(serial))
     all_runs = tuple(
         RunRow(
-            str(r[0]),
+            str(r[8] or r[0]),  # the plan's own id; r[0] is its key in the store, in its submitter's namespace
             str(r[1]),
             str(r[2] or ""),
             str(r[3]),
@@ -455,9 +454,10 @@ def build_dashboard(conn: StoreEngine) -> Dashboard:
             _apart(r[3], r[5], r[7]),
         )
         for r in conn.query(
-            "SELECT r.run_id, r.started, r.submitter, r.profile, r.target, r.answer, count(v.scenario), r.partial "
-            "FROM runs r LEFT JOIN verdicts v ON v.run_id = r.run_id "
-            "GROUP BY r.run_id, r.started, r.submitter, r.profile, r.target, r.answer, r.partial, r.started_at "
+            "SELECT r.run_id, r.started, r.submitter, r.profile, r.target, r.answer, count(v.scenario), r.partial, "
+            "r.plan_run_id FROM runs r LEFT JOIN verdicts v ON v.run_id = r.run_id "
+            "GROUP BY r.run_id, r.started, r.submitter, r.profile, r.target, r.answer, r.partial, r.started_at, "
+            "r.plan_run_id "
             "ORDER BY coalesce(r.started_at, 0) DESC, r.started DESC, r.run_id DESC"
         )
     )

@@ -14,7 +14,7 @@ import itertools
 import os
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -35,7 +35,7 @@ from .findings import (
     coverage_gaps,
     findings,
 )
-from .floor.safe_io import write_text
+from .floor.safe_io import atomic_output
 from .floor.user_cache import cache_key, read_entry, write_entry
 from .plan_options import read_plan_options
 from .results import (
@@ -512,6 +512,19 @@ def shard_groups(run: RunResults) -> list[tuple[str, list[tuple[str, int]]]]:
 def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineComparison | None = None) -> str:
     """The page; `atlas`: the run's behaviour atlas when already computed (reports.atlas.run_atlas);
     `baseline`: what changed since a baseline run (`npuconf report --baseline`), shown in its own section."""
+    return environment().get_template("report.html.j2").render(**_page(run, atlas, baseline))
+
+
+def html_chunks(
+    run: RunResults, atlas: Atlas | None = None, baseline: BaselineComparison | None = None
+) -> Iterator[bytes]:
+    """The page `render_html` renders, as UTF-8 pieces in order (their concatenation is its bytes): a large
+    page is written, or compared by `verify`, without being held whole."""
+    for piece in environment().get_template("report.html.j2").generate(**_page(run, atlas, baseline)):
+        yield piece.encode("utf-8", errors="replace")
+
+
+def _page(run: RunResults, atlas: Atlas | None, baseline: BaselineComparison | None) -> dict[str, object]:
     devices = run.device_serials
     plan = run.plan
     counts = count_verdicts(run.results)
@@ -535,7 +548,9 @@ def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineC
         ("vocabulary", plan.vocabulary if plan else ""),
         ("corpus hash", plan.corpus_hash if plan else ""),
         ("model hash", plan.model_hash if plan else ""),
-        ("results", str(run.path)),
+        # absolute, as the errata command names its directory: the page says where its results are from
+        # wherever it is opened, and `verify` renders it again from this row alone
+        ("results", os.path.abspath(run.path)),
     ]
     device_info = [
         (
@@ -548,8 +563,7 @@ def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineC
         )
         for serial in devices
     ]
-    template = environment().get_template("report.html.j2")
-    return template.render(
+    return dict(
         run_id=run.run_id,
         answer=claim.level.value,
         answer_class=claim.level.name.lower().replace("_", "-"),
@@ -593,4 +607,6 @@ def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineC
 def write_html(run: RunResults, path: Path, atlas: Atlas | None = None,
                baseline: BaselineComparison | None = None) -> None:
     """Write report.html for `run` to `path`, replacing it atomically."""
-    write_text(path, render_html(run, atlas, baseline))
+    with atomic_output(path) as handle:
+        for piece in html_chunks(run, atlas, baseline):
+            handle.write(piece)

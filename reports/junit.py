@@ -7,7 +7,7 @@ projection; the verdict itself is always in the testcase property `verdict`.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -112,6 +112,15 @@ def _testcase(record: ResultRecord, named: tuple[str, ...]) -> xunit2.TestCase:
 def _suite(
     run: RunResults, serial: str, info: Mapping[str, object], answers: ClauseAnswers
 ) -> junitparser.TestSuite:
+    suite = _suite_head(run, serial, info, answers)
+    suite.add_testcases([_testcase(r, answering_clauses(run, r)) for r in run.for_device(serial)])
+    return suite
+
+
+def _suite_head(
+    run: RunResults, serial: str, info: Mapping[str, object], answers: ClauseAnswers
+) -> junitparser.TestSuite:
+    """A device's suite with its properties and no test case yet."""
     import junitparser
 
     suite = junitparser.TestSuite(safe_text(serial))
@@ -146,10 +155,50 @@ def _suite(
     for verdict in ANSWER_ORDER:
         clauses = [c for c, row in answers.by_clause.items() if (a := row.get(serial)) and a.verdict is verdict]
         suite.add_property(f"clauses.{verdict.lower()}", safe_text(",".join(clauses)))
-    missing = [a.clause for a in answers.not_demonstrated() if a.device == serial]
+    # this device's row of each clause (answers.not_demonstrated() walks every device's: once per device, it
+    # made junit.xml, and verify rendering it again, grow with the square of the devices)
+    missing = [
+        c for c, row in answers.by_clause.items() if (a := row.get(serial)) and a.verdict is None and a.scenarios
+    ]
     suite.add_property("clauses.not_demonstrated", safe_text(",".join(missing)))
-    suite.add_testcases([_testcase(r, answering_clauses(run, r)) for r in run.for_device(serial)])
     return suite
+
+
+def _suite_text(run: RunResults, serial: str, answers: ClauseAnswers) -> tuple[str, junitparser.TestSuite]:
+    """A device's suite as `pretty_xml` writes it (under the root), and the suite element without its test
+    cases but with their statistics: each case is built, serialized and dropped in turn, so a device of
+    many results never holds them all as elements (junitparser's take about 5 KB each)."""
+    import junitparser
+
+    suite = _suite_head(run, serial, run.devices.get(serial, {}), answers)
+    cases: list[str] = []
+    tests = errors = failures = skipped = 0
+    seconds: float = 0
+    for record in run.for_device(serial):
+        case = _testcase(record, answering_clauses(run, record))
+        tests += 1  # the statistics as TestSuite.update_statistics takes them, in its order
+        if case.time is not None:
+            seconds += case.time
+        for entry in case.result:
+            if isinstance(entry, junitparser.Failure):
+                failures += 1
+            elif isinstance(entry, junitparser.Error):
+                errors += 1
+            elif isinstance(entry, junitparser.Skipped):
+                skipped += 1
+        text: list[str] = []
+        _pretty_element(case._elem, "\t\t", text)
+        cases.append("".join(text))
+    suite.tests, suite.errors, suite.failures, suite.skipped = tests, errors, failures, skipped
+    suite.time = round(seconds, 3)
+    head: list[str] = []
+    _pretty_element(suite._elem, "\t", head)
+    if head[-1] == "/>\n":  # no property and no case: as pretty_xml writes an empty suite
+        if not cases:
+            return "".join(head), suite
+        head[-1] = ">\n"
+        return "".join([*head, *cases, "\t</testsuite>\n"]), suite
+    return "".join([*head[:-1], *cases, head[-1]]), suite
 
 
 def build_junit(run: RunResults) -> junitparser.JUnitXml:
@@ -163,11 +212,46 @@ def build_junit(run: RunResults) -> junitparser.JUnitXml:
     return xml
 
 
+def render_junit(run: RunResults) -> bytes:
+    """junit.xml for `run`, as `pretty_xml(build_junit(run))` writes it, byte for byte (`junit_chunks`)."""
+    return b"".join(junit_chunks(run))
+
+
+def junit_chunks(run: RunResults) -> Iterator[bytes]:
+    """junit.xml for `run` in UTF-8 pieces, built one device's suite at a time: a suite's element tree is
+    serialized and dropped before the next is built, so a run of many devices never holds every test case
+    as elements at once, nor the whole file as one string."""
+    import junitparser
+
+    suites: list[str] = []
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    seconds = 0.0
+    answers = clause_answers(run)  # once for every device's suite
+    for serial in run.device_serials:
+        text, suite = _suite_text(run, serial, answers)
+        for name in totals:
+            totals[name] += int(getattr(suite, name))
+        seconds += float(suite.time)
+        suites.append(text)
+    xml = junitparser.JUnitXml(safe_text(f"npuconf {run.run_id}".strip()))
+    for name, value in totals.items():  # in the order JUnitXml.update_statistics sets them
+        setattr(xml, name, value)
+    xml.time = round(seconds, 3)
+    if not suites:
+        yield pretty_xml(xml._elem)
+        return
+    head: list[str] = []
+    _pretty_element(xml._elem, "", head)  # no children yet: `<testsuites .../>`, opened here instead
+    for part in ('<?xml version="1.0" encoding="utf-8"?>\n', "".join(head[:-1]), ">\n", *suites):
+        yield part.encode("utf-8", errors="xmlcharrefreplace")
+    yield f"</{xml._elem.tag}>\n".encode()
+
+
 def write_junit(run: RunResults, path: Path) -> None:
     """Write junit.xml (UTF-8, XML 1.0) for `run` to `path`, replacing it atomically."""
-    xml = build_junit(run)
     with atomic_output(path) as handle:
-        handle.write(pretty_xml(xml._elem))
+        for piece in junit_chunks(run):
+            handle.write(piece)
 
 
 def pretty_xml(root: ET.Element) -> bytes:

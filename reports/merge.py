@@ -31,6 +31,7 @@ from .records import (
     RESULTS_SCHEMA,
     DeviceRecord,
     EndRecord,
+    LostRecord,
     Plan,
     PlannedScenario,
     Record,
@@ -230,14 +231,16 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
                     continue
             chosen[key] = (finished, stored)
 
+    lost = {device: why for item in loaded for device, why in item.run.lost.items()}  # still lost, merged
     lines: list[Record] = [plan_record]
     lines.extend(DeviceRecord(serial, info) for serial, info in device_info.items())
     lines.extend(record for _, record in chosen.values())
+    lines.extend(LostRecord(device, None, why) for device, why in lost.items())
     path = output_dir(out_dir) / "results.jsonl"
     ends = [i.run.end for i in loaded]
     if ends and all(end is not None for end in ends):
         finished_all = max(end.finished for end in ends if end is not None)
-        lines.append(EndRecord(finished_all, verdict_counts(r.verdict for _, r in chosen.values())))
+        lines.append(EndRecord(finished_all, verdict_counts(r.verdict for _, r in chosen.values()), lost=lost))
     write_records(path, lines)
     return MergeOutcome(
         path=path,

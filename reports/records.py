@@ -20,7 +20,7 @@ import json
 import math
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -249,11 +249,16 @@ class EndRecord:
     counts: Mapping[str, int]
     exit_code: int | None = None
     line: int | None = None
+    # device -> why: the devices the run lost since it started or was last resumed, as its `lost` records
+    # say; kept here too, so that removing one record cannot hide that a device was lost
+    lost: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"kind": "end", "finished": self.finished, "counts": dict(self.counts)}
         if self.exit_code is not None:
             out["exit_code"] = self.exit_code
+        if self.lost:
+            out["lost"] = [{"device": device, "reason": reason} for device, reason in self.lost.items()]
         return out
 
 
@@ -297,12 +302,15 @@ class ResultsWriter:
         self._file = open_append(path)
         self._lock = threading.Lock()
         self.failed: OutputFailed | None = None
+        self.lost: dict[str, str] = {}  # the `lost` records written: the end record repeats them
 
     def write(self, record: Record) -> None:
         data = encoded(record)
         with self._lock:
             if self.failed is not None or self._file.closed:
                 return  # a full disk stopped the writer, or a device thread finished after an interrupt
+            if isinstance(record, LostRecord):
+                self.lost.setdefault(record.device, record.reason)
             try:
                 self._file.write(data)
                 self._file.flush()
@@ -582,7 +590,16 @@ def _parse_end(obj: Mapping[str, object], line: int, notes: list[str]) -> EndRec
     fields = _Fields(obj)
     raw_counts = obj.get("counts")
     counts = {k: v for k, v in raw_counts.items() if isinstance(v, int)} if isinstance(raw_counts, dict) else {}
-    end = EndRecord(fields.text("finished"), counts, _optional_int(obj.get("exit_code")), line)
+    lost: dict[str, str] = {}
+    raw_lost = obj.get("lost", [])
+    for entry in raw_lost if isinstance(raw_lost, list) else [None]:
+        device = entry.get("device") if isinstance(entry, dict) else None
+        if not isinstance(device, str) or not device:
+            notes.append("field 'lost' holds an entry that is not a {device, reason} object; taken as a lost device")
+            device = "(unnamed device)"
+        reason = entry.get("reason") if isinstance(entry, dict) else None
+        lost[device] = reason if isinstance(reason, str) and reason else "device lost"
+    end = EndRecord(fields.text("finished"), counts, _optional_int(obj.get("exit_code")), line, lost)
     notes.extend(fields.notes)
     return end
 
@@ -667,15 +684,20 @@ def results_file(path: Path) -> Path:
 
 
 def read_results_bytes(path: Path) -> bytes:
-    """The bytes of a results.jsonl, never read through a symlink (safe_io.read_unfollowed)."""
+    """The bytes of a results.jsonl, never read through a symlink (safe_io.read_unfollowed), and never
+    more than limit `results_bytes`: a larger file is refused in one line before it is read."""
+    most = limit("results_bytes")
     try:
-        return read_unfollowed(path)
+        data = read_unfollowed(path, most)
     except UnsafeOutput:
         raise ResultsUnreadable(path, "another user's symlink is on its path, never read through") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise ResultsUnreadable(path, "it is a symlink; the kit never reads a run's results through one") from None
         raise ResultsUnreadable(path, exc.strerror or type(exc).__name__) from exc
+    if len(data) > most:
+        raise ResultsUnreadable(path, over("results_bytes", f"it holds more than {most} bytes"))
+    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -713,18 +735,38 @@ def split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
+def iter_lines(data: bytes) -> Iterator[bytes]:
+    """The lines of `data` as `split_lines` gives them, one at a time (no second copy of the whole)."""
+    start, size = 0, len(data)
+    while start < size:
+        end = data.find(b"\n", start)
+        if end < 0:
+            yield data[start:]
+            return
+        yield data[start:end]
+        start = end + 1
+
+
 def read_records(path: Path) -> Records:
     """Read results.jsonl (or the run directory holding it) record by record; see the module docstring.
 
     ResultsUnreadable when the file cannot be read, or a plan or the device records exceed the kit's
     limits (hostile.md): those are refused in one line, not read in part."""
     path = results_file(path)
-    data = read_results_bytes(path)
+    return parse_records(read_results_bytes(path), path)
+
+
+def parse_records(data: bytes, path: Path) -> Records:
+    """The records of the results.jsonl bytes `data`, named as `path` in problems (`read_records`)."""
+    if len(data) > limit("results_bytes"):
+        raise ResultsUnreadable(path, over("results_bytes", f"it holds more than {limit('results_bytes')} bytes"))
     name = path.name
     problems: list[str] = []
     lines: list[tuple[int, Record]] = []
-    plans = devices = 0
-    for number, raw in enumerate(split_lines(data), start=1):
+    plans = devices = results = unplanned = 0
+    planned_devices: frozenset[str] = frozenset()
+    planned_ids: frozenset[str] = frozenset()
+    for number, raw in enumerate(iter_lines(data), start=1):
         if not raw.strip():
             continue
         record, found = parse_line(raw, number)
@@ -735,6 +777,8 @@ def read_records(path: Path) -> Records:
             else:
                 if number != 1:
                     found.append("the plan record should be the first line")
+                planned_devices = frozenset(record.devices)
+                planned_ids = frozenset(s.id for s in record.scenarios)
                 entries = len(record.scenarios) * max(1, len(record.devices))
                 if entries > limit("plan_entries"):
                     declared = f"the plan declares {len(record.scenarios)} scenarios x {len(record.devices)} devices"
@@ -744,6 +788,18 @@ def read_records(path: Path) -> Records:
             most = limit("device_records")
             if devices > most:
                 raise ResultsUnreadable(path, over("device_records", f"more than {most} device records"))
+        elif isinstance(record, ResultRecord):
+            results += 1
+            most = limit("result_records")
+            if results > most:
+                raise ResultsUnreadable(path, over("result_records", f"more than {most} result records"))
+            if record.device not in planned_devices or record.scenario not in planned_ids:
+                unplanned += 1  # only an edited file has them; every report shows each one
+                most = limit("unplanned_records")
+                if unplanned > most:
+                    raise ResultsUnreadable(
+                        path, over("unplanned_records", f"more than {most} results for pairs the plan does not name")
+                    )
         problems.extend(safe_text(f"{name} line {number}: {what}") for what in found)
         if record is not None:
             lines.append((number, record))

@@ -31,10 +31,10 @@ from .records import EndRecord as EndRecord
 from .records import LostRecord as LostRecord
 from .records import Plan as Plan
 from .records import PlannedScenario as PlannedScenario
+from .records import Records, read_records
 from .records import ResultRecord as ResultRecord
 from .records import ResultsUnreadable as ResultsUnreadable
 from .records import ResumeRecord as ResumeRecord
-from .records import read_records
 from .records import read_results_bytes as read_results_bytes
 from .records import unreadable_json as unreadable_json
 
@@ -52,6 +52,9 @@ class RunResults:
     groups: Mapping[str, str] = field(default_factory=dict)  # device -> shard group (device records' `group`)
     kit: KitFacts = field(default_factory=kit_facts)  # what the claim takes from the kit, not the records
     lost: Mapping[str, str] = field(default_factory=dict)  # device -> why a sharded run lost it mid-run
+    # what is derived once and read many times (the claim, results by device): values are immutable, the
+    # records are, so a derived value never goes stale; `dataclasses.replace` starts a new one
+    _derived: dict[str, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -69,8 +72,12 @@ class RunResults:
 
     @property
     def claim(self) -> Claim:
-        """The run's claim (reports/claim.py, the one implementation)."""
-        return claim_of(self)
+        """The run's claim (reports/claim.py, the one implementation), derived once: every report and every
+        device's section asks for it, and deriving it reads every result."""
+        claim = self._derived.get("claim")
+        if not isinstance(claim, Claim):
+            claim = self._derived["claim"] = claim_of(self)
+        return claim
 
     @property
     def exit_code(self) -> RunExit:
@@ -81,7 +88,15 @@ class RunResults:
         return self.claim.level.value
 
     def for_device(self, serial: str) -> tuple[ResultRecord, ...]:
-        return tuple(r for r in self.results if r.device == serial)
+        """The device's results, in run order (indexed once: a loop over devices stays linear)."""
+        index = self._derived.get("by_device")
+        if not isinstance(index, dict):
+            grouped: dict[str, list[ResultRecord]] = {}
+            for record in self.results:
+                grouped.setdefault(record.device, []).append(record)
+            index = self._derived["by_device"] = {device: tuple(records) for device, records in grouped.items()}
+        found = index.get(serial, ())
+        return found if isinstance(found, tuple) else ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,12 +236,13 @@ def _not_executed(device: str, planned: PlannedScenario) -> ResultRecord:
     )
 
 
-def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
+def load_results(path: Path, kit: KitFacts | None = None, records: Records | None = None) -> RunResults:
     """Read results.jsonl (or the run directory holding it) into values; see the module docstring.
 
     `kit` (default: this kit's own, reports/kit.py) gives the clauses a released scenario cites: a
-    record's own `clauses` are shown only for scenarios the kit did not release, and never count."""
-    records = read_records(path)
+    record's own `clauses` are shown only for scenarios the kit did not release, and never count.
+    `records`: the file's records when already read (`verify` reads a bundle's member once)."""
+    records = records if records is not None else read_records(path)
     path, name = records.path, records.path.name
     problems = list(records.problems)
     plan: Plan | None = None
@@ -256,6 +272,8 @@ def load_results(path: Path, kit: KitFacts | None = None) -> RunResults:
                 chosen[key] = result
         elif isinstance(record, EndRecord):
             end = record
+            for device, why in record.lost.items():  # the end record repeats them: one edit hides none
+                lost.setdefault(device, why)
         elif isinstance(record, ResumeRecord):
             lost.clear()  # a resume opens every planned device again; the store reads its host
         elif isinstance(record, LostRecord):

@@ -75,15 +75,20 @@ def run_command(options: Sequence[str], scenario_id: str | None = None) -> str:
 
 
 def portable_command(command: object) -> object:
-    """A printed command without the words that name where this kit is installed (`npuconf_words`): what two
-    machines printing the same replay line agree on. Anything that is not such a command is returned as is."""
+    """A printed command without the words that name where this kit is installed (`npuconf_words`: a path
+    ending in `npuconf`, or an interpreter and `-m host`), which start with `npuconf` instead: what two
+    machines printing the same replay or errata line agree on. Anything that is not such a command is
+    returned as is."""
     if not isinstance(command, str):
         return command
     try:
         words = shlex.split(command)
     except ValueError:
         return command
-    for index, word in enumerate(words[:4]):
-        if word == "run" and index > 0:
-            return " ".join(shlex.quote(w) for w in ["npuconf", *words[index:]])
-    return command
+    if len(words) > 1 and os.path.basename(words[0]) == "npuconf":
+        rest = words[1:]
+    elif len(words) > 3 and words[1:3] == ["-m", "host"]:
+        rest = words[3:]
+    else:
+        return command
+    return " ".join(shlex.quote(w) for w in ["npuconf", *rest])

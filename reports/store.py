@@ -30,6 +30,7 @@ from typing import Final
 
 from .atlas import DeviceAtlas, device_atlas, entry_from_json, sorted_entries
 from .clause_answers import answering_clauses
+from .floor.jsonl import bounded_json
 from .outputs import DEFAULT_STORE
 from .records import Plan, ResumeRecord, parse_line, results_file
 from .results import RunResults, load_results, read_results_bytes, safe_text
@@ -148,6 +149,12 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     note            TEXT NOT NULL,
     PRIMARY KEY (run_id, serial, aspect, question)
 )""",
+    ),
+    (
+        # 5: run ids are namespaced by submitter: a run is stored under `<submitter>/<run id>` (its key, in
+        # every table's run_id), the plan's own id kept beside it, so one submitter's run id never
+        # stands in another's way. Runs stored before keep their plain id as their key.
+        "ALTER TABLE runs ADD COLUMN plan_run_id TEXT",
     ),
 )
 # Dates stored as text before schema 3, converted to timestamps by the migration (table, key columns, text, timestamp).
@@ -304,14 +311,18 @@ def import_run(
             f"{int(FUTURE_TOLERANCE.total_seconds() // 60)} minutes ahead of this host's clock are refused"
         )
     host = _plan_host(data)
+    submitter = conn.submitter()
+    key = run_key(submitter, plan.run_id)
     with conn.write_transaction():
         existing = conn.query(
-            "SELECT results_sha256, results_bytes, source, host FROM runs WHERE run_id = ?", _row(plan.run_id)
+            "SELECT results_sha256, results_bytes, source, host, run_id FROM runs WHERE submitter = ? AND "
+            "(run_id = ? OR run_id = ?)",
+            _row(submitter, key, plan.run_id),
         )
         if existing and existing[0][0] == digest:
             return ImportOutcome(path, plan.run_id, "unchanged", len(run.results))
         if existing:
-            old_digest, old_length, old_source, old_host = existing[0]
+            old_digest, old_length, old_source, old_host, old_key = existing[0]
             problem = _growth_problem(data, old_digest, old_length, old_host, plan.run_id)
             if problem:
                 return refused(
@@ -319,10 +330,27 @@ def import_run(
                     f"they are kept: {problem}"
                 )
             for table in ("atlas_entries", "verdict_clauses", "verdicts", "runs"):
-                conn.execute(f"DELETE FROM {table} WHERE run_id = ?", _row(plan.run_id))
-        _insert_run(conn, run, path, kit_hash, digest, len(data), started, host)
+                conn.execute(f"DELETE FROM {table} WHERE run_id = ?", _row(old_key))
+        _insert_run(conn, run, path, kit_hash, digest, len(data), started, host, submitter, key)
     status = "updated" if existing else "added"
     return ImportOutcome(path, plan.run_id, status, len(run.results))
+
+
+def run_key(submitter: str, run_id: str) -> str:
+    """Where a run is stored: its id in its submitter's namespace (run ids hold no `/`, checked_name)."""
+    return f"{submitter}/{run_id}"
+
+
+# A measured duration past this is no measurement (a scenario's own limit is at most 10 minutes): it is
+# neither stored nor read back, so no row can steer the --shard balance of the runs that read the store.
+DURATION_MAX_MS: Final = 600_000.0
+
+
+def measured(duration_ms: float | None) -> float | None:
+    """`duration_ms` when it is a duration the store keeps: finite, above 0, at most DURATION_MAX_MS."""
+    if duration_ms is None or not 0.0 < duration_ms <= DURATION_MAX_MS:  # also refuses NaN
+        return None
+    return duration_ms
 
 
 def _plan_host(data: bytes) -> str | None:
@@ -362,18 +390,20 @@ def _insert_run(
     size: int,
     started_at: dt.datetime,
     host: str | None,
+    submitter: str,
+    key: str,
 ) -> None:
     plan = run.plan
     assert plan is not None
     started = plan.started or started_at.isoformat(timespec="milliseconds")
     stamp = started_at.timestamp()
-    submitter = conn.submitter()
     conn.execute(
         "INSERT INTO runs (run_id, started, finished, profile, target, kit_version, kit_hash, model_hash, "
         "corpus_hash, vocabulary, answer, exit_code, source, results_sha256, imported, results_bytes, host, "
-        "submitter, started_at, partial) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "submitter, started_at, partial, plan_run_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         _row(
-            plan.run_id,
+            key,
             started,
             run.end.finished if run.end else None,
             plan.profile,
@@ -393,6 +423,7 @@ def _insert_run(
             submitter,
             stamp,
             json.dumps(list(run.claim.partial)),
+            plan.run_id,
         ),
     )
     for serial in run.device_serials:
@@ -433,7 +464,7 @@ def _insert_run(
         "ON CONFLICT (run_id, serial, scenario) DO NOTHING",
         [
             _row(
-                plan.run_id,
+                key,
                 r.device,
                 fingerprints.get(r.device, ""),
                 r.scenario,
@@ -442,7 +473,7 @@ def _insert_run(
                 str(r.verdict),
                 r.discrepancy,
                 r.divergence.clause if r.divergence else None,
-                r.duration_ms if r.recorded else None,
+                measured(r.duration_ms) if r.recorded else None,
                 run.groups.get(r.device) if plan.shard else None,
             )
             for r in run.results
@@ -450,13 +481,13 @@ def _insert_run(
     )
     conn.execute_many(
         "INSERT INTO verdict_clauses (run_id, serial, scenario, clause) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        [_row(plan.run_id, r.device, r.scenario, c) for r in run.results for c in answering_clauses(run, r)],
+        [_row(key, r.device, r.scenario, c) for r in run.results for c in answering_clauses(run, r)],
     )
     conn.execute_many(
         "INSERT INTO atlas_entries (run_id, serial, aspect, question, answer, choices, detail, note) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         [
-            _row(plan.run_id, serial, str(e.aspect), e.question, e.answer, json.dumps(e.to_json()["choices"]),
+            _row(key, serial, str(e.aspect), e.question, e.answer, json.dumps(e.to_json()["choices"]),
                  e.detail, e.note)
             for serial in run.device_serials
             for e in device_atlas(run, serial).entries
@@ -474,9 +505,8 @@ def stored_atlas(conn: StoreEngine, run_id: str, serial: str) -> DeviceAtlas | N
         return None
     entries = []
     for aspect, question, choices, detail, note in rows:
-        try:
-            decoded = json.loads(str(choices))
-        except ValueError:
+        decoded = bounded_json(choices)  # a store row is others' text: nesting and size bounded
+        if decoded is None:
             continue
         entry = entry_from_json(str(aspect), str(question), decoded, str(detail or ""), str(note or ""))
         if entry is not None:
@@ -517,10 +547,13 @@ def measured_durations(store: str | Path) -> MeasuredDurations:
         with open_store(store, create=False) as conn:
             rows = conn.query(
                 "SELECT scenario, fingerprint, sum(duration_ms), count(*) FROM verdicts WHERE duration_ms > 0 "
-                "GROUP BY scenario, fingerprint"
+                "AND duration_ms <= ? GROUP BY scenario, fingerprint",
+                (DURATION_MAX_MS,),
             )
             for scenario, fingerprint, total, count in rows:
-                by_build.setdefault(str(scenario), {})[str(fingerprint)] = (float(total), int(count))
+                mean = float(total) / int(count) if count else 0.0
+                if measured(mean) is not None:  # bounded rows give a bounded mean; a store's text is not trusted
+                    by_build.setdefault(str(scenario), {})[str(fingerprint)] = (float(total), int(count))
     except NoStoreThere:
         pass
     return MeasuredDurations(by_build)

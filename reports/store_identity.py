@@ -9,8 +9,9 @@ only by a `resume` record of this identity, imported by this identity (reports/s
 
 from __future__ import annotations
 
-import getpass
 import hashlib
+import os
+import pwd
 import re
 import secrets
 import socket
@@ -46,9 +47,12 @@ def host_identity() -> str:
 
 
 def local_submitter() -> str:
-    """user@host of this process, the submitter of an import into a SQLite store."""
+    """user@host of this process, the submitter of an import into a SQLite store. The user is the one the
+    kernel says this process runs as (its effective uid, named by the password database), never what
+    LOGNAME or USER say: an environment variable is anyone's to set."""
+    uid = os.geteuid()
     try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = f"uid{uid}"
     return f"{user}@{socket.gethostname()}"

@@ -45,9 +45,43 @@ def redacted(url: str) -> str:
     return f"{scheme}://{authority}{path}{'?' if has_query else ''}{query}"
 
 
+def _secret_key(key: str) -> bool:
+    """A query parameter that may hold a secret: `password`, `sslpassword`, and any malformed spelling of
+    them libpq might still echo (`password%`): every key that mentions a password."""
+    return "password" in unquote(key).lower()
+
+
 def _redacted_parameter(parameter: str) -> str:
     key, _, _ = parameter.partition("=")
-    return f"{key}=***" if unquote(key).strip().lower() in SECRET_PARAMETERS else parameter
+    return f"{key}=***" if _secret_key(key) else parameter
+
+
+def secrets_of(url: str) -> list[str]:
+    """Every text of `url` that may be a secret, as written and percent-decoded: the password of its user
+    information and the values of its password parameters, however malformed the URL is."""
+    _, _, rest = url.partition("://")
+    authority_end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    authority = rest[:authority_end]
+    found: list[str] = []
+    if "@" in authority:
+        user_info = authority.rsplit("@", 1)[0]
+        found.append(user_info.partition(":")[2])
+    _, _, query = rest.partition("?")
+    for parameter in query.split("&"):
+        key, _, value = parameter.partition("=")
+        if _secret_key(key):
+            found.append(value)
+    both = [*found, *(unquote(f) for f in found)]
+    return sorted({f for f in both if f}, key=len, reverse=True)
+
+
+def scrubbed(message: str, url: str) -> str:
+    """`message` (a driver's words) with the URL shown redacted and every secret of it as `***`: libpq
+    echoes the parts of a URL it cannot parse, passwords included."""
+    message = message.replace(url, redacted(url))
+    for secret in secrets_of(url):
+        message = message.replace(secret, "***")
+    return message
 
 
 def _placeholders(sql: str) -> str:
@@ -59,6 +93,7 @@ class PostgresqlEngine:
 
     def __init__(self, url: str) -> None:
         self.location = redacted(url)
+        self._url = url
         try:
             import psycopg
         except ImportError:
@@ -69,7 +104,8 @@ class PostgresqlEngine:
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
         except psycopg.Error as exc:
-            raise StoreError(f"{self.location}: cannot connect to the results store ({first_line(exc)})") from None
+            problem = scrubbed(first_line(exc), url)
+            raise StoreError(f"{self.location}: cannot connect to the results store ({problem})") from None
         self._in_transaction = False
 
     @contextmanager
@@ -77,7 +113,7 @@ class PostgresqlEngine:
         try:
             yield
         except self._psycopg.Error as exc:
-            raise StoreError(f"{self.location}: results store error ({first_line(exc)})") from None
+            raise StoreError(f"{self.location}: results store error ({scrubbed(first_line(exc), self._url)})") from None
 
     def query(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         with self._errors():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -10,7 +11,7 @@ from reference_model.verdicts import Verdict
 
 from .clause_answers import clause_answers
 from .findings import coverage_gaps, finding_summary, findings, gap_summary
-from .floor.safe_io import write_text
+from .floor.safe_io import atomic_output
 from .results import (
     RunResults,
     count_verdicts,
@@ -76,6 +77,28 @@ def clean_json(value: object) -> object:
     return value
 
 
+def summary_bytes(run: RunResults) -> bytes:
+    """summary.json for `run`, byte for byte as written."""
+    return b"".join(summary_chunks(run))
+
+
+def summary_chunks(run: RunResults) -> Iterator[bytes]:
+    """summary.json for `run` in UTF-8 pieces of about 64 KiB (`json.dumps(..., indent=2)` and a newline):
+    the indented encoder's output is never held as one string nor as its million small parts."""
+    pending: list[str] = []
+    size = 0
+    for part in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(clean_json(build_summary(run))):
+        pending.append(part)
+        size += len(part)
+        if size >= 1 << 16:
+            yield "".join(pending).encode("utf-8", errors="replace")
+            pending, size = [], 0
+    pending.append("\n")
+    yield "".join(pending).encode("utf-8", errors="replace")
+
+
 def write_summary(run: RunResults, path: Path) -> None:
     """Write summary.json for `run` to `path`, replacing it atomically."""
-    write_text(path, json.dumps(clean_json(build_summary(run)), indent=2, ensure_ascii=False) + "\n")
+    with atomic_output(path) as handle:
+        for piece in summary_chunks(run):
+            handle.write(piece)

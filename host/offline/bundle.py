@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from reference_model.errors import KitError
-from reports import RunResults, write_reports
+from reports import RunResults, write_run_reports
 from reports.floor.safe_io import atomic_output, checked_name, read_unfollowed
 from reports.results import read_results_bytes
 
@@ -66,7 +66,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, sign_key: Path | None = 
     key = signing.load_private_key(sign_key) if sign_key is not None else None
     path, run, plan = load_planned_run(run_dir, "a bundle")
     default_name = f"{checked_name(plan.run_id, 'run_id')}.bundle.tar.gz" if out is None else ""
-    reports = write_reports(path, path.parent)
+    reports = write_run_reports(run, path.parent)  # the run as loaded: read once, rendered once
     contents = {"results.jsonl": read_results_bytes(path)}
     contents.update({p.name: read_unfollowed(p) for p in reports.values() if p.name in (*BUNDLE_FILES, *LATER_FILES)})
     manifest: dict[str, Any] = {

@@ -5,12 +5,15 @@ exit code; the work itself lives in the modules beside this one and in reports/.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from pathlib import Path
 
 from reports import load_results, write_reports
 from reports.baseline import BaselineComparison, compare_runs
+from reports.floor.safe_io import shared_default
+from reports.outputs import DEFAULT_STORE
 from reports.store import describe_location, import_runs, is_postgresql_url
 
 from ..errors import UsageError
@@ -26,20 +29,25 @@ def report_command(args: argparse.Namespace) -> int:
     """`npuconf report DIR... [--merge OUT]`: regenerate each run's reports, and merge them if asked."""
     if args.fail_on_new and args.baseline is None:
         raise UsageError("--fail-on-new needs --baseline OLD: the run to compare with")
-    new_failures = 0
+    new = 0
     for directory in args.dirs:
         results = run_results_path(directory)
         comparison = baseline_comparison(args.baseline, results) if args.baseline is not None else None
+        if args.fail_on_new and comparison is not None and not comparison.devices:
+            raise UsageError(
+                f"--baseline {args.baseline}: no device of {directory} is one of the baseline's, so nothing can be "
+                "compared and nothing would fail; name a baseline run of the same devices"
+            )
         paths = write_reports(results, results.parent, comparison)
         print(f"{directory}: {load_results(results).claim.headline}")
         _print_paths(paths)
         if comparison is not None:
             for line in comparison.lines():
                 print(line)
-            new_failures += len(comparison.new_failures)
+            new += comparison.new
     if args.merge is not None:
         return merge_command(args.dirs, args.merge)
-    return 1 if args.fail_on_new and new_failures else 0
+    return 1 if args.fail_on_new and new else 0
 
 
 def baseline_comparison(baseline: Path, results: Path) -> BaselineComparison:
@@ -90,7 +98,21 @@ def merge_command(dirs: list[Path], out: Path) -> int:
     return 0  # as for `report DIR`: the reports were written; the answer is printed, not exited with
 
 
+def default_store(given: str | None) -> str:
+    """The store a command uses: the one named with --store, else out/npuconf.sqlite when only this user could
+    have made what is there (a default in a directory other users can write is theirs to plant)."""
+    if given is not None:
+        return given
+    problem = shared_default(Path(os.path.abspath(DEFAULT_STORE)))
+    if problem is not None:
+        raise UsageError(
+            f"the default results store {DEFAULT_STORE} is not used: {problem}; name one with --store PATH|URL"
+        )
+    return str(DEFAULT_STORE)
+
+
 def store_import_command(args: argparse.Namespace) -> int:
+    args.store = default_store(args.store)
     for directory in args.dirs:
         run_results_path(directory)
     outcomes = import_runs(args.store, args.dirs)
@@ -103,6 +125,7 @@ def store_import_command(args: argparse.Namespace) -> int:
 def dashboard_command(args: argparse.Namespace) -> int:
     from reports.dashboard import write_dashboard
 
+    args.store = default_store(args.store)
     if args.out is not None:
         out = args.out
     else:
@@ -127,7 +150,7 @@ def verify_command(args: argparse.Namespace) -> int:
         print(
             f"verified: run {report.run_id}, {report.results} results on {device_count}, {report.rejudged} verdicts "
             f"re-derived with this kit's corpus and model; claim {report.claim.level} "
-            f"(exit {int(report.claim.exit_code)})"
+            f"(verify exits {report.exit_code})"
         )
     else:  # a rejected bundle states no claim, not even the one its results would give
         print(f"checked: run {report.run_id}, {report.results} results on {device_count}; rejected, so no claim")

@@ -24,6 +24,7 @@ from reports.claim import Claim
 from reports.floor.safe_io import output_dir
 from reports.records import (
     EndRecord,
+    LostRecord,
     Record,
     Records,
     ResultRecord,
@@ -202,9 +203,11 @@ def rejudged_lines(
         },
         scenarios=tuple(planned(corpus[s.id]) if s.id in corpus else s for s in original.scenarios),
     )
-    lines: list[Record] = [plan, *stored.devices, *rejudged.records]
-    if run.end is not None:
-        lines.append(EndRecord(run.end.finished, verdict_counts(r.verdict for r in rejudged.records)))
+    lost = [LostRecord(device, run.groups.get(device), why) for device, why in run.lost.items()]
+    lines: list[Record] = [plan, *stored.devices, *rejudged.records, *lost]
+    if run.end is not None:  # a lost device stays lost: rejudging does not make the run whole
+        lines.append(EndRecord(run.end.finished, verdict_counts(r.verdict for r in rejudged.records),
+                               lost=dict(run.lost)))  # fmt: skip
     return lines
 
 

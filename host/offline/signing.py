@@ -19,6 +19,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from reports.floor.safe_io import read_regular
+
 from ..errors import UsageError
 
 SIGNATURE: Final = "manifest.sig"
@@ -29,11 +31,19 @@ def key_fingerprint(key: Ed25519PublicKey) -> str:
     return "SHA256:" + hashlib.sha256(raw).hexdigest()
 
 
+# An Ed25519 key file is a few hundred bytes (PEM, OpenSSH); anything this large is not one.
+KEY_FILE_MAX_BYTES: Final = 64 * 1024
+
+
 def _read(path: Path, what: str) -> bytes:
+    """A key file's bytes: a regular file of at most KEY_FILE_MAX_BYTES (a FIFO or /dev/zero is refused)."""
     try:
-        return path.read_bytes()
+        data = read_regular(path, KEY_FILE_MAX_BYTES)
     except OSError as exc:
         raise UsageError(f"{what} {path}: cannot read it ({exc.strerror or type(exc).__name__})") from None
+    if len(data) > KEY_FILE_MAX_BYTES:
+        raise UsageError(f"{what} {path}: larger than {KEY_FILE_MAX_BYTES} bytes; expected a key file")
+    return data
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:

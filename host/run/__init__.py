@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .start import RunOutcome as RunOutcome
     from .start import open_targets as open_targets
     from .start import start_run as start_run
+    from .target_choice import TARGETS as TARGETS
     from .target_choice import resolve_target as resolve_target
 
 _LATER: Final = {
@@ -69,7 +70,7 @@ _LATER: Final = {
     "resume_run": ".resume",
     "DeviceRun": ".runner",
     **dict.fromkeys(("RunOutcome", "open_targets", "start_run"), ".start"),
-    "resolve_target": ".target_choice",
+    **dict.fromkeys(("TARGETS", "resolve_target"), ".target_choice"),
 }  # fmt: skip
 
 

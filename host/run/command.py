@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import RunInterrupted, UsageError
+from ..errors import RunInterrupted
 from .given_options import apply_run_defaults
 from .head_start import start_ahead
 from .plan import RunRequest, check_target_options
@@ -48,9 +48,9 @@ def run_command(args: argparse.Namespace) -> int:
         if ahead is not None:
             ahead.abandon(discard=True)
         raise RunInterrupted("interrupted during start-up: nothing was written; run again", 0) from None
-    except BaseException as exc:
-        if ahead is not None:  # what was started for the run stops; made for nothing, it is removed
-            ahead.abandon(discard=isinstance(exc, UsageError))
+    except BaseException:
+        if ahead is not None:  # what was started for the run stops; made for nothing (no results), it is removed
+            ahead.abandon(discard=True)
         raise
     # The answer first: the reports and the store import follow, before the command returns.
     print_answer(outcome.claim, outcome.counts, outcome.reports)

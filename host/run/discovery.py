@@ -83,6 +83,7 @@ def parse_discovery(trace: ScenarioTrace) -> Discovered:
     refused: str | None = None
     calls = 0
     at_once = False
+    control_asked = False  # the program's last step, the vnpu control probe, answered (on any device it does)
     for event in events:
         if not isinstance(event, Ret):
             continue
@@ -99,20 +100,36 @@ def parse_discovery(trace: ScenarioTrace) -> Discovered:
                 refused = f"isSupported returned {event.ret} errno {event.errno} during discovery"
         elif event.op == Op.VNPU:
             control = event.ret == 0
+            control_asked = True
     if calls and len(answers) == len(GRID):
         pairs = frozenset(p for i, p in enumerate(GRID) if answers[i])
     elif refused is not None:
         missing = len(GRID) - len(answers)
         problem = problem or (f"{refused} (no call answered {missing} of the {len(GRID)} probed pairs, "
                               "in batches down to one request)" if calls > 1 else refused)
+    exits = [e for e in events if isinstance(e, Exit)]
     if pairs is None and problem is None:
-        exits = [e for e in events if isinstance(e, Exit)]
         status = exits[-1].status if exits else None
         if status == "timeout" or trace.timed_out is not None:
             problem = "isSupported did not return within the discovery limit"
         else:
             problem = "discovery trace has no isSupported result"
+    if problem is None and not control_asked:
+        # The pairs were known from an earlier call, but the probe never reached the control probe (an
+        # isSupported fallback call crashed or hung): whether the device has vnpu control is unknown, and
+        # taking it for "no control" would make every scenario needing it NOT_APPLICABLE, silently.
+        ended = _how_it_ended(exits[-1]) if exits else "with no exit event"
+        problem = f"the discovery ended before its vnpu control probe ({ended}); vnpu control is unknown"
     return Discovered(pairs, control, problem, at_once and pairs is not None)
+
+
+def _how_it_ended(exit_event: Exit) -> str:
+    """The discovery probe's end as a phrase: `signal (SIGSEGV)`, `code, exit code 3`, `timeout`."""
+    if exit_event.signal:
+        return f"{exit_event.status} ({exit_event.signal})"
+    if exit_event.code not in (None, 0):
+        return f"{exit_event.status}, exit code {exit_event.code}"
+    return exit_event.status
 
 
 def probed_pairs() -> Sequence[tuple[int, int]]:

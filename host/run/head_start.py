@@ -20,11 +20,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from reports import REPORT_FILES, RESULTS_FILE, present
-from reports.floor.safe_io import output_dir
+from reports.floor.safe_io import output_dir, shared_default
 
+from ..errors import UsageError
 from ..targets import Device, Target, VnpuProfile
 from .plan import RunRequest, new_run_id
 from .target_choice import VIRTUAL_STATE_DIR, check_target_request, resolve_target
@@ -165,8 +166,8 @@ def start_ahead(request: RunRequest) -> HeadStart | None:
     """Start a new run's virtual devices now, when the run will use them and its directory can be used; None
     otherwise (the run then finds what is wrong, if anything, and says so as it always does)."""
     run_id = new_run_id()
-    out_dir = request.out or Path("out") / run_id
     try:
+        out_dir = request.out or default_out_dir(run_id)
         if resolve_target(request) != "virtual":
             return None
         check_target_request(request, "virtual")
@@ -180,6 +181,18 @@ def start_ahead(request: RunRequest) -> HeadStart | None:
         return None
     fleet = VirtualFleet(request, out_dir / VIRTUAL_STATE_DIR, request.vnpu_profile(), prepare=True)
     return HeadStart(run_id, out_dir, created, fleet)
+
+
+DEFAULT_OUT: Final = Path("out")
+
+
+def default_out_dir(run_id: str) -> Path:
+    """out/<run id> in the working directory, when only this user could have made what `out` is: a default
+    in a directory other users can write (the shared temporary directory) is theirs to plant."""
+    problem = shared_default(Path(os.path.abspath(DEFAULT_OUT)))
+    if problem is not None:
+        raise UsageError(f"the default output directory {DEFAULT_OUT}/ is not used: {problem}; name one with --out DIR")
+    return DEFAULT_OUT / run_id
 
 
 def remove_created(created: Sequence[Path], out_dir: Path) -> bool:

@@ -94,6 +94,9 @@ class RunRequest:
     devices: int = 1  # virtual
     serials: tuple[str, ...] = ()  # adb
     adb_servers: tuple[str, ...] = ()  # adb, HOST:PORT
+    # False: `adb_servers` come from a plan this user did not write (a foreign --resume), so a server of this
+    # host among them is used only while it is this user's, as the default server is
+    adb_servers_named: bool = True
     device_names: tuple[str, ...] = ()  # virtual: names to give the devices (resume)
     store: str | None = None  # results store: a path or postgresql:// URL (default: npuconf.sqlite next to the run dir)
     shard: bool = False  # split each build's corpus across its devices

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,7 +16,7 @@ from reports.plan_options import PlanOptions, read_plan_options
 from ..errors import UsageError
 from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file, waivers_as_of
 from .given_options import check_resume_options
-from .ownership import created_here
+from .ownership import forget_if_finished, why_untrusted
 from .plan import Resume, RunPlan, RunRequest, check_target_options
 from .record import duration_estimates
 from .runner import ProgressFn, execute_run
@@ -45,6 +47,7 @@ def resume_run(
     if not results_path.is_file():
         raise UsageError(f"--resume {directory}: no results.jsonl there; expected a run directory of `npuconf run`")
     output_dir(directory)
+    _check_owner(directory)
     repair_torn_tail(results_path)
     previous = load_results(results_path)
     plan_record = previous.plan
@@ -78,7 +81,13 @@ def resume_run(
         wanted_devices = tuple(plan_record.devices) if sharded else tuple(todo)
         for device in wanted_devices:
             checked_name(device, "planned device")
-        request = _request_from_plan(plan_record.target, read_plan_options(options), wanted_devices, build_dir)
+        request = _request_from_plan(
+            plan_record.target,
+            read_plan_options(options),
+            wanted_devices,
+            build_dir,
+            own_plan=why_untrusted(directory) is None or "adb_server" in (given or {}),
+        )
         jobs = request.jobs if request.jobs is not None else 1  # always set from the plan
         try:
             check_target_options(
@@ -130,6 +139,7 @@ def resume_run(
     def finish() -> None:
         try:
             report_and_record(run, directory, store, record=bool(todo))
+            forget_if_finished(directory, run)
         except KeyboardInterrupt:
             raise interrupted(directory) from None
 
@@ -150,16 +160,33 @@ def _checked_impl(directory: Path, planned_path: str | None, given: Path | None)
                 "pass the same library"
             )
         return resolved
-    if planned_path is not None and not created_here(directory):
+    why = why_untrusted(directory) if planned_path is not None else None
+    if why is not None:
         raise UsageError(
-            f"--resume {directory}: this host did not create the run directory and its plan names the library "
-            f"{console_text(planned_path)!r}; pass --impl PATH to confirm the library to load"
+            f"--resume {directory}: this host did not create the run directory ({why}) and its plan names the "
+            f"library {console_text(planned_path or '')!r}; pass --impl PATH to confirm the library to load"
         )
     return planned_path
 
 
+def _check_owner(directory: Path) -> None:
+    """A resumed directory is the user's own, and no one else may write in it: the kit appends to it and
+    trusts what it holds (its results.jsonl is read again, its reports replaced)."""
+    info = os.stat(directory)
+    if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        whose = (
+            f"belongs to uid {info.st_uid}, not to this user (uid {os.geteuid()})"
+            if info.st_uid != os.geteuid()
+            else f"is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
+        )
+        raise UsageError(
+            f"--resume {directory}: the run directory {whose}; a resume writes into it and trusts what it holds: "
+            "copy it to a directory of your own and resume the copy"
+        )
+
+
 def _request_from_plan(
-    target: str, options: PlanOptions, devices: tuple[str, ...], build_dir: Path | None
+    target: str, options: PlanOptions, devices: tuple[str, ...], build_dir: Path | None, own_plan: bool
 ) -> RunRequest:
     return RunRequest(
         target=target,
@@ -175,6 +202,7 @@ def _request_from_plan(
         # adb: only the devices left to run; virtual: the same names as before
         serials=tuple(d.split("@", 1)[0] for d in devices) if target == "adb" else (),
         adb_servers=options.adb_servers if target == "adb" else (),
+        adb_servers_named=own_plan,  # a foreign plan's servers on this host are used only while this user's
         device_names=devices if target == "virtual" else (),
         devices=len(devices),
     )

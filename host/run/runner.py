@@ -371,7 +371,7 @@ def execute_run(
                 counts.update(run.verdicts)
         # The end record says the run finished; its answer is derived by every reader (reports/claim.py),
         # never stamped here.
-        writer.write(EndRecord(now_iso(), {v.value: n for v, n in counts.items()}))
+        writer.write(EndRecord(now_iso(), {v.value: n for v, n in counts.items()}, lost=dict(writer.lost)))
     if writer.failed is not None:
         raise writer.failed
     save_digests(digests)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, report_paths, write_run_reports
@@ -41,9 +42,9 @@ from ..targets import LocalTarget, Target, VnpuProfile
 
 if TYPE_CHECKING:
     from ..targets import AdbServerAddress, AdbTarget
-from .head_start import HeadStart, VirtualFleet, missing_ancestors, remove_created
+from .head_start import HeadStart, VirtualFleet, default_out_dir, missing_ancestors, remove_created
 from .lanes import default_lanes
-from .ownership import MARKER, claim, unclaim
+from .ownership import MARKER, claim, forget_if_finished, unclaim
 from .plan import RunPlan, RunRequest, new_run_id
 from .record import duration_estimates, record_run
 from .runner import ProgressFn, execute_run
@@ -107,7 +108,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: He
     for note in expired:
         print(f"npuconf: {note}", file=sys.stderr)
     run_id = ahead.run_id if ahead is not None else new_run_id()
-    out_dir = ahead.out_dir if ahead is not None else request.out or Path("out") / run_id
+    out_dir = ahead.out_dir if ahead is not None else request.out or default_out_dir(run_id)
     if present(out_dir, (RESULTS_FILE,)) is not None:
         raise UsageError(f"--out {out_dir}: already holds {RESULTS_FILE}; choose a new directory")
     foreign = present(out_dir, REPORT_FILES)  # reports without results.jsonl are not this kit's run
@@ -169,9 +170,9 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: He
         with open_targets(request, target_name, out_dir, profile, stopping, fleet) as targets:
             execute_run(plan, targets, progress, estimates=estimates, prepare=fleet.prepared if fleet else None)
         run = load_results(out_dir / "results.jsonl")
-    except UsageError:
+    except KitError:
         _join(stopping)
-        if not (out_dir / RESULTS_FILE).exists():  # a setup error (a bad --impl, no build): nothing ran
+        if not (out_dir / RESULTS_FILE).exists():  # a refusal (a bad --impl, no build): nothing ran
             _discard(created, out_dir, token)
         raise
     except KeyboardInterrupt:
@@ -184,6 +185,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: He
     def finish() -> None:
         try:
             report_and_record(run, out_dir, request.store)
+            forget_if_finished(out_dir, run)
         except KeyboardInterrupt:
             raise interrupted(out_dir) from None
         finally:
@@ -290,7 +292,9 @@ def open_targets(
                 stopper.start()
                 stopping.append(stopper)
         return
-    servers = [AdbServerAddress.parse(text) for text in request.adb_servers] or [AdbServerAddress.default()]
+    servers = [
+        AdbServerAddress.parse(text, named=request.adb_servers_named) for text in request.adb_servers
+    ] or [AdbServerAddress.default()]
 
     def make(server: AdbServerAddress, adb_serial: str, name: str) -> AdbTarget:
         return AdbTarget(

@@ -14,8 +14,9 @@ from typing import Final
 import yaml
 
 from reference_model.errors import ScenarioInvalid
-from reference_model.scenario import Scenario, parse_scenario
-from reports.floor.limits import limit
+from reference_model.scenario import SYMBOLIC_INTS, Scenario, parse_scenario
+from reference_model.vocabulary import Op
+from reports.floor.limits import limit, over
 from reports.floor.user_cache import cache_key, read_entry, source_fingerprint, write_entry
 
 from ..errors import UsageError
@@ -55,8 +56,26 @@ def _parsed(raw: bytes, source: str, chapter: str, known_clauses: frozenset[str]
         items = data["scenarios"]
         if not isinstance(items, list) or not items:
             raise ScenarioInvalid(source, None, "scenarios", items, "a non-empty list of scenarios")
-        return tuple(parse_scenario(item, source, chapter, known_clauses) for item in items)
-    return (parse_scenario(data, source, chapter, known_clauses),)
+        return tuple(_bounded(parse_scenario(item, source, chapter, known_clauses)) for item in items)
+    return (_bounded(parse_scenario(data, source, chapter, known_clauses)),)
+
+
+def _bounded(scenario: Scenario) -> Scenario:
+    """`scenario`, when the files its `file_new` steps make add up to at most limit `scenario_file_bytes`:
+    each is at most 64 MiB (the scenario parser's bound), but 48 of them held 3 GiB of the host's memory
+    (the probe's files are memory on the local target and on a virtual device)."""
+    total = 0
+    for step in scenario.steps:
+        if step.op is Op.FILE_NEW:
+            size = step.arg("size")
+            total += SYMBOLIC_INTS.get(size, 0) if isinstance(size, str) else size if isinstance(size, int) else 0
+    most = limit("scenario_file_bytes")
+    if total > most:
+        raise ScenarioInvalid(
+            scenario.source, scenario.id, "steps", total,
+            f"file_new sizes adding up to at most {most} bytes ({over('scenario_file_bytes', 'their sum')})",
+        )  # fmt: skip
+    return scenario
 
 
 SCENARIO_LAYOUT = "<chapter>/<id>.yaml files under it (docs/formats.md §2)"
@@ -84,6 +103,7 @@ def load_corpus(root: Path = SCENARIO_ROOT, known_clauses: frozenset[str] | None
     key = cache_key(
         _parser_fingerprint(),
         str(limit("yaml_nodes")),
+        str(limit("scenario_file_bytes")),
         "\0".join(sorted(known_clauses)) if known_clauses is not None else "\1",
         *(part for path, source, raw in files for part in (source, path.parent.name, raw)),
     )

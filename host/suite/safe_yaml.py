@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from reports.floor.limits import limit, over
+from reports.floor.safe_io import read_regular
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -104,8 +105,7 @@ def load_yaml_text(text: str, source: str) -> object:
 def read_yaml_bytes(path: Path) -> bytes:
     """The bytes of a YAML file from a user, within limit `yaml_bytes` (OSError as is)."""
     bound = limit("yaml_bytes")
-    with path.open("rb") as handle:
-        data = handle.read(bound + 1)
+    data = read_regular(path, bound)  # a FIFO or a device is refused, never waited on or read without end
     if len(data) > bound:
         raise YamlRefused(over("yaml_bytes", f"{path} is larger than {bound} bytes"))
     return data

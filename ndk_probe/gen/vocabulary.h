@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #define NPUCONF_VOCAB_VERSION 4
-#define NPUCONF_VOCAB_HASH "399eaee3f62bdbc2"
+#define NPUCONF_VOCAB_HASH "0f0180732f5374e4"
 #define NPUCONF_MAX_OP_ARGS 6
 
 enum npuconf_arg_kind {
@@ -58,6 +58,7 @@ enum npuconf_op {
     OP_MAP_WRITE,
     OP_MAP_READ,
     OP_MAP_PROT,
+    OP_MAP_GONE,
     OP_FILE_NEW,
     OP_FILE_SEEK,
     OP_FD_CHECK,
@@ -107,6 +108,7 @@ static const struct npuconf_op_info NPUCONF_OPS[OP__COUNT] = {
     [OP_MAP_WRITE] = {"map_write", NULL, 4, {{"map", ARG_MAP}, {"offset", ARG_U64}, {"length", ARG_U64}, {"seed", ARG_U64}}},
     [OP_MAP_READ] = {"map_read", NULL, 3, {{"map", ARG_MAP}, {"offset", ARG_U64}, {"length", ARG_U64}}},
     [OP_MAP_PROT] = {"map_prot", NULL, 3, {{"map", ARG_MAP}, {"offset", ARG_U64}, {"length", ARG_U64}}},
+    [OP_MAP_GONE] = {"map_gone", NULL, 3, {{"map", ARG_MAP}, {"offset", ARG_U64}, {"length", ARG_U64}}},
     [OP_FILE_NEW] = {"file_new", NULL, 3, {{"file", ARG_FILE}, {"size", ARG_U64}, {"seed", ARG_U64}}},
     [OP_FILE_SEEK] = {"file_seek", NULL, 2, {{"file", ARG_FILE}, {"position", ARG_I64}}},
     [OP_FD_CHECK] = {"fd_check", NULL, 1, {{"file", ARG_FILE}}},

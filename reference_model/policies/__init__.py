@@ -30,6 +30,13 @@ def declared(policy: str | None, capacity: int | None) -> str | None:
     return policy if policy in POLICIES and capacity is not None else None
 
 
+def total_bytes(name: str | None, capacity: int) -> int:
+    """All the memory a device with this policy and capacity can hand out: ``acl`` adds its huge-page pool.
+    Every policy charges a block at least its size, so buffers whose sizes add up to more cannot all hold
+    memory at once."""
+    return capacity + acl.huge_capacity(capacity) if name == "acl" else capacity
+
+
 def _pool(s: State, capacity: int) -> Pool:
     return s.pool if s.pool is not None else Pool(capacity, {})
 

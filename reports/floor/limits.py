@@ -20,14 +20,24 @@ DEFAULTS: Final[dict[str, int]] = {
     "trace_lines": 200_000,
     # what the probe and the implementation print on stderr, kept per device (probe-stderr.log)
     "stderr_bytes": 16 << 20,
+    # what one adb shell command (getprop, pm, logcat, ...) prints, kept per stream
+    "shell_output_bytes": 4 << 20,
     # one member of a submission bundle, and all members together (uncompressed bytes); members
     "bundle_member_bytes": 256 << 20,
     "bundle_total_bytes": 512 << 20,
     "bundle_members": 64,
-    # planned (device, scenario) pairs a results.jsonl may declare
-    "plan_entries": 100_000,
+    # one results.jsonl (report, rejudge, merge, store import, bundle, --resume; the member of a bundle)
+    "results_bytes": 32 << 20,
+    # planned (device, scenario) pairs a results.jsonl may declare (84 devices of today's corpus), and the
+    # result records it may hold: every report renders each, so both bound what one file makes the kit do
+    "plan_entries": 32_768,
+    "result_records": 40_000,
+    # result records for pairs the plan does not name (only an edited results.jsonl has any)
+    "unplanned_records": 1_000,
     # device records a results.jsonl may hold (described devices, planned or not)
     "device_records": 10_000,
+    # the files one scenario's file_new steps make, in all (each is at most 64 MiB)
+    "scenario_file_bytes": 64 << 20,
     # YAML from users (waivers, scenarios): nodes after alias expansion, and file size
     "yaml_nodes": 200_000,
     "yaml_bytes": 4 << 20,

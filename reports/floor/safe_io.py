@@ -322,11 +322,16 @@ def repair_torn_tail(path: Path) -> int:
         return size - keep
 
 
-def host_state_dir() -> Path:
-    """Where this host keeps what it must remember between commands (runs it created, fleets it started).
+FOREIGN_WRITABLE: Final = stat.S_IWGRP | stat.S_IWOTH
 
-    `NPUCONF_STATE_DIR`, else `$XDG_STATE_HOME/npuconf`, else `~/.local/state/npuconf`.
-    """
+
+def owned_privately(info: os.stat_result) -> bool:
+    """This user's own, and writable by no group or other user: nobody else could have put it there or changed it."""
+    return info.st_uid == os.geteuid() and not info.st_mode & FOREIGN_WRITABLE
+
+
+def state_location() -> Path:
+    """`NPUCONF_STATE_DIR`, else `$XDG_STATE_HOME/npuconf`, else `~/.local/state/npuconf` (not checked)."""
     explicit = os.environ.get("NPUCONF_STATE_DIR")
     if explicit:
         return Path(explicit)
@@ -334,11 +339,94 @@ def host_state_dir() -> Path:
     return Path(base) / "npuconf"
 
 
-def read_unfollowed(path: Path) -> bytes:
+def host_state_dir() -> Path:
+    """Where this host keeps what it must remember between commands (runs it created, fleets it started,
+    its host id): `state_location()`, made private (0700) when missing. What is kept there is trusted, so
+    a directory another user owns, or one others may write in, is refused in one line (UnsafeOutput)."""
+    path = state_location()
+    private_directory(path, "the kit's state directory", "choose another with NPUCONF_STATE_DIR")
+    return path
+
+
+def shared_default(path: Path, hops: int = 0) -> str | None:
+    """Why the kit may not use `path` as a default location (a file or directory the user did not name):
+    None when its directory belongs to this user or root and no one else may write in it, and `path`, if
+    there, is this user's and writable by no one else. A default in a directory others can write (the
+    shared temporary directory) could be planted, or swapped, by any local user; so could one of theirs."""
+    directory = path.parent
+    try:
+        fd = open_directory(directory)
+    except FileNotFoundError:
+        return None  # made by the kit, for this user
+    except (OSError, UnsafeOutput) as exc:
+        return f"its directory {directory} cannot be reached safely ({exc})"
+    try:
+        info = os.fstat(fd)
+        if info.st_uid not in (0, os.geteuid()):
+            return f"its directory {directory} belongs to uid {info.st_uid}"
+        if info.st_mode & FOREIGN_WRITABLE:
+            return f"its directory {directory} is writable by other users (mode {stat.S_IMODE(info.st_mode):04o})"
+        try:
+            own = os.stat(path.name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"it cannot be examined ({exc.strerror or exc})"
+    finally:
+        os.close(fd)
+    if stat.S_ISLNK(own.st_mode):
+        if not _trusted_link(own):
+            return f"it is a symlink of uid {own.st_uid}"
+        if hops >= SYMLINK_HOPS:
+            return "too many symlinks"
+        return shared_default(directory / os.readlink(path), hops + 1)
+    if not stat.S_ISLNK(own.st_mode) and not owned_privately(own):
+        whose = f"belongs to uid {own.st_uid}" if own.st_uid != os.geteuid() else "is writable by other users"
+        return f"it {whose}"
+    return None
+
+
+def private_directory(path: Path, what: str, fix: str) -> None:
+    """Create the directory `path` (mode 0700; its parents as `output_dir` makes them) when missing; refuse it
+    (UnsafeOutput, one line naming `what` and `fix`) unless it is this user's and no one else may write in it.
+    A symlink at `path` is followed only when root or this user made it."""
+    parent = _output_dir_fd(path.parent)
+    try:
+        try:
+            os.mkdir(path.name, 0o700, dir_fd=parent)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise _disk(exc, path) from None
+        info = os.stat(path.name, dir_fd=parent, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            if not _trusted_link(info):
+                raise UnsafeOutput(
+                    f"{path}: {what} is a symlink of uid {info.st_uid} (neither root nor this user); {fix}"
+                )
+            info = os.stat(path.name, dir_fd=parent)
+    finally:
+        os.close(parent)
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeOutput(f"{path}: {what} is not a directory; {fix}")
+    if info.st_uid != os.geteuid():
+        raise UnsafeOutput(
+            f"{path}: {what} belongs to uid {info.st_uid}, not to this user (uid {os.geteuid()}); "
+            f"the kit trusts nothing another user could have put there; {fix}"
+        )
+    if info.st_mode & FOREIGN_WRITABLE:
+        raise UnsafeOutput(
+            f"{path}: {what} is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o}); "
+            f"the kit trusts nothing another user could have put there; chmod go-w it, or {fix}"
+        )
+
+
+def read_unfollowed(path: Path, limit_bytes: int | None = None) -> bytes:
     """The bytes of the regular file `path`: its directory reached as `open_directory` reaches one, the
     file opened without following a symlink. A run's results.jsonl swapped for a link to a file only
     root may read is never read, so never published in a report. Raises OSError (ELOOP for a symlink,
-    EINVAL for a file that is not regular) or UnsafeOutput (another user's symlink on the way)."""
+    EINVAL for a file that is not regular) or UnsafeOutput (another user's symlink on the way). With
+    `limit_bytes`, at most that many bytes and one more are read (the caller refuses the file then)."""
     directory = open_directory(path.parent)
     try:
         fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=directory)
@@ -347,7 +435,27 @@ def read_unfollowed(path: Path) -> bytes:
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
-        return handle.read()
+        return handle.read() if limit_bytes is None else handle.read(limit_bytes + 1)
+
+
+_KINDS: Final = (
+    (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+)  # fmt: skip
+
+
+def read_regular(path: Path, limit_bytes: int) -> bytes:
+    """At most `limit_bytes` + 1 bytes of the file a user named (a symlink the user named is followed): the
+    caller refuses more than `limit_bytes`. It is opened without blocking, so a FIFO never waits for a
+    writer, and anything but a regular file (a FIFO, /dev/zero, a socket, a directory) is refused before
+    a byte is read: OSError(EINVAL) saying what it is. Other OSErrors as they come."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise OSError(errno.EINVAL, f"it is {kind}, not a regular file", str(path))
+        return handle.read(limit_bytes + 1)
 
 
 def read_small(path: Path, limit_bytes: int) -> bytes | None:

@@ -6,6 +6,7 @@ runs `npuconf run --target local --impl <lib>` on it and reads the verdicts back
 results.jsonl and summary.json.
 
     python -m tests.adversarial.adversary            # every row, printed as the README's tables
+    python -m tests.adversarial.adversary --clauses  # the README's per-sentence table
     python -m tests.adversarial.adversary M_COOKIE_48 L_SIZE0_OK
 """
 
@@ -36,6 +37,9 @@ class Mutant:
     clause: str
     verdict: str = "FAIL"
     args: tuple[str, ...] = ()  # extra `npuconf run` options
+    # Further sentences the same run must name, each by a FAIL or CRASH of some scenario: the mutant breaks
+    # them too, where their words are the most specific.
+    also: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -225,11 +229,285 @@ MUTANTS: tuple[Mutant, ...] = (
         "a new request is a freed one with all its fields (its cookie cleared)",
         "req-prot-default-read",
     ),
+    Mutant("z", "M_FREE_NULL_CRASH", "AllocRequest_free(NULL) dies", "req-free-null-noop", verdict="CRASH"),
+    Mutant("z", "M_DEFAULT_DEVICE_ZERO", "a new request's device is 0", "req-device-default-negative"),
+    Mutant("z", "M_DEFAULT_TYPE_VALID", "a new request's type is MODEL_EXECUTABLE", "req-type-default-unknown"),
+    Mutant(
+        "z",
+        "M_DEFAULT_PRIORITY_MAX",
+        "a new request's priority is ANPUBUFFER_PRIORITY_MAX",
+        "req-priority-default",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
+        "M_COOKIES_SWAPPED",
+        "the first two requests of an allocAsync answered under each other's cookies",
+        "cookie-identify-request",
+    ),
+    Mutant(
+        "z", "M_COOKIE_DEREF", "setCookie reads a byte through the cookie", "cookie-not-dereferenced", verdict="CRASH"
+    ),
+    Mutant("z", "M_NO_DELETER", "deleters are never called", "cookie-deleter-called"),
+    Mutant("z", "M_NO_NULL_DELETER", "the deleter is not called for a NULL cookie", "cookie-deleter-null-cookie"),
+    Mutant(
+        "z",
+        "M_NULL_DELETER_STALE",
+        "a cookie set with a NULL deleter is deleted with the last deleter seen",
+        "cookie-null-deleter-nothing",
+    ),
+    Mutant(
+        "z",
+        "M_REPLACE_KEEPS_OLD",
+        "setCookie with a new cookie never deletes the one it replaces",
+        "cookie-replace-deletes-previous",
+    ),
+    Mutant("z", "M_CLEAR_KEEPS_OLD", "setCookie(NULL, NULL) never deletes the cookie it clears", "cookie-clear"),
+    Mutant(
+        "z",
+        "M_DEFAULT_COOKIE_NONNULL",
+        "callbacks of a request that never had a cookie get the request's address",
+        "cookie-default-null",
+    ),
+    Mutant(
+        "z",
+        "M_LIVE_COOKIE",
+        "callbacks get the cookie the request holds at callback time",
+        "cookie-later-changes-no-effect",
+        also=("alloc-snapshot-cookie-example",),
+    ),
+    Mutant("z", "M_DOUBLE_ONALLOC_ON_ERROR", "a failed onAlloc is delivered twice", "alloc-one-callback-per-request"),
+    Mutant(
+        "z",
+        "M_DROP_ONALLOC",
+        "the failed onAlloc of a request not yet freed is never delivered",
+        "alloc-callback-on-completion",
+    ),
+    Mutant(
+        "z",
+        "M_FREE_CANCELS_PENDING",
+        "the onAlloc of a request freed before its answer is never delivered",
+        "alloc-free-request-after-call",
+    ),
+    Mutant(
+        "z",
+        "M_ALLOC_TAKES_REQUEST",
+        "allocAsync frees the requests it forwarded: their next use dies",
+        "alloc-no-request-ownership",
+        verdict="CRASH",
+    ),
+    Mutant(
+        "z",
+        "M_ALLOC_WITHOUT_ONALLOC_OK",
+        "allocAsync of a list holding a request without onAlloc returns, answering none",
+        "crash-alloc-without-onalloc",
+    ),
+    Mutant(
+        "z",
+        "M_LIVE_FIELDS",
+        "a buffer granted after its request became invalid is answered EINVAL instead",
+        "alloc-snapshot",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
+        "M_REQUEST_BOUNDS_REFUSED",
+        "requests of priority MIN or MAX refused with EINVAL",
+        "priority-range-inclusive",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
+        "M_MINUS_ONE_FD_FAILS",
+        "a request given fd -1 explicitly refused with EBADF",
+        "req-file-fd-default",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
+        "M_IGNORED_OFFSET_CHECKED",
+        "a request given fd -1 and a negative fileOffset refused with EINVAL",
+        "req-file-offset-ignored",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
+        "M_IGNORED_LENGTH_CHECKED",
+        "a request given fd -1 and a negative segmentLength refused with EINVAL",
+        "req-file-length-nonnegative",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
+        "M_IGNORED_BOFF_CHECKED",
+        "a request given fd -1 and a negative bufferOffset refused with EINVAL",
+        "req-file-buffer-offset-nonnegative",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
+        "M_PROT_NONE_REQUEST_REFUSED",
+        "a request whose protection was set to PROT_NONE refused with EINVAL",
+        "req-prot-values",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
+        "M_FREE_LIST_REFUSED",
+        "ANpuBuffer_free of more than one buffer refused with EINVAL",
+        "free-each-allocated-buffer",
+    ),
+    Mutant(
+        "z",
+        "M_FREE_AFTER_ONPREEMPT_FAILS",
+        "ANpuBuffer_free of a buffer whose onPreempt ran returns -1 (ENOENT)",
+        "preempt-must-still-free",
+    ),
+    Mutant(
+        "z",
+        "M_SUPPORT_ERR_NO_ERRNO",
+        "isSupported of more than 8 requests returns -1 with errno 0",
+        "support-error-returns",
+    ),
+    Mutant(
+        "z",
+        "M_ASKED_REQUEST_FROZEN",
+        "changing or freeing a request isSupported answered for dies",
+        "support-modify-after-return",
+        verdict="CRASH",
+    ),
+    Mutant(
+        "z",
+        "M_SETTER_WHILE_PENDING_ABORTS",
+        "a setter on a request whose allocation is pending dies",
+        "alloc-elements-modify-after-return",
+        verdict="CRASH",
+    ),
+    Mutant("z", "M_REQUEST_FD_LEAK", "descriptors handed to requests are never closed", "req-file-fd-ownership"),
+    Mutant("z", "M_LOAD_NOTHING", "loadAsync answers onLoad(0) and loads nothing", "load-async"),
+    Mutant(
+        "z",
+        "M_ONLOAD_FOR_ALLOC",
+        "a load at allocation also calls the last onLoad given to loadAsync",
+        "load-callback-not-alloc",
+    ),
+    Mutant(
+        "z",
+        "M_CLEARED_COOKIE_STAYS",
+        "callbacks of a request whose cookie was cleared get the cleared cookie",
+        "cookie-callback-null-if-unset",
+    ),
+    Mutant("z", "M_BUFFER_REUSED", "the second buffer granted by one allocAsync is the first one again", "alloc-async"),
+    Mutant(
+        "z", "M_SEGMENT_IGNORED", "the file segment of a request is never loaded", "load-on-alloc-reported-by-onalloc"
+    ),
+    Mutant(
+        "z",
+        "M_FREED_MAPPED_KEPT",
+        "ANpuBuffer_free of mapped buffers returns 0 and keeps their memory past the last unmap",
+        "free-memory-after-last-unmap",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
+        "M_FREED_MEMORY_KEPT",
+        "ANpuBuffer_free of unmapped buffers returns 0 and keeps their memory",
+        "free-indicates-not-needed",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant(
+        "z",
+        "L_SUPPORTED_EIO",
+        "every other valid supported request fails with EIO, the capacity declared",
+        "alloc-supported-may-fail",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant("z", "M_MAP_PROT_UNCHECKED", "a map wider than the request's protection is granted", "map-prot-subset"),
+    Mutant("z", "M_MAP_FAIL_NO_ERRNO", "a failed map leaves errno 0", "map-returns"),
+    Mutant(
+        "z",
+        "M_PREEMPTED_MAP_EINVAL",
+        "a map of a preempted buffer fails with EINVAL",
+        "map-after-preempt-enoent",
+        also=("preempt-map-enoent",),
+    ),
+    Mutant(
+        "z",
+        "M_MAP_AFTER_CB_SUCCEEDS",
+        "a map of a buffer whose onPreempt came returns fresh anonymous memory",
+        "preempt-map-fails-after-callback",
+    ),
+    Mutant(
+        "z",
+        "M_WINDOW_MAP_SUCCEEDS",
+        "a map of a preempted buffer whose onPreempt has not run yet returns fresh anonymous memory",
+        "map-preempt-window-enoent",
+    ),
+    Mutant(
+        "z",
+        "M_FREE_REFUSED_MAPPED",
+        "ANpuBuffer_free of a mapped buffer refused with EBUSY",
+        "free-mapping-valid-after-free",
+    ),
+    Mutant(
+        "z",
+        "M_FREE_PREEMPTED_FAILS",
+        "ANpuBuffer_free of a preempted buffer returns -1 (ENOENT), freeing nothing",
+        "free-even-if-preempted",
+    ),
+    Mutant(
+        "z",
+        "M_FREED_MAPPING_REVOKED",
+        "ANpuBuffer_free makes the buffer's mappings inaccessible",
+        "free-mapping-valid-after-free",
+        verdict="CRASH",
+    ),
+    Mutant(
+        "z",
+        "M_UNMAP_AFTER_FREE_ABORTS",
+        "unmapping a mapping of a freed buffer dies",
+        "free-unmap-allowed-after-free",
+        verdict="CRASH",
+    ),
+    Mutant("z", "M_UNMAP_NOOP", "unmap returns 0 and leaves the mapping", "unmap-unmaps"),
+    Mutant(
+        "z",
+        "M_PRIORITY_SET_IGNORED",
+        "setPriority returns 0 and changes nothing",
+        "priority-set",
+        args=("--capacity", "268435456"),
+    ),
+    Mutant("z", "M_PRIORITY_BOUNDS_REFUSED", "setPriority(MIN or MAX) refused with EINVAL", "priority-set-range"),
+    Mutant(
+        "z",
+        "M_LOAD_MOVES_POSITION",
+        "loadAsync leaves the descriptor's position after the segment",
+        "load-position-unchanged",
+    ),
+    Mutant(
+        "z",
+        "M_LOAD_IGNORES_BUFFER_OFFSET",
+        "loadAsync loads at the buffer's start, whatever bufferOffset",
+        "load-buffer-offset-nonnegative",
+    ),
+    Mutant("z", "M_DOUBLE_ONLOAD", "a successful onLoad is delivered twice", "load-callback-on-done"),
+    Mutant("z", "M_DROP_ONLOAD", "a failed load's onLoad is never delivered", "load-onload-invoked"),
+    Mutant("z", "M_ONLOAD_ERROR_NULL_BUF", "a failed load's onLoad gets buf NULL", "load-callback-same-buf"),
+    Mutant("z", "M_ONLOAD_NULL_COOKIE", "onLoad gets cookie NULL", "load-callback-cookie"),
+    Mutant("z", "M_ONLOAD_ERRNUM_MINUS1", "a failed load's onLoad gets errorNum -1", "load-callback-errornum"),
+    Mutant("z", "M_LOAD_NULL_ONLOAD_OK", "loadAsync with onLoad NULL returns", "crash-load-onload-null"),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text
 # (docs/model.md §4, docs/oracle.md): the run must exit 0 and a WARN must name the reading.
 WARNED: tuple[Warned, ...] = (
+    # Equivalent to a request of size 0 granted a page (L_SIZE0_OK): the text allows size 0 either answer.
+    Warned("z", "M_DEFAULT_SIZE_PAGE", "a new request's size is one page", "R4"),
+    # The legal rows of the readings that have no departure of their own above: each must warn by its reading.
+    Warned("z", "L_CALLER_THREAD", "every onAlloc (also successes) inside allocAsync on the caller's thread", "R1"),
+    Warned("z", "L_SUPPORT_INVALID_TRUE", "isSupported says true for an invalid device or type", "R5"),
+    Warned("z", "L_MAP_LIMIT", "at most 2 live mappings per buffer, ENOMEM beyond", "R6"),
+    Warned("z", "L_PRIORITY_MAPPED_BUSY", "setPriority refused (EBUSY) while the buffer is mapped", "R10"),
     Warned(
         "a",
         "W_PREEMPT_IN_FREE_UNMAPPED",
@@ -238,8 +516,13 @@ WARNED: tuple[Warned, ...] = (
     ),
     # Every onAlloc comes before allocAsync returns: nothing can happen between the return and the onAlloc, so
     # the sentences about that interval (the snapshot, modifying or freeing the request) stay undemonstrated.
-    Warned("e", "W_BLOCKING_ALLOC", "allocAsync returns only after its onAllocs ran on another thread (<= 1 s)", "R14",
-           exit_code=2),
+    Warned(
+        "e",
+        "W_BLOCKING_ALLOC",
+        "allocAsync returns only after its onAllocs ran on another thread (<= 1 s)",
+        "R14",
+        exit_code=2,
+    ),
     Warned("e", "W_BLOCKING_LOAD", "loadAsync returns only after its onLoad ran on another thread (<= 1 s)", "R14"),
     Warned("u", "W_LOAD_EIO", "every other valid loadAsync answered EIO", "R8"),
     Warned("u", "W_PRIORITY_RANGE_OK", "out-of-range priorities clamped and accepted (request and setPriority)", "R4"),
@@ -255,7 +538,7 @@ WARNED: tuple[Warned, ...] = (
         "R21",
         args=("--capacity", "268435456"),
     ),
-    Warned("u", "W_BAD_FD_NO_FILE", "a request fd that is neither valid nor -1 means \"no file\"", "R22"),
+    Warned("u", "W_BAD_FD_NO_FILE", 'a request fd that is neither valid nor -1 means "no file"', "R22"),
     Warned("u", "W_LOAD_BAD_FD_OK", "loadAsync of a negative descriptor answered onLoad(0)", "R22"),
     Warned("u", "W_MAP_EXEC_REFUSED", "a map asking PROT_EXEC refused with EACCES", "R23"),
 )
@@ -341,6 +624,72 @@ LEGAL: tuple[Legal, ...] = (
 # README). The tests expect these rows to fail (strict xfail): when the kit is fixed they pass, the
 # xfail turns into a failure, and the entry must be removed.
 KNOWN_GAPS: dict[str, str] = {}
+
+# The testable sentences no MUTANTS row is expected to name, each with why: a permission (the text allows
+# something and forbids nothing, so no implementation breaks it; the LEGAL rows named exercise it), a caller's
+# duty (the device has nothing to break), or a sentence whose breach the trace can show only as another
+# sentence's (subsumed, naming the rows that show it), or an equivalent mutant (no trace can tell it apart).
+JUSTIFIED: dict[str, tuple[str, str]] = {
+    "alloc-callback-thread": ("permission", "onAlloc on any thread: L_CALLER_THREAD (R1 warns), L_FRESH_THREAD"),
+    "alloc-callback-any-thread": ("permission", "onAlloc on any thread: L_FRESH_THREAD, L_RANDOM_DELAY, L_REORDER"),
+    "cookie-deleter-any-thread": ("permission", "deleters on any thread: L_FRESH_THREAD, L_RANDOM_DELAY"),
+    "preempt-callback-any-thread": ("permission", "onPreempt on any thread: L_FRESH_THREAD, L_LATE_ONPREEMPT"),
+    "preempt-after-free-race": ("permission", "onPreempt after the free: L_LATE_ONPREEMPT"),
+    "preempt-window-before-callback": (
+        "permission",
+        "a window between the preemption and onPreempt: L_LATE_ONPREEMPT; what the window forbids is "
+        "map-preempt-window-enoent's (M_WINDOW_MAP_SUCCEEDS)",
+    ),
+    "map-must-unmap": ("duty", "the application's duty to unmap; the device's side is unmap-unmaps"),
+    "free-success-buffer-must-be-freed": (
+        "duty",
+        "the application's duty to free; a device refusing the free is named by free-each-allocated-buffer "
+        "(M_FREE_LIST_REFUSED), free-even-if-preempted and preempt-must-still-free",
+    ),
+    "req-free-destroys": (
+        "subsumed",
+        "a request free that keeps its cookie shows only as the deleter never called: cookie-deleter-called "
+        "(M_NO_DELETER)",
+    ),
+    "req-create-default-state": (
+        "subsumed",
+        "each field's default has its own sentence and row: M_DEFAULT_DEVICE_ZERO, M_DEFAULT_TYPE_VALID, "
+        "M_DEFAULT_PRIORITY_MAX, M_DEFAULT_PROT_RW, M_DEFAULT_COOKIE_NONNULL, M_FIRST_ONPREEMPT",
+    ),
+    "crash-alloc-onalloc-null": (
+        "subsumed",
+        "the callback type's restatement of the NULL onAlloc rule: M_SETONALLOC_NULL_OK (crash-setonalloc-null), "
+        "M_ALLOC_WITHOUT_ONALLOC_OK (crash-alloc-without-onalloc)",
+    ),
+    "req-file-segment": (
+        "subsumed",
+        "a segment ignored shows as the buffer's bytes when onAlloc came, the sentence of the load at allocation: "
+        "load-on-alloc-reported-by-onalloc (M_SEGMENT_IGNORED, M_FIRST_SEGMENT)",
+    ),
+    "alloc-list-modify-after-return": (
+        "subsumed",
+        "an implementation that reads the list after allocAsync returned answers under another request's "
+        "cookie (the probe reverses the list): cookie-identify-request (M_COOKIES_SWAPPED)",
+    ),
+    "req-size-default-zero": (
+        "equivalent",
+        "size 0 may be granted or refused (R4): a default of one page is a size-0 request granted a page; "
+        "M_DEFAULT_SIZE_PAGE warns R4",
+    ),
+}
+
+
+def testable_clauses() -> list[tuple[str, str]]:
+    """(id, testability) of every clause of the catalogue the kit judges, in catalogue order."""
+    import yaml
+
+    catalogue = yaml.safe_load((ROOT / "conformance" / "clauses.yaml").read_text(encoding="utf-8"))
+    return [(c["id"], c["testability"]) for c in catalogue["clauses"] if c["testability"] != "not-testable"]
+
+
+def killers(clause: str) -> list[Mutant]:
+    """The MUTANTS rows that must be named by `clause` (as their clause or among `also`), known gaps aside."""
+    return [m for m in MUTANTS if (m.clause == clause or clause in m.also) and m.mutation not in KNOWN_GAPS]
 
 
 def real_library() -> Path:
@@ -436,7 +785,37 @@ def run_kit(lib: Path, out_dir: Path, *extra: str, timeout: float = 900) -> Outc
     return outcome
 
 
+def clause_table(work: Path, real_lib: Path) -> None:
+    """Prints the README's per-sentence table from a real run of every row that must name a clause."""
+    runs: dict[tuple[str, tuple[str, ...]], Outcome] = {}
+    print("| clause | testability | mutants | scenarios naming it (FAIL or CRASH) |")
+    print("|---|---|---|---|")
+    for clause, testability in testable_clauses():
+        rows = killers(clause)
+        if not rows:
+            kind, why = JUSTIFIED[clause]
+            print(f"| `{clause}` | {testability} | {kind} | {why} |")
+            continue
+        cells = []
+        for m in rows:
+            key = (m.mutation, m.args)
+            if key not in runs:
+                lib = build(m.mutation, work / m.mutation, real_lib)
+                runs[key] = run_kit(lib, work / m.mutation / f"run{len(runs)}", *m.args)
+            named = sorted({*runs[key].failing(clause), *runs[key].failing(clause, "CRASH")})
+            shown = ", ".join(f"`{n}`" for n in named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+            cells.append((f"`{m.mutation}`" + (" " + " ".join(m.args) if m.args else ""), shown or "**none**"))
+        print(
+            f"| `{clause}` | {testability} | {'<br>'.join(c for c, _ in cells)} | {'<br>'.join(n for _, n in cells)} |"
+        )
+        sys.stdout.flush()
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--clauses"]:
+        with tempfile.TemporaryDirectory(prefix="npuconf-adversary-") as tmp:
+            clause_table(Path(tmp), real_library())
+        return 0
     wanted = set(argv)
     real_lib = real_library()
     with tempfile.TemporaryDirectory(prefix="npuconf-adversary-") as tmp:

@@ -94,6 +94,66 @@ enum mutation {
     M_REQUEST_RECYCLED,    /* w: a new request is a freed one, fields and all (only its cookie cleared) */
     W_LOAD_BAD_FD_OK,      /* u: loadAsync of a negative descriptor answered onLoad(0) (R22) */
     W_MAP_EXEC_REFUSED,    /* u: a map asking PROT_EXEC refused with EACCES (R23) */
+    /* z: one sentence each (the per-sentence table of the README) */
+    M_FREE_NULL_CRASH,     /* AllocRequest_free(NULL) dies */
+    M_DEFAULT_DEVICE_ZERO, /* a new request's device is 0 */
+    M_DEFAULT_TYPE_VALID,  /* a new request's type is MODEL_EXECUTABLE */
+    M_DEFAULT_PRIORITY_MAX, /* a new request's priority is ANPUBUFFER_PRIORITY_MAX */
+    M_DEFAULT_SIZE_PAGE,   /* a new request's size is one page */
+    M_COOKIES_SWAPPED,     /* the first two requests of an allocAsync answered under each other's cookies */
+    M_COOKIE_DEREF,        /* setCookie reads a byte through the cookie */
+    M_NO_DELETER,          /* deleters are never called */
+    M_NO_NULL_DELETER,     /* the deleter is not called for a NULL cookie */
+    M_NULL_DELETER_STALE,  /* a cookie set with a NULL deleter is deleted with the last deleter seen */
+    M_REPLACE_KEEPS_OLD,   /* setCookie with a new cookie never deletes the one it replaces */
+    M_CLEAR_KEEPS_OLD,     /* setCookie(NULL, NULL) never deletes the cookie it clears */
+    M_DEFAULT_COOKIE_NONNULL, /* callbacks of a request that never had a cookie get the request's address */
+    M_LIVE_COOKIE,         /* callbacks get the cookie the request holds at callback time */
+    M_DOUBLE_ONALLOC_ON_ERROR, /* a failed onAlloc is delivered twice */
+    M_DROP_ONALLOC,        /* the failed onAlloc of a request not yet freed is never delivered */
+    M_FREE_CANCELS_PENDING, /* the onAlloc of a request freed before its answer is never delivered */
+    M_ALLOC_TAKES_REQUEST, /* allocAsync frees the requests it forwarded (their next use dies) */
+    M_ALLOC_WITHOUT_ONALLOC_OK, /* allocAsync of a list with a request without onAlloc returns, answering none */
+    M_LIVE_FIELDS,         /* a buffer granted after its request became invalid is answered EINVAL instead */
+    M_REQUEST_BOUNDS_REFUSED, /* requests of priority MIN or MAX refused, EINVAL */
+    M_MINUS_ONE_FD_FAILS,  /* a request given fd -1 explicitly refused, EBADF */
+    M_IGNORED_OFFSET_CHECKED, /* a request given fd -1 with a negative fileOffset refused, EINVAL */
+    M_IGNORED_LENGTH_CHECKED, /* a request given fd -1 with a negative segmentLength refused, EINVAL */
+    M_IGNORED_BOFF_CHECKED, /* a request given fd -1 with a negative bufferOffset refused, EINVAL */
+    M_PROT_NONE_REQUEST_REFUSED, /* a request whose protection was set to PROT_NONE refused, EINVAL */
+    M_FREE_LIST_REFUSED,   /* ANpuBuffer_free of more than one buffer refused, EINVAL */
+    M_FREE_AFTER_ONPREEMPT_FAILS, /* ANpuBuffer_free of a buffer whose onPreempt ran returns -1 (ENOENT) */
+    M_SUPPORT_ERR_NO_ERRNO, /* isSupported of more than 8 requests returns -1 with errno 0 */
+    M_ASKED_REQUEST_FROZEN, /* changing or freeing a request isSupported answered for dies */
+    M_SETTER_WHILE_PENDING_ABORTS, /* a setter on a request whose allocation is pending dies */
+    M_REQUEST_FD_LEAK,     /* descriptors handed to requests are never closed */
+    M_LOAD_NOTHING,        /* loadAsync answers onLoad(0) and loads nothing */
+    M_ONLOAD_FOR_ALLOC,    /* a load at allocation also calls the last onLoad given to loadAsync */
+    M_CLEARED_COOKIE_STAYS, /* callbacks of a request whose cookie was cleared get the cleared cookie */
+    M_BUFFER_REUSED,       /* the second buffer granted by one allocAsync is the first one again */
+    M_SEGMENT_IGNORED,     /* setFileSegmentToLoad closes the descriptor and loads nothing at allocation */
+    M_FREED_MAPPED_KEPT,   /* ANpuBuffer_free of mapped buffers returns 0 and keeps them (memory and all) */
+    M_FREED_MEMORY_KEPT,   /* ANpuBuffer_free of unmapped buffers returns 0 and keeps them (memory and all) */
+    M_MAP_PROT_UNCHECKED,  /* a map wider than the request's protection is granted */
+    M_MAP_FAIL_NO_ERRNO,   /* a failed map leaves errno 0 */
+    M_PREEMPTED_MAP_EINVAL, /* a map of a preempted buffer fails with EINVAL */
+    M_MAP_AFTER_CB_SUCCEEDS, /* a map of a buffer whose onPreempt ran returns fresh anonymous memory */
+    M_WINDOW_MAP_SUCCEEDS, /* a map of a preempted buffer whose onPreempt has not run returns fresh memory */
+    M_FREE_REFUSED_MAPPED, /* ANpuBuffer_free of a mapped buffer refused, EBUSY */
+    M_FREE_PREEMPTED_FAILS, /* ANpuBuffer_free of a preempted buffer no onPreempt told of: -1 (ENOENT), nothing freed */
+    M_FREED_MAPPING_REVOKED, /* ANpuBuffer_free makes the buffer's mappings inaccessible */
+    M_UNMAP_AFTER_FREE_ABORTS, /* unmapping a mapping of a freed buffer dies */
+    M_UNMAP_NOOP,          /* unmap returns 0 and leaves the mapping */
+    M_PRIORITY_SET_IGNORED, /* setPriority returns 0 and changes nothing */
+    M_PRIORITY_BOUNDS_REFUSED, /* setPriority(MIN or MAX) refused, EINVAL */
+    M_LOAD_MOVES_POSITION, /* loadAsync leaves the descriptor's position after the segment */
+    M_LOAD_IGNORES_BUFFER_OFFSET, /* loadAsync loads at the buffer's start, whatever bufferOffset */
+    M_DOUBLE_ONLOAD,       /* a successful onLoad is delivered twice */
+    M_DROP_ONLOAD,         /* a failed load's onLoad is never delivered */
+    M_ONLOAD_ERROR_NULL_BUF, /* a failed load's onLoad gets buf NULL */
+    M_ONLOAD_NULL_COOKIE,  /* onLoad gets cookie NULL */
+    M_ONLOAD_ERRNUM_MINUS1, /* a failed load's onLoad gets errorNum -1 */
+    M_LOAD_NULL_ONLOAD_OK, /* loadAsync with onLoad NULL returns */
     /* legal, but what they refuse leaves clauses undemonstrated: the kit must say incomplete, naming them */
     I_SEGMENT_REFUSED,     /* x: every valid request with a file segment answered ENOMEM */
     I_LOAD_OFFSET_EIO,     /* x: every loadAsync with a nonzero fileOffset answered EIO (R8) */
@@ -130,6 +190,10 @@ enum mutation {
 static const enum mutation MUT = MUTATION;
 
 #define RETIMED (MUT == L_FRESH_THREAD || MUT == L_RANDOM_DELAY || MUT == L_REORDER)
+/* Freed requests are kept (marked dead): callbacks look at them. */
+#define KEEPS_FREED_REQUESTS                                                                                   \
+    (MUT == M_LIVE_CALLBACKS || MUT == M_LIVE_COOKIE || MUT == M_DROP_ONALLOC || MUT == M_FREE_CANCELS_PENDING || \
+     MUT == M_LIVE_FIELDS || MUT == M_SETTER_WHILE_PENDING_ABORTS)
 /* The owned descriptors are kept by the interposer and closed at (or just after) the buffer's free. */
 #define FDS_KEPT (MUT == L_FDS_AT_FREE || MUT == L_FDS_AFTER_FREE || MUT == L_FDS_LATE || MUT == M_FD_LEAK)
 #define CLOSE_LATE (MUT == L_FDS_AFTER_FREE || MUT == L_FDS_LATE)
@@ -228,6 +292,8 @@ static void real(void) {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static _Atomic(ANpuManager_CookieDeleter) first_deleter;
+static _Atomic(ANpuManager_CookieDeleter) last_deleter; /* M_NULL_DELETER_STALE */
+static _Atomic(ANpuManager_LoadCallback) last_onload;   /* M_ONLOAD_FOR_ALLOC */
 static unsigned supported_seen;    /* L_SUPPORTED_EIO, under mu */
 static int64_t pressure_used;      /* L_ENOMEM_PRESSURE, under mu */
 static bool fail_next_pending;     /* a vnpu fail_next is waiting for the next real request, under mu */
@@ -282,8 +348,16 @@ struct shim_req {
     int type;
     int64_t size;
     bool has_fd;
+    bool fd_minus_one;  /* setFileSegmentToLoad(-1, ...) was called last */
+    int64_t seg_offset, seg_length, seg_buffer_offset; /* its last arguments */
+    bool prot_none;     /* setProtectionFlags(PROT_NONE) was called last */
+    bool asked;         /* isSupported answered for it (M_ASKED_REQUEST_FROZEN) */
+    atomic_int pending; /* its submissions not answered yet (M_SETTER_WHILE_PENDING_ABORTS) */
+    void *cleared;      /* M_CLEARED_COOKIE_STAYS: the cookie setCookie(NULL, NULL) cleared */
     struct fdref *fd;
-    bool dead; /* M_LIVE_CALLBACKS keeps freed requests (with their last values) */
+    bool dead; /* KEEPS_FREED_REQUESTS keeps freed requests (with their last values) */
+    bool taken; /* M_ALLOC_TAKES_REQUEST freed it inside allocAsync */
+    _Atomic(void *) cookie_now; /* M_LIVE_COOKIE: the cookie it holds now */
     struct shim_req *next_recycled; /* M_REQUEST_RECYCLED */
     bool size_set;   /* M_FIRST_SIZE: a size was set already */
     unsigned first_set; /* M_FIRST_*: the setters called once already (FIRST_* bits) */
@@ -295,6 +369,7 @@ struct batch {
     bool busy; /* W_ALLOC_BUSY_OVERLAP: its allocAsync began while another was in progress */
     size_t expected, arrived, done;
     struct job *jobs; /* L_REORDER */
+    ANpuBuffer *first_buf; /* M_BUFFER_REUSED: the first buffer granted, under mu */
 };
 
 struct sub {
@@ -307,6 +382,10 @@ struct sub {
     struct batch *batch;
     int64_t accounted;
     int64_t size;               /* the request's, at allocAsync (M_LOAD_PAST_LENGTH) */
+    int32_t prot;               /* the request's, at allocAsync (M_MAP_PROT_UNCHECKED) */
+    void *cleared;              /* the request's, at allocAsync (M_CLEARED_COOKIE_STAYS) */
+    bool has_fd;                /* the request's, at allocAsync (M_ONLOAD_FOR_ALLOC) */
+    atomic_bool told;           /* the application's onPreempt ran (M_FREE_AFTER_ONPREEMPT_FAILS) */
     int32_t priority;           /* the request's, at allocAsync (M_PRIORITY_OLD, W_PRIORITY_NO_RAISE) */
     atomic_bool cookie_dropped; /* M_DELETE_AT_FREE */
     atomic_bool preempted;      /* an onPreempt came from the real library */
@@ -382,6 +461,12 @@ static bool later_call_ignored(struct shim_req *r, enum mutation m, unsigned bit
     return later;
 }
 
+/* M_LIVE_FIELDS: the request's fields as they are now make it one the text says is refused. */
+static bool invalid_now(const struct shim_req *r) {
+    return r->device < 0 || r->type < 1 || r->type > 4 || r->size < 0 || r->priority < ANPUBUFFER_PRIORITY_MIN ||
+           r->priority > ANPUBUFFER_PRIORITY_MAX;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Threads                                                                                     */
 
@@ -436,6 +521,9 @@ static struct holder *holder_new(void *cookie, ANpuManager_CookieDeleter deleter
     if (deleter != NULL) {
         ANpuManager_CookieDeleter none = NULL;
         atomic_compare_exchange_strong(&first_deleter, &none, deleter);
+        atomic_store(&last_deleter, deleter);
+    } else if (MUT == M_NULL_DELETER_STALE) {
+        h->deleter = atomic_load(&last_deleter);
     }
     return h;
 }
@@ -443,6 +531,7 @@ static struct holder *holder_new(void *cookie, ANpuManager_CookieDeleter deleter
 static void run_deleter(struct holder *h) {
     ANpuManager_CookieDeleter d = h->deleter;
     if (MUT == M_FIRST_DELETER && d != NULL) d = atomic_load(&first_deleter);
+    if (MUT == M_NO_DELETER || (MUT == M_NO_NULL_DELETER && h->cookie == NULL)) d = NULL;
     if (d != NULL) d(cookie_out(h->cookie));
     free(h);
 }
@@ -491,6 +580,9 @@ static void sub_release(struct sub *s) {
 static void sub_deleter(void *cookie) { sub_release(cookie); }
 
 static void *sub_cookie(const struct sub *s) {
+    if (MUT == M_LIVE_COOKIE && s->req != NULL) return callback_cookie(atomic_load(&s->req->cookie_now));
+    if (MUT == M_DEFAULT_COOKIE_NONNULL && s->holder == NULL) return (void *)s->req;
+    if (MUT == M_CLEARED_COOKIE_STAYS && s->holder == NULL) return callback_cookie(s->cleared);
     return callback_cookie(s->holder != NULL ? s->holder->cookie : NULL);
 }
 
@@ -512,6 +604,21 @@ static void deliver(struct job *j) {
     case J_ALLOC: {
         ANpuManager_AllocCallback fn = s->on_alloc;
         if (MUT == M_LIVE_CALLBACKS && s->req != NULL && s->req->on_alloc != NULL) fn = s->req->on_alloc;
+        if (MUT == M_BUFFER_REUSED && j->error == 0 && s->batch != NULL) {
+            pthread_mutex_lock(&mu);
+            ANpuBuffer *first = s->batch->first_buf;
+            if (first == NULL) s->batch->first_buf = j->buf;
+            pthread_mutex_unlock(&mu);
+            if (first != NULL && first != j->buf) {
+                R.buf_free(&j->buf, 1);
+                j->buf = first;
+            }
+        }
+        if (MUT == M_LIVE_FIELDS && j->error == 0 && s->req != NULL && !s->req->dead && invalid_now(s->req)) {
+            R.buf_free(&j->buf, 1); /* the fields as they are at the answer, not at allocAsync */
+            j->error = EINVAL;
+            j->buf = NULL;
+        }
         if (j->error == 0 && j->buf != NULL) {
             struct bufent *e = calloc(1, sizeof *e);
             if (e == NULL) abort();
@@ -525,7 +632,13 @@ static void deliver(struct job *j) {
             buffers = e;
             pthread_mutex_unlock(&mu);
         }
-        fn(sub_cookie(s), errnum_out(j->error), j->buf);
+        bool freed = s->req != NULL && s->req->dead;
+        bool dropped = (MUT == M_DROP_ONALLOC && j->error != 0 && !freed) || (MUT == M_FREE_CANCELS_PENDING && freed);
+        if (!dropped) fn(sub_cookie(s), errnum_out(j->error), j->buf);
+        if (MUT == M_DOUBLE_ONALLOC_ON_ERROR && j->error != 0) fn(sub_cookie(s), errnum_out(j->error), j->buf);
+        if (MUT == M_SETTER_WHILE_PENDING_ABORTS && s->req != NULL) atomic_fetch_sub(&s->req->pending, 1);
+        ANpuManager_LoadCallback stale = atomic_load(&last_onload);
+        if (MUT == M_ONLOAD_FOR_ALLOC && j->error == 0 && s->has_fd && stale != NULL) stale(sub_cookie(s), 0, j->buf);
         if (MUT == M_PREEMPT_ON_FAILED && j->error != 0 && s->on_preempt != NULL) s->on_preempt(sub_cookie(s));
         note_alloc_done(s);
         if (j->error != 0 && s->fd != NULL && FDS_KEPT) {
@@ -548,15 +661,22 @@ static void deliver(struct job *j) {
         } else if (fn != NULL) {
             fn(sub_cookie(s));
         }
+        if (fn != NULL) atomic_store(&s->told, true);
         break;
     }
-    case J_LOAD:
-        j->on_load(sub_cookie(s), errnum_out(j->error), j->buf);
+    case J_LOAD: {
+        void *cookie = MUT == M_ONLOAD_NULL_COOKIE ? NULL : sub_cookie(s);
+        int error = errnum_out(j->error);
+        if (MUT == M_ONLOAD_ERRNUM_MINUS1 && error != 0) error = -1;
+        ANpuBuffer *buf = MUT == M_ONLOAD_ERROR_NULL_BUF && error != 0 ? NULL : j->buf;
+        if (!(MUT == M_DROP_ONLOAD && error != 0)) j->on_load(cookie, error, buf);
+        if (MUT == M_DOUBLE_ONLOAD && error == 0) j->on_load(cookie, error, buf);
         pthread_mutex_lock(&mu);
         loads_done++;
         pthread_cond_broadcast(&cv);
         pthread_mutex_unlock(&mu);
         break;
+    }
     case J_DELETER:
         break;
     }
@@ -706,7 +826,28 @@ static void shim_on_load(void *cookie, int error, ANpuBuffer *buf) {
 /* ------------------------------------------------------------------------------------------ */
 /* Requests                                                                                    */
 
-#define REAL_REQ(r) ((r) != NULL ? (r)->real : NULL)
+/* M_ALLOC_TAKES_REQUEST: a request allocAsync freed dies at its next use, as freed memory would. */
+static struct shim_req *untaken(struct shim_req *r) {
+    if (r != NULL && r->taken) abort();
+    return r;
+}
+
+#define REAL_REQ(r) ((r) != NULL ? untaken(r)->real : NULL)
+
+/* M_ASKED_REQUEST_FROZEN: a request isSupported answered for is frozen; M_SETTER_WHILE_PENDING_ABORTS: one
+ * whose allocation is pending may not be changed. Either dies at the call. */
+static void frozen_check(const struct shim_req *r, bool setter) {
+    if (r == NULL) return;
+    if (MUT == M_ASKED_REQUEST_FROZEN && r->asked) abort();
+    if (MUT == M_SETTER_WHILE_PENDING_ABORTS && setter && atomic_load(&r->pending) > 0) abort();
+}
+
+/* Every setter but setCookie starts here. */
+static struct shim_req *setter_target(ANpuManager_AllocRequest *request) {
+    struct shim_req *r = (struct shim_req *)request;
+    frozen_check(r, true);
+    return r;
+}
 
 EXPORT ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void) {
     real();
@@ -726,6 +867,22 @@ EXPORT ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void) {
     r->priority = ANPUBUFFER_PRIORITY_DEFAULT;
     r->prot = PROT_READ;
     r->support = -1;
+    if (MUT == M_DEFAULT_DEVICE_ZERO) {
+        r->device = 0;
+        R.set_device(r->real, 0);
+    }
+    if (MUT == M_DEFAULT_TYPE_VALID) {
+        r->type = ANPUBUFFER_TYPE_MODEL_EXECUTABLE;
+        R.set_type(r->real, ANPUBUFFER_TYPE_MODEL_EXECUTABLE);
+    }
+    if (MUT == M_DEFAULT_PRIORITY_MAX) {
+        r->priority = ANPUBUFFER_PRIORITY_MAX;
+        R.set_priority(r->real, ANPUBUFFER_PRIORITY_MAX);
+    }
+    if (MUT == M_DEFAULT_SIZE_PAGE) {
+        r->size = PAGE_SZ;
+        R.set_size(r->real, PAGE_SZ);
+    }
     if (MUT == M_DEFAULT_PROT_RW) {
         r->prot = PROT_READ | PROT_WRITE;
         R.set_prot(r->real, r->prot);
@@ -736,14 +893,17 @@ EXPORT ANpuManager_AllocRequest *ANpuManager_AllocRequest_create(void) {
 EXPORT void ANpuManager_AllocRequest_free(ANpuManager_AllocRequest *request) {
     real();
     struct shim_req *r = (struct shim_req *)request;
+    if (MUT == M_FREE_NULL_CRASH && r == NULL) abort();
+    frozen_check(r, false);
     if (MUT != M_REQUEST_RECYCLED || r == NULL) R.req_free(REAL_REQ(r));
     if (r == NULL) return;
     struct holder *h = r->holder;
     r->holder = NULL;
+    atomic_store(&r->cookie_now, NULL);
     holder_release(h, true);
     fdref_release(r->fd);
     r->fd = NULL;
-    if (MUT == M_LIVE_CALLBACKS) {
+    if (KEEPS_FREED_REQUESTS) {
         r->dead = true; /* kept: callbacks look at it */
         return;
     }
@@ -765,15 +925,22 @@ EXPORT void ANpuManager_AllocRequest_setCookie(ANpuManager_AllocRequest *request
         R.set_cookie(NULL, cookie, deleter);
         return;
     }
+    untaken(r);
+    frozen_check(r, true);
+    if (MUT == M_COOKIE_DEREF && cookie != NULL) (void)*(volatile const char *)cookie;
     struct holder *old = r->holder;
     r->holder = NULL;
-    holder_release(old, false); /* "deleted ... before the new cookie ... are set" */
-    if (cookie != NULL || deleter != NULL) r->holder = holder_new(cookie, deleter);
+    bool clearing = cookie == NULL && deleter == NULL;
+    bool kept = (MUT == M_REPLACE_KEEPS_OLD && !clearing) || (MUT == M_CLEAR_KEEPS_OLD && clearing);
+    if (!kept) holder_release(old, false); /* "deleted ... before the new cookie ... are set" */
+    if (clearing && old != NULL) r->cleared = old->cookie;
+    if (!clearing) r->holder = holder_new(cookie, deleter);
+    atomic_store(&r->cookie_now, cookie);
 }
 
 EXPORT void ANpuManager_AllocRequest_setDeviceNumber(ANpuManager_AllocRequest *request, int32_t device) {
     real();
-    struct shim_req *r = (struct shim_req *)request;
+    struct shim_req *r = setter_target(request);
     if (later_call_ignored(r, M_FIRST_DEVICE, FIRST_DEVICE)) return;
     R.set_device(REAL_REQ(r), device);
     if (r != NULL) r->device = device;
@@ -781,7 +948,7 @@ EXPORT void ANpuManager_AllocRequest_setDeviceNumber(ANpuManager_AllocRequest *r
 
 EXPORT void ANpuManager_AllocRequest_setBufferType(ANpuManager_AllocRequest *request, ANpuBuffer_Type type) {
     real();
-    struct shim_req *r = (struct shim_req *)request;
+    struct shim_req *r = setter_target(request);
     if (later_call_ignored(r, M_FIRST_TYPE, FIRST_TYPE)) return;
     R.set_type(REAL_REQ(r), type);
     if (r != NULL) r->type = type;
@@ -789,7 +956,7 @@ EXPORT void ANpuManager_AllocRequest_setBufferType(ANpuManager_AllocRequest *req
 
 EXPORT void ANpuManager_AllocRequest_setSize(ANpuManager_AllocRequest *request, int64_t size) {
     real();
-    struct shim_req *r = (struct shim_req *)request;
+    struct shim_req *r = setter_target(request);
     if (MUT == M_FIRST_SIZE && r != NULL) {
         if (r->size_set) return;
         r->size_set = true;
@@ -800,7 +967,7 @@ EXPORT void ANpuManager_AllocRequest_setSize(ANpuManager_AllocRequest *request, 
 
 EXPORT void ANpuManager_AllocRequest_setBufferPriority(ANpuManager_AllocRequest *request, int32_t priority) {
     real();
-    struct shim_req *r = (struct shim_req *)request;
+    struct shim_req *r = setter_target(request);
     if (later_call_ignored(r, M_FIRST_PRIORITY, FIRST_PRIORITY)) return;
     if (MUT == W_PRIORITY_RANGE_OK) priority = clamp_priority(priority);
     R.set_priority(REAL_REQ(r), priority);
@@ -811,7 +978,7 @@ EXPORT void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocReque
                                                           int64_t file_offset, int64_t length,
                                                           int64_t buffer_offset) {
     real();
-    struct shim_req *r = (struct shim_req *)request;
+    struct shim_req *r = setter_target(request);
     if (later_call_ignored(r, M_FIRST_SEGMENT, FIRST_SEGMENT)) {
         if (fd >= 0) close(fd); /* owned all the same */
         return;
@@ -819,6 +986,14 @@ EXPORT void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocReque
     if (MUT == W_NEG_LENGTH_OK && length < 0) length = 0;
     if (MUT == W_BAD_FD_NO_FILE && fd < -1) fd = -1;
     int give = fd;
+    if (MUT == M_SEGMENT_IGNORED && fd >= 0) {
+        close(fd); /* owned, and never read */
+        give = fd = -1;
+    }
+    if (MUT == M_REQUEST_FD_LEAK && fd >= 0) {
+        int copy = dup(fd); /* the descriptor handed over is never closed: only this copy is */
+        if (copy >= 0) give = copy;
+    }
     struct fdref *keep = NULL;
     if (FDS_KEPT && r != NULL && fd >= 0) {
         int copy = dup(fd);
@@ -835,20 +1010,25 @@ EXPORT void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocReque
     fdref_release(r->fd);
     r->fd = keep;
     r->has_fd = fd != -1;
+    r->fd_minus_one = fd == -1;
+    r->seg_offset = file_offset;
+    r->seg_length = length;
+    r->seg_buffer_offset = buffer_offset;
 }
 
 EXPORT void ANpuManager_AllocRequest_setProtectionFlags(ANpuManager_AllocRequest *request, int32_t prot) {
     real();
-    struct shim_req *r = (struct shim_req *)request;
+    struct shim_req *r = setter_target(request);
     if (later_call_ignored(r, M_FIRST_PROT, FIRST_PROT)) return;
     R.set_prot(REAL_REQ(r), prot);
     if (r != NULL) r->prot = prot;
+    if (r != NULL) r->prot_none = prot == PROT_NONE;
 }
 
 EXPORT void ANpuManager_AllocRequest_setOnAlloc(ANpuManager_AllocRequest *request,
                                                 ANpuManager_AllocCallback on_alloc) {
     real();
-    struct shim_req *r = (struct shim_req *)request;
+    struct shim_req *r = setter_target(request);
     if (MUT == M_NULL_REQUEST_OK && r == NULL) return;
     if (on_alloc == NULL) {
         if (MUT == M_SETONALLOC_NULL_OK) return;
@@ -863,7 +1043,7 @@ EXPORT void ANpuManager_AllocRequest_setOnAlloc(ANpuManager_AllocRequest *reques
 EXPORT void ANpuManager_AllocRequest_setOnPreempt(ANpuManager_AllocRequest *request,
                                                   ANpuManager_PreemptCallback on_preempt) {
     real();
-    struct shim_req *r = (struct shim_req *)request;
+    struct shim_req *r = setter_target(request);
     if (later_call_ignored(r, M_FIRST_ONPREEMPT, FIRST_ONPREEMPT)) return;
     /* M_LIVE_CALLBACKS: the real library always calls back, the shim asks the request at that time */
     R.set_onpreempt(REAL_REQ(r), on_preempt != NULL || MUT == M_LIVE_CALLBACKS ? shim_on_preempt : NULL);
@@ -885,8 +1065,8 @@ static bool real_supported(struct shim_req *r) {
 EXPORT int ANpuManager_isSupported(ANpuManager_AllocRequest *const *requests, size_t len, bool *out) {
     real();
     if (requests == NULL || len == 0) return R.is_supported(NULL, len, out);
-    if (MUT == L_SUPPORT_E2BIG && len > 8) {
-        errno = E2BIG;
+    if ((MUT == L_SUPPORT_E2BIG || MUT == M_SUPPORT_ERR_NO_ERRNO) && len > 8) {
+        errno = MUT == L_SUPPORT_E2BIG ? E2BIG : 0;
         return -1;
     }
     ANpuManager_AllocRequest **list = calloc(len, sizeof *list);
@@ -899,6 +1079,7 @@ EXPORT int ANpuManager_isSupported(ANpuManager_AllocRequest *const *requests, si
     for (size_t i = 0; i < len; i++) {
         const struct shim_req *r = (const struct shim_req *)requests[i];
         if (r == NULL) continue;
+        if (MUT == M_ASKED_REQUEST_FROZEN) ((struct shim_req *)requests[i])->asked = true;
         if (MUT == M_SUPPORT_BY_COOKIE && r->holder != NULL && r->holder->cookie != NULL) out[i] = false;
         if (MUT == L_SUPPORT_BY_SIZE && r->size > SIZE_LIMIT) out[i] = false;
         if (MUT == L_SUPPORT_NO_SEGMENT && r->has_fd) out[i] = false;
@@ -941,6 +1122,19 @@ static int shim_decision(struct shim_req *r, struct sub *s) {
         return pair_ok && r->size > SIZE_LIMIT ? ENOSPC : 0;
     case L_SUPPORT_NO_SEGMENT:
         return pair_ok && r->has_fd ? ENOSPC : 0;
+    case M_REQUEST_BOUNDS_REFUSED:
+        return pair_ok && (r->priority == ANPUBUFFER_PRIORITY_MIN || r->priority == ANPUBUFFER_PRIORITY_MAX) ? EINVAL
+                                                                                                             : 0;
+    case M_MINUS_ONE_FD_FAILS:
+        return pair_ok && r->fd_minus_one ? EBADF : 0;
+    case M_IGNORED_OFFSET_CHECKED:
+        return pair_ok && r->fd_minus_one && r->seg_offset < 0 ? EINVAL : 0;
+    case M_IGNORED_LENGTH_CHECKED:
+        return pair_ok && r->fd_minus_one && r->seg_length < 0 ? EINVAL : 0;
+    case M_IGNORED_BOFF_CHECKED:
+        return pair_ok && r->fd_minus_one && r->seg_buffer_offset < 0 ? EINVAL : 0;
+    case M_PROT_NONE_REQUEST_REFUSED:
+        return pair_ok && r->prot_none ? EINVAL : 0;
     case I_SEGMENT_REFUSED:
         return valid_fields(r) && r->has_fd && real_supported(r) ? ENOMEM : 0;
     case W_ALLOC_BUSY_OVERLAP:
@@ -954,6 +1148,20 @@ static int shim_decision(struct shim_req *r, struct sub *s) {
     default:
         return 0;
     }
+}
+
+/* M_COOKIES_SWAPPED: the first two submissions with different cookies trade them (deleters follow). */
+static void swap_first_cookies(struct sub **subs, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        for (size_t k = i + 1; k < len; k++) {
+            void *a = subs[i]->holder != NULL ? subs[i]->holder->cookie : NULL;
+            void *b = subs[k]->holder != NULL ? subs[k]->holder->cookie : NULL;
+            if (subs[i] == subs[k] || a == b) continue;
+            struct holder *h = subs[i]->holder;
+            subs[i]->holder = subs[k]->holder;
+            subs[k]->holder = h;
+            return;
+        }
 }
 
 static void *fail_thread(void *arg) {
@@ -973,6 +1181,7 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
     for (size_t i = 0; i < len; i++) {
         struct shim_req *r = (struct shim_req *)requests[i];
         if (r == NULL || r->on_alloc == NULL) {
+            if (MUT == M_ALLOC_WITHOUT_ONALLOC_OK && r != NULL) return;
             /* the real request has no onAlloc (or is NULL): the real library crashes, as documented */
             ANpuManager_AllocRequest **all = calloc(len, sizeof *all);
             if (all == NULL) abort();
@@ -1010,7 +1219,11 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
             s->on_preempt = r->on_preempt;
             s->priority = r->priority;
             s->size = r->size;
+            s->prot = r->prot;
+            s->cleared = r->cleared;
+            s->has_fd = r->has_fd;
             s->req = r;
+            if (MUT == M_SETTER_WHILE_PENDING_ABORTS) atomic_fetch_add(&r->pending, 1);
             if (r->fd != NULL) {
                 atomic_fetch_add(&r->fd->refs, 1);
                 s->fd = r->fd;
@@ -1034,6 +1247,7 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
         }
         list[forwarded++] = r->real;
     }
+    if (MUT == M_COOKIES_SWAPPED) swap_first_cookies(subs, len);
     b->expected = len;
     if (MUT == L_REORDER) {
         b->jobs = calloc(len, sizeof *b->jobs);
@@ -1057,6 +1271,15 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
         if (fail[i] != 0) continue;
         if (sized[i]) R.set_size(r->real, 0);
         R.set_cookie(r->real, NULL, NULL); /* the request keeps no submission */
+    }
+    if (MUT == M_ALLOC_TAKES_REQUEST) {
+        for (size_t i = 0; i < len; i++) {
+            struct shim_req *r = (struct shim_req *)requests[i];
+            if (fail[i] != 0 || r->taken) continue;
+            R.req_free(r->real);
+            r->real = NULL;
+            r->taken = true;
+        }
     }
     if (MUT == W_BLOCKING_ALLOC) {
         struct timespec until;
@@ -1085,6 +1308,16 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
 /* ------------------------------------------------------------------------------------------ */
 /* Buffers                                                                                     */
 
+/* M_FREE_PREEMPTED_FAILS: whether the real library says the buffer was preempted (a map answers ENOENT). */
+static bool gone_by_preemption(ANpuBuffer *buf) {
+    int saved = errno;
+    void *p = R.map(buf, NULL, PAGE_SZ, PROT_READ, MAP_SHARED, 0);
+    bool gone = p == MAP_FAILED && errno == ENOENT;
+    if (p != MAP_FAILED) R.unmap(buf, p, PAGE_SZ);
+    errno = saved;
+    return gone;
+}
+
 EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     real();
     struct bufent *gone = NULL;
@@ -1096,6 +1329,37 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
         pthread_mutex_unlock(&mu);
         if (busy) {
             errno = EBUSY;
+            return -1;
+        }
+    }
+    if ((MUT == M_FREED_MAPPED_KEPT || MUT == M_FREED_MEMORY_KEPT) && buffers_in != NULL && len > 0) {
+        bool all = true;
+        pthread_mutex_lock(&mu);
+        for (size_t i = 0; i < len && all; i++) {
+            struct bufent *e = find_buf(buffers_in[i]);
+            all = e != NULL && (live_maps(e) > 0) == (MUT == M_FREED_MAPPED_KEPT);
+        }
+        pthread_mutex_unlock(&mu);
+        if (all) return 0; /* never released: the device keeps the memory */
+    }
+    if (MUT == M_FREE_LIST_REFUSED && buffers_in != NULL && len > 1) {
+        errno = EINVAL;
+        return -1;
+    }
+    if ((MUT == M_FREE_REFUSED_MAPPED || MUT == M_FREE_PREEMPTED_FAILS || MUT == M_FREE_AFTER_ONPREEMPT_FAILS) &&
+        buffers_in != NULL) {
+        int refuse = 0;
+        pthread_mutex_lock(&mu);
+        for (size_t i = 0; i < len && refuse == 0; i++) {
+            struct bufent *e = find_buf(buffers_in[i]);
+            if (e == NULL) continue;
+            if (MUT == M_FREE_REFUSED_MAPPED && live_maps(e) > 0) refuse = EBUSY;
+            if (MUT == M_FREE_PREEMPTED_FAILS && !atomic_load(&e->sub->told) && gone_by_preemption(e->buf)) refuse = ENOENT;
+            if (MUT == M_FREE_AFTER_ONPREEMPT_FAILS && atomic_load(&e->sub->told)) refuse = ENOENT;
+        }
+        pthread_mutex_unlock(&mu);
+        if (refuse != 0) {
+            errno = refuse;
             return -1;
         }
     }
@@ -1116,6 +1380,8 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     }
     for (struct bufent *e = gone; e != NULL; e = e->next) {
         struct sub *s = e->sub;
+        for (size_t i = 0; MUT == M_FREED_MAPPING_REVOKED && i < MAX_MAPPINGS; i++)
+            if (e->maps[i].pages_left > 0) (void)mprotect((void *)e->maps[i].start, e->maps[i].end - e->maps[i].start, PROT_NONE);
         if (atomic_load(&s->preempted)) continue; /* its one onPreempt came already */
         bool announce = MUT == M_PREEMPT_IN_FREE;
         if (MUT == W_PREEMPT_IN_FREE_UNMAPPED) {
@@ -1203,8 +1469,28 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
         }
     }
     if (MUT == M_MAP_ROUND_DOWN && length > PAGE_SZ) length = length / PAGE_SZ * PAGE_SZ;
-    void *p = R.map(buf, addr, length, prot, flags, offset);
+    int granted = prot;
+    if (MUT == M_MAP_PROT_UNCHECKED) {
+        pthread_mutex_lock(&mu);
+        struct bufent *e = find_buf(buf);
+        if (e != NULL) granted = prot & e->sub->prot; /* asked for what the request allowed; widened below */
+        pthread_mutex_unlock(&mu);
+    }
+    void *p = R.map(buf, addr, length, granted, flags, offset);
     int saved = errno;
+    if (granted != prot && p != MAP_FAILED) (void)mprotect(p, (length + PAGE_SZ - 1) / PAGE_SZ * PAGE_SZ, prot);
+    if (p == MAP_FAILED && MUT == M_MAP_FAIL_NO_ERRNO) saved = 0;
+    if (p == MAP_FAILED && saved == ENOENT && MUT == M_PREEMPTED_MAP_EINVAL) saved = EINVAL;
+    if (p == MAP_FAILED && saved == ENOENT && (MUT == M_MAP_AFTER_CB_SUCCEEDS || MUT == M_WINDOW_MAP_SUCCEEDS) &&
+        length > 0) {
+        pthread_mutex_lock(&mu);
+        struct bufent *e = find_buf(buf);
+        bool told = e != NULL && atomic_load(&e->sub->told);
+        pthread_mutex_unlock(&mu);
+        /* the preempted buffer's pages are gone: fresh zero pages stand in for them */
+        if (e != NULL && told == (MUT == M_MAP_AFTER_CB_SUCCEEDS))
+            return mmap(NULL, length, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
     if (MUT == W_PROT_NONE_REFUSED && prot == PROT_NONE && p != MAP_FAILED) {
         /* refused only where the real library maps it: a preempted buffer still answers ENOENT */
         R.unmap(buf, p, length);
@@ -1232,6 +1518,13 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
 
 EXPORT int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length) {
     real();
+    if (MUT == M_UNMAP_NOOP) return 0;
+    if (MUT == M_UNMAP_AFTER_FREE_ABORTS && buf != NULL) {
+        pthread_mutex_lock(&mu);
+        bool freed = find_buf(buf) == NULL;
+        pthread_mutex_unlock(&mu);
+        if (freed) abort();
+    }
     if (MUT == M_MAP_ROUND_DOWN && length > PAGE_SZ) length = length / PAGE_SZ * PAGE_SZ;
     if (MUT == M_PARTIAL_UNMAP_WHOLE) {
         /* a range inside one live mapping takes the whole mapping with it */
@@ -1280,6 +1573,13 @@ EXPORT int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length) {
 
 EXPORT int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t priority) {
     real();
+    if (MUT == M_PRIORITY_BOUNDS_REFUSED && (priority == ANPUBUFFER_PRIORITY_MIN || priority == ANPUBUFFER_PRIORITY_MAX)) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (MUT == M_PRIORITY_SET_IGNORED && buf != NULL && priority >= ANPUBUFFER_PRIORITY_MIN &&
+        priority <= ANPUBUFFER_PRIORITY_MAX)
+        return 0;
     if (MUT == L_ERRNO_RANGE && (priority < ANPUBUFFER_PRIORITY_MIN || priority > ANPUBUFFER_PRIORITY_MAX)) {
         errno = ERANGE;
         return -1;
@@ -1370,6 +1670,10 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
                                  int64_t buffer_offset, ANpuManager_LoadCallback on_load) {
     real();
     if (on_load == NULL) {
+        if (MUT == M_LOAD_NULL_ONLOAD_OK) {
+            if (fd >= 0) close(fd);
+            return;
+        }
         R.load_async(buf, fd, file_offset, length, buffer_offset, NULL); /* crashes, as documented */
         abort();
     }
@@ -1436,6 +1740,10 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
         for (int tries = 0; R.control(command) != 0 && errno == ENOENT && tries < 200; tries++) sleep_ns(1000000L);
         errno = saved;
     }
+    if (MUT == M_ONLOAD_FOR_ALLOC) atomic_store(&last_onload, on_load);
+    if (MUT == M_LOAD_NOTHING && give >= 0 && length > 0) length = 0;
+    if (MUT == M_LOAD_MOVES_POSITION && give >= 0 && length > 0) (void)lseek(give, file_offset + length, SEEK_SET);
+    if (MUT == M_LOAD_IGNORES_BUFFER_OFFSET && buffer_offset > 0) buffer_offset = 0;
     R.load_async(buf, give, file_offset, length, buffer_offset, shim_on_load);
     if (MUT == W_BLOCKING_LOAD) {
         struct timespec until;

@@ -57,13 +57,15 @@ def real_lib() -> Path:
 def test_mutant_fails_naming_its_clause(mutant: Mutant, real_lib: Path, tmp_path: Path) -> None:
     library = build(mutant.mutation, tmp_path, real_lib)
     outcome = run_kit(library, tmp_path / "cited", "--clause", mutant.clause, *mutant.args)
-    if not outcome.failing(mutant.clause, mutant.verdict):
+    if mutant.also or not outcome.failing(mutant.clause, mutant.verdict):
         outcome = run_kit(library, tmp_path / "run", *mutant.args)
     assert outcome.exit_code == 1, outcome.describe()
     assert outcome.summary_exit == 1, outcome.describe()
     assert outcome.failing(mutant.clause, mutant.verdict), (
         f"no {mutant.verdict} names {mutant.clause}\n{outcome.describe()}"
     )
+    unnamed = [c for c in mutant.also if not outcome.failing(c) and not outcome.failing(c, "CRASH")]
+    assert not unnamed, f"no FAIL or CRASH names {unnamed}\n{outcome.describe()}"
 
 
 @pytest.mark.parametrize("mutant", rows(WARNED))

@@ -4,7 +4,9 @@ import gzip
 import hashlib
 import io
 import json
+import shlex
 import tarfile
+from pathlib import Path
 
 import pytest
 from junitparser import xunit2
@@ -97,10 +99,80 @@ def test_the_atlas_travels_in_the_bundle_and_an_edited_one_is_named(bundle, tmp_
     assert atlas["kind"] == "npuconf-atlas" and atlas["run_id"] == "20260301-120000-d2d2"
     atlas["entries"] = atlas["entries"][1:]
     report = verify_bundle(repack(tmp_path / "a.tar.gz", {**contents, "atlas.json": json.dumps(atlas).encode()}))
-    assert problems(report, "report") == ["atlas.json does not match results.jsonl"]
+    # rendered again and compared byte for byte, as every report of a bundle is
+    (said,) = problems(report, "report")
+    assert said.startswith("atlas.json is not what this kit renders from results.jsonl (line 1: "), said
+    # the one line quoted from its start on both sides, though it parts ten bytes in
+    assert """(line 1: '{"schema": 1, "kind": "npuconf-atlas",""" in said
+    assert """, '{"schema":1,"kind":"npuconf-atlas",""" in said  # and the rendering's
     # A bundle made before atlas.json travelled still verifies.
     older = {n: d for n, d in contents.items() if n != "atlas.json"}
     assert verify_bundle(repack(tmp_path / "b.tar.gz", older)).problems == ()
+
+
+@pytest.mark.parametrize(
+    "words", [("/opt/elsewhere/.venv/bin/npuconf",), ("/usr/local/bin/python3.12", "-m", "host")],
+    ids=["script", "interpreter"],
+)
+def test_a_bundle_made_by_the_kit_installed_elsewhere_verifies_and_edits_beside_its_commands_do_not(
+    tmp_path, monkeypatch, words
+):
+    """The replay and errata commands in summary.json and report.html name the npuconf that rendered them:
+    the same kit installed elsewhere (and a run directory named relative to another working directory)
+    still verifies, byte for byte but for those words; a verdict or a command's own options edited do not."""
+    from reports import run_options
+
+    made_in, verified_in = tmp_path / "lab", tmp_path / "verifier"
+    made_in.mkdir()
+    verified_in.mkdir()
+    d2_run(made_in / "run")
+    here = run_options.npuconf_words
+    monkeypatch.chdir(made_in)
+    monkeypatch.setattr(run_options, "npuconf_words", lambda: words)
+    made = make_bundle(Path("run"), made_in / "elsewhere.tar.gz").path
+    monkeypatch.setattr(run_options, "npuconf_words", here)  # verify renders naming this install
+    monkeypatch.chdir(verified_in)
+    contents = members(made)
+    printed = " ".join(shlex.quote(w) for w in words).encode()
+    assert contents["summary.json"].count(printed + b" run ") == 1  # the failure's replay line
+    assert contents["report.html"].count(printed + b" run ") == 1 and printed + b" errata " in contents["report.html"]
+    assert PRINTED_NPUCONF.encode() not in contents["summary.json"] + contents["report.html"]
+    assert verify_bundle(made).problems == ()
+
+    replay = f"--scenario {D2_SCENARIO}".encode()
+    edits = {
+        "a verdict in summary.json": ("summary.json", b'"verdict": "FAIL"', b'"verdict": "PASS"'),
+        "a verdict in report.html": ("report.html", b">FAIL<", b">PASS<"),
+        "a replay line's options": ("report.html", replay, replay.replace(b"requests.", b"support.")),
+        "the install path beside a replay line": ("summary.json", printed + b" run", printed + b" run --help; run"),
+    }
+    for what, (name, old, new) in edits.items():
+        assert old in contents[name], what
+        edited = repack(tmp_path / "edited.tar.gz", {**contents, name: contents[name].replace(old, new, 1)})
+        said = problems(verify_bundle(edited), "report")
+        assert len(said) == 1 and said[0].startswith(f"{name} is not what this kit renders"), (what, said)
+
+
+def test_commands_are_made_portable_the_same_whatever_pieces_the_bytes_come_in(bundle):
+    """verify reads a member and renders the kit's copy in pieces cut in different places: the portable
+    form of their commands must not depend on where the cuts fall (a command cut in two included)."""
+    from host.offline.verify import _portable
+
+    contents = members(bundle)
+    portable = {"summary.json": [b'"replay": "npuconf run '], "report.html": [b"<code>npuconf run ",
+                                                                             b"<code>npuconf errata /"]}
+    for name, expected in portable.items():
+        whole = b"".join(_portable(name, [contents[name]]))
+        assert PRINTED_NPUCONF.encode() not in whole and all(e in whole for e in expected), name
+        for size in (1, 5, 7, 4096):
+            data = contents[name]
+            out = list(_portable(name, [data[i : i + size] for i in range(0, len(data), size)]))
+            assert all(out) and b"".join(out) == whole  # no empty piece: a reader takes one for the end
+    # a span too long to be a command the kit printed is compared as it is, however it is cut
+    long = b"<code>/x/npuconf run " + b"a" * (70 * 1024) + b"</code><code>/y/npuconf run b</code>"
+    expected = long.replace(b"/y/npuconf", b"npuconf")
+    for size in (1000, 1 << 20):
+        assert b"".join(_portable("report.html", [long[i : i + size] for i in range(0, len(long), size)])) == expected
 
 
 def test_edited_verdict_is_named(bundle, tmp_path):

@@ -125,6 +125,8 @@ for sid in ids:
         print(json.dumps({{"ev": "begin", "scenario": sid, "pid": 1, "t": 1}}))
         print(json.dumps({{"ev": "ret", "step": 80, "op": "is_supported", "ret": 0, "errno": None,
                           "results": [True] + [False] * {grid_size}}}))
+        # the control probe's answer, as the real probe writes it on a device without vnpu control
+        print(json.dumps({{"ev": "ret", "step": 81, "op": "vnpu", "ret": -1, "errno": "ENOSYS"}}))
         print(json.dumps({{"ev": "exit", "scenario": sid, "status": "ok", "code": 0, "signal": None, "t": 2}}))
         continue
     print(json.dumps({{"ev": "begin", "scenario": sid, "pid": 1, "t": 1}}))

@@ -7,6 +7,7 @@ libraries built here that wrap it (RTLD_NEXT) to misbehave in one function.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -230,7 +231,7 @@ def test_full_run_on_the_virtual_npu_is_conformant_and_says_its_configuration(tm
     assert npuconf("bundle", out, "--out", bundle).returncode == 0
     verified = npuconf("verify", bundle)
     assert verified.returncode == 0, verified.stdout
-    assert first_line(verified.stdout) == "bundle verifies: conformant"
+    assert first_line(verified.stdout).startswith("bundle verifies: conformant; on the submitter's word: target local")
     assert "cannot know: where the traces came from" in verified.stdout
 
 
@@ -415,13 +416,19 @@ def test_verify_applies_waivers_only_from_the_command_line(aosp_run, tmp_path):
 
 
 def _plan_dated(run: Path, as_of: str) -> None:
-    """Rewrites the day the run recorded for its waivers (as a run made on that day would have)."""
-    lines = (run / "results.jsonl").read_text().splitlines()
-    plan = json.loads(lines[0])
+    """Rewrites the day the run recorded for its waivers, and every date of the run with it, as a run made
+    on that day would have them (verify checks the dates against each other and the traces' clock)."""
+    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    plan = records[0]
     assert plan["kind"] == "plan" and plan["options"]["waivers_as_of"]
     plan["options"]["waivers_as_of"] = as_of
-    plan["started"] = f"{as_of}T12:00:00.000+00:00"  # verify rejects a waivers day before the run's start
-    (run / "results.jsonl").write_text("\n".join([json.dumps(plan), *lines[1:]]) + "\n")
+    moved = dt.datetime.fromisoformat(f"{as_of}T12:00:00.000+00:00") - dt.datetime.fromisoformat(plan["started"])
+    for record in records:
+        for field in ("started", "finished"):
+            if isinstance(record.get(field), str):
+                when = dt.datetime.fromisoformat(record[field]) + moved
+                record[field] = when.isoformat(timespec="milliseconds")
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 def test_verify_applies_waivers_as_of_the_day_the_run_applied_them(aosp_run, tmp_path):

@@ -38,11 +38,20 @@ def flood(lines, line=b'{{"ev":"note","text":"flood"}}\\n'):
         out.write(block)
     out.write(line * (lines % 10000))
 
+crash_discovery = config.get("npuconf.discovery") == "crash_in_fallback"
 for raw in child.stdout:
     try:
         event = json.loads(raw)
     except ValueError:
         event = {{}}
+    if crash_discovery and event.get("op") == "is_supported" and event.get("ev") == "ret":
+        # isSupported answered the whole grid, then dies in its first fallback call
+        out.write(raw)
+        out.write(b'{{"ev":"exit","scenario":"npuconf.discovery","status":"signal","code":null,'
+                  b'"signal":"SIGSEGV","t":1}}\\n')
+        out.flush()
+        child.kill()
+        sys.exit(139)
     mode = config.get(event.get("scenario")) if event.get("ev") == "exit" else None
     if mode == "long_line":
         chunk = b"x" * (1 << 20)
@@ -72,6 +81,9 @@ for raw in child.stdout:
     elif mode == "endless":
         while True:
             flood(100000)
+    elif mode == "sleep":
+        out.flush()
+        time.sleep(config["seconds"])
     out.write(raw)
     out.flush()
 sys.exit(child.wait())

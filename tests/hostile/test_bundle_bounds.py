@@ -1,16 +1,14 @@
 """A bundle cannot make verify hold unbounded device records (issue 26: verify took 60 s and hundreds of
-MB on records for devices the plan never named), and its junit.xml cannot expand entities: it is parsed
-by the standard library's ElementTree on expat (lxml is not installed), as docs/hostile.md says."""
+MB on records for devices the plan never named), and its junit.xml cannot expand entities: verify never
+parses it, it compares it with the junit.xml it renders (docs/hostile.md)."""
 
 import gzip
 import hashlib
-import importlib.util
 import io
 import json
 import sys
 import tarfile
-
-import junitparser.junitparser
+import time
 
 from host.offline import make_bundle
 from host.offline.verify import verify_bundle
@@ -66,16 +64,18 @@ BOMB = (
 
 
 def test_junit_xml_entity_expansion_is_refused(tmp_path):
-    if importlib.util.find_spec("lxml") is None:  # docs/hostile.md: junitparser then uses ElementTree on expat
-        assert junitparser.junitparser.etree.__name__ == "xml.etree.ElementTree"
+    """verify never parses a bundle's junit.xml: it renders junit.xml again from results.jsonl and compares
+    the bytes (issue 39), so an entity bomb is refused as an edit, unexpanded."""
 
     def bomb(members):
         members["junit.xml"] = BOMB.encode()
 
+    started = time.monotonic()
     done = cli("verify", _rebundled(tmp_path, "bomb.tar.gz", bomb), timeout=60)
     said = done.stdout.decode() + done.stderr.decode()
     assert done.returncode == 1, said
-    assert "junit.xml does not parse" in said and "amplification" in said, said
+    assert "junit.xml is not what this kit renders from results.jsonl (line 1:" in said, said
+    assert time.monotonic() - started < 20
 
 
 # What verify does per record lives here (the corpus and catalogue it loads once are in host/suite).
@@ -129,3 +129,19 @@ def test_verify_work_grows_linearly_with_the_devices_in_a_bundle(tmp_path):
     # linear: doubling the added devices doubles the added work (exactly 2.0 today); an injected scan of the
     # devices seen so far, per device record, gives 2.6 here
     assert first > 0 and second <= 2.3 * first, counts
+
+
+def test_more_result_records_than_the_limit_are_refused_in_one_line(tmp_path):
+    """Issue 39: tiny records for scenarios the plan never named made every report render each of them."""
+
+    def flood(members):
+        lines = members["results.jsonl"].decode().splitlines()
+        result = next(json.loads(line) for line in lines if json.loads(line)["kind"] == "result")
+        extra = [json.dumps(dict(result, scenario=f"x.s{i}", trace=[])) for i in range(60)]
+        members["results.jsonl"] = ("\n".join([*lines, *extra]) + "\n").encode()
+
+    forged = _rebundled(tmp_path, "flood.tar.gz", flood)
+    done = cli("verify", forged, env={"NPUCONF_LIMIT_RESULT_RECORDS": "50"})
+    err = done.stderr.decode()
+    assert done.returncode == 3, done.stdout.decode() + err
+    assert "over limit result_records=50" in err and len(err.strip().splitlines()) == 1

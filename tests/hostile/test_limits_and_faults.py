@@ -249,7 +249,7 @@ def test_hanging_logcat_costs_one_deadline_then_is_not_asked_again(monkeypatch):
     target = AdbTarget(AdbServerAddress("127.0.0.1", 1), "hung-device", serial="hung")
     calls = []
 
-    def hung(command, timeout):
+    def hung(command, timeout, cancel=None):
         calls.append(command)
         time.sleep(30)
 
@@ -283,3 +283,36 @@ def test_huge_file_new_in_a_scenario_is_refused_in_one_line_before_anything_runs
     assert "loading.huge_file" in output and "steps[0].file_new.size" in output and "64 MiB" in output
     assert time.monotonic() - started < 30
     assert not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def test_file_new_steps_adding_up_past_the_scenario_limit_are_refused_before_anything_runs(tmp_path):
+    """Issue 39: 48 `file_new` steps of 64 MiB each (each within its own bound) held 3.15 GB of host memory."""
+    scenarios = tmp_path / "scenarios"
+    (scenarios / "loading").mkdir(parents=True)
+    steps = "".join(f"      - file_new: {{file: f{i}, size: 67108864, seed: {i}}}\n" for i in range(48))
+    (scenarios / "loading" / "many.yaml").write_text(
+        "scenarios:\n  - id: loading.many_files\n    title: 48 files of 64 MiB\n    clauses: [load-async]\n"
+        f"    steps:\n{steps}"
+    )
+    started = time.monotonic()
+    done = cli("run", "--target", "local", "--scenarios", scenarios, "--out", tmp_path / "run", "-q")
+    output = text(done)
+    assert done.returncode == 3, output
+    assert len(done.stderr.decode().strip().splitlines()) == 1, output
+    assert "loading.many_files" in output and "over limit scenario_file_bytes=67108864" in output
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def test_an_issupported_crash_in_the_discovery_fallback_never_turns_vnpu_control_off(standin, tmp_path):
+    """Issue 39: isSupported answered the whole grid, then crashed in a fallback call, before the control
+    probe: the run went on without vnpu control, and every scenario needing it was NOT_APPLICABLE."""
+    build = standin({"npuconf.discovery": "crash_in_fallback"})
+    done = cli("run", "--target", "local", "--build-dir", build, "-k", "preemption.unmapped_buffer_gets_onpreempt",
+               "--out", tmp_path / "run", "-q", env={"NPUCONF_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 2, text(done)
+    (result,) = records(tmp_path / "run", "result")
+    assert result["verdict"] == "ERROR", result
+    assert "the discovery ended before its vnpu control probe (signal (SIGSEGV))" in result["reason"]
+    (device,) = records(tmp_path / "run", "device")
+    assert device["info"]["discovery_failed"] is not None

@@ -6,11 +6,14 @@ imported there; a far-future date is refused; a device's rows are its submitter'
 
 import datetime as dt
 import json
+import os
 import secrets
+import socket
 
 import pytest
 
 from reports.store import import_runs, open_store
+from tests.hostile.conftest import cli
 from tests.store.conftest import pg_server, store_location  # noqa: F401  (both engines)
 from tests.store.runs import resume_line, simple_run, verdict_record
 
@@ -119,7 +122,9 @@ def test_dates_compare_as_timestamps_and_a_near_future_is_accepted(tmp_path, sto
 def other_submitter(store, monkeypatch, name):
     """The store as another lab sees it: another user (SQLite), another role (PostgreSQL)."""
     if not store.startswith("postgresql://"):
-        monkeypatch.setenv("LOGNAME", name)
+        # another local user: the submitter is the kernel's uid (an environment variable changes nothing,
+        # test_the_sqlite_submitter_is_the_kernels_user_not_logname), so stand in for that user's process
+        monkeypatch.setattr("reports.store_sqlite.local_submitter", lambda: f"{name}@{socket.gethostname()}")
         return store
     import psycopg
 
@@ -149,7 +154,78 @@ def test_one_labs_import_neither_overwrites_nor_hides_anothers_device(tmp_path, 
         (devices[1][0], "p1", FINGERPRINT, "renamed by lab B"),
     ]
     assert devices[1][0] != mine[0] and devices[1][0].startswith(name)
-    assert rows(store_location, "SELECT run_id, submitter FROM runs ORDER BY run_id") == [
+    assert rows(store_location, "SELECT plan_run_id, submitter FROM runs ORDER BY plan_run_id") == [
         ("run-a", mine[0]),
         ("run-b", devices[1][0]),
     ]
+
+
+def test_a_run_id_squatted_by_another_submitter_does_not_refuse_the_labs_own_import(
+    tmp_path,
+    store_location,  # noqa: F811
+    monkeypatch,
+):
+    """Issue 39: whoever imported a run id first owned it; the lab's own import of its run was refused."""
+    lab = failing_run(tmp_path / "lab", run_id="run-lab", started="2026-03-01T10:00:00Z")
+    squat = tmp_path / "squat"
+    squat.mkdir()
+    objects = [json.loads(line) for line in (lab / "results.jsonl").read_text().splitlines()]
+    for record in objects:
+        if record["kind"] == "result":
+            record["verdict"], record["divergence"] = "PASS", None  # the lab's run, all passing
+    (squat / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in objects))
+    with open_store(store_location):
+        pass  # the shared store exists (on PostgreSQL, the lab made its tables and grants them to the others)
+    with monkeypatch.context() as patch:
+        squatter = other_submitter(store_location, patch, "squat_" + secrets.token_hex(3))
+        assert [o.status for o in import_runs(squatter, [squat])] == ["added"]
+    assert [o.status for o in import_runs(store_location, [lab])] == ["added"]
+    stored = {submitter: (plan_id, answer) for submitter, plan_id, answer in
+              rows(store_location, "SELECT submitter, plan_run_id, answer FROM runs")}  # fmt: skip
+    assert len(stored) == 2 and {plan_id for plan_id, _ in stored.values()} == {"run-lab"}
+    with open_store(store_location) as conn:
+        lab_submitter = conn.submitter()
+    assert stored[lab_submitter][1] == "non-conformant"  # the lab's own rows, beside the squatter's
+    assert [o.status for o in import_runs(store_location, [lab])] == ["unchanged"]
+
+
+def test_the_sqlite_submitter_is_the_kernels_user_not_logname(tmp_path):
+    import pwd
+
+    run_dir = failing_run(tmp_path / "run")
+    store = tmp_path / "s.sqlite"
+    done = cli("store", "import", "--store", store, run_dir, env={"LOGNAME": "lab", "USER": "lab"})
+    assert done.returncode == 0, done.stderr
+    (submitter,) = rows(str(store), "SELECT submitter FROM runs")[0]
+    assert submitter == f"{pwd.getpwuid(os.geteuid()).pw_name}@{socket.gethostname()}"
+
+
+def test_durations_beyond_any_measurement_steer_no_lanes(tmp_path, store_location):  # noqa: F811
+    """Issue 39: a row with duration_ms 1e308 made every lab's --shard lanes 2 to 8 times slower."""
+    from reports.store import measured_durations
+
+    run_dir = failing_run(tmp_path / "run")
+    path = run_dir / "results.jsonl"
+    objects = [json.loads(line) for line in path.read_text().splitlines()]
+    for record in objects:
+        if record["kind"] == "result":
+            record["duration_ms"] = 1e308
+    path.write_text("".join(json.dumps(r) + "\n" for r in objects))
+    assert [o.status for o in import_runs(store_location, [run_dir])] == ["added"]
+    assert rows(store_location, "SELECT count(*) FROM verdicts WHERE duration_ms IS NOT NULL") == [(0,)]
+    with open_store(store_location) as conn, conn.write_transaction():  # a row written past the import
+        conn.execute("UPDATE verdicts SET duration_ms = ?", (1e308,))
+    assert measured_durations(store_location).for_build(FINGERPRINT) == {}
+
+
+def test_json_nested_past_any_reading_in_a_store_row_is_no_traceback(tmp_path, store_location):  # noqa: F811
+    """Issue 39: a nested JSON array in a store row gave `dashboard` a RecursionError traceback."""
+    assert [o.status for o in import_runs(store_location, [failing_run(tmp_path / "run")])] == ["added"]
+    nested = "[" * 200_000 + "]" * 200_000
+    with open_store(store_location) as conn, conn.write_transaction():
+        conn.execute("UPDATE runs SET partial = ?", (nested,))
+        conn.execute("UPDATE atlas_entries SET choices = ?", (nested,))
+    done = cli("dashboard", "--store", store_location, "--out", tmp_path / "dash", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr
+    assert "unreadable partial reasons" in (tmp_path / "dash" / "dashboard.html").read_text()

@@ -42,3 +42,16 @@ def test_password_in_the_query_reaches_neither_console_nor_dashboard(pg_server, 
         assert secret not in output
     wrong = cli("store", "import", "--store", url.replace(secret, secret + "x"), run_copy)
     assert wrong.returncode == 3 and secret not in text(wrong), text(wrong)
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://lab:s3cretpw@[::1/npu",  # libpq echoes the whole URI it cannot parse
+    "postgresql://lab:s3cret%zzpw@127.0.0.1:1/npu",  # ... or the malformed token, the password itself
+    "postgresql://lab@127.0.0.1:1/npu?password%=s3cretpw&x",
+    "postgresql://lab@127.0.0.1:1/npu?sslpassword=s3cretpw&bogus",
+])
+def test_a_malformed_url_never_prints_its_password(url, run_copy):
+    done = cli("store", "import", "--store", url, run_copy, timeout=60)
+    assert done.returncode != 0, text(done)
+    assert "cannot connect to the results store" in text(done) and "Traceback" not in text(done)
+    assert "s3cret" not in text(done), text(done)

@@ -207,7 +207,8 @@ def request(b: TB, req: str = "r", *, cookie: Any = "absent", deleter: bool = Tr
     b.call("req_set_device", req=req, device=device)
     b.call("req_set_type", req=req, type=type_)
     b.call("req_set_size", req=req, size=size)
-    b.call("req_set_prot", req=req, prot=list(prot) if not isinstance(prot, int) else prot)
+    if prot is not None:  # None: the request keeps its default protection
+        b.call("req_set_prot", req=req, prot=list(prot) if not isinstance(prot, int) else prot)
     if cookie != "absent":
         if isinstance(cookie, str):
             b.call("cookie_new", cookie=cookie)

@@ -120,12 +120,7 @@ def test_a_default_is_demonstrated_only_by_a_request_that_kept_it():
 
 
 def test_a_read_write_map_of_a_buffer_whose_protection_was_never_set_fails_the_default():
-    b = TB()
-    b.call("req_create", req="r")
-    b.call("req_set_device", req="r", device=PAIR[0])
-    b.call("req_set_type", req="r", type=PAIR[1])
-    b.call("req_set_size", req="r", size=8192)
-    b.call("req_set_onalloc", req="r", set=True)
+    b = request(TB(), prot=None)
     b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, 0, "B1")])
     b.bind("b", "B1")
     b.call("buf_map", map="w", buf="b", length=8192, prot=["READ", "WRITE"], flags=["SHARED"], offset=0)

@@ -110,7 +110,8 @@ def test_capacity_budget_counts_mapped_freed_buffers():
     passes(capacity_trace(True, 0, "B2"), caps=VNPU)
     passes(capacity_trace(False, "ENOMEM"), caps=VNPU)
     fails(capacity_trace(False, 0, "B2"), "alloc-supported-may-fail", caps=VNPU)
-    fails(capacity_trace(True, "ENOMEM"), "alloc-supported-may-fail", caps=VNPU)
+    # only the memory kept past the last unmap explains the refusal: that sentence is named
+    fails(capacity_trace(True, "ENOMEM"), "free-memory-after-last-unmap", caps=VNPU)
 
 
 @covers("allocation.callback_thread")
@@ -131,6 +132,44 @@ def test_alloc_errornum_is_a_positive_errno():
     j = fails(alloc_once("E#-19"), "alloc-errornum-iff-buf")  # -ENODEV
     assert j.divergence.observed == "errorNum=E#-19"
     fails(alloc_once("E#-12", thread="caller", type_=0), "alloc-errornum-iff-buf")  # even where an error is due
+
+
+@covers("allocation.invalid_field_clause")
+def test_an_invalid_field_is_held_to_the_default_it_kept_or_to_its_setter():
+    def answered(*, set_device: bool, set_type: bool, error: object) -> TB:
+        b = TB()
+        b.call("req_create", req="r")
+        if set_device:
+            b.call("req_set_device", req="r", device=-1)
+        if set_type:
+            b.call("req_set_type", req="r", type=0)
+        b.call("req_set_size", req="r", size=8192)
+        b.call("req_set_onalloc", req="r", set=True)
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, error, None if error else "B1")])
+        if not error:
+            b.bind("b", "B1")
+        return teardown(b, bufs=[] if error else ["b"], reqs=["r"])
+
+    passes(answered(set_device=True, set_type=True, error="EINVAL"))
+    fails(answered(set_device=False, set_type=True, error=0), "req-device-default-negative")
+    fails(answered(set_device=True, set_type=True, error=0), "req-device-negative-einval")
+
+
+@covers("allocation.mistaken_identity")
+def test_answers_swapped_between_cookies_name_the_cookie():
+    def batch(swapped: bool) -> TB:
+        b = TB()
+        request(b, "ok", cookie="c1")
+        request(b, "bad", cookie="c2", type_=0)
+        answers = [b.cb("alloc", "c2", "EINVAL", None), b.cb("alloc", "c1", 0, "B1")]
+        if swapped:  # the buffer reaches the invalid request's cookie, the error the valid one's
+            answers = [b.cb("alloc", "c2", 0, "B1"), b.cb("alloc", "c1", "EINVAL", None)]
+        b.call("alloc", reqs=["ok", "bad"], during=answers)
+        b.bind("b", "B1")
+        return teardown(b, bufs=["b"], reqs=["ok", "bad"], deleted=["c1", "c2"])
+
+    passes(batch(False))
+    fails(batch(True), "cookie-identify-request")
 
 
 @covers("allocation.on_alloc")
@@ -156,7 +195,13 @@ def test_settle_requires_every_onalloc():
     b = TB()
     request(b)
     b.call("alloc", reqs=["r"])
-    fails(teardown(b, reqs=["r"]), "alloc-one-callback-per-request")
+    fails(teardown(b, reqs=["r"]), "alloc-callback-on-completion")
+    # the request freed right after allocAsync: the sentence that allows that free is the one contradicted
+    b = TB()
+    request(b)
+    b.call("alloc", reqs=["r"])
+    b.call("req_free", req="r")
+    fails(teardown(b), "alloc-free-request-after-call")
 
 
 @covers("support.check_support")
@@ -226,12 +271,7 @@ def test_map_prot_subset():
 
 
 def test_default_prot_is_read_only():
-    b = TB()
-    b.call("req_create", req="r")
-    b.call("req_set_device", req="r", device=PAIR[0])
-    b.call("req_set_type", req="r", type=PAIR[1])
-    b.call("req_set_size", req="r", size=8192)
-    b.call("req_set_onalloc", req="r", set=True)
+    b = request(TB(), prot=None)
     b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, 0, "B1")])
     b.bind("b", "B1")
     b.call("buf_map", map="m", buf="b", length=8192, prot=["WRITE"], flags=["SHARED"], offset=0, ret=0)
@@ -373,7 +413,7 @@ def test_failing_batch_member_is_named_by_its_position():
 @covers("allocation.all_answered")
 def test_unanswered_batch_member_is_named_by_its_position():
     trace, step = batch_of_five({"a": 0, "b": 0, "e": 0})
-    j = fails(trace, "alloc-one-callback-per-request")
+    j = fails(trace, "alloc-callback-on-completion")
     named = f"request 3 of 5 (bad, r2 in the trace) of the batch submitted at step {step}"
     assert f"observed no onAlloc for the {named} (1 more unanswered), allowed" in j.reason, j.reason
 
@@ -402,3 +442,81 @@ def test_is_supported_mismatch_names_both_requests_by_position():
     assert j.divergence.message.endswith(
         "the same request, tested in one call: requests 1 and 3 of 3 (first, r0 in the trace; first, r0 in the trace)"
     ), j.divergence.message
+
+
+@covers("allocation.refused_clause")
+def test_a_refused_valid_request_names_the_field_that_was_blamed():
+    """With the capacity declared the device owes a buffer: an "invalid argument" refusal names the sentence
+    that makes the blamed field valid; any other refusal the capacity rule."""
+
+    def refused(error: object, **fields: object) -> TB:
+        b = TB()
+        request(b)
+        if "priority" in fields:
+            b.call("req_set_priority", req="r", priority=fields["priority"])
+        if "fd" in fields:
+            b.call("req_set_file", req="r", fd={"fd": fields["fd"]}, file_offset=fields.get("file_offset", 0),
+                   length=fields.get("length", 0), buffer_offset=0)
+        b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, error, None if error else "B1")])
+        if not error:
+            b.bind("b", "B1")
+        return teardown(b, bufs=[] if error else ["b"], reqs=["r"])
+
+    passes(refused(0, priority=1000), caps=VNPU)
+    fails(refused("EINVAL", priority=1000), "priority-range-inclusive", caps=VNPU)
+    fails(refused("EINVAL", priority=500), "alloc-supported-may-fail", caps=VNPU)
+    passes(refused(0, fd=-1, file_offset=-5), caps=VNPU)
+    fails(refused("EINVAL", fd=-1, file_offset=-5), "req-file-offset-ignored", caps=VNPU)
+    fails(refused("EBADF", fd=-1), "req-file-fd-default", caps=VNPU)
+    fails(refused("ENOMEM", fd=-1), "alloc-supported-may-fail", caps=VNPU)
+
+
+@covers("mapping.pages_left_mapped")
+def test_unmapped_pages_no_longer_map_the_buffer():
+    def looked(still_mapped: bool) -> TB:
+        b = mapped()
+        b.call("buf_unmap", map="m", offset=0, length=8192)
+        b.extra(mapped=still_mapped).call("map_gone", map="m", offset=0, length=8192, ret=0)
+        return teardown(b, bufs=["b"], reqs=["r"])
+
+    assert "unmap-unmaps" in passes(looked(False)).demonstrated
+    fails(looked(True), "unmap-unmaps")
+
+
+@covers("allocation.kept_memory_clause")
+def test_a_refusal_only_kept_memory_explains_names_the_release():
+    """Capacity 16 KiB: a buffer of 8 KiB freed (mapped: released at its last unmap), then a 16 KiB request
+    that fits only because that memory came back."""
+
+    def after_release(mapped_first: bool, error: object) -> TB:
+        b = allocated(TB())
+        if mapped_first:
+            b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+        b.call("buf_free", bufs=["b"])
+        if mapped_first:
+            b.call("buf_unmap", map="m", offset=0, length=8192)
+        request(b, "r2", size=16384)
+        b.call("alloc", reqs=["r2"], during=[b.cb("alloc", None, error, None if error else "B2")])
+        if not error:
+            b.bind("b2", "B2")
+        return teardown(b, bufs=[] if error else ["b2"], reqs=["r", "r2"])
+
+    passes(after_release(True, 0), caps=VNPU)
+    fails(after_release(True, "ENOMEM"), "free-memory-after-last-unmap", caps=VNPU)
+    passes(after_release(False, 0), caps=VNPU)
+    fails(after_release(False, "ENOMEM"), "free-indicates-not-needed", caps=VNPU)
+
+
+@covers("allocation.released_memory_needed")
+def test_a_grant_that_needs_the_last_unmaps_memory_demonstrates_it():
+    """A 16 KiB buffer mapped, freed, unmapped; then a 16 KiB request granted. With 16 KiB of memory (acl:
+    30000 bytes, no huge pool at that size) it fits only because the unmap gave the memory back; with 1 MiB
+    it would fit anyway and shows nothing of that sentence."""
+    shown = "free-memory-after-last-unmap"
+    assert shown in passes(capacity_trace(True, 0, "B2"), caps=VNPU).demonstrated
+    acl = DeviceCaps(supported_pairs=frozenset({PAIR}), capacity_bytes=30000, policy="acl", vnpu_control=True)
+    big = DeviceCaps(supported_pairs=frozenset({PAIR}), capacity_bytes=1 << 20, policy="budget", vnpu_control=True)
+    assert shown not in passes(capacity_trace(True, 0, "B2"), caps=big).demonstrated
+    undeclared = DeviceCaps(supported_pairs=frozenset({PAIR}))
+    assert shown not in passes(capacity_trace(True, 0, "B2"), caps=undeclared).demonstrated
+    assert shown in passes(capacity_trace(True, 0, "B2"), caps=acl).demonstrated

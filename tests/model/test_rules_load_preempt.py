@@ -74,7 +74,7 @@ def test_every_load_answered():
     allocated(b)
     b.call("file_new", file="f", size=4096, seed=7)
     b.call("buf_load", buf="b", fd="f", file_offset=0, length=10, buffer_offset=0, onload=True)
-    fails(teardown(b, bufs=["b"], reqs=["r"]), "load-callback-on-done")
+    fails(teardown(b, bufs=["b"], reqs=["r"]), "load-onload-invoked")
 
 
 @covers("loading.fd_check")
@@ -576,3 +576,17 @@ def test_preempt_lowest_takes_the_greatest_priority_value():
     fails(lowest("cy", set_priority=True), "priority-set", caps=VNPU)
     warns(lowest("cy", out_of_range=True), "R4", caps=VNPU)  # an accepted out-of-range priority ranks nothing
     passes(lowest("cy", pressure=True), caps=VNPU)  # pressure took x: it sets no bar for y
+
+
+@covers("preemption.on_preempt")
+def test_onpreempt_with_a_cookie_set_after_allocasync_names_later_changes():
+    def replaced(seen: str) -> TB:
+        b = TB()
+        allocated(b, cookie="c", onpreempt=True)
+        b.call("cookie_new", cookie="n")
+        b.call("req_set_cookie", req="r", cookie="n", deleter=True)
+        b.call("vnpu", command="preempt=b", during=[b.cb("preempt", seen)])
+        return teardown(b, bufs=["b"], reqs=["r"], deleted=["c", "n"])
+
+    passes(replaced("c"), caps=VNPU)
+    fails(replaced("n"), "cookie-later-changes-no-effect", caps=VNPU)

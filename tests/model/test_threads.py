@@ -507,7 +507,7 @@ def test_alloc_inside_onalloc_needs_its_own_onalloc():
         return t.finish()
 
     passes(build(True))
-    fails(build(False), "alloc-one-callback-per-request")
+    fails(build(False), "alloc-callback-on-completion")  # the second allocation was never answered
 
 
 def test_many_overlapping_threads_stay_within_the_bound():

@@ -86,3 +86,64 @@ def test_baseline_lists_what_changed_in_the_atlas(vnpu, twin, tmp_path):
     page = (new / "report.html").read_text(encoding="utf-8")
     atlas = page[page.index('<details id="baseline-atlas"') :]
     assert "ANpuBuffer_map() at preemption.map_fails_repeatedly step 14</td><td>ENOENT</td><td>ENOMEM</td>" in atlas
+
+
+def _edited(twin: Path, out: Path, edit) -> Path:
+    """A copy of the twin's run with `edit(records)` applied to its records."""
+    out.mkdir()
+    records = [json.loads(line) for line in (twin / "results.jsonl").read_text().splitlines()]
+    edit(records)
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return out
+
+
+def test_a_baseline_matching_no_device_is_an_error_not_a_pass(twin, tmp_path):
+    """Issue 39: a run with 138 FAIL passed `--fail-on-new` against a baseline of other devices."""
+
+    def two_other_devices(records):
+        plan = records[0]
+        plan["devices"] = ["phone-a", "phone-b"]
+        copies = []
+        for record in records[1:]:
+            if record["kind"] in ("device", "result"):
+                record["device"] = "phone-a"
+                copies.append(dict(record, device="phone-b"))
+        records.extend(copies)
+
+    old = _edited(twin, tmp_path / "old", two_other_devices)
+    new = tmp_path / "new"
+    shutil.copytree(twin, new)
+    done = npuconf("report", new, "--baseline", old, "--fail-on-new")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "no device of" in done.stderr and "is one of the baseline's" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_new_error_timeout_and_not_demonstrated_results_are_new(twin, tmp_path):
+    """Issue 39: `--fail-on-new` exited 0 when results turned ERROR, TIMEOUT or stopped demonstrating."""
+    records = [json.loads(line) for line in (twin / "results.jsonl").read_text().splitlines()]
+    passing = [r for r in records if r["kind"] == "result" and r["verdict"] == "PASS"]
+    error, timeout, hidden = passing[0]["scenario"], passing[1]["scenario"], passing[2]
+    clauses = set(hidden["clauses"])
+
+    def worse(records):
+        for record in records:
+            if record["kind"] != "result":
+                continue
+            if record["scenario"] in (error, timeout):
+                record["verdict"] = "ERROR" if record["scenario"] == error else "TIMEOUT"
+                record["reason"] = "the device stopped answering"
+                record.pop("demonstrated", None)
+            elif record["verdict"] == "PASS" and clauses & set(record["clauses"]):
+                record["verdict"], record["reason"] = "NOT_APPLICABLE", "not applicable now"
+                record.pop("demonstrated", None)
+            if record.get("demonstrated"):  # a PASS or WARN answers what its trace demonstrated, too
+                record["demonstrated"] = [c for c in record["demonstrated"] if c not in clauses]
+
+    new = _edited(twin, tmp_path / "new", worse)
+    done = npuconf("report", new, "--baseline", twin, "--fail-on-new")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"  newly not judged: {error} on local: PASS -> ERROR" in done.stdout
+    assert f"  newly not judged: {timeout} on local: PASS -> TIMEOUT" in done.stdout
+    assert "  newly not demonstrated: " in done.stdout
+    assert "0 clauses newly failing" in done.stdout

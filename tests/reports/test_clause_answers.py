@@ -35,11 +35,14 @@ def test_failing_clauses_are_exactly_those_the_failures_name(twin):
     # D3 and D12 are WARN readings (R4, R10), no longer FAILs; map-preempt-window-enoent fails since the twin
     # maps a buffer whose preemption notice has not arrived (D24, docs/vnpu.md §5.1 F9); req-file-fd-default
     # no longer fails: a request fd neither valid nor -1 taken as "no file" (D11) is WARN R22;
-    # req-prot-default-read: a read-write map of a buffer that kept the default protection succeeds (D13)
-    assert len(fails) == 11
+    # req-prot-default-read: a read-write map of a buffer that kept the default protection succeeds (D13);
+    # req-device-default-negative and req-type-default-unknown: a request left at its default device or type
+    # names the default's sentence, not req-device-negative-einval or req-type-unknown-einval (D2)
+    assert len(fails) == 13
+    assert {"req-device-default-negative", "req-type-default-unknown"} <= fails
     assert "req-prot-default-read" in fails
     assert set(answers.with_verdict(Verdict.FAIL, Verdict.CRASH)) == _named(twin, "FAIL", "CRASH")
-    assert len(_named(twin, "FAIL", "CRASH")) == 13  # a crash names the clause of the step that died
+    assert len(_named(twin, "FAIL", "CRASH")) == 15  # a crash names the clause of the step that died
     # cookie-clear is cited by a scenario that failed on req-device-negative-einval: not a failure of it
     assert answers.worst("cookie-clear") is Verdict.PASS
 
@@ -141,8 +144,12 @@ def test_a_clause_waiver_waives_every_failure_naming_it_and_verify_agrees(twin, 
 
     waivers, results = _waived(twin, tmp_path, "req-type-unknown-einval")
     waived = [r for r in results if r["verdict"] == "WAIVED"]
-    # 18 + requests.type_later_unknown_fails + requests.default_device_and_type_each_alone (D2)
-    assert len(waived) == 20
+    # every FAIL naming req-type-unknown-einval, requests.type_later_unknown_fails among them; a request left at
+    # its default type names req-type-default-unknown instead (requests.default_type_is_rejected_with_einval,
+    # allocation.batch_mixing_valid_and_invalid, cookies.raw_64bit_on_failed_request), and
+    # requests.default_device_and_type_each_alone its default device's req-device-default-negative
+    assert len(waived) == 17
+    assert "requests.type_later_unknown_fails" in {r["scenario"] for r in waived}
     assert all(r["divergence"]["clause"] == "req-type-unknown-einval" for r in waived)
     assert not [r for r in results if r["verdict"] == "FAIL" and r["divergence"]["clause"] == "req-type-unknown-einval"]
     bundle = make_bundle(tmp_path / "rejudged-req-type-unknown-einval", tmp_path / "b.tar.gz")

@@ -24,6 +24,8 @@ def trace(limit: int | None) -> ScenarioTrace:
             ret |= {"ret": 0, "errno": None, "canary": True, "results": [GRID[i] in SUPPORTED for i in batch]}
         lines.append(ret)
         step += 1
+    lines.append({"ev": "call", "step": step, "op": "vnpu", "th": "main", "args": {"command": "delay_ms=0"}, "t": 3})
+    lines.append({"ev": "ret", "step": step, "op": "vnpu", "th": "main", "ret": -1, "errno": "ENOSYS", "t": 3})
     lines.append({"ev": "exit", "scenario": DISCOVERY_ID, "status": "ok", "code": 0, "signal": None, "t": 3})
     return ScenarioTrace(DISCOVERY_ID, tuple(json.dumps(x) for x in lines), 0.0)
 

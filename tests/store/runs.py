@@ -14,6 +14,7 @@ from typing import Any
 from host.run import GRID, caps_from_info, judge_lines, not_run, result_record
 from host.suite import claim_basis, load_catalogue, load_corpus
 from reference_model.verdicts import Verdict
+from reference_model.vocabulary import VOCABULARY_HASH
 from reports.store_identity import host_identity
 
 D2_SCENARIO = "requests.default_device_is_rejected_with_einval"
@@ -153,7 +154,7 @@ def plan(
         "run_id": run_id,
         "started": started,
         "kit_version": "0.1.0",
-        "vocabulary": "0123456789abcdef",
+        "vocabulary": VOCABULARY_HASH,
         "profile": profile,
         "target": "adb",
         "devices": devices,

@@ -138,19 +138,15 @@ def test_histories_hold_full_claims_of_one_submitter(tmp_path, store_location, m
     assert [o.status for o in import_runs(store, [*claims, replay, aosp])] == ["added"] * 4
     mine = rows_of(store, "SELECT DISTINCT submitter FROM runs")[0][0]
 
-    if store.startswith("postgresql://"):
-        from tests.hostile.test_store_imports import other_submitter
+    from tests.hostile.test_store_imports import other_submitter
 
-        store_b = other_submitter(store, monkeypatch, "lab_b_dash")
-    else:
-        monkeypatch.setenv("LOGNAME", "lab-b")
-        store_b = store
+    store_b = other_submitter(store, monkeypatch, "lab_b_dash")
     future = simple_run(
         tmp_path / "future", "future", "9999-01-01T00:00:00Z", {"phone-1": NEW}, {("phone-1", A): "PASS"}, FULL
     )
     other = simple_run(tmp_path / "other", "other", next(at), {"phone-1": NEW}, {("phone-1", A): "PASS"}, FULL)
     assert [o.status for o in import_runs(store_b, [future, other])] == ["refused", "added"]
-    monkeypatch.delenv("LOGNAME", raising=False)
+    monkeypatch.undo()
 
     with open_store(store) as conn:
         dashboard = build_dashboard(conn)

@@ -58,7 +58,7 @@ def test_rejudging_back_with_published_restores_the_fail(tmp_path):
     assert [(c.before, c.after) for c in back.rejudged.changes] == [("PASS", "FAIL")]
     assert back.exit_code == 1
     fail = next(r for r in load_results(tmp_path / "back").results if r.verdict == "FAIL")
-    assert fail.divergence is not None and fail.divergence.clause == "req-device-negative-einval"
+    assert fail.divergence is not None and fail.divergence.clause == "req-device-default-negative"
 
 
 def test_same_profile_changes_nothing(tmp_path):
@@ -87,7 +87,7 @@ def test_waivers_turn_the_fail_into_waived_and_stored_waivers_are_kept(tmp_path)
     run_dir = d2_run(tmp_path / "run")
     waivers = tmp_path / "waivers.yaml"
     waivers.write_text(
-        "waivers:\n  - clause: req-device-negative-einval\n    device: 'acme/*'\n"
+        "waivers:\n  - clause: req-device-default-negative\n    device: 'acme/*'\n"
         "    reason: b/42 ENOSYS until the next release\n    expires: 2099-01-01\n"
     )
     waived = rejudge(run_dir, waivers_file=waivers, out=tmp_path / "waived")
@@ -181,7 +181,7 @@ def test_the_waiver_file_a_rejudge_applied_is_recorded_as_its_configuration(tmp_
     run_dir = d2_run(tmp_path / "run")
     waivers = tmp_path / "waivers.yaml"
     waivers.write_text(
-        "waivers:\n  - clause: req-device-negative-einval\n    device: 'acme/*'\n"
+        "waivers:\n  - clause: req-device-default-negative\n    device: 'acme/*'\n"
         "    reason: b/42\n    expires: 2099-01-01\n"
     )
     waived = rejudge(run_dir, waivers_file=waivers, out=tmp_path / "waived")

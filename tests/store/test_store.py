@@ -26,7 +26,9 @@ def test_import_fills_every_table(tmp_path, store_location):
     assert (outcome.status, outcome.run_id, outcome.results) == ("added", "20260301-120000-d2d2", 3)
     with open_store(store) as conn:
         assert conn.schema_version() == STORE_SCHEMA
-    (run,) = rows(store, "SELECT run_id, started, profile, kit_hash, model_hash, corpus_hash, target, answer FROM runs")
+    (run,) = rows(
+        store, "SELECT plan_run_id, started, profile, kit_hash, model_hash, corpus_hash, target, answer FROM runs"
+    )
     assert run == (
         "20260301-120000-d2d2",
         "2026-03-01T12:00:00Z",
@@ -49,7 +51,8 @@ def test_import_fills_every_table(tmp_path, store_location):
     d2 = by_scenario["requests.default_device_is_rejected_with_einval"]
     assert d2[1:4] == ("FAIL", "D2", fingerprint)
     assert "req-device-negative-einval" in json.loads(d2[4])
-    clause_rows = rows(store, "SELECT count(*) FROM verdict_clauses WHERE clause = 'req-device-negative-einval'")
+    # the clause the FAIL answers: a request left at its default device names the default's sentence
+    clause_rows = rows(store, "SELECT count(*) FROM verdict_clauses WHERE clause = 'req-device-default-negative'")
     assert clause_rows == [(1,)]
 
 
@@ -115,7 +118,8 @@ def test_a_schema_1_store_is_migrated_in_place(tmp_path):
         )
         conn.execute("PRAGMA user_version = 1")
     assert [o.status for o in import_runs(store, [run_dir])] == ["added"]
-    assert rows(store, "SELECT run_id FROM runs ORDER BY run_id") == [("20260301-120000-d2d2",), ("old-run",)]
+    stored = rows(store, "SELECT coalesce(plan_run_id, run_id) AS id FROM runs ORDER BY id")
+    assert stored == [("20260301-120000-d2d2",), ("old-run",)]
     with sqlite3.connect(store) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (STORE_SCHEMA,)
     durations = rows(store, "SELECT duration_ms FROM verdicts WHERE verdict = 'FAIL'")
@@ -177,7 +181,7 @@ def test_npuconf_run_records_itself_in_the_store(tmp_path, probe_build):
     done = npuconf("run", "--target", "local", "-k", "requests.create", "--out", tmp_path / "runs" / "r1", "-q")
     assert done.returncode == 0, done.stderr
     store = tmp_path / "runs" / "npuconf.sqlite"  # next to the run directory
-    (run_id,) = rows(store, "SELECT run_id FROM runs")[0]
+    (run_id,) = rows(store, "SELECT plan_run_id FROM runs")[0]
     plan = json.loads((tmp_path / "runs" / "r1" / "results.jsonl").read_text().splitlines()[0])
     assert run_id == plan["run_id"]
     assert rows(store, "SELECT count(*) FROM verdicts WHERE verdict = 'PASS'")[0][0] >= 1
@@ -202,6 +206,10 @@ def test_hostile_device_text_is_stored(tmp_path, store_location):
     assert [o.status for o in import_runs(store, [run_dir])] == ["unchanged"]
 
 
+# A run's rows are stored under its key (its submitter's namespace); the plan's own id is in runs.plan_run_id.
+STORED_AS = "UPDATE verdicts SET duration_ms = ? WHERE run_id IN (SELECT run_id FROM runs WHERE plan_run_id = '{}')"
+
+
 def test_measured_durations_prefer_the_build_then_any_build(tmp_path, store_location):
     store = store_location
     first = simple_run(tmp_path / "r1", "run-1", "2026-03-01T10:00:00Z", {"p1": "fp/1"}, {("p1", A): "PASS"})
@@ -209,8 +217,8 @@ def test_measured_durations_prefer_the_build_then_any_build(tmp_path, store_loca
     import_runs(store, [first, second])
 
     with open_store(store) as conn, conn.write_transaction():
-        conn.execute("UPDATE verdicts SET duration_ms = ? WHERE run_id = 'run-1'", (40.0,))
-        conn.execute("UPDATE verdicts SET duration_ms = ? WHERE run_id = 'run-2'", (7.0,))
+        conn.execute(STORED_AS.format('run-1'), (40.0,))
+        conn.execute(STORED_AS.format('run-2'), (7.0,))
     assert measured_durations(store).for_build("fp/1") == {A: 40.0, B: 7.0}  # B never ran on fp/1: any build's
     assert measured_durations(tmp_path / "absent.sqlite").for_build("fp/1") == {}
     assert not (tmp_path / "absent.sqlite").exists()
@@ -221,7 +229,7 @@ def test_measured_durations_prefer_the_build_then_any_build(tmp_path, store_loca
     third = simple_run(tmp_path / "r3", "run-3", "2026-03-03T10:00:00Z", devices, both)
     import_runs(store, [third])
     with open_store(store) as conn, conn.write_transaction():
-        conn.execute("UPDATE verdicts SET duration_ms = ? WHERE run_id = 'run-3'", (10.0,))
+        conn.execute(STORED_AS.format('run-3'), (10.0,))
     assert measured_durations(store).for_build("fp/2") == {A: 20.0, B: 7.0}  # (40 + 10 + 10) / 3
     assert measured_durations(store).for_build("fp/3") == {A: 10.0, B: 7.0}
 
@@ -233,7 +241,7 @@ def test_npuconf_run_records_itself_in_a_postgresql_store(tmp_path, probe_build,
     assert done.returncode == 0, done.stderr
     assert "warning" not in done.stderr
     plan = json.loads((out / "results.jsonl").read_text().splitlines()[0])
-    assert rows(pg_url, "SELECT run_id FROM runs") == [(plan["run_id"],)]
+    assert rows(pg_url, "SELECT plan_run_id FROM runs") == [(plan["run_id"],)]
     assert rows(pg_url, "SELECT count(*) FROM verdicts WHERE verdict = 'PASS' AND duration_ms > 0")[0][0] >= 1
     dashboard = npuconf("dashboard", "--store", pg_url, "--out", tmp_path / "web", timeout=60)
     assert dashboard.returncode == 0 and plan["run_id"] in (tmp_path / "web" / "dashboard.html").read_text()

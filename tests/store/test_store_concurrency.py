@@ -46,7 +46,7 @@ def test_three_runs_creating_a_new_store_at_once_lose_nothing(tmp_path, store_lo
     assert [code for code, _, _ in outcomes] == [0, 0, 0], outcomes
     with open_store(store_location, create=False) as conn:
         assert conn.schema_version() == STORE_SCHEMA
-        assert sorted(r[0] for r in conn.query("SELECT run_id FROM runs")) == ["run-0", "run-1", "run-2"]
+        assert sorted(r[0] for r in conn.query("SELECT plan_run_id FROM runs")) == ["run-0", "run-1", "run-2"]
         assert conn.query("SELECT count(*) FROM verdicts") == [(6,)]
 
 
@@ -58,7 +58,7 @@ def test_concurrent_imports_from_several_processes(tmp_path, store_location):
     statuses = sorted(out.split(":")[0] for _, out, _ in outcomes)
     assert statuses == ["added"] * 6 + ["unchanged"] * 2
     with open_store(store_location, create=False) as conn:
-        assert sorted(r[0] for r in conn.query("SELECT run_id FROM runs")) == [f"run-{i}" for i in range(6)]
+        assert sorted(r[0] for r in conn.query("SELECT plan_run_id FROM runs")) == [f"run-{i}" for i in range(6)]
         assert conn.query("SELECT count(*) FROM verdicts") == [(12,)]
         assert conn.query("SELECT count(*) FROM builds") == [(2,)]
         pairs = {(f"phone-{i % 3}", i % 2) for i in range(6)}

@@ -29,7 +29,7 @@ from ...probe import (
     api_missing_symbols,
     host_exit_line,
 )
-from ..adb_clients import V2_HEADER, v2_length
+from ..adb_clients import V2_HEADER, Cancel, v2_length
 from .deployment import DEVICE_DIR, PROFILE_NAME, RUN_DIR
 from .transport import COMMAND_TIMEOUT_S, DeviceLost, DeviceTransport, adb_errors, bounded
 
@@ -81,15 +81,20 @@ class _ProbeStream:
             connection.open(adb_serial, f"shell,v2,raw:{command}")  # the watchdog in BatchRunner bounds every wait
             while True:
                 ident, length = V2_HEADER.unpack(connection.read_exact(V2_HEADER.size))
-                payload = connection.read_exact(v2_length(length)) if length else b""
-                if ident == 1:
-                    self._put_lines(splitter.feed(payload))
-                elif ident == 2:
-                    self.stderr.add(payload)
-                elif ident == 3:
+                length = v2_length(length)  # past adb's own payloads: refused before a byte of it is read
+                if ident == 3:
+                    status = connection.read_exact(min(length, 1)) if length else b""
+                    connection.skip(length - len(status))
                     self._put_lines(splitter.end())
-                    self._put(_Event("exit", code=payload[0] if payload else 255))
+                    self._put(_Event("exit", code=status[0] if status else 255))
                     return
+                # a frame is read in pieces as they arrive: the splitter and the stderr buffer keep within
+                # their limits, so nothing a header announces is allocated before its bytes are there
+                for chunk in connection.read_chunks(length):
+                    if ident == 1:
+                        self._put_lines(splitter.feed(chunk))
+                    elif ident == 2:
+                        self.stderr.add(chunk)
         except adb_errors() as exc:
             reason = "aborted" if self._aborted else f"{type(exc).__name__}: {exc}"
             with contextlib.suppress(_Aborted):
@@ -259,7 +264,9 @@ class BatchRunner:
         transport = self.transport
         try:
             destination = f"{RUN_DIR}/{token}.prog"
-            bounded(lambda: transport.sync_send(program, destination, 0o644, first_wait), first_wait, "push")
+            cancel = Cancel()
+            bounded(lambda: transport.sync_send(program, destination, 0o644, first_wait, cancel), first_wait, "push",
+                    cancel)  # fmt: skip
             stream = _ProbeStream(transport, self._probe_command(token))
         except TimeoutError:
             self._timed_out(scenario_ids[start], (), began, first_wait, on_trace, completed)

@@ -13,6 +13,7 @@ from reports.floor.limits import limit, over
 from ...errors import InfraError
 from ...probe import BatchOutcome, ScenarioTrace
 from ...suite import BUILD_ROOT
+from ..adb_clients import Cancel
 from ..adb_host import AdbServerAddress
 from ..vnpu_profile import VnpuProfile
 from .deployment import Deployed, deploy
@@ -86,7 +87,8 @@ class AdbTarget:
         command = f"logcat -d -b main,system,crash -t {LOGCAT_LINES}"
         deadline = float(limit("logcat_seconds"))
         try:
-            done = bounded(lambda: self.transport.shell_once(command, deadline), deadline, "logcat")
+            cancel = Cancel()
+            done = bounded(lambda: self.transport.shell_once(command, deadline, cancel), deadline, "logcat", cancel)
         except TimeoutError:
             self._logcat_stalled = True
             return (f"[npuconf: logcat gave no answer; {over('logcat_seconds', 'logcat')}; no more logcat this run]",)

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final, TypeVar
 
 from ...errors import InfraError, UsageError
-from ..adb_clients import AdbLink, ServiceStream, ShellResult, adbutils_errors, link_for
-from ..adb_host import AdbServerAddress, AdbServerError
+from ..adb_clients import AdbLink, Cancel, ServiceStream, ShellResult, adbutils_errors, link_for
+from ..adb_host import AdbServerAddress, AdbServerError, ForeignAdbServer
 
 COMMAND_TIMEOUT_S: Final = 20.0
 PUSH_TIMEOUT_S: Final = 60.0
@@ -34,19 +34,27 @@ def adb_errors() -> tuple[type[BaseException], ...]:
     return (OSError, EOFError, AdbServerError, *adbutils_errors())
 
 
-def shell_v2(server: AdbServerAddress, adb_serial: str, command: str, timeout: float) -> ShellResult:
-    """Run `command` on the device over one shell v2 stream (its exit status is in the stream), each read
-    bounded by `timeout`, through the client that talks to `server`."""
-    return link_for(server).shell(adb_serial, command, timeout)
+def shell_v2(
+    server: AdbServerAddress, adb_serial: str, command: str, timeout: float, cancel: Cancel | None = None
+) -> ShellResult:
+    """Run `command` on the device over one shell v2 stream (its exit status is in the stream), all of it
+    within `timeout` seconds (TimeoutError past it), through the client that talks to `server`. Frames are
+    read in pieces whatever length their header announces; of each stream at most `shell_output_bytes` is
+    kept (the rest is read and dropped, with a note)."""
+    return link_for(server).shell(adb_serial, command, timeout, cancel)
 
 
 def list_devices(server: AdbServerAddress, given: bool = True) -> dict[str, str]:
     """serial -> state on one server; raises UsageError when no server answers there.
 
     `given`: the user named this server with --adb-server (else it is the default one, and the
-    message must not blame an option the user never passed)."""
+    message must not blame an option the user never passed; and it must be this user's own)."""
     link = link_for(server)
-    if not link.answers(1.0):
+    try:
+        answers = link.answers(1.0)
+    except ForeignAdbServer as exc:
+        raise UsageError(str(exc)) from None
+    if not answers:
         if given:
             raise UsageError(f"--adb-server {server}: no adb server answers there")
         raise UsageError(
@@ -57,12 +65,15 @@ def list_devices(server: AdbServerAddress, given: bool = True) -> dict[str, str]
 
 
 def attached_devices(server: AdbServerAddress) -> list[str]:
-    """Serials in state `device` on the server, or [] when no server runs there (never starts one)."""
+    """Serials in state `device` on the server, or [] when no server runs there (never starts one). The
+    default server of another user is a usage error (one line saying how to name it), never its devices."""
     link = link_for(server)
-    if not link.answers(0.3):
-        return []
     try:
+        if not link.answers(0.3):
+            return []
         return sorted(s for s, state in link.device_states().items() if state == "device")
+    except ForeignAdbServer as exc:
+        raise UsageError(str(exc)) from None
     except adb_errors():
         return []
 
@@ -94,8 +105,9 @@ def discover_targets(
     return [make(server, serial, serial if counts[serial] == 1 else f"{serial}@{server}") for server, serial in found]
 
 
-def bounded(function: Callable[[], T], timeout: float, what: str) -> T:
-    """Run function with a wall-clock bound (adbutils does not bound every phase of every call)."""
+def bounded(function: Callable[[], T], timeout: float, what: str, cancel: Cancel | None = None) -> T:
+    """Run function with a wall-clock bound; past it, `cancel` (which the call's connection was attached to)
+    breaks the connection, so the thread left behind stops reading instead of reading on."""
     box: list[T] = []
     error: list[BaseException] = []
 
@@ -109,6 +121,8 @@ def bounded(function: Callable[[], T], timeout: float, what: str) -> T:
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
+        if cancel is not None:
+            cancel.cancel()
         raise TimeoutError(f"{what}: no answer within {timeout:.0f} s")
     if error:
         raise error[0]
@@ -135,26 +149,31 @@ class DeviceTransport:
 
     def shell(self, command: str, timeout: float = COMMAND_TIMEOUT_S) -> ShellResult:
         """A shell v2 command, bounded, recovered once after a broken link."""
-        return self.retrying(lambda: self.shell_once(command, timeout), timeout + 2.0, command.split(" ", 1)[0])
+        return self.retrying(
+            lambda cancel: self.shell_once(command, timeout, cancel), timeout + 2.0, command.split(" ", 1)[0]
+        )
 
-    def shell_once(self, command: str, timeout: float) -> ShellResult:
-        """A shell v2 command, once (each read bounded by `timeout`; the caller bounds the whole)."""
-        return self.link.shell(self.adb_serial, command, timeout)
+    def shell_once(self, command: str, timeout: float, cancel: Cancel | None = None) -> ShellResult:
+        """A shell v2 command, once, within `timeout` seconds in all."""
+        return self.link.shell(self.adb_serial, command, timeout, cancel)
 
     def connect(self, timeout: float) -> ServiceStream:
         """A new connection to the device's adb server (a service of the device is opened on it next)."""
         return self.link.stream(timeout)
 
-    def retrying(self, function: Callable[[], T], timeout: float, what: str) -> T:
-        """Run an adb call; after a transport failure recover once (server restart, reconnect) and retry."""
+    def retrying(self, function: Callable[[Cancel], T], timeout: float, what: str) -> T:
+        """Run an adb call (given the Cancel its connection attaches to); after a transport failure recover
+        once (server restart, reconnect) and retry."""
+        cancel = Cancel()
         try:
-            return bounded(function, timeout, what)
+            return bounded(lambda: function(cancel), timeout, what, cancel)
         except TimeoutError as exc:
             raise DeviceLost(f"{self.serial}: {exc} (device unresponsive)") from None
         except adb_errors() as exc:
             self.recover(f"{what}: {exc}")
+        cancel = Cancel()
         try:
-            return bounded(function, timeout, what)
+            return bounded(lambda: function(cancel), timeout, what, cancel)
         except TimeoutError as exc:
             raise DeviceLost(f"{self.serial}: {exc} (device unresponsive)") from None
         except adb_errors() as exc:
@@ -195,16 +214,21 @@ class DeviceTransport:
         self.push_all({destination: data}, mode)
 
     def push_all(self, files: Mapping[str, bytes], mode: int = 0o755) -> None:
-        """Push each file (destination -> bytes), recovered once after a broken link."""
-        self.retrying(lambda: self.sync_send_all(files, mode, PUSH_TIMEOUT_S), PUSH_TIMEOUT_S + 2.0, "push")
+        """Push each file (destination -> bytes) over one sync session, recovered once after a broken link."""
+        self.retrying(
+            lambda cancel: self.sync_send_all(files, mode, PUSH_TIMEOUT_S, cancel), PUSH_TIMEOUT_S + 2.0, "push"
+        )
 
-    def sync_send(self, data: bytes, destination: str, mode: int, timeout: float) -> None:
+    def sync_send(self, data: bytes, destination: str, mode: int, timeout: float, cancel: Cancel | None = None) -> None:
         """One sync SEND."""
-        self.sync_send_all({destination: data}, mode, timeout)
+        self.sync_send_all({destination: data}, mode, timeout, cancel)
 
-    def sync_send_all(self, files: Mapping[str, bytes], mode: int, timeout: float) -> None:
-        """Push each file (destination -> bytes); an error names the device."""
+    def sync_send_all(
+        self, files: Mapping[str, bytes], mode: int, timeout: float, cancel: Cancel | None = None
+    ) -> None:
+        """One sync session: a SEND per file, each answered before the next, then QUIT; all within `timeout`.
+        An error names the device."""
         try:
-            self.link.push(self.adb_serial, files, mode, timeout)
+            self.link.push(self.adb_serial, files, mode, timeout, cancel)
         except AdbServerError as exc:
             raise AdbServerError(f"{self.serial}: {exc}") from None

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .auth import AuthKeyError, DeviceAuth
 from .identity import IdentityError, drop_privileges, private_identity
+from .processes import become_subreaper, kill_descendants
 from .profile import DeviceProfile, ProfileError
 from .protocol import A_VERSION, A_VERSION_MIN, MAX_PAYLOAD
 from .sandbox import Sandbox, SandboxError
@@ -41,6 +42,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 async def amain(args: argparse.Namespace) -> int:
+    become_subreaper()  # what a shell command leaves in a session of its own stays this device's child
     profile = DeviceProfile.load(args.profile) if args.profile else DeviceProfile.default(args.name)
     identity = private_identity()  # held (with its claim) for as long as the device serves
     owner = identity.ids if identity is not None else None
@@ -74,6 +76,7 @@ async def amain(args: argparse.Namespace) -> int:
     print(f"LISTENING {port} pid={os.getpid()}", flush=True)
     async with server:
         await stop.wait()
+    kill_descendants()  # nothing a shell on this device started outlives it, setsid or not
     return 0
 
 

@@ -28,7 +28,7 @@ from ..adb_host import LOOPBACK, AdbServerAddress, AdbServerError, host_request
 from .adb_server import AdbServer, server_public_key, start_adb_server, stop_adb_server
 from .auth import make_spare_key
 from .launch import TEMP_SANDBOX_PREFIX, VirtualDevice, connect_device, device_markers, launch_devices, stop_device
-from .processes import pid_runs
+from .processes import kill_uid, pid_runs
 from .profile import DeviceProfile
 
 STATE_NAME: Final = "virtual-devices.json"
@@ -132,6 +132,15 @@ def start_fleet(
     return fleet
 
 
+def _owner(root: Path) -> int | None:
+    """The uid a device runs as, when the device took one of its own (its sandbox is that uid's)."""
+    try:
+        uid = os.stat(root, follow_symlinks=False).st_uid
+    except OSError:
+        return None
+    return uid if uid not in (0, os.geteuid()) else None
+
+
 def stop_fleet(fleet: Fleet, remove_state: bool = True) -> None:
     # The next fleet's adb key is made while this one stops (its devices and server mostly wait to exit):
     # made while the fleet works, it took a core from the probes for 60-150 ms of every run.
@@ -150,7 +159,10 @@ def _stop_fleet(fleet: Fleet, remove_state: bool) -> None:
         if pid_runs(device.pid, *device_markers(device)):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(device.pid, signal.SIGCONT)  # a stopped device cannot act on SIGTERM
+        owner = _owner(device.root)
         stop_device(device)
+        if owner is not None:
+            kill_uid(owner)  # the device's own uid: what it left behind, even if the device died first
         sandbox = device.root.parent
         if sandbox.parent == Path(tempfile.gettempdir()) and sandbox.name.startswith(TEMP_SANDBOX_PREFIX):
             # the directory launch_devices made with mkdtemp; rmtree never follows a symlink inside it

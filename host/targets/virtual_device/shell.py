@@ -23,6 +23,7 @@ ID_CLOSE_STDIN: Final = 4
 ID_WINDOW_SIZE: Final = 5
 V2_HEADER: Final = struct.Struct("<BI")
 READ_CHUNK: Final = 64 * 1024
+STDIN_FRAME_MAX: Final = 1 << 20
 PR_SET_PDEATHSIG: Final = 1
 
 
@@ -156,6 +157,8 @@ class ShellService:
             reader = ByteReader(stream)
             while True:
                 ident, length = V2_HEADER.unpack(await reader.read_exactly(V2_HEADER.size))
+                if length > STDIN_FRAME_MAX:  # adb frames stdin in packets of at most its max payload
+                    return
                 payload = await reader.read_exactly(length) if length else b""
                 if ident == ID_STDIN:
                     stdin.write(payload)

@@ -133,8 +133,9 @@ class SyncService:
         while True:  # swallow every DATA until DONE, even after an error
             ident, length = REQUEST.unpack(await reader.read_exactly(REQUEST.size))
             if ident == b"DATA":
-                if length > SYNC_DATA_MAX:
-                    error = f"DATA chunk of {length} bytes exceeds {SYNC_DATA_MAX}"
+                if length > SYNC_DATA_MAX:  # refused before its bytes are read: a header is not a reason to hold them
+                    await self._fail(stream, f"DATA chunk of {length} bytes exceeds {SYNC_DATA_MAX}")
+                    raise StreamClosed
                 chunks.append(await reader.read_exactly(length))
                 continue
             if ident == b"DONE":

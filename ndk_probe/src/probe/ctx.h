@@ -45,6 +45,12 @@ struct probe_map_slot {
     size_t buf;      /* registry index of the mapped buffer */
     size_t nranges;  /* 0: nothing of it is mapped */
     struct probe_map_range ranges[PROBE_MAP_RANGES];
+    /* The file object /proc/self/maps showed at `base` when it was made (scenarios with a map_gone step
+     * only): what map_gone looks for once the scenario unmapped it. */
+    bool identified;
+    unsigned dev_major, dev_minor;
+    unsigned long inode;
+    unsigned long long base_off; /* the file offset mapped at `base` */
 };
 
 /* A mapping whose slot was reused by a later buf_map while parts of it were still mapped. */

@@ -91,6 +91,7 @@ void op_buf_unmap(struct probe_ctx *, const struct probe_step *, struct op_resul
 void op_map_write(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_map_read(struct probe_ctx *, const struct probe_step *, struct op_result *);
 void op_map_prot(struct probe_ctx *, const struct probe_step *, struct op_result *);
+void op_map_gone(struct probe_ctx *, const struct probe_step *, struct op_result *);
 /* Unmaps [off, off+len) of a mapping through the API and updates its ranges (teardown too). */
 void map_unmap_range(struct probe_map_slot *m, const struct probe_api *api, size_t off, size_t len,
                      struct op_result *res);

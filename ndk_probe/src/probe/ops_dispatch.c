@@ -38,6 +38,7 @@ static const op_handler OP_HANDLERS[OP__COUNT] = {
     [OP_MAP_WRITE] = op_map_write,
     [OP_MAP_READ] = op_map_read,
     [OP_MAP_PROT] = op_map_prot,
+    [OP_MAP_GONE] = op_map_gone,
     [OP_FILE_NEW] = op_file_new,
     [OP_FILE_SEEK] = op_file_seek,
     [OP_FD_CHECK] = op_fd_check,

@@ -1,6 +1,7 @@
 /* Mappings: ANpuBuffer_map/unmap and the probe's reads and writes through them. */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include "ops.h"
 #include "pattern.h"
 #include "trace.h"
+
+static void map_identify(const struct probe_ctx *ctx, struct probe_map_slot *m);
 
 void op_buf_map(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
     unsigned mslot = st->args[0].v.slot, bslot = st->args[1].v.slot;
@@ -48,6 +51,7 @@ void op_buf_map(struct probe_ctx *ctx, const struct probe_step *st, struct op_re
     if (length > 0) {
         m->ranges[0] = (struct probe_map_range){0, (size_t)length};
         m->nranges = 1;
+        map_identify(ctx, m);
     }
 }
 
@@ -248,4 +252,97 @@ void op_map_prot(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
     jb_bool(&res->extra, "mapped", mapped);
     jb_u64(&res->extra, "prot_all", all & any);
     jb_u64(&res->extra, "prot_any", any);
+}
+
+/* Whether the scenario has a step `op`: the mapping identity map_gone needs costs a read of
+ * /proc/self/maps per map, paid only by the scenarios that look. */
+static bool scenario_has(const struct probe_scenario *sc, enum npuconf_op op) {
+    for (size_t i = 0; sc != NULL && i < sc->nsteps; i++) {
+        if (sc->steps[i].op == op) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The file offset line `l` maps at `base` (extended past its start when `base` lies before it), or
+ * ULLONG_MAX when that would be before the file's start. */
+static unsigned long long offset_at(const struct maps_line *l, uintptr_t base) {
+    if (l->start <= base) {
+        return l->off + (unsigned long long)(base - l->start);
+    }
+    unsigned long long ahead = (unsigned long long)(l->start - base);
+    return l->off >= ahead ? l->off - ahead : ULLONG_MAX;
+}
+
+static void map_identify(const struct probe_ctx *ctx, struct probe_map_slot *m) {
+    if (!scenario_has(ctx->sc, OP_MAP_GONE)) {
+        return;
+    }
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (f == NULL) {
+        return;
+    }
+    char text[4352];
+    struct maps_line l;
+    uintptr_t base = (uintptr_t)m->base;
+    while (fgets(text, sizeof text, f) != NULL) {
+        if (maps_parse(text, &l) && l.start <= base && base < l.end) {
+            /* Anonymous memory has no identity another mapping could not share: nothing to look for. */
+            m->identified = l.inode != 0;
+            m->dev_major = l.dev_major;
+            m->dev_minor = l.dev_minor;
+            m->inode = l.inode;
+            m->base_off = offset_at(&l, base);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+void op_map_gone(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
+    unsigned slot = st->args[0].v.slot;
+    const struct probe_map_slot *m = &ctx->map[slot];
+    uint64_t off = st->args[1].v.u64, len = st->args[2].v.u64;
+    if (!op_fits_size(res, "offset", off) || !op_fits_size(res, "length", len)) {
+        return;
+    }
+    if (m->base == NULL || len == 0 || off > m->len || len > m->len - off) {
+        op_skip(res, "m%u was never mapped at [%" PRIu64 ", +%" PRIu64 ")", slot, off, len);
+        return;
+    }
+    for (size_t i = 0; i < m->nranges; i++) {
+        const struct probe_map_range *r = &m->ranges[i];
+        if (r->off < off + len && off < r->off + r->len) {
+            op_skip(res, "m%u still maps part of [%" PRIu64 ", +%" PRIu64 ")", slot, off, len);
+            return;
+        }
+    }
+    if (!m->identified) {
+        op_skip(res, "m%u showed no file object when it was made", slot);
+        return;
+    }
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t base = (uintptr_t)m->base;
+    uintptr_t lo = (base + off) / page * page, hi = (base + off + len + page - 1) / page * page;
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (f == NULL) {
+        op_int_result(res, -1);
+        res->err = errno;
+        return;
+    }
+    /* A page still mapped with the object and file offset it had: the unmap left it in place. */
+    char text[4352];
+    struct maps_line l;
+    bool mapped = false;
+    while (!mapped && fgets(text, sizeof text, f) != NULL) {
+        if (!maps_parse(text, &l) || l.end <= lo || l.start >= hi) {
+            continue;
+        }
+        mapped = l.dev_major == m->dev_major && l.dev_minor == m->dev_minor && l.inode == m->inode &&
+                 offset_at(&l, base) == m->base_off;
+    }
+    fclose(f);
+    op_int_result(res, 0);
+    jb_bool(&res->extra, "mapped", mapped);
 }
