@@ -22,12 +22,22 @@ POLICIES = ("budget", "acl", "caching", "arena")
 DISCRIMINATING = {
     "allocation.policy_budget_exact_fill": ("budget", {"acl", "caching", "arena"}),
     "allocation.policy_acl_pools_and_rounding": ("acl", {"budget", "caching", "arena"}),
+    "allocation.policy_acl_huge_pool_exact": ("acl", {"budget", "caching", "arena"}),
     "allocation.policy_caching_steps_and_reuse": ("caching", {"budget", "acl", "arena"}),
     "allocation.policy_arena_tail_holes": ("arena", {"budget", "acl", "caching"}),
+    "allocation.policy_arena_head_exact": ("arena", {"budget", "acl", "caching"}),
     "preemption.policy_caching_cleanup_then_preempt": ("caching", {"budget", "acl", "arena"}),
+    "preemption.policy_caching_exact_accounting": ("caching", {"budget", "acl", "arena"}),
+    "preemption.policy_caching_preempting_allocation_keeps_its_block": ("caching", {"budget", "acl", "arena"}),
+    "preemption.policy_arena_types_and_reservations": ("arena", {"budget", "acl", "caching"}),
     # budget does not predict pressure (docs/model.md §3), so it cannot tell these apart
     "preemption.policy_arena_pressure_reclaims_holes": ("arena", {"acl", "caching"}),
     "preemption.policy_acl_pressure_one_victim": ("acl", {"arena"}),
+    "preemption.policy_acl_pressure_exact_fit": ("acl", {"arena"}),
+    "preemption.policy_acl_pressure_spares_huge_pages": ("acl", {"arena", "caching"}),
+    "preemption.policy_caching_reservation_in_force": ("caching", {"acl", "arena"}),
+    # a refusal every other policy also predicts: it holds caching to its victim rule, tells no policy apart
+    "preemption.policy_caching_equal_priority_is_no_victim": ("caching", set()),
 }
 
 
