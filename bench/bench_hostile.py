@@ -157,19 +157,24 @@ def _bundle_with(original: Path, results: Path, target: Path) -> Path:
 
 
 def _make_bundle_with(original: Path, results_path: Path, target: Path) -> None:
+    _replace_member(original, "results.jsonl", results_path.read_bytes(), target)
+
+
+def _replace_member(original: Path, name: str, data: bytes, target: Path) -> None:
+    """A copy of the bundle `original` at `target` whose member `name` holds `data`, its manifest hash
+    updated to match (what a forger who knows the format would do)."""
     with tarfile.open(original, "r:gz") as tar:
         members = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}  # type: ignore[union-attr]
-    results = results_path.read_bytes()
-    members["results.jsonl"] = results
+    members[name] = data
     manifest = json.loads(members["manifest.json"])
-    manifest["files"]["results.jsonl"] = hashlib.sha256(results).hexdigest()
+    manifest["files"][name] = hashlib.sha256(data).hexdigest()
     members["manifest.json"] = json.dumps(manifest).encode()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+        for member, content in members.items():
+            info = tarfile.TarInfo(member)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
     target.write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
 
 
@@ -369,20 +374,8 @@ BOMB = (
 
 def member_cases(directory: Path, bundle: Path) -> list[dict[str, object]]:
     """A junit.xml entity bomb; a trusted key that is /dev/zero; a waiver file that is a FIFO."""
-    with tarfile.open(bundle, "r:gz") as tar:
-        members = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}  # type: ignore[union-attr]
-    members["junit.xml"] = BOMB.encode()
-    manifest = json.loads(members["manifest.json"])
-    manifest["files"]["junit.xml"] = hashlib.sha256(members["junit.xml"]).hexdigest()
-    members["manifest.json"] = json.dumps(manifest).encode()
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
     bomb = directory / "bomb.tar.gz"
-    bomb.write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
+    _replace_member(bundle, "junit.xml", BOMB.encode(), bomb)
     fifo = directory / "waivers.fifo"
     os.mkfifo(fifo)
     return [

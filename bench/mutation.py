@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import yaml
+from equivalents_file import entries_of
 from mutation_c import Mutant, mutants_of
 
 from host.probe import DEFAULT_BUILD_DIR, PROBE_NAME, PROBE_SOURCE, VNPU_NAME, ProbeBuild, build_probe
@@ -190,15 +190,9 @@ def _piece_of(piece: str, line: str) -> bool:
 
 
 def load_equivalents(path: Path = EQUIVALENTS) -> list[Equivalent]:
-    if not path.is_file():
-        return []
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise SystemExit(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     entries = []
     fields = {f.name for f in dataclasses.fields(Equivalent)}
-    for i, raw in enumerate(data.get("vnpu") or []):
+    for i, raw in enumerate(entries_of(path, "vnpu")):
         unknown = set(raw) - fields
         if unknown or "file" not in raw or not raw.get("reason") or raw.get("kind") not in KINDS:
             raise SystemExit(f"{path}: vnpu entry {i + 1}: needs file, kind ({', '.join(KINDS)}) and reason; "

@@ -174,16 +174,22 @@ def _functions(toks: list[Token]) -> list[str]:
     return names
 
 
-def _name_before_parens(toks: list[Token], close: int) -> str:
+def _opening(toks: list[Token], close: int, pair: str = "()") -> int | None:
+    """The index of the bracket (`pair`: opening and closing) that the one at `close` closes, or None."""
     level = 0
     for j in range(close, -1, -1):
-        if toks[j].text == ")":
+        if toks[j].text == pair[1]:
             level += 1
-        elif toks[j].text == "(":
+        elif toks[j].text == pair[0]:
             level -= 1
             if level == 0:
-                return toks[j - 1].text if j > 0 and toks[j - 1].kind == "ident" else "?"
-    return "?"
+                return j
+    return None
+
+
+def _name_before_parens(toks: list[Token], close: int) -> str:
+    j = _opening(toks, close)
+    return toks[j - 1].text if j is not None and j > 0 and toks[j - 1].kind == "ident" else "?"
 
 
 def _matching(toks: list[Token], i: int, opening: str, closing: str) -> int:
@@ -238,17 +244,12 @@ def _statement_starts(toks: list[Token], names: list[str]) -> Iterator[int]:
 
 def _closes_block(toks: list[Token], close: int) -> bool:
     """Whether the `}` at `close` ends a compound statement (not a struct body or an initialiser)."""
-    level = 0
-    for j in range(close, -1, -1):
-        if toks[j].text == "}":
-            level += 1
-        elif toks[j].text == "{":
-            level -= 1
-            if level == 0:
-                before = [t.text for t in toks[max(j - 2, 0) : j]]
-                return not (before and (before[-1] in ("=", "struct", "union", "enum", ",", "{")
-                                        or (len(before) == 2 and before[0] in ("struct", "union", "enum"))))
-    return False
+    j = _opening(toks, close, "{}")
+    if j is None:
+        return False
+    before = [t.text for t in toks[max(j - 2, 0) : j]]
+    return not (before and (before[-1] in ("=", "struct", "union", "enum", ",", "{")
+                            or (len(before) == 2 and before[0] in ("struct", "union", "enum"))))
 
 
 def _is_case_label(toks: list[Token], colon: int) -> bool:
@@ -261,15 +262,8 @@ def _is_case_label(toks: list[Token], colon: int) -> bool:
 
 
 def _closes_control(toks: list[Token], close: int) -> bool:
-    level = 0
-    for j in range(close, -1, -1):
-        if toks[j].text == ")":
-            level += 1
-        elif toks[j].text == "(":
-            level -= 1
-            if level == 0:
-                return j > 0 and toks[j - 1].text in CONTROL
-    return False
+    j = _opening(toks, close)
+    return j is not None and j > 0 and toks[j - 1].text in CONTROL
 
 
 def _statement_end(toks: list[Token], i: int) -> int | None:

@@ -53,7 +53,7 @@ from typing import Any, Final
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import yaml
+from equivalents_file import entries_of
 
 EQUIVALENTS: Final = Path(__file__).with_name("mutation_equivalent.yaml")
 MUTANT_TIMEOUT_S: Final = 60
@@ -499,15 +499,9 @@ class ModelEquivalent:
 
 
 def load_equivalents(path: Path = EQUIVALENTS) -> list[ModelEquivalent]:
-    if not path.is_file():
-        return []
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise SystemExit(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     fields = {f.name for f in dataclasses.fields(ModelEquivalent)}
     entries = []
-    for i, raw in enumerate(data.get("model") or []):
+    for i, raw in enumerate(entries_of(path, "model")):
         if set(raw) - fields or "module" not in raw or not raw.get("reason"):
             raise SystemExit(f"{path}: model entry {i + 1}: needs module and reason, knows {sorted(fields)}")
         entries.append(ModelEquivalent(**{k: str(v) for k, v in raw.items()}))

@@ -138,12 +138,17 @@ def test_fields_verify_cannot_check_are_named_on_the_answer_line(tmp_path):
     assert "npu_feature" in answer and "abis" in answer and "probe_version" in answer
 
 
-@pytest.mark.slow
-def test_removing_the_one_lost_record_of_a_sharded_run_hides_no_lost_device(tmp_path, probe_build):
+def _sharded_run_that_lost_a_device(tmp_path):
+    """A sharded run on two devices, local-lost failing from its first scenario: its plan and record lines."""
     plan = _plan(tmp_path, _corpus("requests.create"))
     plan.options["shard"] = True
     execute_run(plan, [_target(tmp_path, "local-a"), _target(tmp_path, "local-lost", FailingAfter, good=0)])
-    lines = (plan.out_dir / "results.jsonl").read_text().splitlines(keepends=True)
+    return plan, (plan.out_dir / "results.jsonl").read_text().splitlines(keepends=True)
+
+
+@pytest.mark.slow
+def test_removing_the_one_lost_record_of_a_sharded_run_hides_no_lost_device(tmp_path, probe_build):
+    plan, lines = _sharded_run_that_lost_a_device(tmp_path)
     assert [json.loads(line)["kind"] for line in lines].count("lost") == 1
     (plan.out_dir / "results.jsonl").write_text("".join(line for line in lines if json.loads(line)["kind"] != "lost"))
     assert "lost device local-lost" in load_results(plan.out_dir).claim.headline  # the end record says it too
@@ -155,10 +160,7 @@ def test_removing_the_one_lost_record_of_a_sharded_run_hides_no_lost_device(tmp_
 
 @pytest.mark.slow
 def test_removing_the_end_record_of_a_sharded_run_is_refused(tmp_path, probe_build):
-    plan = _plan(tmp_path, _corpus("requests.create"))
-    plan.options["shard"] = True
-    execute_run(plan, [_target(tmp_path, "local-a"), _target(tmp_path, "local-lost", FailingAfter, good=0)])
-    lines = (plan.out_dir / "results.jsonl").read_text().splitlines(keepends=True)
+    plan, lines = _sharded_run_that_lost_a_device(tmp_path)
     (plan.out_dir / "results.jsonl").write_text("".join(line for line in lines if json.loads(line)["kind"] != "end"))
     done, said = _verify(make_bundle(plan.out_dir, tmp_path / "sharded.tar.gz").path)
     assert done.returncode == 1, said
