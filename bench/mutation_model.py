@@ -571,7 +571,7 @@ def prepare(work: Path, failures: Path | None, defects: bool, log: Callable[[str
 def main(argv: Sequence[str], sample: int | None, seed: int, jobs: int, json_out: Path | None) -> int:
     import argparse
 
-    from reference_model.rules import rule_clauses
+    from reference_model.rules import demonstration_clauses, rule_clauses
 
     parser = argparse.ArgumentParser(prog="mutation.py --model")
     parser.add_argument("--failures", type=Path, help="FAIL records kept by bench/mutation.py --keep-failures")
@@ -584,7 +584,7 @@ def main(argv: Sequence[str], sample: int | None, seed: int, jobs: int, json_out
     if sample is not None and sample < len(mutants):
         mutants = [mutants[i] for i in sorted(random.Random(seed).sample(range(len(mutants)), sample))]
     equivalents = load_equivalents()
-    clauses = rule_clauses()
+    clauses = {**demonstration_clauses(), **rule_clauses()}
     if args.list:
         for m in mutants:
             print(f"{m.key}  {m.target}  {m.change}  | {m.source_line}")

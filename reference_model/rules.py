@@ -57,6 +57,12 @@ def shown_clauses() -> Mapping[str, tuple[str, ...]]:
     return {cid: tuple(sorted(names)) for cid, names in sorted(out.items())}
 
 
+def demonstration_clauses() -> Mapping[str, tuple[str, ...]]:
+    """Demonstration name (``module.function``) -> the clause IDs it may show."""
+    _load_all()
+    return dict(_SHOWS)
+
+
 def rule_clauses() -> Mapping[str, tuple[str, ...]]:
     """Rule name (``module.function``) -> the clause IDs it cites."""
     _load_all()
