@@ -15,10 +15,13 @@ The traces it is judged on come from runs made for the purpose:
 - `conformant`: the whole corpus on the published vnpu (`npuconf run --target local`), judged under
   published-37. A mutant is told apart when a verdict or its clause changes, or a clause the run
   demonstrates is demonstrated no more: the run would no longer say conformant, or would say it otherwise.
-- `twin`, `twin-aosp`: the corpus on the vnpu's aosp-2026 personality (74 FAIL under published-37), judged
+- `twin`, `twin-aosp`: the corpus on the vnpu's aosp-2026 personality (75 FAIL under published-37), judged
   under published-37 and under the aosp-2026 profile: a verdict or clause that changes.
 - `kit-defects` (with `--defects`): the FAIL and CRASH records of the kit's own defective implementations
   (the vnpu's `-DVNPU_DEFECT_*` switches, the violations of tests/adversarial's interposer);
+- `kit-legal` (with `--defects`): the results of the interposer's legal variations (LEGAL, WARNED,
+  INCOMPLETE) whose trace behaved otherwise than the conformant vnpu's in that scenario: a rule that
+  accepts a legal behaviour the vnpu never shows is told apart only there;
 - `vnpu-mutants` (with `--failures`): the FAIL and CRASH records of killed vnpu mutants.
 
 A record is judged again only when judging it calls the mutated function (found once, with a profiler, on
@@ -546,6 +549,59 @@ def known_defects(work: Path, log: Callable[[str], None]) -> list[Path]:
     return runs
 
 
+# Trace fields that differ between two runs of the same behaviour: times, threads' and processes' numbers.
+_UNSTABLE_FIELDS: Final = frozenset({"t", "dur_ns", "th", "pid", "trace", "reached_ns"})
+
+
+def behaviour(trace: Sequence[str]) -> tuple[str, ...]:
+    """A result's trace without its times and thread numbers: two runs that behaved alike give the same."""
+    out = []
+    for line in trace:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        if isinstance(event, dict):
+            event = {k: v for k, v in event.items() if k not in _UNSTABLE_FIELDS}
+        out.append(json.dumps(event, sort_keys=True))
+    return tuple(out)
+
+
+def legal_variations(work: Path, conformant: Path, log: Callable[[str], None]) -> list[Path]:
+    """Runs of the adversarial interposer's legal variations (tests/adversarial/adversary.py LEGAL, WARNED and
+    INCOMPLETE: behaviours the text allows, which the vnpu does not show), kept to the results whose trace
+    behaved otherwise than the conformant vnpu's in the same scenario: a rule that accepts a legal behaviour
+    is told apart from one that would refuse it only by such traces."""
+    from tests.adversarial.adversary import INCOMPLETE, LEGAL, WARNED, build, real_library
+
+    reference: dict[str, tuple[str, ...]] = {}
+    with (conformant / "results.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            record = json.loads(line)
+            if record.get("kind") == "result":
+                reference[record["scenario"]] = behaviour(record.get("trace") or ())
+    real = real_library()
+    variations = {(v.mutation, tuple(v.args)) for v in (*LEGAL, *WARNED, *INCOMPLETE)}
+    log(f"running the corpus on {len(variations)} legal variations of the kit")
+    runs: list[Path] = []
+    for name, args in sorted(variations):
+        where = work / (name + "".join(args).replace("-", "_"))
+        out = run_corpus(where / "run", "--impl", str(build(name, where, real)), "-j", "16", *args)
+        kept = where / "different"
+        kept.mkdir()
+        with (out / "results.jsonl").open(encoding="utf-8") as src, (kept / "results.jsonl").open("w") as dst:
+            for line in src:
+                record = json.loads(line)
+                if record.get("kind") == "result" and (
+                    behaviour(record.get("trace") or ()) == reference.get(record.get("scenario", ""))
+                ):
+                    continue
+                dst.write(line)
+        runs.append(kept)
+    return runs
+
+
 def prepare(work: Path, failures: Path | None, defects: bool, log: Callable[[str], None]) -> list[Item]:
     from host.offline.rejudge import corpus_by_id
 
@@ -559,6 +615,8 @@ def prepare(work: Path, failures: Path | None, defects: bool, log: Callable[[str
     if defects:
         for run_dir in known_defects(work / "defects", log):
             items += load_items("kit-defects", run_dir, "published-37", corpus, catalogue)
+        for run_dir in legal_variations(work / "legal", conformant, log):
+            items += load_items("kit-legal", run_dir, "published-37", corpus, catalogue)
     if failures is not None:
         for run_dir in sorted(p for p in failures.iterdir() if (p / "results.jsonl").is_file()):
             with contextlib.suppress(Exception):  # a run stopped at its first failure may lack its end
@@ -576,7 +634,7 @@ def main(argv: Sequence[str], sample: int | None, seed: int, jobs: int, json_out
     parser = argparse.ArgumentParser(prog="mutation.py --model")
     parser.add_argument("--failures", type=Path, help="FAIL records kept by bench/mutation.py --keep-failures")
     parser.add_argument("--defects", action="store_true",
-                        help="also judge the FAIL records of the kit's defect switches and adversarial mutants")
+                        help="also judge the kit's defect switches, adversarial mutants and legal variations")
     parser.add_argument("--module", action="append", default=[], help="only this chapter module")
     parser.add_argument("--list", action="store_true", help="list the mutants; judge none")
     args = parser.parse_args(list(argv))

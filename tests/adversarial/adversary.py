@@ -478,6 +478,9 @@ MUTANTS: tuple[Mutant, ...] = (
         args=("--capacity", "268435456"),
     ),
     Mutant("z", "M_PRIORITY_BOUNDS_REFUSED", "setPriority(MIN or MAX) refused with EINVAL", "priority-set-range"),
+    Mutant("z", "M_PRIORITY_NO_ERRNO", "setPriority's refusals return -1 with errno left 0", "priority-set-returns"),
+    Mutant("z", "M_FREE_EMPTY_NO_ERRNO", "ANpuBuffer_free of an empty list returns -1 with errno left 0",
+           "free-returns"),
     Mutant(
         "z",
         "M_LOAD_MOVES_POSITION",
@@ -604,6 +607,7 @@ LEGAL: tuple[Legal, ...] = (
     Legal("q", "L_PRIORITY_MAPPED_BUSY", "setPriority refused with EBUSY while the buffer is mapped"),
     Legal("q", "L_MAP_LIMIT", "at most 2 live mappings per buffer, ENOMEM beyond"),
     Legal("v", "L_SUPPORT_E2BIG", "isSupported returns -1 with E2BIG for lists longer than 8"),
+    Legal("v", "L_FREE_EMPTY_REFUSED", "ANpuBuffer_free of an empty list refused with EINVAL"),
     Legal("timing", "L_FRESH_THREAD", "every callback and deferrable deleter on a fresh thread"),
     Legal("timing", "L_RANDOM_DELAY", "every callback and deferrable deleter on a fresh thread after 0-3 ms"),
     Legal("timing", "L_REORDER", "the onAllocs of one allocAsync delivered in reverse order (fresh threads)"),

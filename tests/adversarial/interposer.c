@@ -146,6 +146,8 @@ enum mutation {
     M_UNMAP_NOOP,          /* unmap returns 0 and leaves the mapping */
     M_PRIORITY_SET_IGNORED, /* setPriority returns 0 and changes nothing */
     M_PRIORITY_BOUNDS_REFUSED, /* setPriority(MIN or MAX) refused, EINVAL */
+    M_PRIORITY_NO_ERRNO,   /* setPriority's refusals return -1 with errno left 0 */
+    M_FREE_EMPTY_NO_ERRNO, /* ANpuBuffer_free of an empty list returns -1 with errno left 0 */
     M_LOAD_MOVES_POSITION, /* loadAsync leaves the descriptor's position after the segment */
     M_LOAD_IGNORES_BUFFER_OFFSET, /* loadAsync loads at the buffer's start, whatever bufferOffset */
     M_DOUBLE_ONLOAD,       /* a successful onLoad is delivered twice */
@@ -178,6 +180,7 @@ enum mutation {
     L_LATE_ONPREEMPT,      /* y: every onPreempt held until the buffer is freed (or 300 ms), then delivered */
     L_LOAD_FREED_EIO,      /* y: a load whose buffer was freed before its onLoad is answered EIO */
     L_SUPPORT_NO_SEGMENT,  /* y: requests with a file segment unsupported (isSupported false, ENOSPC) */
+    L_FREE_EMPTY_REFUSED,  /* v: ANpuBuffer_free of an empty list refused, EINVAL */
 };
 
 #ifndef MUTATION
@@ -1321,6 +1324,10 @@ static bool gone_by_preemption(ANpuBuffer *buf) {
 EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     real();
     struct bufent *gone = NULL;
+    if ((MUT == M_FREE_EMPTY_NO_ERRNO || MUT == L_FREE_EMPTY_REFUSED) && len == 0) {
+        errno = MUT == L_FREE_EMPTY_REFUSED ? EINVAL : 0;
+        return -1;
+    }
     if (MUT == W_FREE_BUSY_LOADING && buffers_in != NULL) {
         bool busy = false;
         pthread_mutex_lock(&mu);
@@ -1611,6 +1618,7 @@ EXPORT int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t priority) {
         pthread_mutex_unlock(&mu);
         if (MUT == M_PRIORITY_OLD) return old;
     }
+    if (MUT == M_PRIORITY_NO_ERRNO && ret == -1) errno = 0;
     return ret;
 }
 
