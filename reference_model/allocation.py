@@ -657,7 +657,7 @@ def kept_memory_clause(ctx: Ctx, s: State, a: Attrs) -> str | None:
     return None
 
 
-@clause("free-memory-after-last-unmap")
+@shows("free-memory-after-last-unmap")
 def released_memory_needed(ctx: Ctx, s: State, a: Attrs) -> bool:
     """Spec: "In this case, the associated memory will be freed after all mappings are unmapped."
     (free-memory-after-last-unmap)
