@@ -13,10 +13,9 @@ sees it), then put back.
 
 The traces it is judged on come from runs made for the purpose:
 - `conformant`: the whole corpus on the published vnpu (`npuconf run --target local`), judged under
-  published-37. A mutant is told apart when a verdict or its clause changes, or a clause the run
-  demonstrates is demonstrated no more: the run would no longer say conformant, or would say it otherwise.
+  published-37.
 - `twin`, `twin-aosp`: the corpus on the vnpu's aosp-2026 personality (75 FAIL under published-37), judged
-  under published-37 and under the aosp-2026 profile: a verdict or clause that changes.
+  under published-37 and under the aosp-2026 profile.
 - `kit-defects` (with `--defects`): the FAIL and CRASH records of the kit's own defective implementations
   (the vnpu's `-DVNPU_DEFECT_*` switches, the violations of tests/adversarial's interposer);
 - `kit-legal` (with `--defects`): the results of the interposer's legal variations (LEGAL, WARNED,
@@ -25,9 +24,10 @@ The traces it is judged on come from runs made for the purpose:
 - `vnpu-mutants` (with `--failures`): the FAIL and CRASH records of killed vnpu mutants.
 
 A record is judged again only when judging it calls the mutated function (found once, with a profiler, on
-the unmutated model); the first change decides. A mutant no trace tells apart `survived`: the rule it sits
-in is not discriminated by any scenario, and bench/mutation_equivalent.yaml (`model:`) says why, or a
-scenario is owed.
+the unmutated model); the first change decides. A change is a verdict or its clause, or what the record
+demonstrates (a clause gained or lost: the per-clause answers and atlas.json would say it otherwise). A
+mutant no trace tells apart `survived`: the rule it sits in is not discriminated by any scenario, and
+bench/mutation_equivalent.yaml (`model:`) says why, or a scenario is owed.
 """
 
 from __future__ import annotations
@@ -436,13 +436,12 @@ def _alarm(signum: int, frame: types.FrameType | None) -> None:
     raise _Timeout
 
 
-def evaluate(m: ModelMutant, items: Sequence[Item], demonstrators: dict[str, int]) -> ModelOutcome:
+def evaluate(m: ModelMutant, items: Sequence[Item]) -> ModelOutcome:
     """Judge the records whose judging calls the mutant's function; the first change kills it."""
     name = f"{m.module}.{m.target}"
     relevant = [i for i in items if name in i.calls]
     if not relevant:
         return ModelOutcome(m, "unreached", detail="no stored trace calls it")
-    lost: Counter[str] = Counter()
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(MUTANT_TIMEOUT_S)
     try:
@@ -459,12 +458,12 @@ def evaluate(m: ModelMutant, items: Sequence[Item], demonstrators: dict[str, int
                 if (verdict, clause) != (before_verdict, before_clause):
                     return ModelOutcome(m, "killed", item.dataset, f"{item.scenario}: {before_verdict} "
                                         f"{before_clause or ''} -> {verdict} {clause or ''}".replace("  ", " "))
-                if item.dataset == "conformant":
-                    for c in set(before_shown) - set(shown):
-                        lost[c] += 1
-        for c, n in sorted(lost.items()):
-            if n >= demonstrators.get(c, 0):
-                return ModelOutcome(m, "killed", "conformant", f"{c} no longer demonstrated")
+                if set(shown) != set(before_shown):
+                    # what the record demonstrates is the kit's output too (atlas.json, the per-clause
+                    # answers): a clause claimed where the trace did not show it, or one no longer claimed
+                    gained, dropped = sorted(set(shown) - set(before_shown)), sorted(set(before_shown) - set(shown))
+                    change = " ".join([*(f"+{c}" for c in gained), *(f"-{c}" for c in dropped)])
+                    return ModelOutcome(m, "killed", item.dataset, f"{item.scenario}: demonstrates {change}"[:200])
     except _Timeout:
         return ModelOutcome(m, "killed", "", f"judging did not end within {MUTANT_TIMEOUT_S} s")
     except (LookupError, SyntaxError, ValueError, TypeError) as exc:
@@ -477,12 +476,11 @@ def evaluate(m: ModelMutant, items: Sequence[Item], demonstrators: dict[str, int
 # ---------------------------------------------------------------- the campaign
 
 _ITEMS: list[Item] = []
-_DEMONSTRATORS: dict[str, int] = {}
 
 
 def _work(m: ModelMutant) -> ModelOutcome:
     started = time.monotonic()
-    outcome = evaluate(m, _ITEMS, _DEMONSTRATORS)
+    outcome = evaluate(m, _ITEMS)
     outcome.seconds = time.monotonic() - started
     return outcome
 
@@ -649,15 +647,10 @@ def main(argv: Sequence[str], sample: int | None, seed: int, jobs: int, json_out
         print(f"{len(mutants)} mutants")
         return 0
     started = time.monotonic()
-    global _ITEMS, _DEMONSTRATORS
+    global _ITEMS
     with tempfile.TemporaryDirectory(prefix="npuconf-model-mutation-") as tmp:
         os.environ["NPUCONF_CACHE_DIR"] = str(Path(tmp) / "cache")
         _ITEMS = prepare(Path(tmp), args.failures, args.defects, lambda line: print(line, flush=True))
-    shown: Counter[str] = Counter()
-    for item in _ITEMS:
-        if item.dataset == "conformant":
-            shown.update(item.baseline[2])
-    _DEMONSTRATORS = dict(shown)
     print(f"{len(mutants)} model mutants, {max(1, jobs)} at a time", flush=True)
     print("| mutant | function | change | outcome | by |")
     print("|---|---|---|---|---|", flush=True)
