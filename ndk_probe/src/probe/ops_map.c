@@ -193,6 +193,29 @@ static bool maps_parse(const char *text, struct maps_line *l) {
     return true;
 }
 
+/* The start of the page holding `address`. */
+static uintptr_t page_down(uintptr_t address) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    return address / page * page;
+}
+
+/* The pages holding [start, start + len): [*lo, *hi). */
+static void page_span(uintptr_t start, uintptr_t len, uintptr_t *lo, uintptr_t *hi) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    *lo = page_down(start);
+    *hi = (start + len + page - 1) / page * page;
+}
+
+/* The process's memory map for reading, or NULL with the step's result set to -1 and errno. */
+static FILE *open_own_maps(struct op_result *res) {
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (f == NULL) {
+        op_int_result(res, -1);
+        res->err = errno;
+    }
+    return f;
+}
+
 /* Whether line `l` continues the object mapped at `base` (`ref`): same file, offsets that follow. */
 static bool maps_same_object(const struct maps_line *l, const struct maps_line *ref, uintptr_t base) {
     unsigned long long base_off = ref->off + (unsigned long long)(base - ref->start);
@@ -210,13 +233,10 @@ void op_map_prot(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
         op_skip(res, "length 0");
         return;
     }
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t base = (uintptr_t)ctx->map[st->args[0].v.slot].base / page * page;
-    uintptr_t lo = (uintptr_t)p / page * page, hi = ((uintptr_t)p + len + page - 1) / page * page;
-    FILE *f = fopen("/proc/self/maps", "re");
+    uintptr_t base = page_down((uintptr_t)ctx->map[st->args[0].v.slot].base), lo, hi;
+    page_span((uintptr_t)p, len, &lo, &hi);
+    FILE *f = open_own_maps(res);
     if (f == NULL) {
-        op_int_result(res, -1);
-        res->err = errno;
         return;
     }
     /* The lines are sorted by address: the one holding `base` comes before those of [lo, hi). */
@@ -322,13 +342,10 @@ void op_map_gone(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
         op_skip(res, "m%u showed no file object when it was made", slot);
         return;
     }
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t base = (uintptr_t)m->base;
-    uintptr_t lo = (base + off) / page * page, hi = (base + off + len + page - 1) / page * page;
-    FILE *f = fopen("/proc/self/maps", "re");
+    uintptr_t base = (uintptr_t)m->base, lo, hi;
+    page_span(base + off, len, &lo, &hi);
+    FILE *f = open_own_maps(res);
     if (f == NULL) {
-        op_int_result(res, -1);
-        res->err = errno;
         return;
     }
     /* A page still mapped with the object and file offset it had: the unmap left it in place. */
