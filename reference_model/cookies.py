@@ -367,9 +367,13 @@ def callback_cookie_alive(s: State, ref: CookieRef, ev: Cb) -> Reject | None:
     (cookie-borrowed-in-callbacks)
 
     The implementation keeps the cookie alive for every callback that carries it: no callback may
-    receive a cookie whose deleter already ran.
+    receive a cookie whose deleter already ran. Only a cookie handed over with a deleter is the
+    implementation's to keep; one set without a deleter stays the application's, even when the
+    application handed the same object over elsewhere and its deleter has run since.
     """
-    if ev.cookie_deleted or (ref.token is not None and ref.token not in s.tokens):
+    if ref.token is None:
+        return None
+    if ev.cookie_deleted or ref.token not in s.tokens:
         return reject("cookie-borrowed-in-callbacks", f"on{ev.kind.capitalize()}({ev.cookie}) after its deleter ran",
                       ["callbacks before the cookie's deleter"],
                       "the callback received a cookie that was already deleted")
