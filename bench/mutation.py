@@ -19,6 +19,9 @@ the vnpu's own defaults) under each policy in turn until one run tells it apart.
 
 - `killed`: a FAIL or CRASH, named with its clause (the run exits 1; by default it is stopped at the first);
 - `incomplete`: the run exits 2 naming a required clause not demonstrated that the unmutated build demonstrates;
+- `legal`: incomplete, and bench/mutation_equivalent.yaml says why the mutant is an implementation the text
+  allows (it refuses what the text lets it refuse, never preempts, supports other pairs, or only its test hook
+  stopped working): incomplete is then the right answer and a FAIL would be a false one;
 - `warned`: the run exits 0 with a WARN naming a reading the unmutated build's run does not: a behaviour the
   text allows, told apart and named by the kit, never failed;
 - `unjudged`: the run exits 2 only through TIMEOUT, ERROR or NOT_EXECUTED, every clause still demonstrated;
@@ -29,8 +32,9 @@ the vnpu's own defaults) under each policy in turn until one run tells it apart.
 - `survived`: the run says what it says of the unmutated build, and nothing explains it;
 - `uncompiled`: gcc refused the mutant (counted, not run).
 
-The score is killed / (compiled - equivalent - warned). `incomplete` counts as a detection only where it names a
-clause the mutant kept from being demonstrated, so it is reported beside the score, not in it.
+The score is killed / (compiled - equivalent - warned - legal): a mutant the text allows cannot be killed by a kit
+that fails only what the words forbid. `incomplete` counts as a detection only where it names a clause the mutant
+kept from being demonstrated, so it is reported beside the score, not in it.
 """
 
 from __future__ import annotations
@@ -118,6 +122,8 @@ class Outcome:
             return ", ".join(f"{v} {c} x{n}" for v, c, n in view.failing[:4])
         if self.status == "incomplete":
             return "not demonstrated: " + ", ".join(self.new_gaps)
+        if self.status == "legal":
+            return "legal: " + self.reason
         if self.status == "warned" and view is not None:
             return "WARN " + ", ".join(f"{r} x{n}" for r, n in view.warnings if r in self.new_gaps)
         if self.status == "unjudged" and view is not None:
@@ -181,7 +187,14 @@ KINDS: Final = {
     # Not an equivalent: an `unjudged` mutant's run ends incomplete with ERROR or TIMEOUT verdicts; the entry
     # says why no scenario can turn that into a FAIL. It stays `unjudged` in the totals.
     "unjudged": "the kit answers incomplete (ERROR or TIMEOUT) and cannot do otherwise",
+    # Not an equivalent either: the mutant's run ends incomplete and the mutant is a legal implementation, so
+    # incomplete is the answer the kit owes it. Counted as `legal`, outside the score.
+    "legal": "the mutant behaves as an implementation the text allows; the kit answers incomplete, naming the "
+    "clauses it kept from being demonstrated, and cannot fail it by the words",
 }
+
+# Which kind of entry explains a mutant that ended with each status.
+EXPLAINING_KIND: Final = {"unjudged": "unjudged", "incomplete": "legal"}
 
 
 def _piece_of(piece: str, line: str) -> bool:
@@ -202,9 +215,12 @@ def load_equivalents(path: Path = EQUIVALENTS) -> list[Equivalent]:
 
 
 def explained(m: Mutant, entries: Sequence[Equivalent], status: str = "survived") -> Equivalent | None:
-    """The entry explaining a mutant that ended `status` (survived: an equivalent; unjudged: why it is)."""
-    unjudged = status == "unjudged"
-    return next((e for e in entries if (e.kind == "unjudged") == unjudged and e.covers(m)), None)
+    """The entry explaining a mutant that ended `status` (survived: an equivalent; unjudged: why it is;
+    incomplete: why the mutant is legal)."""
+    wanted = EXPLAINING_KIND.get(status)
+    if wanted is None:
+        return next((e for e in entries if e.kind not in EXPLAINING_KIND.values() and e.covers(m)), None)
+    return next((e for e in entries if e.kind == wanted and e.covers(m)), None)
 
 
 # ---------------------------------------------------------------- building
@@ -421,12 +437,11 @@ class Campaign:
                     self._keep(index, out)
                 if status != "survived":
                     break
-            if outcome.status in ("survived", "unjudged"):
+            if outcome.status in ("survived", "unjudged", "incomplete"):
                 entry = explained(m, self.equivalents, outcome.status)
                 if entry is not None:
                     outcome.reason = entry.reason
-                    if outcome.status == "survived":
-                        outcome.status = "equivalent"
+                    outcome.status = EXPLAINED_STATUS.get(outcome.status, outcome.status)
             outcome.seconds = time.monotonic() - started
             return outcome
         finally:
@@ -451,14 +466,16 @@ class Campaign:
 
 # ---------------------------------------------------------------- reporting
 
-STATUSES: Final = ("killed", "incomplete", "warned", "unjudged", "timeout", "crashed", "equivalent", "survived",
-                   "uncompiled")
+STATUSES: Final = ("killed", "incomplete", "legal", "warned", "unjudged", "timeout", "crashed", "equivalent",
+                   "survived", "uncompiled")
+# What an explained mutant counts as: an equivalent, a legal implementation, or still unjudged (with its reason).
+EXPLAINED_STATUS: Final = {"survived": "equivalent", "incomplete": "legal", "unjudged": "unjudged"}
 
 
 def totals(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     counts = Counter(o.status for o in outcomes)
     compiled = len(outcomes) - counts["uncompiled"]
-    scored = compiled - counts["equivalent"] - counts["warned"]
+    scored = compiled - counts["equivalent"] - counts["warned"] - counts["legal"]
     return {
         "mutants": len(outcomes), "compiled": compiled, **{s: counts[s] for s in STATUSES},
         "score": round(counts["killed"] / scored, 4) if scored else None,
@@ -478,8 +495,8 @@ def print_totals(t: dict[str, Any], minutes: float, out: Any = sys.stdout) -> No
     detected = f"{t['detected']:.1%}" if t["detected"] is not None else "-"
     print(
         f"mutants {t['mutants']}, compiled {t['compiled']}, killed {t['killed']}, incomplete {t['incomplete']}, "
-        f"warned {t['warned']}, unjudged {t['unjudged']}, timed out {t['timeout']}, crashed {t['crashed']}, "
-        f"equivalent {t['equivalent']}, "
+        f"legal {t['legal']}, warned {t['warned']}, unjudged {t['unjudged']}, timed out {t['timeout']}, "
+        f"crashed {t['crashed']}, equivalent {t['equivalent']}, "
         f"survived {t['survived']}, uncompiled {t['uncompiled']}; score {score} of the non-equivalent "
         f"(with incomplete: {detected}); {minutes:.1f} min",
         file=out, flush=True,
@@ -532,23 +549,22 @@ def tally(path: Path, equivalents: Sequence[Equivalent]) -> int:
             stale += 1  # the sources changed since: this mutant is not the same any more
             continue
         status = row_["status"]
-        if status == "equivalent":
-            status = "survived"
+        status = {"equivalent": "survived", "legal": "incomplete"}.get(status, status)
         entry = explained(m, equivalents, status)
-        reason = entry.reason if entry is not None and status in ("survived", "unjudged") else ""
-        if status == "survived" and entry is not None:
-            status = "equivalent"
+        reason = entry.reason if entry is not None and status in EXPLAINED_STATUS else ""
+        if entry is not None:
+            status = EXPLAINED_STATUS.get(status, status)
         if status == "killed" and explained(m, equivalents) is not None:
             print(f"listed as equivalent but killed: {m.key} {m.change!r} ({row_['detail']})")
         outcome = Outcome(m, status, row_["policy"], reason=reason, seconds=row_["seconds"], runs=row_["runs"])
         outcomes.append(outcome)
     used = {id(e) for o in outcomes for e in equivalents
-            if o.status in ("equivalent", "unjudged") and e.covers(o.mutant)}  # fmt: skip
+            if o.status in ("equivalent", "unjudged", "legal") and e.covers(o.mutant)}  # fmt: skip
     for e in equivalents:
         if id(e) not in used:
             print(f"explains no survivor: {e.file} {e.function or ''} {e.line or ''} {e.change or ''}".rstrip())
     for o in outcomes:
-        if o.status == "survived" or (o.status == "unjudged" and not o.reason):
+        if o.status in ("survived", "incomplete") or (o.status == "unjudged" and not o.reason):
             print(f"{o.status}: {o.mutant.key}  {o.mutant.function}  {o.mutant.change!r}  | {o.mutant.source_line}")
     if stale:
         print(f"{stale} stored mutants no longer match the sources")
@@ -578,7 +594,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.model:
         from mutation_model import main as model_main
 
-        return model_main(rest, sample=args.sample, seed=args.seed, jobs=args.jobs, json_out=args.json)
+        # --list is declared here for the C mutants too; the model's own parser must see it
+        model_args = [*rest, "--list"] if args.list else rest
+        return model_main(model_args, sample=args.sample, seed=args.seed, jobs=args.jobs, json_out=args.json)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     equivalents = load_equivalents()

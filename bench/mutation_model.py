@@ -12,8 +12,8 @@ function's code is swapped into the live function object (so every table and imp
 sees it), then put back.
 
 The traces it is judged on come from runs made for the purpose:
-- `conformant`: the whole corpus on the published vnpu (`npuconf run --target local`), judged under
-  published-37.
+- `conformant`: the whole corpus on the published vnpu (`npuconf run --target local`), under each of its
+  allocation policies (budget, acl, caching, arena), judged under published-37.
 - `twin`, `twin-aosp`: the corpus on the vnpu's aosp-2026 personality (75 FAIL under published-37), judged
   under published-37 and under the aosp-2026 profile.
 - `kit-defects` (with `--defects`): the FAIL and CRASH records of the kit's own defective implementations
@@ -24,8 +24,10 @@ The traces it is judged on come from runs made for the purpose:
 - `vnpu-mutants` (with `--failures`): the FAIL and CRASH records of killed vnpu mutants.
 
 A record is judged again only when judging it calls the mutated function (found once, with a profiler, on
-the unmutated model); the first change decides. A change is a verdict or its clause, or what the record
-demonstrates (a clause gained or lost: the per-clause answers and atlas.json would say it otherwise). A
+the unmutated model); the first change decides. A change is a verdict, its clause or the step and event it
+blames, or what the record demonstrates (a clause gained or lost: the per-clause answers and atlas.json would
+say it otherwise): `killed`. A record that only says otherwise (its message, observed or allowed values, or a
+WARN's reason) makes it `reworded`: told apart, but by what an OEM reads, not by a decision. A
 mutant no trace tells apart `survived`: the rule it sits in is not discriminated by any scenario, and
 bench/mutation_equivalent.yaml (`model:`) says why, or a scenario is owed.
 """
@@ -60,6 +62,7 @@ from equivalents_file import entries_of
 
 EQUIVALENTS: Final = Path(__file__).with_name("mutation_equivalent.yaml")
 MUTANT_TIMEOUT_S: Final = 60
+OTHER_POLICIES: Final = ("acl", "caching", "arena")  # the vnpu's allocation policies besides budget
 FAILURES_PER_CLAUSE: Final = 3  # FAIL/CRASH records kept per clause from each of the kit's defective builds
 COMPARE_SWAP: Final[dict[type[ast.cmpop], type[ast.cmpop]]] = {
     ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
@@ -315,17 +318,30 @@ class Item:
     facts: Any
     info: Any
     judging: Any
-    baseline: tuple[str, str, tuple[str, ...]] = ("", "", ())  # verdict, clause, demonstrated
+    baseline: Judged | None = None  # under the unmutated model
     calls: frozenset[str] = frozenset()  # "module.target" of the chapter functions judging it calls
 
 
-def judge_item(item: Item) -> tuple[str, str, tuple[str, ...]]:
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """What judging one record decided (verdict, clause, where, demonstrated) and what it says."""
+
+    verdict: str
+    clause: str
+    where: tuple[object, object]  # the divergence's step and event
+    shown: frozenset[str]
+    says: str  # the reason, and the divergence's message, observed and allowed values
+
+
+def judge_item(item: Item) -> Judged:
     from host.offline.recorded import decide_record
 
     decision = decide_record(item.record, item.scenario_obj, item.facts, item.info, item.judging)
     outcome = decision.outcome
-    clause = outcome.divergence.clause if outcome.divergence is not None else ""
-    return str(outcome.verdict), clause or "", tuple(sorted(outcome.demonstrated))
+    d = outcome.divergence
+    says = repr((outcome.reason, d.message, d.observed, d.allowed) if d is not None else (outcome.reason,))
+    return Judged(str(outcome.verdict), (d.clause if d is not None else "") or "",
+                  (d.step, d.event) if d is not None else (None, None), frozenset(outcome.demonstrated), says)
 
 
 def load_items(dataset: str, run_dir: Path, profile: str, corpus: Any, catalogue: Any) -> list[Item]:
@@ -413,7 +429,7 @@ def run_corpus(out: Path, *options: str) -> Path:
 @dataclass
 class ModelOutcome:
     mutant: ModelMutant
-    status: str  # killed, survived, unreached (no trace calls its function), error (could not be applied)
+    status: str  # killed, reworded, survived, unreached (no trace calls its function), error (not applied)
     dataset: str = ""
     detail: str = ""
     clauses: tuple[str, ...] = ()  # the clauses the mutated function (its rule) cites
@@ -445,25 +461,35 @@ def evaluate(m: ModelMutant, items: Sequence[Item]) -> ModelOutcome:
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(MUTANT_TIMEOUT_S)
     try:
+        reworded: ModelOutcome | None = None
         with swapped(m):
             for item in relevant:
                 try:
-                    verdict, clause, shown = judge_item(item)
+                    now = judge_item(item)
                 except _Timeout:
                     raise
                 except Exception as exc:  # a mutant may make the model raise: the trace told it apart
                     return ModelOutcome(m, "killed", item.dataset, f"{item.scenario}: the model raised "
                                         f"{type(exc).__name__}: {str(exc)[:120]}")  # fmt: skip
-                before_verdict, before_clause, before_shown = item.baseline
-                if (verdict, clause) != (before_verdict, before_clause):
-                    return ModelOutcome(m, "killed", item.dataset, f"{item.scenario}: {before_verdict} "
-                                        f"{before_clause or ''} -> {verdict} {clause or ''}".replace("  ", " "))
-                if set(shown) != set(before_shown):
+                before = item.baseline
+                assert before is not None
+                if (now.verdict, now.clause) != (before.verdict, before.clause):
+                    return ModelOutcome(m, "killed", item.dataset, f"{item.scenario}: {before.verdict} "
+                                        f"{before.clause} -> {now.verdict} {now.clause}".replace("  ", " "))
+                if now.where != before.where:
+                    return ModelOutcome(m, "killed", item.dataset, f"{item.scenario}: blames step/event "
+                                        f"{before.where} -> {now.where}")  # fmt: skip
+                if now.shown != before.shown:
                     # what the record demonstrates is the kit's output too (atlas.json, the per-clause
                     # answers): a clause claimed where the trace did not show it, or one no longer claimed
-                    gained, dropped = sorted(set(shown) - set(before_shown)), sorted(set(before_shown) - set(shown))
+                    gained, dropped = sorted(now.shown - before.shown), sorted(before.shown - now.shown)
                     change = " ".join([*(f"+{c}" for c in gained), *(f"-{c}" for c in dropped)])
                     return ModelOutcome(m, "killed", item.dataset, f"{item.scenario}: demonstrates {change}"[:200])
+                if reworded is None and now.says != before.says:
+                    reworded = ModelOutcome(m, "reworded", item.dataset, f"{item.scenario}: says "
+                                            f"{now.says[:80]} instead of {before.says[:80]}")  # fmt: skip
+        if reworded is not None:
+            return reworded
     except _Timeout:
         return ModelOutcome(m, "killed", "", f"judging did not end within {MUTANT_TIMEOUT_S} s")
     except (LookupError, SyntaxError, ValueError, TypeError) as exc:
@@ -608,6 +634,10 @@ def prepare(work: Path, failures: Path | None, defects: bool, log: Callable[[str
     conformant = run_corpus(work / "conformant")
     twin = run_corpus(work / "twin", "--personality", "aosp-2026")
     items = load_items("conformant", conformant, "published-37", corpus, catalogue)
+    for policy in OTHER_POLICIES:  # the scenarios that predict a declared policy run only under it
+        log(f"running the corpus on the published vnpu under policy {policy}")
+        run_dir = run_corpus(work / f"conformant-{policy}", "--policy", policy)
+        items += load_items("conformant", run_dir, "published-37", corpus, catalogue)
     items += load_items("twin", twin, "published-37", corpus, catalogue)
     items += load_items("twin-aosp", twin, "aosp-2026", corpus, catalogue)
     if defects:

@@ -16,9 +16,9 @@ import mutation_c  # noqa: E402
 import mutation_model  # noqa: E402
 
 # What a sampled mutant may end as: told apart by the corpus (killed, or incomplete naming a clause it kept
-# from being demonstrated), allowed by the text and named by a WARN, explained in bench/mutation_equivalent.yaml,
-# or refused by gcc.
-ANSWERED = {"killed", "incomplete", "warned", "equivalent", "uncompiled"}
+# from being demonstrated), allowed by the text and named by a WARN or explained as legal, explained in
+# bench/mutation_equivalent.yaml, or refused by gcc.
+ANSWERED = {"killed", "incomplete", "legal", "warned", "equivalent", "uncompiled"}
 
 C_SAMPLE = """\
 #include <errno.h>
@@ -76,6 +76,25 @@ def test_every_equivalents_entry_still_explains_a_mutant_of_the_sources():
     model = mutation_model.all_mutants()
     stale_model = [e for e in mutation_model.load_equivalents() if not any(e.covers(m) for m in model)]
     assert not stale_model
+
+
+def test_a_legal_entry_explains_only_an_incomplete_run_and_leaves_it_out_of_the_score():
+    m = next(m for m in mutation.all_mutants(["vnpu_victim.c"]) if m.function == "pick")
+    legal = mutation.Equivalent(file="vnpu_victim.c", kind="legal", reason="r", function="pick")
+    same = mutation.Equivalent(file="vnpu_victim.c", kind="same-behaviour", reason="s", function="pick")
+    assert mutation.explained(m, [legal, same], "incomplete") is legal
+    assert mutation.explained(m, [legal, same], "survived") is same
+    assert mutation.explained(m, [legal], "survived") is None
+    assert mutation.explained(m, [legal], "unjudged") is None
+    outcomes = [mutation.Outcome(m, s) for s in ("killed", "killed", "killed", "incomplete", "legal", "warned")]
+    totals = mutation.totals(outcomes)
+    assert totals["legal"] == 1 and totals["score"] == 0.75  # 3 killed of 4: the legal and the warned are out
+
+
+def test_model_list_lists_without_judging(capsys):
+    assert mutation.main(["--model", "--list", "--module", "priority"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip().endswith("mutants") and "priority:" in out and "stored results" not in out
 
 
 def test_a_model_mutant_is_swapped_in_and_put_back():
