@@ -391,8 +391,10 @@ def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
             continue
         alike += 1
         if not single:
+            # alike submissions need one try; a declared policy may still admit one and refuse another
+            decided = policies.decision(s, sid) if ctx.policy is not None else None
             sig = (sub.attrs, sub.cookie, sub.forced, sub.unsupported, sub.live_at_submit,
-                   s.inflight is not None and sid in s.inflight.subs)
+                   s.inflight is not None and sid in s.inflight.subs, decided[0] if decided else None)
             if sig in seen:
                 continue
             seen.add(sig)

@@ -225,3 +225,26 @@ def test_pressure_may_take_a_buffer_whose_onalloc_is_starting():
 
 def test_a_pressure_that_answered_enomem_keeps_its_reservation():
     passes(pressure_while_onalloc_starts(-1, then_alloc=True), caps=caps("budget"))
+
+
+@covers("allocation.on_alloc")
+def test_alike_submissions_may_be_answered_in_any_order_under_a_policy():
+    """Three submissions of one request, the declared policy admitting two when allocAsync is called: the
+    refusal may come first. Which of the alike submissions an answer stands for is not known, so each
+    one's own decision is tried."""
+    b = TB()
+    request(b, "r", cookie="c", size=8192)
+    b.call("alloc", reqs=["r", "r", "r"])
+    b.emit(b.cb("alloc", "c", "ENOMEM", None), b.cb("alloc", "c", 0, "B1"), b.cb("alloc", "c", 0, "B2"))
+    b.bind("b1", "B1").bind("b2", "B2")
+    teardown(b, bufs=["b1", "b2"], reqs=["r"], deleted=["c"])
+    passes(b, caps=caps("caching"))
+    passes(b, caps=caps("arena", 16384 + 64))
+    three = TB()
+    request(three, "r", cookie="c", size=8192)
+    three.call("alloc", reqs=["r", "r", "r"])
+    three.emit(*(three.cb("alloc", "c", 0, f"B{i}") for i in (1, 2, 3)))
+    for i in (1, 2, 3):
+        three.bind(f"b{i}", f"B{i}")
+    teardown(three, bufs=["b1", "b2", "b3"], reqs=["r"], deleted=["c"])
+    fails(three, "alloc-supported-may-fail", caps=caps("caching"))
