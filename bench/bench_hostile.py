@@ -7,7 +7,7 @@ A stand-in probe wraps the real one (build/probe) and, just before the `exit` ev
 scenario, prints either one line of --line-mb megabytes or --lines short trace lines; the other
 scenario runs for real. Each case is a fresh `npuconf run` in its own interpreter; the figure is that
 interpreter's peak resident memory (ru_maxrss, the stand-in probe not counted), next to a run with
-no hostile output. Default limits apply (docs/formats.md, "Limits"): the flooded scenario is ERROR
+no hostile output. Default limits apply (docs/hostile.md, "Limits"): the flooded scenario is ERROR
 naming the limit, the other PASSes.
 
 Then the inputs a submitter or a scenario author controls, each measured the same way (a fresh

@@ -221,7 +221,7 @@ def judge(
 ) -> Judgement:
     """Judge one scenario's raw trace (docs/formats.md §7). Never raises on any trace content. ``slots``
     is the slot map the program was compiled with, when at hand: one that differs from the judge's own
-    is a kit bug (ModelCrash), never a verdict (docs/decisions.md §Slots)."""
+    is a kit bug (ModelCrash), never a verdict (docs/formats.md §3, "Slots")."""
     if slots is not None:
         try:
             own = assign_slots(scenario.steps)

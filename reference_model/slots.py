@@ -1,6 +1,6 @@
 """Slot assignment: the probe slot (``r0``, ``b1``, ``c0``, ``m0``, ``f0``) of every scenario handle name.
 
-The one place slots are assigned (docs/decisions.md §Slots): the program compiler writes them into the
+The one place slots are assigned (docs/formats.md §3, "Slots"): the program compiler writes them into the
 probe program, the judge reads the trace's echo through them (``Ctx.names``), and the model tests'
 trace builder echoes them. A name gets its slot at its first use in step order, numbered per kind.
 """

@@ -53,7 +53,7 @@ def npuconf_words() -> tuple[str, ...]:
     """The words that start this kit's command line from any directory and any shell, whatever is on PATH:
     the absolute path of the running `npuconf` script (README's `.venv/bin/npuconf`), else of the one beside
     the running interpreter (as pip installs it: `python -m host`, the pytest layer), else this interpreter's
-    absolute path and `-m host`. docs/decisions.md, "Printed commands"."""
+    absolute path and `-m host`. docs/architecture.md, "Printed commands"."""
     started = sys.argv[0] if sys.argv else ""
     if os.path.basename(started) == "npuconf" and os.path.isfile(started):
         return (os.path.abspath(started),)

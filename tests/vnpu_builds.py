@@ -1,4 +1,4 @@
-"""libvnpu built by the tests with a change: a defect switch (`-DVNPU_DEFECT_...`, docs/decisions.md) or one
+"""libvnpu built by the tests with a change: a defect switch (`-DVNPU_DEFECT_...`, docs/vnpu.md §8) or one
 more C file (a constructor that misbehaves). Either is an `--impl` that acts as told. bench/mutation.py
 compiles its mutants with the same flags."""
 

@@ -69,7 +69,7 @@ BUDGET = re.compile(r"([0-9]+(?:\.[0-9]+)?)(s|m)?\Z")
 # replay confirmation must end by it (the shrink is cut short there, its best program so far written).
 # What may still run after it: the probe batch in flight (its size follows the rate, so about one
 # program's time), one replay confirmation run, the reports. The command ends within the budget plus this
-# (docs/decisions.md "A time budget bounds the whole command").
+# (docs/fuzz.md, "The time budget").
 OVERRUN_S: Final = 15.0
 
 

@@ -5,8 +5,8 @@ plan. A virtual run's own fixed cost then overlaps the kit's start-up instead of
 
 `start_ahead` is called by `npuconf run` first thing, before the rest of the run's code is even imported;
 `start_run` takes what it started (the run's id, its directory and the devices) or, on any error before
-the devices are in use, stops them and removes what was created for nothing (docs/decisions.md, "Fixed
-cost"). `open_targets` starts a `VirtualFleet` on the spot for the commands that give no head start
+the devices are in use, stops them and removes what was created for nothing (docs/architecture.md, "A run,
+step by step"). `open_targets` starts a `VirtualFleet` on the spot for the commands that give no head start
 (`--resume`, `npuconf fuzz`).
 """
 

@@ -7,7 +7,7 @@ loads its own virtual NPU in its own process, so lanes share nothing a verdict d
 phone or an emulator (`adb`) the lanes would share one NPU service: its capacity, its preemption
 victims, its callback threads; the default there stays one lane, and with `-j` the scenarios whose
 verdict rests on the whole device's state (`requires` a declared capacity or allocation policy) still
-run alone, after the others (docs/decisions.md, "Lanes").
+run alone, after the others (docs/architecture.md, "Lanes").
 Scenarios are dealt longest first to the lane with the least estimated work, using the durations the
 results store measured on the same build, so that no lane is left holding the long ones at the end.
 """
@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, TypeVar
 
-# Measured on the 2-core host (docs/decisions.md, "Lanes"): verdicts identical to -j 1 up to 32 lanes on
+# Measured on the 2-core host (bench/README.md, "Lanes"): verdicts identical to -j 1 up to 32 lanes on
 # the local target and 16 on a virtual device; past 8 the wall time gains little and every lane is a
 # probe process with its own memory.
 DEFAULT_LANES: Final = 8

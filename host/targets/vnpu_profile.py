@@ -46,7 +46,7 @@ CAPACITY_PROP: Final = "debug.npuconf.capacity"  # a device's own declaration (a
 
 def declared_capacity(capacity: int | None) -> dict[str, object]:
     """Device-info fields for a capacity the user declares for a device that is not the vnpu: the judge
-    then predicts ENOMEM exactly (budget policy) and judges the capacity clauses (docs/model.md §3)."""
+    then predicts ENOMEM exactly (budget policy) and judges the capacity clauses (docs/model.md §3a)."""
     if capacity is None:
         return {}
     return {"capacity": capacity, "policy": "budget", "capacity_declared": True}

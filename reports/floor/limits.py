@@ -3,7 +3,7 @@
 Every limit has a name, a default and an environment variable that changes it
 (`NPUCONF_LIMIT_<NAME>` in capitals, e.g. `NPUCONF_LIMIT_TRACE_LINE_BYTES=4194304`). Past a limit the
 kit says which one (`limit trace_line_bytes=1048576 ...`), never holds more: a scenario becomes
-ERROR, a bundle or a YAML file is refused in one line. The table is in docs/formats.md ("Limits").
+ERROR, a bundle or a YAML file is refused in one line. The table is in docs/hostile.md ("Limits").
 """
 
 from __future__ import annotations

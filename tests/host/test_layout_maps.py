@@ -1,4 +1,4 @@
-"""The maps of the kit agree with the tree: docs/decisions.md names every module of every room of host/
+"""The maps of the kit agree with the tree: docs/architecture.md names every module of every room of host/
 and every module of reports/ and its floor (and nothing that is not there), and the README and
 host/__init__.py name every room."""
 
@@ -15,10 +15,10 @@ IMPLIED = {"__init__.py", "__main__.py"}
 
 
 def _layout_block(top: str) -> str:
-    """The text of the ```<top>/ layout block of docs/decisions.md."""
-    text = (ROOT / "docs" / "decisions.md").read_text(encoding="utf-8")
+    """The text of the ```<top>/ layout block of docs/architecture.md."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     block = re.search(rf"```\n{top}/\n(.*?)```", text, re.S)
-    assert block, f"docs/decisions.md has no ```{top}/ layout block"
+    assert block, f"docs/architecture.md has no ```{top}/ layout block"
     return block.group(1)
 
 
@@ -26,8 +26,8 @@ def _named_modules(text: str) -> set[str]:
     return set(re.findall(r"\b([a-z_]+\.py)\b", text))
 
 
-def _decisions_map() -> dict[str, str]:
-    """room -> the text of its entry in the host/ layout block of docs/decisions.md."""
+def _architecture_map() -> dict[str, str]:
+    """room -> the text of its entry in the host/ layout block of docs/architecture.md."""
     block = _layout_block("host")
     entries: dict[str, str] = {}
     current = ""
@@ -43,16 +43,16 @@ def _decisions_map() -> dict[str, str]:
     return entries
 
 
-def test_decisions_map_names_every_room_and_module_of_host():
-    entries = _decisions_map()
+def test_architecture_map_names_every_room_and_module_of_host():
+    entries = _architecture_map()
     assert sorted(entries) == ROOMS
     for room, text in entries.items():
         named = _named_modules(text)
         present = {p.name for p in (HOST / room).rglob("*.py") if "__pycache__" not in p.parts}
         missing = sorted(present - named - IMPLIED)
         stale = sorted(named - present)
-        assert not missing, f"docs/decisions.md: host/{room}/ does not name {', '.join(missing)}"
-        assert not stale, f"docs/decisions.md: host/{room}/ names {', '.join(stale)}, which is not there"
+        assert not missing, f"docs/architecture.md: host/{room}/ does not name {', '.join(missing)}"
+        assert not stale, f"docs/architecture.md: host/{room}/ names {', '.join(stale)}, which is not there"
 
 
 def test_readme_and_package_docstring_name_every_room():
@@ -63,14 +63,14 @@ def test_readme_and_package_docstring_name_every_room():
         assert f"`{room}`" in docstring, f"host/__init__.py does not name the room {room}"
 
 
-def test_decisions_map_names_every_module_of_reports_and_its_floor():
+def test_architecture_map_names_every_module_of_reports_and_its_floor():
     block = _layout_block("reports")
     floor = block[block.index("  floor/") :]
     reports = ROOT / "reports"
     for text, directory in ((block[: block.index("  floor/")], reports), (floor, reports / "floor")):
         present = {p.name for p in directory.glob("*.py")} - IMPLIED
         named = _named_modules(text)
-        where = f"docs/decisions.md: {directory.relative_to(ROOT)}/"
+        where = f"docs/architecture.md: {directory.relative_to(ROOT)}/"
         assert not sorted(present - named), f"{where} does not name {sorted(present - named)}"
         assert not sorted(named - present), f"{where} names {sorted(named - present)}, which is not there"
     readme_row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `reports/`"))

@@ -1,5 +1,5 @@
 """Slots are assigned once (reference_model/slots.py): the program compiler, the judge and the model
-tests' trace builder agree on every scenario of the corpus (docs/decisions.md §Slots)."""
+tests' trace builder agree on every scenario of the corpus (docs/formats.md §3, "Slots")."""
 
 from __future__ import annotations
 

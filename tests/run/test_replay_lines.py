@@ -113,7 +113,7 @@ def _html_replay_lines(report: Path) -> list[str]:
 
 def test_every_replay_line_runs_its_one_scenario_with_its_verdict(tmp_path, probe_build):
     scratch = tmp_path / "scratch"
-    # ./sc is a symlink: the plan and the replay lines keep it as written (docs/decisions.md, "Paths").
+    # ./sc is a symlink: the plan and the replay lines keep it as written (docs/architecture.md, "Paths and installs").
     _copy_scenarios(scratch / "picked")
     (scratch / "sc").symlink_to("picked")
     (scratch / "w.yaml").write_text(yaml.safe_dump({"waivers": [
