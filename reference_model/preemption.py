@@ -354,15 +354,17 @@ def owed_preempts(s: State, announced: bool = True) -> Reject | None:
     docs/formats.md §4), and at the end, every buffer the vnpu confirmed preempting has had its onPreempt
     (if set) — unless the application freed the buffer first, which makes a late callback optional
     (preempt-after-free-race). A preemption the application saw (ENOENT, no command) owes its onPreempt
-    too, but the device gets until the deleters' settle (the last wait of teardown) for it: the text
-    allows "a small time window" before the callback (``announced`` False at the preempt settle).
+    too, but the text allows "a small time window" before the callback and the probe waits for no such
+    one: it is owed at the end only when the deleter of the cookie it would carry has run, since the
+    implementation deletes a cookie only once no callback will carry it (``announced`` False at the
+    preempt settle). Without such a cookie nothing in the trace bounds the window: not owed, not shown.
     """
     for b in s.bufs.values():
         if b.vnpu_preempted and b.onpreempt and not b.preempt_cb and not b.freed:
             return reject("preempt-onpreempt-purpose", f"no onPreempt for {b.handle}", ["one onPreempt"],
                           "the vnpu preempted the buffer and its onPreempt is set")
     for b in (*s.bufs.values(), *s.ghosts) if announced else ():
-        if announced_owed(b):
+        if announced_owed(b) and b.cookie.token is not None and b.cookie.token not in s.tokens:
             return reject("preempt-onpreempt-purpose", f"no onPreempt for {b.handle}", ["one onPreempt"],
                           f"{b.handle} was shown preempted (ENOENT) and its request had onPreempt")
     return None
