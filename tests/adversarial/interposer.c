@@ -935,8 +935,8 @@ EXPORT void ANpuManager_AllocRequest_setCookie(ANpuManager_AllocRequest *request
     r->holder = NULL;
     bool clearing = cookie == NULL && deleter == NULL;
     bool kept = (MUT == M_REPLACE_KEEPS_OLD && !clearing) || (MUT == M_CLEAR_KEEPS_OLD && clearing);
+    if (clearing && old != NULL) r->cleared = old->cookie; /* read before the release may free the holder */
     if (!kept) holder_release(old, false); /* "deleted ... before the new cookie ... are set" */
-    if (clearing && old != NULL) r->cleared = old->cookie;
     if (!clearing) r->holder = holder_new(cookie, deleter);
     atomic_store(&r->cookie_now, cookie);
 }
