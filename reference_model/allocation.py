@@ -170,7 +170,8 @@ def file_outcome(ctx: Ctx, s: State, a: Attrs) -> Expect | None:
 
 
 @clause("alloc-supported-may-fail", "alloc-unsupported-fails", "free-memory-after-last-unmap")
-def valid_outcome(ctx: Ctx, a: Attrs, sub: Submission | None, live_now: int, relaxed: int) -> Expect:
+def valid_outcome(ctx: Ctx, a: Attrs, sub: Submission | None, live_now: int, relaxed: int,
+                  pending: int = 0) -> Expect:
     """Spec: "If a request is supported, ANpuManager_allocAsync() may still respond onAlloc with a failure
     due to other reasons, e.g., no memory." (alloc-supported-may-fail)
     Spec: "If a request is not supported, ANpuManager_allocAsync() guarantees to respond onAlloc with a
@@ -180,6 +181,9 @@ def valid_outcome(ctx: Ctx, a: Attrs, sub: Submission | None, live_now: int, rel
     fails with any errno ("other reasons, e.g., no memory") — exactly predicted when the device declares
     its capacity (budget policy: live buffers,
     i.e. neither preempted nor freed-and-unmapped, never exceed it; free-memory-after-last-unmap).
+    Another request still pending (``pending`` bytes) may already hold memory: a device may admit it and
+    answer this one first, from another callback thread. So ENOMEM is allowed where the request does not
+    fit next to the live buffers and those requests, or did not fit when it was submitted.
     An unknown pair (no discovery) may do either.
     """
     if sub is not None and sub.forced is not None:
@@ -198,21 +202,32 @@ def valid_outcome(ctx: Ctx, a: Attrs, sub: Submission | None, live_now: int, rel
     if ctx.capacity is not None and not relaxed and sub is not None:
         fits_now = live_now + a.size <= ctx.capacity
         fits_then = sub.live_at_submit + a.size <= ctx.capacity
+        fits_beside_pending = live_now + pending + a.size <= ctx.capacity
         alts: dict[str, str] = {}
         if fits_now:
             alts[SUCCESS] = ""
-        if not fits_now or not fits_then:
+        if not fits_beside_pending or not fits_then:
             alts["ENOMEM"] = ""
-        why = (f"{a.size} bytes {'fit' if fits_now else 'do not fit'} next to {live_now} live bytes "
-               f"within the capacity of {ctx.capacity}")
+        beside = f" and {pending} bytes of requests still pending" if pending else ""
+        why = (f"{a.size} bytes {'fit' if fits_beside_pending else 'do not fit'} next to {live_now} live bytes"
+               f"{beside} within the capacity of {ctx.capacity}")
         return Expect(alts, "alloc-supported-may-fail", why)
     return Expect({SUCCESS: "", ANY_ERRNO: ""}, "alloc-supported-may-fail", "a valid request of a supported pair")
 
 
 def expected(ctx: Ctx, s: State, sub: Submission) -> Expect:
     a = sub.attrs
+    if ctx.capacity is None:
+        return invalid_request(ctx, a) or file_outcome(ctx, s, a) or valid_outcome(ctx, a, sub, 0, s.relaxed_capacity)
     return (invalid_request(ctx, a) or file_outcome(ctx, s, a)
-            or valid_outcome(ctx, a, sub, live_bytes(s) if ctx.capacity is not None else 0, s.relaxed_capacity))
+            or valid_outcome(ctx, a, sub, live_bytes(s), s.relaxed_capacity, pending_elsewhere(ctx, s, sub)))
+
+
+def pending_elsewhere(ctx: Ctx, s: State, sub: Submission) -> int:
+    """Bytes the other pending submissions may hold already: the valid, supported ones not told to fail."""
+    return sum(o.attrs.size for o in s.subs.values()
+               if o is not sub and o.forced is None and not o.unsupported and o.attrs.size > 0
+               and invalid_request(ctx, o.attrs) is None)
 
 
 @clause("alloc-async", "alloc-snapshot", "alloc-list-modify-after-return", "alloc-elements-modify-after-return")

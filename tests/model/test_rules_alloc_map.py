@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from reference_model.caps import DeviceCaps
 from reference_model.content import fnv1a64, pattern_bytes
 
@@ -520,3 +522,27 @@ def test_a_grant_that_needs_the_last_unmaps_memory_demonstrates_it():
     undeclared = DeviceCaps(supported_pairs=frozenset({PAIR}))
     assert shown not in passes(capacity_trace(True, 0, "B2"), caps=undeclared).demonstrated
     assert shown in passes(capacity_trace(True, 0, "B2"), caps=acl).demonstrated
+
+
+def three_halves(answers: tuple[str, str, str]) -> TB:
+    """One request of half the declared capacity submitted three times; the answers (a buffer handle "B<n>"
+    or an errno) in the order given."""
+    b = TB()
+    request(b, "r", cookie="c", size=16384)
+    b.call("alloc", reqs=["r", "r", "r"])
+    granted = [a for a in answers if a.startswith("B")]
+    b.emit(*(b.cb("alloc", "c", 0, a) if a in granted else b.cb("alloc", "c", a, None) for a in answers))
+    for i, handle in enumerate(granted):
+        b.bind(f"b{i}", handle)
+    return teardown(b, bufs=[f"b{i}" for i in range(len(granted))], reqs=["r"], deleted=["c"])
+
+
+@covers("allocation.valid_outcome")
+def test_capacity_budget_counts_pending_requests_that_may_hold_memory():
+    caps = replace(VNPU, capacity_bytes=32768)
+    passes(three_halves(("B1", "B2", "ENOMEM")), caps=caps)
+    # answered from several callback threads: the refusal may come before the second grant
+    passes(three_halves(("B1", "ENOMEM", "B2")), caps=caps)
+    passes(three_halves(("ENOMEM", "B1", "B2")), caps=caps)
+    # two refused while two fit: not explained by the requests pending beside them
+    fails(three_halves(("B1", "ENOMEM", "ENOMEM")), "alloc-supported-may-fail", caps=caps)
