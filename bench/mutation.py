@@ -191,10 +191,14 @@ KINDS: Final = {
     # incomplete is the answer the kit owes it. Counted as `legal`, outside the score.
     "legal": "the mutant behaves as an implementation the text allows; the kit answers incomplete, naming the "
     "clauses it kept from being demonstrated, and cannot fail it by the words",
+    # Nor this: what the mutant does depends on memory no call sets (an uninitialized read), so one run may end
+    # ERROR and the next pass. Counted as `unjudged`, inside the score's denominator.
+    "undefined": "the mutant reads memory nothing initialized: its behaviour depends on the heap, not on the calls",
 }
 
-# Which kind of entry explains a mutant that ended with each status.
-EXPLAINING_KIND: Final = {"unjudged": "unjudged", "incomplete": "legal"}
+# Which kinds of entry explain a mutant that ended with each status (any other status: the equivalents).
+EXPLAINING_KIND: Final = {"unjudged": ("unjudged", "undefined"), "incomplete": ("legal",)}
+NOT_EQUIVALENT: Final = ("unjudged", "legal")
 
 
 def _piece_of(piece: str, line: str) -> bool:
@@ -219,8 +223,13 @@ def explained(m: Mutant, entries: Sequence[Equivalent], status: str = "survived"
     incomplete: why the mutant is legal)."""
     wanted = EXPLAINING_KIND.get(status)
     if wanted is None:
-        return next((e for e in entries if e.kind not in EXPLAINING_KIND.values() and e.covers(m)), None)
-    return next((e for e in entries if e.kind == wanted and e.covers(m)), None)
+        return next((e for e in entries if e.kind not in NOT_EQUIVALENT and e.covers(m)), None)
+    return next((e for e in entries if e.kind in wanted and e.covers(m)), None)
+
+
+def explained_status(status: str, entry: Equivalent) -> str:
+    """What a mutant that ended `status` counts as once `entry` explains it."""
+    return "unjudged" if entry.kind == "undefined" else EXPLAINED_STATUS.get(status, status)
 
 
 # ---------------------------------------------------------------- building
@@ -441,7 +450,7 @@ class Campaign:
                 entry = explained(m, self.equivalents, outcome.status)
                 if entry is not None:
                     outcome.reason = entry.reason
-                    outcome.status = EXPLAINED_STATUS.get(outcome.status, outcome.status)
+                    outcome.status = explained_status(outcome.status, entry)
             outcome.seconds = time.monotonic() - started
             return outcome
         finally:
@@ -553,7 +562,7 @@ def tally(path: Path, equivalents: Sequence[Equivalent]) -> int:
         entry = explained(m, equivalents, status)
         reason = entry.reason if entry is not None and status in EXPLAINED_STATUS else ""
         if entry is not None:
-            status = EXPLAINED_STATUS.get(status, status)
+            status = explained_status(status, entry)
         if status == "killed" and explained(m, equivalents) is not None:
             print(f"listed as equivalent but killed: {m.key} {m.change!r} ({row_['detail']})")
         outcome = Outcome(m, status, row_["policy"], reason=reason, seconds=row_["seconds"], runs=row_["runs"])
