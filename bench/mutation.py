@@ -196,9 +196,12 @@ KINDS: Final = {
     "undefined": "the mutant reads memory nothing initialized: its behaviour depends on the heap, not on the calls",
 }
 
-# Which kinds of entry explain a mutant that ended with each status (any other status: the equivalents).
+# Which kinds of entry explain a mutant that ended with each status (any other status: the equivalents, and
+# `undefined`, whose run may also end as the unmutated build's does).
 EXPLAINING_KIND: Final = {"unjudged": ("unjudged", "undefined"), "incomplete": ("legal",)}
 NOT_EQUIVALENT: Final = ("unjudged", "legal")
+# What an explained mutant counts as: an equivalent, a legal implementation, or still unjudged (with its reason).
+EXPLAINED_STATUS: Final = {"survived": "equivalent", "incomplete": "legal", "unjudged": "unjudged"}
 
 
 def _piece_of(piece: str, line: str) -> bool:
@@ -477,8 +480,6 @@ class Campaign:
 
 STATUSES: Final = ("killed", "incomplete", "legal", "warned", "unjudged", "timeout", "crashed", "equivalent",
                    "survived", "uncompiled")
-# What an explained mutant counts as: an equivalent, a legal implementation, or still unjudged (with its reason).
-EXPLAINED_STATUS: Final = {"survived": "equivalent", "incomplete": "legal", "unjudged": "unjudged"}
 
 
 def totals(outcomes: Sequence[Outcome]) -> dict[str, Any]:
@@ -558,7 +559,8 @@ def tally(path: Path, equivalents: Sequence[Equivalent]) -> int:
             stale += 1  # the sources changed since: this mutant is not the same any more
             continue
         status = row_["status"]
-        status = {"equivalent": "survived", "legal": "incomplete"}.get(status, status)
+        # recounted from what the run said, before any entry explained it
+        status = {counted: ended for ended, counted in EXPLAINED_STATUS.items()}.get(status, status)
         entry = explained(m, equivalents, status)
         reason = entry.reason if entry is not None and status in EXPLAINED_STATUS else ""
         if entry is not None:

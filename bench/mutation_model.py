@@ -555,22 +555,28 @@ def known_defects(work: Path, log: Callable[[str], None]) -> list[Path]:
     log(f"running the corpus on {len(libraries)} defective implementations of the kit")
     for name, library, args in libraries:
         out = run_corpus(work / name / "run", "--impl", str(library), "-j", "16", *args)
-        kept = work / name / "failures"
-        kept.mkdir()
         per_clause: Counter[str] = Counter()
-        with (out / "results.jsonl").open(encoding="utf-8") as src, (kept / "results.jsonl").open("w") as dst:
-            for line in src:
-                record = json.loads(line)
-                if record.get("kind") == "result":
-                    if record.get("verdict") not in ("FAIL", "CRASH"):
-                        continue
-                    clause = (record.get("divergence") or {}).get("clause") or ""
-                    per_clause[clause] += 1
-                    if per_clause[clause] > FAILURES_PER_CLAUSE:
-                        continue  # the same clause failed again: more of it tells the rules little more
-                dst.write(line)
-        runs.append(kept)
+
+        def failure_kept(result: dict[str, Any], per_clause: Counter[str] = per_clause) -> bool:
+            if result.get("verdict") not in ("FAIL", "CRASH"):
+                return False
+            clause = (result.get("divergence") or {}).get("clause") or ""
+            per_clause[clause] += 1
+            return per_clause[clause] <= FAILURES_PER_CLAUSE  # more of one clause tells the rules little more
+
+        runs.append(_results_kept(out, work / name / "failures", failure_kept))
     return runs
+
+
+def _results_kept(out: Path, kept: Path, keep: Callable[[dict[str, Any]], bool]) -> Path:
+    """A copy of run `out` in `kept` holding its plan and device records and the results `keep` accepts."""
+    kept.mkdir()
+    with (out / "results.jsonl").open(encoding="utf-8") as src, (kept / "results.jsonl").open("w") as dst:
+        for line in src:
+            record = json.loads(line)
+            if record.get("kind") != "result" or keep(record):
+                dst.write(line)
+    return kept
 
 
 # Trace fields that differ between two runs of the same behaviour: times, threads' and processes' numbers.
@@ -612,17 +618,8 @@ def legal_variations(work: Path, conformant: Path, log: Callable[[str], None]) -
     for name, args in sorted(variations):
         where = work / (name + "".join(args).replace("-", "_"))
         out = run_corpus(where / "run", "--impl", str(build(name, where, real)), "-j", "16", *args)
-        kept = where / "different"
-        kept.mkdir()
-        with (out / "results.jsonl").open(encoding="utf-8") as src, (kept / "results.jsonl").open("w") as dst:
-            for line in src:
-                record = json.loads(line)
-                if record.get("kind") == "result" and (
-                    behaviour(record.get("trace") or ()) == reference.get(record.get("scenario", ""))
-                ):
-                    continue
-                dst.write(line)
-        runs.append(kept)
+        runs.append(_results_kept(out, where / "different", lambda r: behaviour(r.get("trace") or ())
+                                  != reference.get(r.get("scenario", ""))))  # fmt: skip
     return runs
 
 

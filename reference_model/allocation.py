@@ -217,10 +217,10 @@ def valid_outcome(ctx: Ctx, a: Attrs, sub: Submission | None, live_now: int, rel
 
 def expected(ctx: Ctx, s: State, sub: Submission) -> Expect:
     a = sub.attrs
-    if ctx.capacity is None:
-        return invalid_request(ctx, a) or file_outcome(ctx, s, a) or valid_outcome(ctx, a, sub, 0, s.relaxed_capacity)
+    declared = ctx.capacity is not None
     return (invalid_request(ctx, a) or file_outcome(ctx, s, a)
-            or valid_outcome(ctx, a, sub, live_bytes(s), s.relaxed_capacity, pending_elsewhere(ctx, s, sub)))
+            or valid_outcome(ctx, a, sub, live_bytes(s) if declared else 0, s.relaxed_capacity,
+                             pending_elsewhere(ctx, s, sub) if declared else 0))
 
 
 def pending_elsewhere(ctx: Ctx, s: State, sub: Submission) -> int:
