@@ -194,7 +194,8 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
     (cookie-borrowed-in-callbacks)
 
     A deleter call is attributed to a hand-over of that value whose holders have all let go and that no
-    callback is certainly still running with (between its cb and its cb_return: trace version 2); with
+    callback is certainly still running with (between its cb and its cb_return: trace version 2), or whose
+    only holders are freed buffers the device may let go of (optional_deletion); with
     several such hand-overs of one value the deleter may be any one's (one candidate state each): a
     setCookie that owes the deletion of its previous hand-over is satisfied by the branch that takes it,
     while an older hand-over of the same value may still be deleted later. When
@@ -210,8 +211,7 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
     bad = own_deleter(ev)
     if bad is not None:
         return bad
-    held: Token | None = None
-    held_id = -1
+    held: list[tuple[int, Token]] = []  # hand-overs of this value that still have holders
     in_use: int | None = None  # a hand-over with no holder that a running callback still borrows
     deleted: list[State] = []  # one successor per hand-over the deleter may have been for
     for tid, t in s.tokens.items():
@@ -228,10 +228,12 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
                 after = evolve_state(s, tokens=tokens, ghosts=ghosts, cbs=cbs)
                 deleted.append(deletion_shown(after, t, ev, carried))
                 continue
-            if held is None:
-                held, held_id = t, tid
+            held.append((tid, t))
     if deleted:
         return deleted
+    let_go = [kept for tid, t in held if (kept := optional_deletion(s, tid, t, ev)) is not None]
+    if let_go:
+        return let_go
     shown = "NULL" if value is None else value
     if in_use is not None:
         cb = next(b for b in s.cbs if b.token == in_use and b.running)
@@ -240,39 +242,43 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
                       ["deleter after the callback carrying the cookie returned"],
                       f"the callback that started at trace line {cb.line} had not returned (no cb_return yet): "
                       "it still borrows the cookie")
-    if held is not None:
+    if held:
+        held_id, t = held[0]
         by_request = [slot for slot, r in s.reqs.items() if r.cookie.token == held_id]
         if by_request:
             return reject("cookie-ownership-donated", f"deleter({shown}) while request {by_request[0]} still holds it",
                           ["no deleter call while a request holds the cookie"],
-                          f"the cookie handed over at step {held.step} is still set on a live request")
-        optional = [b for b in (*s.bufs.values(), *s.ghosts) if b.cookie.token == held_id and b.optional_hold()]
-        if optional and len(optional) == held.holders:
-            # Only freed buffers the device may let go of hold it: still mapped (their memory lives until the
-            # last unmap), or preempted by a vnpu command with a late onPreempt that may still come
-            # (preempt-after-free-race). One that still comes after this finds the cookie deleted
-            # (cookie-borrowed-in-callbacks).
-            tokens = dict(s.tokens)
-            del tokens[held_id]
-            ghosts = tuple(g for g in s.ghosts if g.cookie.token != held_id)
-            bufs = {h: evolve_buffer(b, mapped_hold=False) if b.cookie.token == held_id and b.mapped_hold else b
-                    for h, b in s.bufs.items()}
-            after = evolve_state(s, tokens=tokens, ghosts=ghosts, bufs=bufs)
-            return [deletion_shown(after, held, ev, borrowed(s, held_id))]
+                          f"the cookie handed over at step {t.step} is still set on a live request")
         waiting = [b for b in (*s.bufs.values(), *s.ghosts)
                    if b.cookie.token == held_id and b.freed and b.awaits_late_onpreempt()]
         owed = [b.handle for b in waiting if b.owes_onpreempt()]
-        if owed and len(waiting) == held.holders:
+        if owed and len(waiting) == t.holders:
             return reject("preempt-onpreempt-purpose", f"deleter({shown}) before the onPreempt owed for {owed[0]}",
                           ["onPreempt, then the deleter"],
                           f"{owed[0]} was shown preempted (ENOENT) and its request had onPreempt: the callback is "
                           "owed, and the cookie must outlive it")
         return reject("cookie-borrowed-in-callbacks", f"deleter({shown}) while a callback is still owed with it",
                       ["deleter after the last callback carrying the cookie"],
-                      f"the cookie handed over at step {held.step} is still held by a submission, buffer or load")
+                      f"the cookie handed over at step {t.step} is still held by a submission, buffer or load")
     return reject("cookie-deleter-called", f"deleter({shown}) once more",
                   ["exactly one deleter call per setCookie() with a deleter"],
                   "every hand-over of this cookie has already been deleted")
+
+
+def optional_deletion(s: State, tid: int, t: Token, ev: Deleter) -> State | None:
+    """The state after a deleter call for hand-over ``t`` whose only holders are freed buffers the device
+    may let go of: still mapped (their memory lives until the last unmap), or preempted by a vnpu command
+    with a late onPreempt that may still come (preempt-after-free-race); None when something else holds it.
+    An onPreempt that still comes after this finds the cookie deleted (cookie-borrowed-in-callbacks)."""
+    optional = [b for b in (*s.bufs.values(), *s.ghosts) if b.cookie.token == tid and b.optional_hold()]
+    if not optional or len(optional) != t.holders:
+        return None
+    tokens = dict(s.tokens)
+    del tokens[tid]
+    ghosts = tuple(g for g in s.ghosts if g.cookie.token != tid)
+    bufs = {h: evolve_buffer(b, mapped_hold=False) if b.cookie.token == tid and b.mapped_hold else b
+            for h, b in s.bufs.items()}
+    return deletion_shown(evolve_state(s, tokens=tokens, ghosts=ghosts, bufs=bufs), t, ev, borrowed(s, tid))
 
 
 @shows("cookie-deleter-called", "cookie-deleter-null-cookie", "cookie-deleter-any-thread", "cookie-ownership-donated",

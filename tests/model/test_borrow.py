@@ -284,3 +284,20 @@ def test_a_buffer_freed_while_mapped_may_hold_its_cookie_until_its_last_unmap():
         assert j.verdict is Verdict.WARN and "R1 " in j.reason, (deleted, j.reason)
     j = trace("never").judge()
     assert j.verdict is Verdict.FAIL, j.reason
+
+
+def test_a_deleter_for_one_of_two_null_hand_overs_may_be_the_mapped_buffers():
+    """Two requests hand over NULL with a deleter; r's buffer b is still live when r2's buffer b2, freed
+    while mapped, lets go of its hand-over: the deleter(NULL) at that free is r2's, not the one b holds."""
+    b = TB()
+    request(b, cookie=None)
+    request(b, "r2", cookie=None)
+    b.call("alloc", reqs=["r"], during=[b.cb("alloc", None, 0, "B1")])
+    b.bind("b", "B1")
+    b.call("alloc", reqs=["r2"], during=[b.cb("alloc", None, 0, "B2")])
+    b.bind("b2", "B2")
+    b.call("req_free", req="r")
+    b.call("req_free", req="r2")
+    b.call("buf_map", map="m", buf="b2", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+    b.call("buf_free", bufs=["b2"], during=[b.deleter(None, "caller")])
+    _verdict(teardown(b, bufs=["b"], deleted=[None], maps=["m"]), Verdict.PASS)
