@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from .caps import DeviceCaps
+from .content import DigestMemo
 from .errors import Unjudgeable
 from .profiles import Profile
 from .rules import Reject
@@ -40,6 +41,8 @@ class Ctx:
     # (`preempt=lowest` takes a buffer of the greatest priority value): the model then predicts the victim.
     # Otherwise the device chooses, and the victim is the one the trace shows.
     ranks_victims: bool = False
+    # The digests computed so far (content.DigestMemo): the caller's, filled as the replay computes more.
+    digests: DigestMemo = field(default_factory=dict)
 
 
 def errno_set(errno: str | None) -> bool:

@@ -37,7 +37,6 @@ from .state import (
     Submission,
     done,
     evolve,
-    evolve_state,
     live_bytes,
     show,
 )
@@ -242,10 +241,10 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
     slots = arg_list(call, "reqs")
     for slot in slots:
         if slot is None or slot not in s.reqs:
-            return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+            return [evolve(s, inflight=Inflight(call.step, call.op))]
     crash = alloc_without_onalloc_crashes(s, call, slots)
     if crash is not None:
-        return [evolve_state(s, inflight=Inflight(call.step, call.op, crash=crash))]
+        return [evolve(s, inflight=Inflight(call.step, call.op, crash=crash))]
     subs = dict(s.subs)
     overlapping = overlapped_allocs(s, call)
     if s.overlaps:
@@ -276,7 +275,7 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
         file_hold(files, req.attrs.file, +1)
         made.append(sid)
         sid += 1
-    out = evolve_state(s, reqs=reqs, subs=subs, files=files, tokens=tokens, forced=tuple(forced), next_id=sid,
+    out = evolve(s, reqs=reqs, subs=subs, files=files, tokens=tokens, forced=tuple(forced), next_id=sid,
                        inflight=Inflight(call.step, call.op, applied=True, subs=tuple(made)))
     if ctx.policy is not None and ctx.caps.capacity_bytes is not None:
         out = policies.submitted(ctx.policy, ctx.caps.capacity_bytes, out, tuple(made),
@@ -347,7 +346,7 @@ def overlapped_allocs(s: State, call: Call) -> bool:
 
 def ret_alloc(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     tag = returned_first(ret)
-    return [evolve_state(s, inflight=None, dids=s.dids | {tag})] if tag else [done(s)]
+    return [evolve(s, inflight=None, dids=s.dids | {tag})] if tag else [done(s)]
 
 
 @clause("alloc-callback-thread", "alloc-callback-any-thread")
@@ -477,7 +476,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
     files = dict(s.files)
     file_hold(files, sub.attrs.file, -1)
     if s.pool is not None:
-        s = evolve_state(s, pool=policies.delivered(s, sid, ev.buf))
+        s = evolve(s, pool=policies.delivered(s, sid, ev.buf))
     dids = s.dids | set(tag.split(",")) if tag else s.dids
     if ev.error is not None:
         ghosts = s.ghosts
@@ -487,7 +486,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
             ghost = Buffer("", max(sub.attrs.size, 0), sub.attrs.prot, sub.cookie, True, sub.attrs.priority,
                            freed=True, preempted=True)
             ghosts = (*s.ghosts, ghost)
-        return borrow(ctx, evolve_state(s, subs=subs, files=files, tokens=hold(s, sub.cookie, -1), dids=dids,
+        return borrow(ctx, evolve(s, subs=subs, files=files, tokens=hold(s, sub.cookie, -1), dids=dids,
                                         ghosts=ghosts), sub.cookie, ev)
     assert ev.buf is not None
     if ev.buf in s.bufs:
@@ -510,7 +509,7 @@ def _answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb) -> State | Re
     bufs = dict(s.bufs)
     bufs[ev.buf] = Buffer(ev.buf, a.size, a.prot, sub.cookie, a.onpreempt, a.priority, content=content,
                           preemptable=sub.preemptable, unset=a.unset)
-    return borrow(ctx, evolve_state(s, subs=subs, files=files, bufs=bufs, dids=dids), sub.cookie, ev)
+    return borrow(ctx, evolve(s, subs=subs, files=files, bufs=bufs, dids=dids), sub.cookie, ev)
 
 
 @shows("alloc-one-callback-per-request")

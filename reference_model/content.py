@@ -10,7 +10,6 @@ disagrees), and all of them are demonstrated when a digest of the bytes agrees â
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Final
 
 Segment = tuple[int, int, int, int, str]
@@ -76,10 +75,10 @@ def prefix(content: Content, start: int, end: int, clause: str) -> Content:
     return _reshape(content, start, end, clause)
 
 
-def expected_digest(content: Content, start: int, end: int) -> tuple[str, tuple[str, ...]] | None:
+def expected_digest(content: Content, start: int, end: int, memo: DigestMemo) -> tuple[str, tuple[str, ...]] | None:
     """(16-hex FNV-1a-64 digest, clauses) of bytes [start, end) when every byte is known, else None. The
     clauses are those of the segments read, in order, as written (``~`` marks included): see named_clause
-    and shown_clauses."""
+    and shown_clauses. ``memo``: the digests computed so far (``DigestMemo``)."""
     if end <= start:
         return f"{FNV_OFFSET:016x}", ()
     pieces: list[tuple[int, int, int]] = []
@@ -99,13 +98,13 @@ def expected_digest(content: Content, start: int, end: int) -> tuple[str, tuple[
             break
     if pos < end:
         return None
-    return f"{_digest(tuple(pieces)):016x}", tuple(clauses)
+    return f"{_digest(tuple(pieces), memo):016x}", tuple(clauses)
 
 
-# The digests computed so far. FNV-1a is byte by byte, the most expensive step of judging a whole run,
-# and the corpus asks for the same few ranges every run: a host may keep them between runs
-# (known_digests / remember_digests); the model itself does no I/O.
-_DIGESTS: dict[Pieces, int] = {}
+# The digests computed so far, by pieces. FNV-1a is byte by byte, the most expensive step of judging a
+# whole run, and the corpus asks for the same few ranges every run: the judge's caller owns the memo (a
+# host may keep one across judgements and runs); the model only fills it, up to DIGESTS_KEPT entries.
+DigestMemo = dict[Pieces, int]
 DIGESTS_KEPT: Final = 65536
 
 
@@ -119,29 +118,16 @@ def shown_clauses(clauses: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(c for c in clauses if not c.startswith(NAMED_ONLY))
 
 
-def _digest(pieces: Pieces) -> int:
-    found = _DIGESTS.get(pieces)
+def _digest(pieces: Pieces, memo: DigestMemo) -> int:
+    found = memo.get(pieces)
     if found is not None:
         return found
     h = FNV_OFFSET
     for seed, first, count in pieces:
         h = fnv1a64(pattern_bytes(seed, first, count), h)
-    if len(_DIGESTS) < DIGESTS_KEPT:
-        _DIGESTS[pieces] = h
+    if len(memo) < DIGESTS_KEPT:
+        memo[pieces] = h
     return h
-
-
-def known_digests() -> dict[Pieces, int]:
-    """Every digest computed (or remembered) in this process."""
-    return dict(_DIGESTS)
-
-
-def remember_digests(digests: Mapping[Pieces, int]) -> None:
-    """Digests computed earlier, by this same code (the caller checks that), taken as computed."""
-    for pieces, value in digests.items():
-        if len(_DIGESTS) >= DIGESTS_KEPT:
-            break
-        _DIGESTS.setdefault(pieces, value)
 
 
 def _cut(content: Content, start: int, end: int) -> Content:

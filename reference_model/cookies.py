@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from ._context import Ctx, Out, arg_bool, arg_cookie, arg_slot, reject
 from .rules import Reject, clause, shows
-from .state import NO_COOKIE, Borrow, CookieRef, Inflight, State, Token, done, evolve, evolve_buffer, evolve_state, show
+from .state import NO_COOKIE, Borrow, CookieRef, Inflight, State, Token, done, evolve, show
 from .trace import Call, Cb, CbReturn, Deleter, Ret
 from .vocabulary import COOKIE_DELETERS
 
@@ -51,20 +51,20 @@ def borrow(ctx: Ctx, s: State, ref: CookieRef, ev: Cb) -> State:
     if tid is None or tid not in s.tokens:
         return s
     if ctx.returns:
-        return evolve_state(s, cbs=(*s.cbs, Borrow(ev.line, ev.th, ev.kind, tid)))
+        return evolve(s, cbs=(*s.cbs, Borrow(ev.line, ev.th, ev.kind, tid)))
     t = s.tokens[tid]
     if t.lingering:
         return s
     tokens = dict(s.tokens)
     tokens[tid] = evolve(t, lingering=True)
-    return evolve_state(s, tokens=tokens)
+    return evolve(s, tokens=tokens)
 
 
 def on_cb_return(ctx: Ctx, s: State, ev: CbReturn) -> Out:
     """The callback opened at line ``ev.opened`` is about to return: it is no longer certainly running."""
     for i, b in enumerate(s.cbs):
         if b.line == ev.opened:
-            return [evolve_state(s, cbs=(*s.cbs[:i], evolve(b, running=False), *s.cbs[i + 1:]))]
+            return [evolve(s, cbs=(*s.cbs[:i], evolve(b, running=False), *s.cbs[i + 1:]))]
     return [s]
 
 
@@ -81,7 +81,7 @@ def returned(s: State, lines: frozenset[int], line: int) -> State:
         t = tokens.get(b.token)
         if b.line in lines and t is not None:
             tokens[b.token] = evolve(t, borrow_end=line)
-    return evolve_state(s, cbs=keep, tokens=tokens)
+    return evolve(s, cbs=keep, tokens=tokens)
 
 
 def borrowed(s: State, tid: int, *, running: bool = False) -> bool:
@@ -102,11 +102,11 @@ def hand_over(s: State, value: str | None, deleter: bool, step: int) -> tuple[Co
     raw integers travel through unchanged (cookie-not-dereferenced).
     """
     if not deleter:
-        return CookieRef(value, None), s if value is None else evolve_state(s, unowned=s.unowned | {value})
+        return CookieRef(value, None), s if value is None else evolve(s, unowned=s.unowned | {value})
     tid = s.next_id
     tokens = dict(s.tokens)
     tokens[tid] = Token(value, 1, step)
-    return CookieRef(value, tid), evolve_state(s, tokens=tokens, next_id=tid + 1, handed=s.handed | {value})
+    return CookieRef(value, tid), evolve(s, tokens=tokens, next_id=tid + 1, handed=s.handed | {value})
 
 
 @shows("cookie-null-deleter-nothing", "support-modify-after-return")
@@ -114,7 +114,7 @@ def call_set_cookie(ctx: Ctx, s: State, call: Call) -> Out:
     slot = arg_slot(call, "req")
     req = s.reqs.get(slot)
     if req is None:
-        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
     value, deleter = arg_cookie(call, "cookie"), arg_bool(call, "deleter")
     ref, s2 = hand_over(s, value, deleter, call.step)
     old = req.cookie
@@ -122,7 +122,7 @@ def call_set_cookie(ctx: Ctx, s: State, call: Call) -> Out:
     owed = old.token if old.token is not None and unborrowed(s2, tokens.get(old.token), old.token, call) else None
     reqs = dict(s2.reqs)
     reqs[slot] = evolve(req, cookie=ref, attrs=evolve(req.attrs, unset=req.attrs.unset - {"cookie"}))
-    out = evolve_state(s2, reqs=reqs, tokens=tokens,
+    out = evolve(s2, reqs=reqs, tokens=tokens,
                        inflight=Inflight(call.step, call.op, applied=True, owed_deletion=owed))
     if value is not None and not deleter:
         # Nothing may delete it: a trace that ends without a deleter call for it demonstrates the sentence.
@@ -225,7 +225,7 @@ def on_deleter(ctx: Ctx, s: State, ev: Deleter) -> Out:
                 ghosts = tuple(g for g in s.ghosts if g.cookie.token != tid)
                 carried = borrowed(s, tid)  # a callback carried it: the cookie outlived that callback
                 cbs = tuple(b for b in s.cbs if b.token != tid) if s.cbs else s.cbs
-                after = evolve_state(s, tokens=tokens, ghosts=ghosts, cbs=cbs)
+                after = evolve(s, tokens=tokens, ghosts=ghosts, cbs=cbs)
                 deleted.append(deletion_shown(after, t, ev, carried))
                 continue
             held.append((tid, t))
@@ -276,9 +276,9 @@ def optional_deletion(s: State, tid: int, t: Token, ev: Deleter) -> State | None
     tokens = dict(s.tokens)
     del tokens[tid]
     ghosts = tuple(g for g in s.ghosts if g.cookie.token != tid)
-    bufs = {h: evolve_buffer(b, mapped_hold=False) if b.cookie.token == tid and b.mapped_hold else b
+    bufs = {h: evolve(b, mapped_hold=False) if b.cookie.token == tid and b.mapped_hold else b
             for h, b in s.bufs.items()}
-    return deletion_shown(evolve_state(s, tokens=tokens, ghosts=ghosts, bufs=bufs), t, ev, borrowed(s, tid))
+    return deletion_shown(evolve(s, tokens=tokens, ghosts=ghosts, bufs=bufs), t, ev, borrowed(s, tid))
 
 
 @shows("cookie-deleter-called", "cookie-deleter-null-cookie", "cookie-deleter-any-thread", "cookie-ownership-donated",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ._context import Ctx, Out, arg_bool, arg_list
 from .rules import Reject, clause, shows
-from .state import Inflight, State, evolve_state
+from .state import Inflight, State, evolve
 from .trace import Call
 
 
@@ -17,14 +17,14 @@ def setonalloc_null_crashes(ctx: Ctx, s: State, call: Call) -> Out:
     """Spec: "setOnAlloc() must be called with a non-NULL value. Otherwise, the process will crash."
     (crash-setonalloc-null)"""
     crash = None if arg_bool(call, "set") else "crash-setonalloc-null"
-    return [evolve_state(s, inflight=Inflight(call.step, call.op, crash=crash))]
+    return [evolve(s, inflight=Inflight(call.step, call.op, crash=crash))]
 
 
 @clause("req-request-not-null")
 def null_request_crashes(ctx: Ctx, s: State, call: Call) -> Out:
     """Spec: "request The allocation request. Must not be NULL; otherwise the process will crash."
     (req-request-not-null: setOnAlloc's request)"""
-    return [evolve_state(s, inflight=Inflight(call.step, call.op, crash="req-request-not-null"))]
+    return [evolve(s, inflight=Inflight(call.step, call.op, crash="req-request-not-null"))]
 
 
 @clause("crash-alloc-without-onalloc", "crash-alloc-onalloc-null")

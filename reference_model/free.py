@@ -9,7 +9,7 @@ from .cookies import hold_tokens
 from .errors import Unjudgeable
 from .requests import file_hold
 from .rules import Reject, clause, shows
-from .state import GHOST_LIMIT, Buffer, Inflight, State, Token, done, evolve_buffer, evolve_state, show
+from .state import GHOST_LIMIT, Buffer, Inflight, State, Token, done, evolve, show
 from .trace import Call, Ret
 
 
@@ -34,7 +34,7 @@ def retire(tokens: Mapping[int, Token], ghosts: tuple[Buffer, ...], bufs: dict[s
 def call_free(ctx: Ctx, s: State, call: Call) -> Out:
     handles = arg_list(call, "bufs")
     if None in handles:
-        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
     bufs = dict(s.bufs)
     tokens = s.tokens
     ghosts = s.ghosts
@@ -51,7 +51,7 @@ def call_free(ctx: Ctx, s: State, call: Call) -> Out:
             mapped_hold = True  # the buffer lives on until its last unmap, and may keep the cookie so long
         else:
             tokens = hold_tokens(tokens, b.cookie, -1, by="free-indicates-not-needed")
-        b = evolve_buffer(b, freed=True, mapped_hold=mapped_hold, freed_in_teardown=call.teardown)
+        b = evolve(b, freed=True, mapped_hold=mapped_hold, freed_in_teardown=call.teardown)
         bufs[h] = b
     preempted = tuple([h for h in handles if h is not None and bufs[h].preempted])
     called_back = any(bufs[h].preempt_cb for h in preempted)
@@ -60,12 +60,12 @@ def call_free(ctx: Ctx, s: State, call: Call) -> Out:
         assert h is not None
         if bufs[h].maps == 0:
             ghosts = retire(tokens, ghosts, bufs, h)
-    out = evolve_state(s, bufs=bufs, tokens=tokens, ghosts=ghosts, released_at_free=s.released_at_free + released,
+    out = evolve(s, bufs=bufs, tokens=tokens, ghosts=ghosts, released_at_free=s.released_at_free + released,
                        inflight=Inflight(call.step, call.op, applied=True, buffers=preempted if handles else ("-",),
                                          called_back=called_back))
     loading = bool(out.loads) and any(ld.buf in handles for ld in out.loads.values())
     # Reading R20: a free refused while a load of one of its buffers is in flight (the buffers stay live).
-    refused = [evolve_state(s, inflight=Inflight(call.step, call.op, applied=True, buffers=(REFUSED,)))
+    refused = [evolve(s, inflight=Inflight(call.step, call.op, applied=True, buffers=(REFUSED,)))
                ] if loading else []
     if ctx.profile.free_drops_load_reply and loading:
         return [out, drop_load_replies(out, frozenset(h for h in handles if h is not None)), *refused]
@@ -91,8 +91,8 @@ def drop_load_replies(s: State, handles: frozenset[str]) -> State:
         tokens = hold_tokens(tokens, ld.cookie, -1)
         b = bufs.get(ld.buf)
         if b is not None:
-            bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1)
-    return evolve_state(s, loads=loads, files=files, tokens=tokens, bufs=bufs, dids=s.dids | {"D22"})
+            bufs[ld.buf] = evolve(b, loads=b.loads - 1)
+    return evolve(s, loads=loads, files=files, tokens=tokens, bufs=bufs, dids=s.dids | {"D22"})
 
 
 @clause("free-returns", "free-indicates-not-needed", "free-each-allocated-buffer", "free-success-buffer-must-be-freed",
@@ -141,7 +141,7 @@ def ret_free(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     freed = [s.bufs.get(h) for h in arg_list(call, "bufs") if h is not None]
     bad = free_result(s, ret, mapped=any(b is not None and b.maps > 0 for b in freed))
     if isinstance(bad, str):
-        return [evolve_state(s, inflight=None, dids=s.dids | {bad})]
+        return [evolve(s, inflight=None, dids=s.dids | {bad})]
     return bad if bad is not None else [show(done(s), *free_shown(s.inflight))]
 
 

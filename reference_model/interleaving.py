@@ -15,7 +15,7 @@ from ._context import Ctx, Out
 from .errors import Unjudgeable
 from .footprints import relevant
 from .rules import Reject
-from .state import Inflight, State, done, evolve_state, merge_shown
+from .state import Inflight, State, done, evolve, merge_shown
 from .trace import Call, Cb, CbReturn, Deleter, End, Event, Ret, Settle
 from .transitions import CALL_HANDLERS, RET_HANDLERS, STEPPERS, step, unexpected_event
 
@@ -44,7 +44,7 @@ def _defers(s: State, call: Call) -> bool:
 
 def _apply(ctx: Ctx, s: State, call: Call) -> Out:
     """The call-time effects of ``call`` on ``s`` (whose strand is the call's, nothing in flight there)."""
-    return CALL_HANDLERS[call.op](ctx, evolve_state(s, inflight=None), call)
+    return CALL_HANDLERS[call.op](ctx, evolve(s, inflight=None), call)
 
 
 def _strand_step(ctx: Ctx, s: State, ev: Event, call: Call | None) -> Out:
@@ -53,7 +53,7 @@ def _strand_step(ctx: Ctx, s: State, ev: Event, call: Call | None) -> Out:
     if isinstance(ev, Call) and s.parked and ev.op in threads.OVERLAP_OPS:
         s = threads.overlapping_calls(s, ev.step, ev.op)
     if isinstance(ev, Call) and _defers(s, ev):
-        return [evolve_state(s, inflight=threads.deferred(ev.step, ev.op))]
+        return [evolve(s, inflight=threads.deferred(ev.step, ev.op))]
     if isinstance(ev, Ret) and s.inflight is not None and s.inflight.pending:
         if ev.skipped is not None or call is None:
             return [done(s)]

@@ -21,6 +21,7 @@ from typing import Final, cast
 from . import cookies, threads
 from ._context import Ctx, arg_slot
 from .caps import DeviceCaps
+from .content import DigestMemo
 from .divergence import Divergence
 from .errors import ModelCrash, Unjudgeable
 from .interleaving import AMBIGUITY_BOUND, advance, judged_strand
@@ -66,7 +67,8 @@ class Judgement:
     demonstrated: tuple[str, ...] = ()
 
 
-def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str, *, returns: bool = False) -> Ctx:
+def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str, *, returns: bool = False,
+             digests: DigestMemo | None = None) -> Ctx:
     """The judging context; SlotError when the scenario's handles cannot be given slots."""
     capacity = caps.capacity_bytes if caps.policy in (None, "budget") else None
     main_ops = tuple([st.op if st.thread is None else None for st in scenario.steps])  # an Op equals its value
@@ -82,10 +84,12 @@ def make_ctx(scenario: Scenario, caps: DeviceCaps, profile: str, *, returns: boo
         main_ops=main_ops,
         one_thread=None not in main_ops and Op.CB_ACTION not in main_ops,
         ranks_victims=caps.capacity_bytes is not None and caps.policy is not None,
+        digests={} if digests is None else digests,
     )
 
 
-def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: DeviceCaps, profile: str) -> Result:
+def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: DeviceCaps, profile: str,
+            digests: DigestMemo) -> Result:
     """Replay the events as the stream yields them. A malformed line found later still makes the trace
     ERROR: the caller reads the rest of the stream (``_safe_replay``)."""
     first = next(stream)
@@ -95,7 +99,7 @@ def _replay(scenario: Scenario, stream: Iterator[Event | TraceError], caps: Devi
         return Result(Verdict.ERROR, f"trace line {first.line}: the trace is of scenario {first.scenario!r}, "
                                      f"not {scenario.id!r}")
     try:
-        ctx = make_ctx(scenario, caps, profile, returns=first.version > TRACE_V1)
+        ctx = make_ctx(scenario, caps, profile, returns=first.version > TRACE_V1, digests=digests)
     except SlotError as exc:
         return Result(Verdict.ERROR, f"scenario {scenario.id} has no probe program: {exc}")
     candidates: list[State] = [INITIAL]
@@ -218,20 +222,23 @@ def judge(
     profile: str = PUBLISHED,
     *,
     slots: Mapping[str, str] | None = None,
+    digests: DigestMemo | None = None,
 ) -> Judgement:
     """Judge one scenario's raw trace (docs/formats.md §7). Never raises on any trace content. ``slots``
     is the slot map the program was compiled with, when at hand: one that differs from the judge's own
-    is a kit bug (ModelCrash), never a verdict (docs/formats.md §3, "Slots")."""
+    is a kit bug (ModelCrash), never a verdict (docs/formats.md §3, "Slots"). ``digests``: a memo of data
+    digests the caller keeps across judgements (content.DigestMemo), filled as the judge computes more."""
+    memo: DigestMemo = {} if digests is None else digests
     if slots is not None:
         try:
             own = assign_slots(scenario.steps)
         except SlotError as exc:
             raise ModelCrash(f"scenario {scenario.id}: a program was compiled, but {exc}") from None
         check_recorded(scenario.id, slots, own)
-    result = _safe_replay(scenario, trace, caps, profile)
+    result = _safe_replay(scenario, trace, caps, profile, memo)
     discrepancy = None
     if profile == PUBLISHED and result.verdict.blocking:
-        other = _safe_replay(scenario, trace, caps, AOSP)
+        other = _safe_replay(scenario, trace, caps, AOSP, memo)
         if other.verdict.exercises and discrepancies_of(other.dids):
             discrepancy = ",".join(discrepancies_of(other.dids))
     elif profile != PUBLISHED and result.verdict.exercises and discrepancies_of(result.dids):
@@ -252,10 +259,11 @@ def judge(
     return Judgement(result.verdict, reason, divergence, discrepancy, shown)
 
 
-def _safe_replay(scenario: Scenario, trace: Sequence[str], caps: DeviceCaps, profile: str) -> Result:
+def _safe_replay(scenario: Scenario, trace: Sequence[str], caps: DeviceCaps, profile: str,
+                 digests: DigestMemo) -> Result:
     stream = read_events(trace)
     try:
-        result = _replay(scenario, stream, caps, profile)
+        result = _replay(scenario, stream, caps, profile, digests)
     except RecursionError:
         result = Result(Verdict.ERROR, "trace nested too deeply")
     except (ModelCrash, KeyError, ValueError, TypeError, AttributeError, AssertionError, IndexError) as exc:

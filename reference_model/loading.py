@@ -11,7 +11,7 @@ from .cookies import borrow, callback_cookie_alive, cookie_value_shown, hold
 from .crashes import load_without_onload_crashes
 from .requests import file_hold, file_segment
 from .rules import Reject, clause, shows
-from .state import Buffer, FileSeg, FileState, Inflight, Load, State, done, evolve, evolve_buffer, evolve_state, show
+from .state import Buffer, FileSeg, FileState, Inflight, Load, State, done, evolve, show
 from .trace import Call, Cb, Ret
 
 
@@ -54,16 +54,16 @@ def load_expectation(ctx: Ctx, s: State, b: Buffer, seg: FileSeg) -> tuple[str, 
 def call_load(ctx: Ctx, s: State, call: Call) -> Out:
     crash = load_without_onload_crashes(call)
     if crash is not None:
-        return [evolve_state(s, inflight=Inflight(call.step, call.op, crash=crash))]
+        return [evolve(s, inflight=Inflight(call.step, call.op, crash=crash))]
     handle = arg_handle(call, "buf")
     seg = file_segment(call)
     if handle is None or seg is None or (seg.file is not None and seg.file not in s.files):
-        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
     b = live_buffer(s, call, handle, "loads into")
     out = _start_load(ctx, s, call, handle, b, seg)
     if ctx.profile.load_fd_minus_one_aborts and seg.file is None and seg.fd == -1:
         dies = Inflight(call.step, call.op, crash="load-fd-ownership", crash_did="D23")
-        return [*out, evolve_state(s, inflight=dies)]
+        return [*out, evolve(s, inflight=dies)]
     return out
 
 
@@ -82,18 +82,18 @@ def _start_load(ctx: Ctx, s: State, call: Call, handle: str, b: Buffer, seg: Fil
     span = loads[lid].span()
     content = forget(b.content, *span) if span is not None else b.content  # indeterminate until onLoad (R16)
     bufs = dict(s.bufs)
-    bufs[handle] = evolve_buffer(b, loads=b.loads + 1, content=content)
+    bufs[handle] = evolve(b, loads=b.loads + 1, content=content)
     files = dict(s.files)
     file_hold(files, seg, +1, "load-fd-ownership")
     if seg.file is not None and seg.file in files:
         files[seg.file] = evolve(files[seg.file], bufs=files[seg.file].bufs | {handle})
-    return [evolve_state(s, loads=loads, bufs=bufs, files=files, tokens=hold(s, b.cookie, +1), next_id=lid + 1,
+    return [evolve(s, loads=loads, bufs=bufs, files=files, tokens=hold(s, b.cookie, +1), next_id=lid + 1,
                    inflight=Inflight(call.step, call.op, applied=True))]
 
 
 def ret_load(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     tag = returned_first(ret)
-    return [evolve_state(s, inflight=None, dids=s.dids | {tag})] if tag else [done(s)]
+    return [evolve(s, inflight=None, dids=s.dids | {tag})] if tag else [done(s)]
 
 
 @clause("load-callback-on-done", "load-onload-invoked", "load-callback-same-buf", "load-callback-cookie",
@@ -162,14 +162,14 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
     bufs = s.bufs
     if b is not None:
         if unseen:  # an unseen preemption, as for map (load-preempted-enoent): announced if onPreempt is set
-            b = evolve_buffer(b, preempted=True, announced=b.onpreempt and not b.preempt_cb)
+            b = evolve(b, preempted=True, announced=b.onpreempt and not b.preempt_cb)
         if (ctx.profile.load_bad_fd_wedges and ev.error is not None and ld.seg.file is None and ld.seg.fd < -1):
-            b = evolve_buffer(b, wedged=True)  # D25: the AOSP client stays Loading
+            b = evolve(b, wedged=True)  # D25: the AOSP client stays Loading
         bufs = dict(s.bufs)
-        bufs[ld.buf] = evolve_buffer(b, loads=b.loads - 1,
+        bufs[ld.buf] = evolve(b, loads=b.loads - 1,
                                      content=loaded_content(s, b, ld, ev.error is None, loads))
     inflight, parked = overtake(s, ld)
-    out = evolve_state(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1), dids=dids,
+    out = evolve(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1), dids=dids,
                        inflight=inflight, parked=parked)
     return [borrow(ctx, show(out, *load_answer_shown(ld, ev)), ld.cookie, ev)]
 
@@ -324,7 +324,7 @@ def ret_file_new(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return [done(s)]
     files = dict(s.files)
     files[arg_slot(call, "file")] = FileState(arg_int(call, "size"), arg_int(call, "seed"))
-    return [evolve_state(s, files=files, inflight=None)]
+    return [evolve(s, files=files, inflight=None)]
 
 
 def ret_file_seek(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
@@ -334,7 +334,7 @@ def ret_file_seek(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return [done(s)]
     files = dict(s.files)
     files[slot] = evolve(f, position=None if f.handed == "req-file-fd-ownership" else arg_int(call, "position"))
-    return [evolve_state(s, files=files, inflight=None)]
+    return [evolve(s, files=files, inflight=None)]
 
 
 def unneeded(s: State, f: FileState) -> bool:
@@ -393,10 +393,10 @@ def call_await_closed(ctx: Ctx, s: State, call: Call) -> Out:
     f = s.files.get(slot)
     inflight = Inflight(call.step, call.op)
     if f is None or f.due or not unneeded(s, f):
-        return [evolve_state(s, inflight=inflight)]
+        return [evolve(s, inflight=inflight)]
     files = dict(s.files)
     files[slot] = evolve(f, due=True)
-    return [evolve_state(s, files=files, inflight=inflight)]
+    return [evolve(s, files=files, inflight=inflight)]
 
 
 def ret_sleep(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
@@ -407,4 +407,4 @@ def ret_sleep(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     files = dict(s.files)
     for slot, f in due.items():
         files[slot] = evolve(f, due=True)
-    return [evolve_state(s, files=files, inflight=None)]
+    return [evolve(s, files=files, inflight=None)]

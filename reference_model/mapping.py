@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._context import ANY_ERRNO, Ctx, Out, arg_handle, arg_int, arg_slot, errno_set, live_buffer, reject
-from .content import Content, expected_digest, forget, named_clause, shown_clauses, write
+from .content import Content, DigestMemo, expected_digest, forget, named_clause, shown_clauses, write
 from .cookies import hold_tokens
 from .errors import Unjudgeable
 from .free import retire
@@ -23,8 +23,6 @@ from .state import (
     State,
     done,
     evolve,
-    evolve_buffer,
-    evolve_state,
     show,
 )
 from .trace import Call, Ret
@@ -180,8 +178,8 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         if res != "D24":
             bufs = s.bufs
             if res == "D1" and not b.notified:
-                bufs = {**s.bufs, handle: evolve_buffer(b, notified=True)}
-            out = evolve_state(s, bufs=bufs, inflight=None, dids=dids)
+                bufs = {**s.bufs, handle: evolve(b, notified=True)}
+            out = evolve(s, bufs=bufs, inflight=None, dids=dids)
             return [show(out, *preempted_map_shown(b)) if res is None else out]
         return [_mapped(s, call, handle, b, dids, Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED)))]
     load_met = s.inflight is not None and any(buf == handle for buf, _, _ in s.inflight.overtaken)
@@ -196,8 +194,8 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if ret.ret == -1:
         bufs = dict(s.bufs)
         if key in ("ENOENT", "ENOMEM") and key in alts and cid == "map-maps-buffer" and tag not in ("R6", "D25"):
-            bufs[handle] = evolve_buffer(b, preempted=True, announced=b.onpreempt)
-        return [show(evolve_state(s, bufs=bufs, inflight=None, dids=dids), *refused_map_shown(b, cid, tag))]
+            bufs[handle] = evolve(b, preempted=True, announced=b.onpreempt)
+        return [show(evolve(s, bufs=bufs, inflight=None, dids=dids), *refused_map_shown(b, cid, tag))]
     out = _mapped(s, call, handle, b, dids, Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED)))
     return [show(out, "map-returns")]
 
@@ -231,9 +229,9 @@ def _mapped(s: State, call: Call, handle: str, b: Buffer, dids: frozenset[str], 
     maps = dict(s.maps)
     maps[arg_slot(call, "map")] = m
     bufs = dict(s.bufs)
-    bufs[handle] = evolve_buffer(b, maps=b.maps + 1)
+    bufs[handle] = evolve(b, maps=b.maps + 1)
     loads = relax_loads(s, handle) if b.loads else s.loads
-    return evolve_state(s, bufs=bufs, maps=maps, loads=loads, inflight=None, dids=dids)
+    return evolve(s, bufs=bufs, maps=maps, loads=loads, inflight=None, dids=dids)
 
 
 def unmapped_span(m: Mapping_, offset: int, length: int) -> tuple[int, int] | None:
@@ -269,7 +267,7 @@ def call_unmap(ctx: Ctx, s: State, call: Call) -> Out:
     span = unmapped_span(m, arg_int(call, "offset"), arg_int(call, "length")) if m is not None else None
     if m is None or span is None or ranges_left(m, span):
         # Nothing mapped there, or a part of the mapping: judged (and applied) at the return.
-        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
     maps = dict(s.maps)
     del maps[slot]
     bufs = dict(s.bufs)
@@ -278,16 +276,16 @@ def call_unmap(ctx: Ctx, s: State, call: Call) -> Out:
     released = 0
     b = bufs.get(m.buf)
     if b is not None:
-        b = evolve_buffer(b, maps=b.maps - 1)
+        b = evolve(b, maps=b.maps - 1)
         if b.freed and b.maps == 0 and b.mapped_hold:
             # The freed buffer's last mapping goes: whatever of it held the cookie lets go now.
             tokens = hold_tokens(tokens, b.cookie, -1)
-            b = evolve_buffer(b, mapped_hold=False)
+            b = evolve(b, mapped_hold=False)
         bufs[m.buf] = b
         if b.freed and b.maps == 0:
             ghosts = retire(tokens, s.ghosts, bufs, m.buf)
             released += 0 if b.preempted else b.size
-    return [evolve_state(s, maps=maps, bufs=bufs, ghosts=ghosts, tokens=tokens,
+    return [evolve(s, maps=maps, bufs=bufs, ghosts=ghosts, tokens=tokens,
                          released_at_unmap=s.released_at_unmap + released,
                          inflight=Inflight(call.step, call.op, applied=True, buffers=(m.buf,)))]
 
@@ -332,7 +330,7 @@ def ret_unmap(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return [done(s)]
     maps = dict(s.maps)
     maps[arg_slot(call, "map")] = evolve(m, ranges=ranges_left(m, span))
-    return [evolve_state(s, maps=maps, inflight=None)]
+    return [evolve(s, maps=maps, inflight=None)]
 
 
 def call_access(ctx: Ctx, s: State, call: Call) -> Out:
@@ -342,7 +340,7 @@ def call_access(ctx: Ctx, s: State, call: Call) -> Out:
     made by main, no load can start before the ret: nothing will be recorded, so no call state is kept."""
     if ctx.one_thread and not s.loads:
         return [s]
-    return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+    return [evolve(s, inflight=Inflight(call.step, call.op))]
 
 
 def _live_map(s: State, call: Call, access: str) -> tuple[str, Mapping_]:
@@ -363,7 +361,7 @@ def ret_map_write(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     if not m.shared:
         maps = dict(s.maps)
         maps[slot] = evolve(m, overlay=write(m.overlay, off, off + length, seed, off, "map-maps-buffer"))
-        return [evolve_state(s, maps=maps, inflight=None)]
+        return [evolve(s, maps=maps, inflight=None)]
     b = s.bufs.get(m.buf)
     if b is None:
         return [done(s)]
@@ -379,8 +377,8 @@ def ret_map_write(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         if ld.buf == m.buf and span is not None and start < span[1] and start + length > span[0]:
             loads[lid] = evolve(ld, dirty=(*ld.dirty, (max(start, span[0]), min(start + length, span[1]))))
     bufs = dict(s.bufs)
-    bufs[m.buf] = evolve_buffer(b, content=content)
-    out = evolve_state(s, bufs=bufs, loads=loads, inflight=None)
+    bufs[m.buf] = evolve(b, content=content)
+    out = evolve(s, bufs=bufs, loads=loads, inflight=None)
     return [show(out, "req-size-bytes") if reaches_last_page(b, start + length) else out]
 
 
@@ -394,7 +392,7 @@ def reaches_last_page(b: Buffer, end: int) -> bool:
 
 
 @clause("map-maps-buffer", "free-mapping-valid-after-free", "load-async", "req-file-segment")
-def read_digest(s: State, m: Mapping_, off: int, length: int, digest: object,
+def read_digest(s: State, m: Mapping_, off: int, length: int, digest: object, memo: DigestMemo,
                 hidden: list[tuple[int, int]] | None = None) -> Reject | tuple[str, ...]:
     """Spec: "If there are any existing mappings to the buffer via ANpuBuffer_map(), the mapping will
     continue to be valid until unmapped even after the buffer is freed." (free-mapping-valid-after-free)
@@ -412,9 +410,9 @@ def read_digest(s: State, m: Mapping_, off: int, length: int, digest: object,
         content: Content = b.content
         for lo, hi in hidden or ():
             content = forget(content, lo, hi)
-        exp = expected_digest(content, m.offset + off, m.offset + off + length)
+        exp = expected_digest(content, m.offset + off, m.offset + off + length, memo)
     else:
-        exp = expected_digest(m.overlay, off, off + length)
+        exp = expected_digest(m.overlay, off, off + length, memo)
     if exp is None:
         return ()
     if digest == exp[0]:
@@ -451,7 +449,7 @@ def ret_map_read(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return [done(s)]
     _, m = _live_map(s, call, "reads")
     res = read_digest(s, m, arg_int(call, "offset"), arg_int(call, "length"), ret.extra.get("digest"),
-                      in_flight_spans(s, m.buf))
+                      ctx.digests, in_flight_spans(s, m.buf))
     return res if isinstance(res, Reject) else [show(done(s), *res)]
 
 

@@ -13,7 +13,7 @@ from . import policies
 from ._context import PRIORITY_RANGE, Ctx, Out, reject
 from .cookies import all_deleted, borrow, callback_cookie_alive, changed_value, cookie_value_shown, hold
 from .rules import Reject, clause, shows
-from .state import Buffer, Inflight, State, evolve_buffer, evolve_state, show
+from .state import Buffer, Inflight, State, evolve, show
 from .trace import Call, Cb, End, Ret
 
 
@@ -98,9 +98,9 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
             first = first or res
             continue
         bufs = dict(s.bufs)
-        bufs[handle] = evolve_buffer(b, preempted=True, preempt_cb=True)
+        bufs[handle] = evolve(b, preempted=True, preempt_cb=True)
         tokens = hold(s, b.cookie, -1) if b.freed and b.awaits_late_onpreempt() else s.tokens
-        after = evolve_state(s, bufs=bufs, tokens=tokens, dids=s.dids | {res} if res else s.dids)
+        after = evolve(s, bufs=bufs, tokens=tokens, dids=s.dids | {res} if res else s.dids)
         out.append(borrow(ctx, show(after, *onpreempt_shown(b, res), *victim_order_shown(s, b)), b.cookie, ev))
     for i, g in enumerate(s.ghosts):
         if g.cookie.value != ev.cookie:
@@ -113,7 +113,7 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
             res = res or "D14"
         ghosts = s.ghosts[:i] + s.ghosts[i + 1:]
         tokens = hold(s, g.cookie, -1) if g.awaits_late_onpreempt() else s.tokens
-        after = evolve_state(s, ghosts=ghosts, tokens=tokens, dids=s.dids | {res} if res else s.dids)
+        after = evolve(s, ghosts=ghosts, tokens=tokens, dids=s.dids | {res} if res else s.dids)
         out.append(borrow(ctx, show(after, *onpreempt_shown(g, res)), g.cookie, ev))
     if out:
         return out
@@ -196,33 +196,33 @@ def call_vnpu(ctx: Ctx, s: State, call: Call) -> Out:
     """Preemption commands may deliver onPreempt before the control call returns: mark candidates now."""
     command = call.args.get("command")
     if not isinstance(command, str):
-        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
     key, value = _command(command)
     if key not in ("preempt", "pressure"):
-        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
     if key == "pressure" and ctx.policy is not None and ctx.caps.capacity_bytes is not None:
         cap = ctx.caps.capacity_bytes
         s = (policies.pressure(ctx.policy, cap, s, int(value)) if value.isdigit() and int(value) < 2**64
              else policies.lose(s, cap, f"vnpu {command}"))
-        return [evolve_state(s, inflight=Inflight(call.step, call.op, applied=True))]
+        return [evolve(s, inflight=Inflight(call.step, call.op, applied=True))]
     target = _target(s, ctx, value) if key == "preempt" and value != "lowest" else None
     if key == "preempt" and value != "lowest" and target is None:
         # The slot names no buffer (its allocation failed, legally): the probe skips the command.
-        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
     bufs = dict(s.bufs)
     ranked = lowest_candidates(s) if key == "preempt" and target is None and ctx.ranks_victims else None
     for h, b in s.bufs.items():
         if not b.freed and b.maps == 0 and (target is None or h == target):
             if ranked is not None and h not in ranked[0]:
-                bufs[h] = evolve_buffer(b, outranked=ranked[1])
+                bufs[h] = evolve(b, outranked=ranked[1])
             else:
-                bufs[h] = evolve_buffer(b, preemptable=True, outranked="")
+                bufs[h] = evolve(b, preemptable=True, outranked="")
     subs = s.subs
     if target is None:
         # A buffer whose onAlloc is starting is the device's already, before the trace shows its callback:
         # the command may take it too.
         subs = {sid: replace(sub, preemptable=True) for sid, sub in s.subs.items()}
-    return [evolve_state(s, bufs=bufs, subs=subs, inflight=Inflight(call.step, call.op, applied=True))]
+    return [evolve(s, bufs=bufs, subs=subs, inflight=Inflight(call.step, call.op, applied=True))]
 
 
 @clause("preempt-never-while-mapped", "preempt-callback-on-forced-dealloc", "free-memory-after-last-unmap")
@@ -238,7 +238,7 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     it could not meet stays); ``fail_next=`` forces the next allocation's errno.
     """
     command = call.args.get("command")
-    s = evolve_state(s, inflight=None)
+    s = evolve(s, inflight=None)
     if isinstance(command, str) and command.startswith("pressure=") and s.pool is not None:
         return pressure_answer(ctx, s, command, ret)
     if not isinstance(command, str) or ret.skipped is not None:
@@ -246,13 +246,13 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     key, value = _command(command)
     if key == "pressure":
         # The reservation stays in force when it could not be met (ENOMEM) too.
-        return [evolve_state(s, relaxed_capacity=True)]
+        return [evolve(s, relaxed_capacity=True)]
     if ret.ret != 0:
         # A preemption the device refused while the buffer (or every candidate) was mapped: the sentence's
         # case, and no onPreempt may follow while it stays mapped.
         return [show(s, "preempt-never-while-mapped")] if refused_while_mapped(s, ctx, key, value) else [s]
     if key == "fail_next":
-        return [evolve_state(s, forced=(*s.forced, value))]
+        return [evolve(s, forced=(*s.forced, value))]
     if key != "preempt":
         return [s]
     if value == "lowest":
@@ -260,8 +260,8 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         for h, b in s.bufs.items():  # the candidates call_vnpu ranked (it marked the others outranked)
             if not b.freed and b.maps == 0 and not b.vnpu_preempted and not b.outranked:
                 bufs = dict(s.bufs)
-                bufs[h] = evolve_buffer(b, preempted=True, vnpu_preempted=True)
-                out.append(evolve_state(s, bufs=bufs))
+                bufs[h] = evolve(b, preempted=True, vnpu_preempted=True)
+                out.append(evolve(s, bufs=bufs))
         return out or [s]
     target = _target(s, ctx, value)
     victim = s.bufs.get(target) if target is not None else None
@@ -273,8 +273,8 @@ def ret_vnpu(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
                       ["vnpu_control fails with EBUSY while the buffer is mapped"],
                       "a mapped buffer is never preempted")
     bufs = dict(s.bufs)
-    bufs[b.handle] = evolve_buffer(b, preempted=True, vnpu_preempted=True)
-    preempted = evolve_state(s, bufs=bufs)
+    bufs[b.handle] = evolve(b, preempted=True, vnpu_preempted=True)
+    preempted = evolve(s, bufs=bufs)
     # Preempted with a NULL onPreempt: no callback may come (one would be refused), which the trace shows.
     return [preempted if b.onpreempt else show(preempted, "req-onpreempt-default-null")]
 
@@ -334,7 +334,7 @@ def pressure_answer(ctx: Ctx, s: State, command: str, ret: Ret) -> Out:
     pool = s.pool
     assert pool is not None
     expect_ok = pool.pressure_ok
-    s = evolve_state(s, pool=replace(pool, pressure_ok=None))
+    s = evolve(s, pool=replace(pool, pressure_ok=None))
     if expect_ok is None or pool.lost is not None or ret.skipped is not None:
         return [s]
     if (ret.ret == 0) == expect_ok:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._context import PRIORITY_RANGE, Ctx, Out, arg_handle, arg_int, errno_set, live_buffer, reject
 from .rules import Reject, clause, shows
-from .state import Buffer, State, done, evolve_buffer, evolve_state, show
+from .state import Buffer, State, done, evolve, show
 from .trace import Call, Ret
 
 
@@ -54,8 +54,8 @@ def ret_set_priority(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     bufs = s.bufs
     if ret.ret == 0:
         bufs = dict(s.bufs)
-        bufs[handle] = evolve_buffer(b, priority=value, priority_set=True)
-    out = evolve_state(s, bufs=bufs, inflight=None, dids=s.dids | {res} if res else s.dids)
+        bufs[handle] = evolve(b, priority=value, priority_set=True)
+    out = evolve(s, bufs=bufs, inflight=None, dids=s.dids | {res} if res else s.dids)
     return [show(out, *set_priority_shown(value, ret)) if not res else out]
 
 

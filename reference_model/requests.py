@@ -19,7 +19,6 @@ from .state import (
     State,
     done,
     evolve,
-    evolve_state,
     show,
 )
 from .trace import Call, Ret
@@ -64,7 +63,7 @@ def ret_create(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         return bad
     reqs = dict(s.reqs)
     reqs[arg_slot(call, "req")] = new_request()
-    return [show(evolve_state(s, reqs=reqs, inflight=None), "req-create-returns-request")]
+    return [show(evolve(s, reqs=reqs, inflight=None), "req-create-returns-request")]
 
 
 def file_hold(files: dict[str, FileState], seg: FileSeg | None, delta: int, handed: str | None = None) -> None:
@@ -96,7 +95,7 @@ def release_request(s: State, slot: str) -> State:
     del reqs[slot]
     files = dict(s.files)
     file_hold(files, req.attrs.file, -1)
-    out = evolve_state(s, reqs=reqs, tokens=hold(s, req.cookie, -1, by="req-free-destroys"), files=files)
+    out = evolve(s, reqs=reqs, tokens=hold(s, req.cookie, -1, by="req-free-destroys"), files=files)
     if req.submitted:
         out = show(out, "alloc-no-request-ownership")
     return show(out, "support-modify-after-return") if req.asked else out
@@ -105,8 +104,8 @@ def release_request(s: State, slot: str) -> State:
 def call_free(ctx: Ctx, s: State, call: Call) -> Out:
     slot = arg_slot(call, "req")
     if slot not in s.reqs:
-        return [evolve_state(s, inflight=Inflight(call.step, call.op))]
-    return [evolve_state(release_request(s, slot), inflight=Inflight(call.step, call.op, applied=True))]
+        return [evolve(s, inflight=Inflight(call.step, call.op))]
+    return [evolve(release_request(s, slot), inflight=Inflight(call.step, call.op, applied=True))]
 
 
 @clause("req-free-null-noop")
@@ -115,10 +114,10 @@ def free_null(ctx: Ctx, s: State, call: Call) -> Out:
 
     Under aosp-2026 the call may also crash (D4: the implementation dereferences NULL).
     """
-    normal = evolve_state(s, inflight=Inflight(call.step, call.op))
+    normal = evolve(s, inflight=Inflight(call.step, call.op))
     if ctx.profile.free_null_crashes:
         crashing = Inflight(call.step, call.op, crash="req-free-null-noop", crash_did="D4")
-        return [normal, evolve_state(s, inflight=crashing)]
+        return [normal, evolve(s, inflight=crashing)]
     return [normal]
 
 
@@ -179,7 +178,7 @@ def ret_setter(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         a = evolve(a, file=seg, ignored=ignored_arguments(call, seg))
     reqs = dict(s.reqs)
     reqs[slot] = evolve(req, attrs=a)
-    out = evolve_state(s, reqs=reqs, files=files, inflight=None)
+    out = evolve(s, reqs=reqs, files=files, inflight=None)
     return [show(out, "support-modify-after-return") if req.asked else out]
 
 

@@ -1,4 +1,4 @@
-"""The model state: frozen, slotted values. A transition builds a new State; nothing is mutated.
+"""The model state: frozen values. A transition builds a new State; nothing is mutated.
 
 Containers inside a State are plain dicts treated as immutable (a transition copies the one it
 changes). Entities are retired as soon as nothing can refer to them any more (a freed, fully
@@ -8,9 +8,9 @@ scenario's *live* objects, whatever the trace length.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, fields
-from typing import TYPE_CHECKING, Final, TypeVar, cast
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from .content import EMPTY, Content
 
@@ -28,7 +28,7 @@ PAGE: Final = 4096
 GHOST_LIMIT: Final = 64
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FileSeg:
     """A file segment handed to a request or to loadAsync. ``file`` is the probe's file slot, or None
     for a literal descriptor ``fd``."""
@@ -44,7 +44,7 @@ class FileSeg:
 SupportKey = tuple[int, int, int, int, int, FileSeg | None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Attrs:
     """The parameters of a request (what allocAsync snapshots), cookie aside."""
 
@@ -75,7 +75,7 @@ DEFAULT_ATTRS: Final = Attrs(device=-1, type=0, size=0, priority=500, prot=PROT_
                              onalloc=False, onpreempt=False, unset=SET_BY_SETTERS)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CookieRef:
     """A cookie as callbacks see it (``value``: "c0", "raw:5" or None) and, when it was handed over with
     a deleter, the token that tracks its deletion."""
@@ -87,7 +87,7 @@ class CookieRef:
 NO_COOKIE: Final = CookieRef(None, None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Token:
     """One hand-over of a cookie with a non-NULL deleter: the deleter is owed exactly once, after the
     last holder (request, submission, buffer, pending load) lets go."""
@@ -105,7 +105,7 @@ class Token:
     released_by: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Borrow:
     """A callback that carried a hand-over (``token``) and is not known to have returned (trace version 2).
     ``line``: its ``cb`` event; ``running``: no ``cb_return`` yet, so it certainly has not returned."""
@@ -117,7 +117,7 @@ class Borrow:
     running: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Request:
     attrs: Attrs
     cookie: CookieRef
@@ -125,7 +125,7 @@ class Request:
     asked: bool = False  # isSupported has answered for it
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Submission:
     """A request submitted by allocAsync and not answered yet (the snapshot)."""
 
@@ -150,7 +150,7 @@ class Submission:
         return f"request {self.position} of {self.batch} ({self.slot}) of the batch submitted at step {self.step}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Buffer:
     handle: str
     size: int
@@ -196,7 +196,7 @@ class Buffer:
         return self.onpreempt and not self.preempt_cb and (self.announced or self.vnpu_preempted)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Mapping_:
     buf: str
     offset: int
@@ -211,7 +211,7 @@ class Mapping_:
         return self.ranges if self.ranges is not None else ((0, self.length),)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FileState:
     size: int
     seed: int
@@ -222,7 +222,7 @@ class FileState:
     due: bool = False  # nothing needed the handed descriptor at the last quiet wait (sleep_ms): it must be closed
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Load:
     buf: str
     seg: FileSeg
@@ -243,7 +243,7 @@ class Load:
         return (seg.buffer_offset, seg.buffer_offset + seg.length)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Inflight:
     """The API call between its `call` and its `ret` event."""
 
@@ -263,7 +263,7 @@ class Inflight:
     overtaken: tuple[tuple[str, int, int], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class State:
     reqs: Mapping[str, Request]
     tokens: Mapping[int, Token]
@@ -337,137 +337,43 @@ INITIAL: Final = State(
 )
 
 T = TypeVar("T")
-_set = object.__setattr__
+# The field names of each value class (evolve's check).
+_FIELDS: Final[dict[type, frozenset[str]]] = {
+    cls: frozenset(f.name for f in fields(cls))
+    for cls in (FileSeg, Attrs, CookieRef, Token, Borrow, Request, Submission, Buffer, Mapping_, FileState, Load,
+                Inflight, State)
+}
 
 
-_EVOLVERS: dict[type, Callable[..., object]] = {}
-_MISSING: Final = object()
+def evolve(value: T, **changes: object) -> T:
+    """A copy of the frozen ``value`` with ``changes`` to its fields: how a transition makes its new state.
 
-
-def evolve(obj: T, **changes: object) -> T:
-    """``dataclasses.replace`` for the model's frozen values, without its per-call introspection (the judge
-    makes one or two of these per trace event): a per-class function generated once."""
-    cls = type(obj)
-    fn = _EVOLVERS.get(cls)
-    if fn is None:
-        fn = _EVOLVERS[cls] = _make_evolver(cls)
-    return cast(T, fn(obj, **changes))
-
-
-def evolver(cls: type[T]) -> Callable[..., T]:
-    """The function ``evolve`` uses for ``cls``, for a call site that always evolves that class."""
-    fn = _EVOLVERS.get(cls)
-    if fn is None:
-        fn = _EVOLVERS[cls] = _make_evolver(cls)
-    return cast(Callable[..., T], fn)
-
-
-def _make_evolver(cls: type) -> Callable[..., object]:
-    """For a slotted class, the copy is filled as an instance of a *draft* class with the same slot layout
-    (plain slot stores: the frozen class's ``__setattr__`` refuses them, and going around it costs a call per
-    field) and then becomes an instance of ``cls``: an ordinary frozen value from then on."""
-    names = tuple(f.name for f in fields(cls))
-    params = ", ".join(f"{n}=_MISSING" for n in names)
-    draft = _draft_of(cls)
-    if draft is not None:
-        # The sentinel as a local (read once per field), and the class set by a plain store on the draft
-        # (``object.__setattr__`` would add a call).
-        body = "\n".join(f"    new.{n} = obj.{n} if {n} is missing else {n}" for n in names)
-        source = (f"def evolve(obj, {params}):\n    missing = _MISSING\n    new = _new(draft)\n{body}\n"
-                  f"    new.__class__ = cls\n    return new\n")
-    else:
-        body = "\n".join(f"    _set(new, {n!r}, obj.{n} if {n} is _MISSING else {n})" for n in names)
-        source = f"def evolve(obj, {params}):\n    new = _new(cls)\n{body}\n    return new\n"
-    namespace: dict[str, object] = {"_MISSING": _MISSING, "_set": _set, "_new": object.__new__, "cls": cls,
-                                    "draft": draft}
-    exec(source, namespace)  # generated from the dataclass's own field names only
-    fn = namespace["evolve"]
-    assert callable(fn)
-    return fn
-
-
-_DRAFTS: dict[type, type | None] = {}
-
-
-def _draft_of(cls: type) -> type | None:
-    """A mutable class whose instances may become instances of ``cls`` and back (same slots), or None."""
-    if cls in _DRAFTS:
-        return _DRAFTS[cls]
-    names = tuple(f.name for f in fields(cls))
-    draft: type | None = None
-    if cls.__bases__ == (object,) and tuple(getattr(cls, "__slots__", ())) == names:
-        draft = type(f"{cls.__name__}Draft", (), {"__slots__": names})
-        try:
-            _set(object.__new__(draft), "__class__", cls)
-        except TypeError:
-            draft = None
-    _DRAFTS[cls] = draft
-    return draft
-
-
-def _fast_init(cls: type) -> None:
-    """Give a frozen, slotted dataclass an ``__init__`` that fills the new value as its draft (plain slot
-    stores) and then makes it ``cls`` again. The dataclass's own sets every field through
-    ``object.__setattr__``, a call per field, and the judge makes several such values per trace event.
-    Equality, hashing, the repr and immutability stay the dataclass's own; a class with a
-    ``__post_init__``, a default factory or a field outside ``__init__`` keeps its ``__init__``."""
-    draft = _draft_of(cls)
-    own = fields(cls)
-    if draft is None or hasattr(cls, "__post_init__") or any(
-            not f.init or f.kw_only or f.default_factory is not MISSING for f in own):
-        return
-    params = ", ".join(f.name if f.default is MISSING else f"{f.name}=_default_{f.name}" for f in own)
-    body = "\n".join(f"    self.{f.name} = {f.name}" for f in own)
-    # The draft's class is set by a plain store (the frozen class refuses one, so the first goes around it).
-    source = (f"def __init__(self, {params}):\n    _set(self, '__class__', draft)\n{body}\n"
-              "    self.__class__ = cls\n")
-    namespace: dict[str, object] = {"_set": _set, "draft": draft, "cls": cls}
-    namespace.update({f"_default_{f.name}": f.default for f in own if f.default is not MISSING})
-    exec(source, namespace)  # generated from the dataclass's own fields only
-    type.__setattr__(cls, "__init__", namespace["__init__"])
-
-
-def _field_setter(cls: type, name: str) -> Callable[[object, object], object]:
-    """A copy of a ``cls`` value with field ``name`` replaced: ``evolve`` for one fixed field, without a
-    test per field of which ones change (``cls`` must have a draft)."""
-    draft = _draft_of(cls)
-    assert draft is not None, f"{cls.__name__} has no draft class"
-    body = "\n".join(f"    new.{f.name} = value" if f.name == name else f"    new.{f.name} = obj.{f.name}"
-                     for f in fields(cls))
-    source = f"def with_field(obj, value):\n    new = _new(draft)\n{body}\n    new.__class__ = cls\n    return new\n"
-    namespace: dict[str, object] = {"_new": object.__new__, "cls": cls, "draft": draft}
-    exec(source, namespace)  # generated from the dataclass's own field names only
-    fn = namespace["with_field"]
-    assert callable(fn)
-    return cast(Callable[[object, object], object], fn)
+    ``dataclasses.replace`` builds the copy through ``__init__`` (a call per field); the judge makes about
+    one copy per trace event, so the copy takes the fields' dict as it is. Frozen forbids assigning an
+    attribute, which this does not do; a name that is not a field is a model bug."""
+    if not _FIELDS[type(value)].issuperset(changes):
+        raise TypeError(f"{type(value).__name__} has no field {sorted(set(changes) - _FIELDS[type(value)])}")
+    copy = object.__new__(type(value))
+    copy.__dict__.update(value.__dict__, **changes)
+    return copy
 
 
 def done(s: State) -> State:
     """The state after a call returned (no call in flight)."""
-    return s if s.inflight is None else _without_call(s, None)
-
-
-# ``evolve`` for the two values the judge copies on almost every event, and the copy ``done`` makes after
-# most returns.
-evolve_state: Final = evolver(State)
-evolve_buffer: Final = evolver(Buffer)
-_without_call: Final = cast(Callable[[State, None], State], _field_setter(State, "inflight"))
-for _cls in (FileSeg, Attrs, CookieRef, Token, Borrow, Request, Submission, Buffer, Mapping_, FileState, Load,
-             Inflight, State):
-    _fast_init(_cls)
+    return s if s.inflight is None else evolve(s, inflight=None)
 
 
 def show(s: State, *clauses: str) -> State:
     """``s`` with ``clauses`` demonstrated (State.shown)."""
     shown = s.shown
-    return s if shown.issuperset(clauses) else evolve_state(s, shown=shown.union(clauses))
+    return s if shown.issuperset(clauses) else evolve(s, shown=shown.union(clauses))
 
 
 def merge_shown(kept: State, other: State) -> State:
     """One candidate for two histories with the same key: what both demonstrated."""
     if kept.shown == other.shown:
         return kept
-    return evolve_state(kept, shown=kept.shown & other.shown)
+    return evolve(kept, shown=kept.shown & other.shown)
 
 
 def live_bytes(s: State) -> int:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ._context import TYPE_VALID, Ctx, Out, arg_list, errno_set, reject, slot_label
 from .rules import Reject, clause, shows
-from .state import Attrs, State, SupportKey, done, evolve, evolve_state, show
+from .state import Attrs, State, SupportKey, done, evolve, show
 from .trace import Call, Ret
 
 
@@ -82,7 +82,7 @@ def ret_is_supported(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     for slot in slots:
         if slot is not None and not asked[slot].asked:
             asked[slot] = evolve(asked[slot], asked=True)
-    out = evolve_state(s, reqs=asked, inflight=None, unsupported=unsupported, dids=s.dids | {res} if res else s.dids)
+    out = evolve(s, reqs=asked, inflight=None, unsupported=unsupported, dids=s.dids | {res} if res else s.dids)
     return [show(out, *support_shown(reqs, cookies, ret))]
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .state import Inflight, State, evolve_state
+from .state import Inflight, State, evolve
 
 MAIN: Final = "main"
 
@@ -33,7 +33,7 @@ def switch(s: State, strand: str) -> State:
     current = parked.pop(strand, None)
     if s.inflight is not None:
         parked[s.strand] = s.inflight
-    return evolve_state(s, strand=strand, inflight=current, parked=tuple(sorted(parked.items())))
+    return evolve(s, strand=strand, inflight=current, parked=tuple(sorted(parked.items())))
 
 
 def has_pending(s: State) -> bool:
@@ -70,4 +70,4 @@ def overlapping_calls(s: State, step: int, op: str) -> State:
     others = {inf.step for strand, inf in inflights(s) if inf.op == op and strand != s.strand}
     if not others:
         return s
-    return evolve_state(s, overlaps=s.overlaps | others | {step})
+    return evolve(s, overlaps=s.overlaps | others | {step})

@@ -26,7 +26,7 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, NoReturn
 
 import orjson
 
@@ -278,7 +278,15 @@ def _call(obj: dict[str, object], line: int) -> Call:
     in_cb = obj.get("in_cb")
     if in_cb is not None and (type(in_cb) is not str or in_cb not in CB_KINDS):  # a list or object is unhashable
         raise _Bad(f"field 'in_cb' must be a callback kind, found {in_cb!r}")
-    return _new(Call, (line, step, op, args, obj.get("teardown") is True, th, in_cb, th, obj.get("t")))
+    if in_cb is None and "in_cb" in obj:
+        _refuse(EventKind.CALL, "in_cb", None)
+    teardown = obj.get("teardown", False)
+    if type(teardown) is not bool:
+        _refuse(EventKind.CALL, "teardown", teardown)
+    t = obj.get("t", _ABSENT)
+    if t is not _ABSENT and type(t) is not int:
+        _refuse(EventKind.CALL, "t", t)
+    return _new(Call, (line, step, op, args, teardown, th, in_cb, th, None if t is _ABSENT else t))
 
 
 _RET_FIELDS: Final = frozenset({"ev", "step", "op", "ret", "errno", "skipped", "dur_ns", "t", "th", "in_cb"})
@@ -304,6 +312,17 @@ def _ret(obj: dict[str, object], line: int) -> Ret:
     ret = obj.get("ret")
     if ret is not None and type(ret) is not int:
         ret = _int(obj, "ret", nullable=True)
+    if type(skipped) is not str and "skipped" in obj:
+        _refuse(EventKind.RET, "skipped", skipped)
+    dur = obj.get("dur_ns", 0)
+    if type(dur) is not int and type(dur) is not float:
+        _refuse(EventKind.RET, "dur_ns", dur)
+    in_cb = obj.get("in_cb", "")
+    if type(in_cb) is not str:
+        _refuse(EventKind.RET, "in_cb", in_cb)
+    t = obj.get("t", 0)
+    if type(t) is not int:
+        _refuse(EventKind.RET, "t", t)
     return _new(Ret, (line, step, op, ret, errno, skipped if isinstance(skipped, str) else None, extra or EMPTY_ARGS,
                       th, th))
 
@@ -323,19 +342,30 @@ def _cb(obj: dict[str, object], line: int) -> Cb:
     cookie = obj.get("cookie")
     if cookie is not None and type(cookie) is not str:
         cookie = _str(obj, "cookie", nullable=True)
-    deleted = obj.get("cookie_deleted") is True
     th = obj.get("th", MAIN)
     if th is not MAIN and th != MAIN:
         th = _th(obj)
-    t = obj.get("t")
-    t = t if type(t) is int else None  # any other type is refused by the schema check
-    if kind == "preempt":
-        return _new(Cb, (line, kind, cookie, None, None, thread, deleted, th, th, t))
-    error = _error(obj)
-    buf = obj.get("buf")
-    if buf is not None and type(buf) is not str:
-        buf = _str(obj, "buf", nullable=True)
-    return _new(Cb, (line, kind, cookie, error, buf, thread, deleted, th, th, t))
+    if kind == "preempt":  # onPreempt has neither an error nor a buffer: only their types are checked
+        error = None
+        buf = None
+        unread = obj.get("error", 0)
+        if type(unread) is not int and type(unread) is not str:
+            _refuse(EventKind.CB, "error", unread)
+        unread = obj.get("buf")
+        if unread is not None and type(unread) is not str:
+            _refuse(EventKind.CB, "buf", unread)
+    else:
+        error = _error(obj)
+        buf = obj.get("buf")
+        if buf is not None and type(buf) is not str:
+            buf = _str(obj, "buf", nullable=True)
+    deleted = obj.get("cookie_deleted", False)
+    if type(deleted) is not bool:
+        _refuse(EventKind.CB, "cookie_deleted", deleted)
+    t = obj.get("t", _ABSENT)
+    if t is not _ABSENT and type(t) is not int:
+        _refuse(EventKind.CB, "t", t)
+    return _new(Cb, (line, kind, cookie, error, buf, thread, deleted, th, th, None if t is _ABSENT else t))
 
 
 def _cb_return(obj: dict[str, object], line: int) -> CbReturn:
@@ -427,16 +457,16 @@ def _compiled(fields: tuple[FieldSpec, ...]) -> tuple[tuple[str, frozenset[type]
     )
 
 
-# Fields a builder already holds to exactly their schema type (and presence): the check skips them, so
-# the two frequent events pay only for the rest (tests/model/test_trace_reader.py tries every field).
-_BUILDER_CHECKED: Final[dict[str, frozenset[str]]] = {
-    EventKind.CALL: frozenset({"step", "op", "args", "th"}),
-    EventKind.RET: frozenset({"step", "op", "ret", "errno", "th"}),
-}
-_SCHEMA: Final = {
-    str(kind): tuple(f for f in _compiled(fields) if f[0] not in _BUILDER_CHECKED.get(kind, frozenset()))
-    for kind, fields in TRACE_EVENTS.items()
-}
+# The builders of the three frequent kinds hold every field of theirs to its schema type themselves
+# (tests/model/test_trace_reader.py tries every field); the schema check reads the other kinds' lines.
+_BUILDER_CHECKED: Final = frozenset({EventKind.CALL, EventKind.RET, EventKind.CB})
+_SCHEMA: Final = {str(kind): _compiled(fields) for kind, fields in TRACE_EVENTS.items()}
+
+
+def _refuse(kind: str, name: str, value: object) -> NoReturn:
+    """Refuse field ``name`` of a ``kind`` event as the schema check words it."""
+    words = next(f[3] for f in _SCHEMA[kind] if f[0] == name)
+    raise _Bad(f"field {name!r} of the {kind} event must be {words}, found {_shown(value)}")
 
 
 def _shown(value: object) -> str:
@@ -444,140 +474,9 @@ def _shown(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _predicate(fields: tuple[tuple[str, frozenset[type], bool, str], ...]) -> Callable[[dict[str, object]], bool]:
-    """The schema check of one kind as straight-line code (no loop, no tuple unpacking): it runs on every
-    line, and _conform only words a refusal."""
-    names = {int: "int", str: "str", bool: "bool", type(None): "NoneType", dict: "dict", list: "list",
-             float: "float"}
-    body = ["def conforms(obj):"]
-    for name, types, required, _words in fields:
-        wrong = " and ".join(f"type(v) is not {names[t]}" for t in sorted(types, key=names.__getitem__))
-        body.append(f"    v = obj.get({name!r}, ABSENT)")
-        body.append(f"    if v is ABSENT: {'return False' if required else 'pass'}")
-        body.append(f"    elif {wrong}: return False")
-    body.append("    return True")
-    namespace: dict[str, object] = {"ABSENT": _ABSENT, "NoneType": type(None)}
-    exec("\n".join(body), namespace)  # the source is built from the generated schema alone
-    conforms = namespace["conforms"]
-    assert callable(conforms)
-    return conforms
-
-
-_CONFORMS: Final = {kind: _predicate(fields) for kind, fields in _SCHEMA.items()}
-
-
-# The fast reading of a line orjson decoded (``parse_line``): per kind, the event when its builder, the
-# schema's predicate and the float search all accept the line as it is, else None, and the line is read
-# again from the reference decoding, which words the refusal. The two frequent kinds have their own
-# reader, one function that reads each field once: the builder's checks, then the schema's fields the
-# builder does not hold (asserted below against the schema, so a field added to it fails the import); so
-# has the callback, which every allocation brings.
-def _call_read(obj: dict[str, object], line: int) -> Call | None:
-    args = obj.get("args")
-    step = obj.get("step")
-    op = obj.get("op")
-    th = obj.get("th", MAIN)
-    in_cb = obj.get("in_cb", _ABSENT)
-    teardown = obj.get("teardown", False)
-    t = obj.get("t", _ABSENT)
-    if (type(args) is not dict or type(step) is not int or type(op) is not str
-            or (th is not MAIN and (type(th) is not str or not th or "/" in th))
-            or (in_cb is not _ABSENT and (type(in_cb) is not str or in_cb not in CB_KINDS))
-            or type(teardown) is not bool or (t is not _ABSENT and type(t) is not int)
-            or _holds_float(args.values())):
-        return None
-    return _new(Call, (line, step, op, args, teardown, th, None if in_cb is _ABSENT else in_cb, th,
-                       None if t is _ABSENT else t))
-
-
-def _ret_read(obj: dict[str, object], line: int) -> Ret | None:
-    step = obj.get("step")
-    op = obj.get("op")
-    ret = obj.get("ret")
-    errno = obj.get("errno")
-    th = obj.get("th", MAIN)
-    skipped = obj.get("skipped")
-    dur = obj.get("dur_ns", 0)
-    in_cb = obj.get("in_cb", "")
-    t = obj.get("t", 0)
-    if (type(step) is not int or type(op) is not str or (ret is not None and type(ret) is not int)
-            or (errno is not None and type(errno) is not str)
-            or (th is not MAIN and (type(th) is not str or not th or "/" in th))
-            or (type(skipped) is not str and (skipped is not None or "skipped" in obj))
-            or (type(dur) is not int and type(dur) is not float) or type(in_cb) is not str or type(t) is not int):
-        return None
-    # The op-specific results: the fields beyond those every ret may carry.
-    if _RET_FIELDS.issuperset(obj):
-        extra: Mapping[str, object] = EMPTY_ARGS
-    else:
-        extra = {k: v for k, v in obj.items() if k not in _RET_FIELDS}
-        if _holds_float(extra.values()):
-            return None
-    return _new(Ret, (line, step, op, ret, errno, skipped, extra, th, th))
-
-
-def _cb_read(obj: dict[str, object], line: int) -> Cb | None:
-    kind = obj.get("kind")
-    thread = obj.get("thread")
-    cookie = obj.get("cookie")
-    error = obj.get("error", _ABSENT)
-    buf = obj.get("buf")
-    th = obj.get("th", MAIN)
-    deleted = obj.get("cookie_deleted", False)
-    t = obj.get("t", _ABSENT)
-    if (type(kind) is not str or kind not in CB_KINDS or type(thread) is not str or thread not in THREADS
-            or (cookie is not None and type(cookie) is not str) or (buf is not None and type(buf) is not str)
-            or (th is not MAIN and (type(th) is not str or not th or "/" in th))
-            or type(deleted) is not bool or (t is not _ABSENT and type(t) is not int)):
-        return None
-    if kind == "preempt":  # the builder reads neither errorNum nor buffer, the schema types them
-        if error is not _ABSENT and type(error) is not int and type(error) is not str:
-            return None
-        return _new(Cb, (line, kind, cookie, None, None, thread, deleted, th, th, None if t is _ABSENT else t))
-    if type(error) is int and error == 0:
-        error = None
-    elif type(error) is not str or not error:
-        return None
-    return _new(Cb, (line, kind, cookie, error, buf, thread, deleted, th, th, None if t is _ABSENT else t))
-
-
-def _read_by(kind: str) -> Callable[[dict[str, object], int], Event | None]:
-    """The fast reading of another kind: its builder, then the schema's predicate."""
-    build = _BUILDERS[kind]
-    conforms = _CONFORMS[kind]
-
-    def read(obj: dict[str, object], line: int) -> Event | None:
-        try:
-            event = build(obj, line)
-        except _Bad:
-            return None
-        return event if conforms(obj) else None
-
-    return read
-
-
-_READERS: Final[dict[str, Callable[[dict[str, object], int], Event | None]]] = {
-    kind: _read_by(kind) for kind in _BUILDERS}
-_READERS.update({EventKind.CALL: _call_read, EventKind.RET: _ret_read, EventKind.CB: _cb_read})
-# What the call and ret readers check beyond their builders' fields, and the callback reader's fields: exactly
-# the schema's, so typed.
-assert {(f[0], f[1], f[2]) for f in _SCHEMA[EventKind.CALL]} == {
-    ("in_cb", frozenset({str}), False), ("teardown", frozenset({bool}), False), ("t", frozenset({int}), False)}
-assert {(f[0], f[1], f[2]) for f in _SCHEMA[EventKind.RET]} == {
-    ("skipped", frozenset({str}), False), ("dur_ns", frozenset({int, float}), False),
-    ("in_cb", frozenset({str}), False), ("t", frozenset({int}), False)}
-assert {(f[0], f[1], f[2]) for f in _SCHEMA[EventKind.CB]} == {
-    ("kind", frozenset({str}), True), ("cookie", frozenset({str, type(None)}), False),
-    ("error", frozenset({int, str}), False), ("buf", frozenset({str, type(None)}), False),
-    ("thread", frozenset({str}), True), ("th", frozenset({str}), False), ("cookie_deleted", frozenset({bool}), False),
-    ("t", frozenset({int}), False)}
-
-
 def _conform(obj: dict[str, object], kind: str) -> None:
     """Raise _Bad unless every field the schema declares for ``kind`` has a declared type (or is absent
     where the schema allows it). Fields the schema does not declare are left to the CI check of the probe."""
-    if _CONFORMS[kind](obj):
-        return
     for name, types, required, words in _SCHEMA[kind]:
         v = obj.get(name, _ABSENT)
         if v is _ABSENT:
@@ -594,7 +493,8 @@ def _event(obj: object, line: int) -> Event:
     build = _BUILDERS.get(ev) if isinstance(ev, str) else None
     if build is not None:
         event = build(obj, line)
-        _conform(obj, ev)  # type: ignore[arg-type]  # ev is a str whenever build is found
+        if ev not in _BUILDER_CHECKED:
+            _conform(obj, ev)  # type: ignore[arg-type]  # ev is a str whenever build is found
         return event
     if ev is None:
         raise _Bad("no 'ev' field")
@@ -602,30 +502,36 @@ def _event(obj: object, line: int) -> Event:
 
 
 def parse_line(raw: str, line: int) -> Event:
-    """One raw line -> an event; raises _Bad (internal) on anything malformed."""
-    return _read_fast(raw, line) or _read_reference(raw, line)
+    """One raw line -> an event; raises _Bad (internal) on anything malformed.
 
-
-def _read_fast(raw: str, line: int) -> Event | None:
-    """A line as orjson decodes it and its kind's fast reader takes it, else None."""
-    if len(raw) > LONG_LINE:
-        return None
-    try:
-        obj = _LOADS(raw)
-    except orjson.JSONDecodeError:
-        return None
-    if type(obj) is not dict:  # decoded JSON holds exact builtin types
-        return None
-    kind = obj.get("ev")
-    read = _READERS.get(kind) if type(kind) is str else None
-    return read(obj, line) if read is not None else None
-
-
-def _read_reference(raw: str, line: int) -> Event:
-    """A line the fast reading did not take, read from the standard library's decoding."""
+    The standard library's decoding is the reference; orjson's is taken where it is the same: a line
+    orjson decodes to an object whose event is valid, with no float among the values the schema leaves
+    untyped (orjson reads an integer beyond 64 bits as a float). Anything else, refusals included, is
+    read again from the reference, which words them."""
+    if len(raw) <= LONG_LINE:
+        try:
+            obj = _LOADS(raw)
+        except orjson.JSONDecodeError:
+            obj = None
+        if type(obj) is dict:  # decoded JSON holds exact builtin types
+            try:
+                event = _event(obj, line)
+            except _Bad:
+                pass
+            else:
+                if not _float_untyped(event):
+                    return event
     if len(raw) > MAX_LINE_CHARS:
         raise _Bad(f"a line of {len(raw)} characters, longer than the {MAX_LINE_CHARS} a trace line may hold")
     return _event(_decode_reference(raw), line)
+
+
+def _float_untyped(event: Event) -> bool:
+    """Whether a float is among an event's values the schema leaves untyped: a call's arguments, a ret's
+    op-specific results."""
+    if type(event) is Call:
+        return _holds_float(event.args.values())
+    return type(event) is Ret and _holds_float(event.extra.values())
 
 
 def _text(raw: object) -> str | None:
@@ -723,7 +629,7 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
             continue
         last = line
         try:
-            ev = _read_fast(raw, line) or _read_reference(raw, line)
+            ev = parse_line(raw, line)
         except _Bad as exc:
             yield TraceError(line, str(exc))
             return

@@ -12,7 +12,7 @@ from typing import Any, Final
 from . import allocation, cookies, crashes, free, loading, mapping, preemption, priority, requests, support
 from ._context import Ctx, Out
 from .errors import ModelCrash, Unjudgeable
-from .state import State, done, evolve_state
+from .state import State, done, evolve
 from .trace import Call, Cb, CbReturn, Deleter, End, Event, Ret, Settle
 
 CallHandler = Callable[[Ctx, State, Call], Out]
@@ -50,7 +50,7 @@ def _ret_bind(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
         slots[slot] = handle
     else:
         slots.pop(slot, None)
-    return [evolve_state(s, slots=slots, inflight=None)]
+    return [evolve(s, slots=slots, inflight=None)]
 
 
 RET_HANDLERS: Final[dict[str, RetHandler]] = {

@@ -1,9 +1,11 @@
-"""The model's data digests kept between runs in the user cache (reports/floor/user_cache.py).
+"""The model's data digests: one memo for every judgement of this process, kept between runs in the
+user cache (reports/floor/user_cache.py).
 
 Judging a whole run spends most of its time computing FNV-1a-64 digests of the data patterns a
 scenario reads back, byte by byte in Python, and every run of the corpus asks for the same ranges.
+The judge takes the memo as an argument (``MEMO``, passed by judging.judge_lines) and fills it.
 They are stored as JSON (never code), named by the hash of the model module that defines them, and
-read only when this user wrote them; every value is checked for shape before the model takes it.
+read only when this user wrote them; every value is checked for shape before the memo takes it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from reports.floor.user_cache import cache_key, read_entry, write_entry
 
 NAMESPACE: Final = "digests"
 _U64: Final = 1 << 64
+# The digests every judgement of this process shares (the judge fills it up to content.DIGESTS_KEPT).
+MEMO: Final[content.DigestMemo] = {}
 
 
 def _entry_name() -> str:
@@ -38,7 +42,7 @@ def _pieces(value: object) -> content.Pieces | None:
 
 
 def load_digests() -> int:
-    """Give the model the digests an earlier run kept; how many were taken."""
+    """Take into MEMO the digests an earlier run kept; how many were taken."""
     data = read_entry(NAMESPACE, _entry_name())
     if data is None:
         return 0
@@ -52,14 +56,18 @@ def load_digests() -> int:
             pieces = _pieces(row[0])
             if pieces is not None:
                 found[pieces] = row[1]
-    content.remember_digests(found)
-    return len(found)
+    taken = 0
+    for pieces, value in found.items():
+        if len(MEMO) >= content.DIGESTS_KEPT:
+            break
+        MEMO.setdefault(pieces, value)
+        taken += 1
+    return taken
 
 
 def save_digests(loaded: int) -> None:
-    """Keep the model's digests for the next run, when this run computed new ones."""
-    known = content.known_digests()
-    if len(known) <= loaded:
+    """Keep MEMO for the next run, when this run computed new digests."""
+    if len(MEMO) <= loaded:
         return
-    rows = [[[list(p) for p in pieces], value] for pieces, value in known.items()]
+    rows = [[[list(p) for p in pieces], value] for pieces, value in MEMO.items()]
     write_entry(NAMESPACE, _entry_name(), json.dumps(rows, separators=(",", ":")).encode())

@@ -14,6 +14,8 @@ from reference_model.trace import Call, Cb, Ret, read_line
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver, failing_clauses, find_waiver
 
+from . import digests as digest_memo
+
 # How many times a scenario runs when the device legally refuses its allocations (see allocation_refused).
 MAX_ATTEMPTS = 3
 
@@ -66,7 +68,7 @@ def judge_lines(
     fingerprint: str,
     today: dt.date | None = None,
 ) -> Outcome:
-    judgement = judge(scenario, lines, caps, catalogue, profile)
+    judgement = judge(scenario, lines, caps, catalogue, profile, digests=digest_memo.MEMO)
     divergence = judgement.divergence
     outcome = Outcome(judgement.verdict, judgement.reason, divergence, judgement.discrepancy, None,
                       judgement.demonstrated)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Final
 
-from ..state import Attrs, Buffer, State, Submission, evolve_buffer, evolve_state
+from ..state import Attrs, Buffer, State, Submission, evolve
 from ..threads import MAIN, has_pending
 from . import acl, arena, caching
 from .pool import Candidate, Placement, Pool, victim_order
@@ -104,7 +104,7 @@ def _preempt(bufs: dict[str, Buffer], keys: tuple[str, ...] | list[str]) -> None
     onPreempt. It is not owed by the first settle, as for ``vnpu preempt=<buffer>``: the probe's settle
     does not wait for onPreempt, and a scenario cannot know how many victims to await."""
     for k in keys:
-        bufs[k] = evolve_buffer(bufs[k], preempted=True, preemptable=True)
+        bufs[k] = evolve(bufs[k], preempted=True, preemptable=True)
 
 
 def _unordered(s: State) -> str | None:
@@ -122,7 +122,7 @@ def _decidable(name: str, capacity: int, s: State) -> tuple[State, Pool | None]:
     pool = _pool(s, capacity)
     if pool.lost is None and (why := _unordered(s)) is not None:
         pool = replace(pool, lost=why)
-        s = evolve_state(s, pool=pool)
+        s = evolve(s, pool=pool)
     if pool.lost is not None:
         return _loosen(s), None
     return s, sync(name, pool, s)
@@ -155,7 +155,7 @@ def submitted(name: str, capacity: int, s: State, made: tuple[int, ...],
         pool = pl.pool
         decided[sid] = (pl.block is not None, pl.why)
         _preempt(bufs, pl.victims)
-    out = evolve_state(s, pool=replace(pool, decided=decided), bufs=bufs)
+    out = evolve(s, pool=replace(pool, decided=decided), bufs=bufs)
     return _loosen(out) if pool.lost is not None else out
 
 
@@ -206,7 +206,7 @@ def pressure(name: str, capacity: int, s: State, reserved: int) -> State:
             break
         why = unsettled(pool, bufs)
         if why is not None:
-            return _loosen(evolve_state(s, pool=replace(pool, lost=why, pressure_ok=None), bufs=bufs))
+            return _loosen(evolve(s, pool=replace(pool, lost=why, pressure_ok=None), bufs=bufs))
         cands = candidates(pool, bufs, "normal" if name == "acl" else None)
         if not cands:
             ok = False
@@ -214,14 +214,14 @@ def pressure(name: str, capacity: int, s: State, reserved: int) -> State:
         victim = victim_order(cands)[0]
         pool = release(name, pool, victim.key)
         _preempt(bufs, [victim.key])
-    return evolve_state(s, pool=replace(pool, pressure_ok=ok), bufs=bufs)
+    return evolve(s, pool=replace(pool, pressure_ok=ok), bufs=bufs)
 
 
 def _loosen(s: State) -> State:
     """No exact prediction: every live unmapped buffer may be preempted by what the device does next."""
-    bufs = {k: evolve_buffer(b, preemptable=True) if not (b.freed or b.preempted or b.preemptable) else b
+    bufs = {k: evolve(b, preemptable=True) if not (b.freed or b.preempted or b.preemptable) else b
             for k, b in s.bufs.items()}
-    return evolve_state(s, bufs=bufs)
+    return evolve(s, bufs=bufs)
 
 
 def lenient(s: State) -> bool:
@@ -232,4 +232,4 @@ def lenient(s: State) -> bool:
 
 def lose(s: State, capacity: int, why: str) -> State:
     pool = _pool(s, capacity)
-    return _loosen(s if pool.lost is not None else evolve_state(s, pool=replace(pool, lost=why)))
+    return _loosen(s if pool.lost is not None else evolve(s, pool=replace(pool, lost=why)))

@@ -148,8 +148,8 @@ def _variants(base: dict[str, object]):
 
 
 @pytest.mark.parametrize("kind", sorted(FREQUENT))
-def test_the_fast_readers_read_as_the_reference_decoding(kind):
-    """orjson and the frequent kinds' own readers give exactly the event (or the refusal) that the standard
+def test_orjsons_reading_is_the_reference_decodings(kind):
+    """orjson's decoding gives exactly the event (or the refusal) that the standard
     library's decoding, the builders and the schema check give, field by field."""
     for fields in _variants(FREQUENT[kind]):
         raw = json.dumps(fields, separators=(",", ":"))
