@@ -1,4 +1,4 @@
-"""Policy ``acl``: Ascend ACL's aclrtMalloc arithmetic (seed 002; reference/accelerator-allocators.md §3).
+"""Policy ``acl``: Ascend ACL's aclrtMalloc arithmetic (restated in docs/vnpu.md §6).
 
 - Every block reserves round_up(size, 32) + 32 bytes and starts 64-byte aligned, so in a pool it takes
   round_up(round_up(size, 32) + 32, 64) bytes.

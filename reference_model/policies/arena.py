@@ -1,4 +1,4 @@
-"""Policy ``arena``: TensorFlow Lite Micro's single arena (seed 004; reference/accelerator-allocators.md §1).
+"""Policy ``arena``: TensorFlow Lite Micro's single arena (restated in docs/vnpu.md §6).
 
 - One arena of ``capacity`` bytes, its end rounded down to 16. Alignment is 16 everywhere.
 - The tail holds persistent memory (model weights and executables): it grows down from the end; each

@@ -1,5 +1,5 @@
-"""The planned head of an arena (TensorFlow Lite Micro's GreedyMemoryPlanner; seed 004,
-reference/accelerator-allocators.md §1): which bytes a graph's temporary buffers need at most.
+"""The planned head of an arena (TensorFlow Lite Micro's GreedyMemoryPlanner,
+restated in docs/vnpu.md §6): which bytes a graph's temporary buffers need at most.
 
 The vnpu's ``arena`` policy cannot plan (the NDK API carries no tensor lifetimes: its head is a stack,
 arena.py). This module states the planning arithmetic the same policy family uses when lifetimes are

@@ -1,4 +1,4 @@
-"""Policy ``caching``: ArrayFire's default memory manager (seed 003; reference/accelerator-allocators.md §2).
+"""Policy ``caching``: ArrayFire's default memory manager (restated in docs/vnpu.md §6).
 
 - Sizes are rounded up to the step, 1024 bytes.
 - A freed block (freed and unmapped, or preempted) goes to a free cache under its rounded size; it still

@@ -1,4 +1,4 @@
-"""docs/guide.md's numbers match the kit: §7's discrepancy range, §3's example FAIL from a real run."""
+"""docs/guide.md's numbers match the kit: guide §7's discrepancy range, guide §3's example FAIL from a real run."""
 
 import json
 import re

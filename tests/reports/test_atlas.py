@@ -39,9 +39,10 @@ DOCUMENTED = (
      ("at ANpuBuffer_free", RACED)),
     ("F2 free during a load: the descriptor still closed", Aspect.DESCRIPTOR,
      "await_closed of f at loading.free_while_load_in_flight ", "closed, position 0", "closed, position 0"),
-    ("§5 intro: preemption control the same", Aspect.PREEMPTION,
+    ("vnpu §5 intro: preemption control the same", Aspect.PREEMPTION,
      "preemption in preemption.lowest_among_three_priorities", "onPreempt(c1)", "onPreempt(c1)"),
-    ("§3, §5 intro: threads the same", Aspect.THREAD, "onAlloc, success", "one device thread", "one device thread"),
+    ("vnpu §3, §5 intro: threads the same", Aspect.THREAD, "onAlloc, success", "one device thread",
+     "one device thread"),
 )
 
 

@@ -1,4 +1,4 @@
-"""Optional: the kit's arena arithmetic against the real TensorFlow Lite Micro runtime (seed 004).
+"""Optional: the kit's arena arithmetic against the real TensorFlow Lite Micro runtime.
 
 Runs only where the pinned ``tflite-micro`` wheel is installed (``pip install -e .[tflm]``); skips with
 the reason otherwise. On the shipped sine model and on random models built here with the wheel's own

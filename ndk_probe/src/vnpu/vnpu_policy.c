@@ -23,7 +23,7 @@ int vnpu_policy_admit_locked(struct vnpu_device *dev, const ANpuManager_AllocReq
         return vnpu_arena_place_locked(dev, r->size, r->type, NULL);
     case VNPU_POLICY_BUDGET:
         if (vnpu_aosp(dev))
-            return 0; /* aosp-2026: the service has no budget (facts §5, ALLOC-SVC-3) */
+            return 0; /* aosp-2026: the service has no budget (docs/vnpu.md §5) */
         break;
     }
     uint64_t taken = dev->used + dev->reserved;

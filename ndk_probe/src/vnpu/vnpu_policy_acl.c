@@ -1,4 +1,4 @@
-/* Policy `acl`: Ascend ACL's aclrtMalloc arithmetic (seed 002), restated in docs/vnpu.md §6.
+/* Policy `acl`: Ascend ACL's aclrtMalloc arithmetic, restated in docs/vnpu.md §6.
  * A block reserves round_up(size, 32) + 32 bytes and starts 64-byte aligned, so it takes
  * round_up(round_up(size, 32) + 32, 64) bytes of normal pages. As under HUGE_FIRST, a request
  * above 1 MiB prefers the huge-page pool (2 MiB pages: the reservation rounded up to 2 MiB) and

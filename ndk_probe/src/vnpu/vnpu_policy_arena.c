@@ -1,4 +1,4 @@
-/* Policy `arena`: TensorFlow Lite Micro's single arena (seed 004), restated in docs/vnpu.md §6.
+/* Policy `arena`: TensorFlow Lite Micro's single arena, restated in docs/vnpu.md §6.
  * One arena of `capacity` bytes (its end rounded down to 16); alignment 16 everywhere. Model
  * weights and executables are persistent: they take the tail, which grows down from the end
  * (each block moves it down by its size, rounded down to 16). Cache and auxiliary buffers take

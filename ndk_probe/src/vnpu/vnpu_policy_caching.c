@@ -1,4 +1,4 @@
-/* Policy `caching`: ArrayFire's default memory manager (seed 003), restated in docs/vnpu.md §6.
+/* Policy `caching`: ArrayFire's default memory manager, restated in docs/vnpu.md §6.
  * Sizes are rounded up to a 1024-byte step. A released block (freed and unmapped, or preempted)
  * goes to a free cache under its rounded size and still takes device memory. An allocation reuses
  * a cached block of exactly its rounded size; on a miss it takes new memory when
