@@ -8,8 +8,8 @@ OLD and NEW are checkouts (e.g. `git worktree add /tmp/old main`). Two compariso
   policies, on its aosp-2026 personality (the twin), on the local target with the kit's vnpu library
   (`--impl`), and on the adversarial rows of tests/adversarial (all, or a sample of `--rows N`), each
   row's library built once from OLD and run by both. Per scenario, the verdict and the clause its
-  divergence names. A scenario whose answers differ runs three more times in each checkout: answers
-  that both checkouts gave at least once are a race of the device, not a change.
+  divergence names. A scenario whose answers differ runs three more times in each checkout: it changed
+  when no answer of one checkout is among the other's; otherwise it is a race of the device.
 - **Judgement**: every result of OLD's runs judged again by each checkout (`npuconf rejudge`): the
   verdict, clause, reason and demonstrated clauses must be identical (the judge is deterministic).
 
@@ -133,7 +133,7 @@ def compare_runs(old: Path, new: Path, work: Path, name: str, options: Sequence[
             continue
         seen_old = {a} | rerun(old, work, options, scenario)
         seen_new = {b} | rerun(new, work, options, scenario)
-        if seen_old == seen_new or (a in seen_new and b in seen_old):
+        if not seen_old.isdisjoint(seen_new):
             print(f"  race  {name} {scenario}: {sorted(seen_old)} / {sorted(seen_new)}", flush=True)
             continue
         changes.append(f"{name} {scenario}: OLD {sorted(seen_old)}, NEW {sorted(seen_new)}")
