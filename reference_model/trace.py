@@ -719,6 +719,17 @@ def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
         yield TraceError(last + 1, "truncated: no exit event")
 
 
+def missing_functions(lines: Iterable[str]) -> tuple[str, ...] | None:
+    """The functions the implementation lacks when the trace opens with ``api_missing`` (the probe writes it
+    instead of running anything: formats §5), else None. Only the first line that is not blank is read; an
+    ``api_missing`` anywhere else is a malformed trace, which the judge answers."""
+    for raw in lines:
+        if raw and not raw.isspace():
+            event = read_line(raw)
+            return event.symbols if isinstance(event, ApiMissing) else None
+    return None
+
+
 def first_error(stream: Iterator[Event | TraceError]) -> TraceError | None:
     """Read the rest of a ``read_events`` stream: its TraceError, if any."""
     for item in stream:

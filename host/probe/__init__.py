@@ -14,7 +14,6 @@ from .output import PendingTrace as PendingTrace
 from .output import RawLine as RawLine
 from .output import ScenarioTrace as ScenarioTrace
 from .output import api_missing_line as api_missing_line
-from .output import api_missing_symbols as api_missing_symbols
 from .output import check_listed_op_table as check_listed_op_table
 from .output import exit_event_scenario as exit_event_scenario
 from .output import host_exit_line as host_exit_line

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reference_model.trace import ApiMissing, closing_scenario, exit_line, read_line
+from reference_model.trace import closing_scenario, exit_line
 from reference_model.vocabulary import PROBE_LIST_LINES
 from reports.floor.limits import TraceLimits, over
 
@@ -53,12 +53,6 @@ def exit_event_scenario(line: str) -> str | None:
 def api_missing_line(symbols: Sequence[str]) -> str:
     """The probe's `api_missing` event, kept as the evidence of NOT_APPLICABLE in a scenario's record."""
     return json.dumps({"ev": "api_missing", "symbols": list(symbols)})
-
-
-def api_missing_symbols(line: str) -> tuple[str, ...] | None:
-    """The symbols an `api_missing` event names, or None when the line is anything else."""
-    event = read_line(line)
-    return event.symbols if isinstance(event, ApiMissing) else None
 
 
 def check_listed_op_table(probe: str, lines: Sequence[str], returncode: int) -> None:

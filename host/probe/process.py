@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, Final
 
+from reference_model.trace import missing_functions
 from reports.floor.limits import TraceLimits
 
 from .output import (
@@ -23,7 +24,6 @@ from .output import (
     PendingTrace,
     RawLine,
     ScenarioTrace,
-    api_missing_symbols,
     check_listed_op_table,
     exit_event_scenario,
 )
@@ -141,7 +141,7 @@ def run_batch(
             deadline_s = per_scenario_limit_s[index] + HOST_SLACK_S
             status = _collect_one(lines, backlog, pending, deadline_s, started)
             if status == "eof":
-                missing = next((api_missing_symbols(line) for line in pending.lines if api_missing_symbols(line)), None)
+                missing = missing_functions(pending.lines)
                 if missing is not None:
                     api_missing = missing
                     break

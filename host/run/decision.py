@@ -24,11 +24,11 @@ from typing import Final
 
 from reference_model.caps import DeviceCaps
 from reference_model.scenario import Scenario
-from reference_model.trace import Exit, read_line
+from reference_model.trace import Exit, missing_functions, read_line
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 
-from ..probe import CompiledScenario, CompileError, Pairs, api_missing_symbols, compile_scenario, exit_event_scenario
+from ..probe import CompiledScenario, CompileError, Pairs, compile_scenario, exit_event_scenario
 from ..targets import Device
 from .discovery import probed_pairs
 from .judging import Outcome, allocation_refused, judge_lines, not_run
@@ -165,7 +165,7 @@ def after_running(happened: WhatHappened, judging: Judging) -> Decision:
     if not happened.lines:
         given = happened.not_run or NotRun(Verdict.NOT_EXECUTED, "the probe stopped before this scenario ran")
         return Decision(not_run(given.verdict, given.reason), "no trace: the scenario never ran")
-    missing = next((m for m in map(api_missing_symbols, happened.lines) if m is not None), None)
+    missing = missing_functions(happened.lines)
     if missing is not None:
         outcome = not_run(Verdict.NOT_APPLICABLE, "implementation lacks " + ", ".join(missing))
         return Decision(outcome, "the trace shows API functions missing from the implementation")

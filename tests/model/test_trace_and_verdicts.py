@@ -8,7 +8,7 @@ import pytest
 
 from reference_model.caps import DeviceCaps
 from reference_model.errors import ScenarioInvalid
-from reference_model.trace import parse_trace
+from reference_model.trace import missing_functions, parse_trace
 from reference_model.verdicts import Verdict
 from reference_model.waivers import find_waiver, parse_waivers
 
@@ -80,6 +80,19 @@ def test_api_missing_is_error():
 
     j = judge(TB().scenario(), lines, CAPS, CATALOGUE)
     assert j.verdict is Verdict.ERROR and "ANpuBuffer_loadAsync" in j.reason
+
+
+def test_only_a_trace_that_opens_with_api_missing_lacks_functions():
+    """The probe writes api_missing instead of running anything; one met later is a malformed trace (the
+    judge's ERROR), never a way for a device to turn its trace into NOT_APPLICABLE."""
+    missing = '{"ev":"api_missing","symbols":["ANpuBuffer_loadAsync"]}'
+    assert missing_functions(["", " ", missing]) == ("ANpuBuffer_loadAsync",)
+    b = teardown(TB())
+    assert missing_functions(b.lines) is None
+    assert missing_functions([*b.lines[:-1], missing, b.lines[-1]]) is None
+    b.lines.insert(len(b.lines) - 1, missing)
+    j = b.judge()
+    assert j.verdict is Verdict.ERROR and "api_missing after begin" in j.reason
 
 
 def test_skipped_op_without_effect():

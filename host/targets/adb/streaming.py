@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from reference_model.trace import missing_functions
 from reports.floor.limits import TraceLimits
 
 from ...errors import InfraError
@@ -26,7 +27,6 @@ from ...probe import (
     PendingTrace,
     RawLine,
     ScenarioTrace,
-    api_missing_symbols,
     host_exit_line,
 )
 from ..adb_clients import V2_HEADER, Cancel, v2_length
@@ -311,7 +311,7 @@ class BatchRunner:
                     began = time.monotonic()
                     continue
                 if event.kind == "exit":
-                    missing = next((m for m in map(api_missing_symbols, pending.lines) if m is not None), None)
+                    missing = missing_functions(pending.lines)
                     if missing is not None:
                         return BatchOutcome(tuple(completed), missing, None, stream.stderr_text())
                     error = (
