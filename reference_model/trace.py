@@ -459,8 +459,14 @@ def _compiled(fields: tuple[FieldSpec, ...]) -> tuple[tuple[str, frozenset[type]
 
 # The builders of the three frequent kinds hold every field of theirs to its schema type themselves
 # (tests/model/test_trace_reader.py tries every field); the schema check reads the other kinds' lines.
-_BUILDER_CHECKED: Final = frozenset({EventKind.CALL, EventKind.RET, EventKind.CB})
+# The fields each of those builders checks: a field the schema adds to one of them fails the import.
+_BUILDER_CHECKED: Final = {
+    EventKind.CALL: frozenset({"step", "op", "args", "th", "in_cb", "teardown", "t"}),
+    EventKind.RET: frozenset({"step", "op", "ret", "errno", "th", "skipped", "dur_ns", "in_cb", "t"}),
+    EventKind.CB: frozenset({"kind", "cookie", "error", "buf", "thread", "th", "cookie_deleted", "t"}),
+}
 _SCHEMA: Final = {str(kind): _compiled(fields) for kind, fields in TRACE_EVENTS.items()}
+assert all({f[0] for f in _SCHEMA[kind]} == names for kind, names in _BUILDER_CHECKED.items())
 
 
 def _refuse(kind: str, name: str, value: object) -> NoReturn:
