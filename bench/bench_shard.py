@@ -37,6 +37,7 @@ from host.run.runner import execute_run
 from host.suite import load_catalogue, load_corpus
 from host.targets import AdbTarget, VnpuProfile
 from host.targets.virtual_device import Fleet, start_fleet, stop_fleet
+from reports.plan_options import PlanOptions
 
 
 def corpus(rounds: int):
@@ -55,8 +56,8 @@ def one_run(fleet: Fleet, count: int, delay_us: int, catalogue, scenarios, estim
     ]
     out = Path(tempfile.mkdtemp(prefix=f"x{count}-", dir=work))
     plan = RunPlan(
-        run_id=out.name, out_dir=out, scenarios=scenarios, catalogue=catalogue, profile="published-37",
-        target_name="adb", shard=True,
+        run_id=out.name, out_dir=out, scenarios=scenarios, catalogue=catalogue, target_name="adb",
+        options=PlanOptions(profile="published-37", shard=True),
     )  # fmt: skip
     began = time.monotonic()
     execute_run(plan, targets, estimates=(lambda _fingerprint: estimates) if estimates else None)

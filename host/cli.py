@@ -20,17 +20,11 @@ from reference_model.profiles import PROFILES
 from reference_model.verdicts import RunExit
 from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, UnsafeOutput, console_text
 from reports.outputs import DEFAULT_STORE
+from reports.plan_options import CROSS_TRIPLES, FUZZ, RUN
 from reports.store_postgresql import is_postgresql_url
 
 from .errors import InfraError, RunInterrupted
-
-
-def user_path(text: str) -> Path:
-    """A path from the command line, made absolute against the current directory here and only here.
-
-    Path.absolute() keeps `..` and symlinks as written, so the path still names what the user named;
-    `./libX.so` stays a path (dlopen would search the library path for a bare `libX.so`)."""
-    return Path(text).absolute()
+from .run import TARGETS, add_options, add_target_option, user_path
 
 
 def store_location(text: str) -> str:
@@ -58,49 +52,21 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = commands.add_parser("run", help="run the conformance suite and write the reports")
-    # Options the plan records default to None here, so `--resume` can tell what the user gave;
-    # host/run/given_options.py fills in the real defaults after parsing.
-    run.add_argument(
-        "--target",
-        choices=["local", "virtual", "adb"],
-        help="where the probe runs (default: attached adb devices if any on the default adb server, else virtual)",
+    # The table's options default to None here, so `--resume` can tell what the user gave;
+    # host/run/options.py fills in the real defaults after parsing.
+    add_target_option(
+        run.add_argument, "--target", TARGETS,
+        "where the probe runs (default: attached adb devices if any on the default adb server, else virtual)",
     )
-    run.add_argument("--devices", type=int, help="virtual target: number of virtual devices")
-    run.add_argument("--serial", action="append", help="adb target: only this device (repeatable)")
-    run.add_argument(
-        "--adb-server", action="append", metavar="HOST:PORT",
-        help="adb target: an adb server, HOST:PORT or localfilesystem:SOCKET (repeatable)"
-    )
+    add_options(run.add_argument, RUN)
     run.add_argument(
         "--resume",
         type=user_path,
         metavar="DIR",
         help="run what DIR's plan has not run yet, into DIR (with --impl PATH when DIR came from another host)",
     )
-    run.add_argument("--impl", type=user_path, help="local target: a Linux library exporting the 18 functions")
-    run.add_argument("--profile", choices=["published-37", "aosp-2026"])
-    run.add_argument("--personality", choices=["published", "aosp-2026"], help="vnpu personality")
-    run.add_argument(
-        "--policy",
-        choices=["budget", "acl", "caching", "arena"],
-        help="vnpu allocation policy (docs/vnpu.md §6)",
-    )
-    run.add_argument(
-        "--capacity", type=int, help="capacity in bytes: the vnpu's, or declared for --impl and adb devices"
-    )
-    run.add_argument("--waivers", type=user_path, help="waiver file (YAML)")
-    run.add_argument("-k", dest="keyword", help="only scenarios whose id matches this expression")
-    run.add_argument(
-        "--scenario", dest="scenario_ids", action="append", metavar="ID",
-        help="only the scenario with exactly this id (repeatable; with -k/--clause, all must match)",
-    )
-    run.add_argument("--clause", action="append", help="only scenarios citing this clause (repeatable)")
     run.add_argument("--out", type=user_path, help="output directory (default: out/<run-id>/)")
-    run.add_argument("--scenarios", type=user_path, help="scenario directory (default: conformance/scenarios)")
-    run.add_argument("--timeout-multiplier", type=float, help="scale every timeout (slow devices)")
-    run.add_argument("-j", dest="jobs", type=int, help="probe processes per device")
     run.add_argument("--build-dir", type=user_path, help="where the host probe build lives (default: build/probe)")
-    run.add_argument("--cross", choices=["aarch64", "armhf"], help="local target: run a cross build under qemu-user")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     run.add_argument(
         "--store",
@@ -108,28 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=store_location,
         help="results store to record the run in: an SQLite file or a postgresql:// URL (default: next to the run dir)",
     )
-    run.add_argument(
-        "--shard",
-        action="store_true",
-        default=None,
-        help="devices of one build share its scenarios (each runs once per build) instead of each running all",
-    )
 
     fuzz = commands.add_parser("fuzz", help="random API programs judged by the model; divergences shrunk to scenarios")
-    fuzz.add_argument(
-        "--target", choices=["local", "virtual", "adb"], help="where the probe runs (default: local, unlike run)"
-    )
-    fuzz.add_argument("--impl", type=user_path, help="local target: a Linux library exporting the 18 functions")
-    fuzz.add_argument(
-        "--devices", type=int, default=1, help="virtual target: number of virtual devices (each fuzzed in parallel)"
-    )
-    fuzz.add_argument(
-        "--serial", action="append", default=[], help="adb target: only this device (repeatable; default: every one)"
-    )
-    fuzz.add_argument(
-        "--adb-server", action="append", default=[], metavar="HOST:PORT",
-        help="adb target: an adb server, HOST:PORT or localfilesystem:SOCKET (repeatable)"
-    )
+    add_target_option(fuzz.add_argument, "--target", TARGETS, "where the probe runs (default: local, unlike run)")
+    add_options(fuzz.add_argument, FUZZ)
     fuzz.add_argument("--seed", type=int, default=0, help="the program stream (default 0)")
     fuzz.add_argument(
         "--budget",
@@ -143,11 +91,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop once the first divergence is shrunk and written (still bounded by --budget)",
     )
     fuzz.add_argument("--out", type=user_path, help="output directory (default: out/fuzz-<run-id>/)")
-    fuzz.add_argument("--profile", choices=["published-37", "aosp-2026"], default="published-37")
-    fuzz.add_argument("--personality", choices=["published", "aosp-2026"], default="published", help="vnpu personality")
-    fuzz.add_argument("--policy", choices=["budget", "acl", "caching", "arena"], default="budget")
-    fuzz.add_argument("--capacity", type=int, help="capacity in bytes: the vnpu's, or declared for --impl and adb")
-    fuzz.add_argument("--timeout-multiplier", type=float, default=1.0, help="scale every timeout (slow devices)")
     fuzz.add_argument("--build-dir", type=user_path, help="where the host probe build lives (default: build/probe)")
     fuzz.add_argument("-q", "--quiet", action="store_true", help="no progress output")
 
@@ -160,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--sanitize", choices=["address,undefined", "thread"], help="sanitizer build (host)")
     build.add_argument("--ndk", type=user_path, help="Android NDK root: build with its CMake toolchain file")
     build.add_argument("--abi", choices=["arm64-v8a", "armeabi-v7a", "x86", "x86_64"], help="NDK ABI")
-    build.add_argument("--cross", choices=["aarch64", "armhf"], help="Linux cross build with Debian's cross compilers")
+    build.add_argument("--cross", choices=list(CROSS_TRIPLES), help="Linux cross build with Debian's cross compilers")
 
     clauses = commands.add_parser("clauses", help="the clause catalogue with coverage")
     clauses.add_argument("--json", action="store_true", help="machine-readable output")

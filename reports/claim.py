@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Protocol
 
+from reference_model.profiles import PUBLISHED
 from reference_model.verdicts import SEVERITY, UNJUDGED_ORDER, RunExit, Verdict
 
 from .demonstration import AnswerIndex, ShownView
@@ -39,7 +40,7 @@ from .kit import KitFacts
 from .plan_filters import filters_of
 from .plan_options import read_plan_options
 
-NORMATIVE_PROFILE: Final = "published-37"
+NORMATIVE_PROFILE: Final = PUBLISHED.name
 NPU_FEATURE: Final = "android.hardware.npu"
 PARTIAL_HEADLINE: Final = "partial run, not a conformance claim"
 

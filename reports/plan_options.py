@@ -18,49 +18,99 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, get_type_hints
 
+from reference_model.policies import POLICIES
+from reference_model.profiles import PROFILES, PUBLISHED
+
 _SHOWN: Final = 80
 # What a malformed option means for the run: a selection (True) leaves its scenarios unknown.
 _CONSEQUENCE: Final = {True: "its selection is unknown", False: "read as not given"}
 
+# The command lines an option is given on: `npuconf run`, `npuconf fuzz`, the pytest layer (`--npu-<flag>`).
+# The virtual NPU's personalities (docs/vnpu.md §5), first the default; host/targets/vnpu_profile.py reads them here.
+PERSONALITIES: Final = ("published", "aosp-2026")
+# Every allocation policy a device may declare: budget (judged by reference_model/allocation.py itself, the
+# default), then those of reference_model/policies.
+ALLOCATION_POLICIES: Final = ("budget", *POLICIES)
+# `--cross`: the keys of host/probe/toolchains.py CROSS_TARGETS, which reports cannot import (a test holds
+# the two equal).
+CROSS_TRIPLES: Final = ("aarch64", "armhf")
+RUN: Final = "run"
+FUZZ: Final = "fuzz"
+PYTEST: Final = "pytest"
+EVERYWHERE: Final = (RUN, FUZZ, PYTEST)
+
 
 def _option(flag: str, meaning: str, default: object = None, *, selection: bool = False, empty: object = None,
-            written: bool = True) -> Any:
+            written: bool = True, help: str | None = None, metavar: str | None = None,
+            choices: tuple[str, ...] = (), path: bool = False, on: tuple[str, ...] = (RUN,),
+            target: str | None = None) -> Any:
     """A PlanOptions field: `flag` the `npuconf run` flag that sets it ("" for none), `default` what the run
     command takes when nobody gives it, `selection` whether it narrows the scenarios (a partial run),
-    `written` whether a run plan always records it (else only when set)."""
+    `written` whether a run plan always records it (else only when set). For the command lines
+    (host/run/options.py): `help`, `metavar`, `choices`, `path` (made absolute as typed), `on` the
+    command lines that take it, `target` the target kind it belongs to (host/targets/kinds.py)."""
     return field(default=empty, metadata={"flag": flag, "meaning": meaning, "default": default,
-                                          "selection": selection, "written": written})  # fmt: skip
+                                          "selection": selection, "written": written, "help": help,
+                                          "metavar": metavar, "choices": choices, "path": path,
+                                          "on": on if flag else (), "target": target})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class PlanOptions:
-    """A plan's options, typed; the field order is the order a run plan records them in."""
+    """A plan's options, typed; the field order is the order a run plan records them in. It is also the
+    table of `npuconf run`'s options and of those `npuconf fuzz` and the pytest layer share with it."""
 
-    impl: str | None = _option("--impl", "the library implementing the API (local target), absolute")
-    personality: str | None = _option("--personality", "the vnpu personality", "published")
-    policy: str | None = _option("--policy", "the vnpu allocation policy", "budget")
-    keyword: str | None = _option("-k", "scenarios whose id or title matches", selection=True)
+    impl: str | None = _option(
+        "--impl", "the library implementing the API (local target), absolute", path=True, on=EVERYWHERE,
+        target="local", help="local target: a Linux library exporting the 18 functions")
+    personality: str | None = _option(
+        "--personality", "the vnpu personality", PERSONALITIES[0], choices=PERSONALITIES, on=EVERYWHERE,
+        help="vnpu personality")
+    policy: str | None = _option(
+        "--policy", "the vnpu allocation policy", ALLOCATION_POLICIES[0], choices=ALLOCATION_POLICIES, on=(RUN, FUZZ),
+        help="vnpu allocation policy (docs/vnpu.md §6)")
+    keyword: str | None = _option(
+        "-k", "scenarios whose id or title matches", selection=True,
+        help="only scenarios whose id matches this expression")
     scenario_ids: tuple[str, ...] = _option(
-        "--scenario", "exactly these scenario ids", (), selection=True, empty=())
+        "--scenario", "exactly these scenario ids", (), selection=True, empty=(), metavar="ID",
+        help="only the scenario with exactly this id (repeatable; with -k/--clause, all must match)")
     clauses: tuple[str, ...] = _option(
-        "--clause", "scenarios citing these clause ids", (), selection=True, empty=())
+        "--clause", "scenarios citing these clause ids", (), selection=True, empty=(), metavar="CLAUSE",
+        help="only scenarios citing this clause (repeatable)")
     timeout_multiplier: float | None = _option(
-        "--timeout-multiplier", "every scenario's time budget times this", 1.0)
-    jobs: int | None = _option("-j", "lanes (probe processes) per device")
-    cross: str | None = _option("--cross", "the cross-built probe run under qemu (its triple)")
+        "--timeout-multiplier", "every scenario's time budget times this", 1.0, on=EVERYWHERE,
+        help="scale every timeout (slow devices)")
+    jobs: int | None = _option("-j", "lanes (probe processes) per device", help="probe processes per device")
+    cross: str | None = _option(
+        "--cross", "the cross-built probe run under qemu (its triple)", choices=CROSS_TRIPLES, target="local",
+        help="local target: run a cross build under qemu-user")
     scenarios: str | None = _option(
-        "--scenarios", "the scenario directory run instead of the corpus, absolute", selection=True)
-    waivers: str | None = _option("--waivers", "the waiver file applied, absolute")
+        "--scenarios", "the scenario directory run instead of the corpus, absolute", selection=True, path=True,
+        help="scenario directory (default: conformance/scenarios)")
+    waivers: str | None = _option(
+        "--waivers", "the waiver file applied, absolute", path=True, help="waiver file (YAML)")
     waivers_expired: tuple[str, ...] = _option(
         "", "the waivers of that file that had expired, one line each", (), empty=())
     waivers_as_of: dt.date | None = _option("", "the day the run judged waivers on")  # noqa: RUF009
-    devices: int | None = _option("--devices", "virtual devices started", 1)
-    serials: tuple[str, ...] = _option("--serial", "the adb devices chosen", (), empty=())
+    devices: int | None = _option(
+        "--devices", "virtual devices started", 1, on=EVERYWHERE, target="virtual",
+        help="virtual target: number of virtual devices")
+    serials: tuple[str, ...] = _option(
+        "--serial", "the adb devices chosen", (), empty=(), metavar="SERIAL", on=EVERYWHERE, target="adb",
+        help="adb target: only this device (repeatable; default: every one)")
     adb_servers: tuple[str, ...] = _option(
-        "--adb-server", "the adb servers (HOST:PORT) whose devices joined", (), empty=())
-    capacity: int | None = _option("--capacity", "the declared capacity in bytes")
-    profile: str | None = _option("--profile", "the profile judged under", "published-37")
-    shard: bool = _option("--shard", "each build's devices share its scenarios", False, empty=False)
+        "--adb-server", "the adb servers (HOST:PORT) whose devices joined", (), empty=(), metavar="HOST:PORT",
+        on=EVERYWHERE, target="adb", help="adb target: an adb server, HOST:PORT or localfilesystem:SOCKET (repeatable)")
+    capacity: int | None = _option(
+        "--capacity", "the declared capacity in bytes", on=(RUN, FUZZ),
+        help="capacity in bytes: the vnpu's, or declared for --impl and adb devices")
+    profile: str | None = _option(
+        "--profile", "the profile judged under", PUBLISHED.name, choices=tuple(PROFILES), on=EVERYWHERE,
+        help="spec profile")
+    shard: bool = _option(
+        "--shard", "each build's devices share its scenarios", False, empty=False,
+        help="devices of one build share its scenarios (each runs once per build) instead of each running all")
     merged: bool = _option(
         "", "the run is a merge of runs (npuconf report --merge)", False, empty=False, written=False)
     # (key, what is wrong: "plan option jobs (-j) is '8', not an integer") per option recorded with another type
@@ -99,6 +149,12 @@ class PlanOption:
     written: bool
     empty: object
     kind: str  # text, texts, number, integer, flag or date
+    help: str | None
+    metavar: str | None
+    choices: tuple[str, ...]
+    path: bool
+    on: tuple[str, ...]  # the command lines that take it
+    target: str | None  # the target kind it belongs to; None: every kind's
 
 
 _KINDS: Final[dict[object, str]] = {
@@ -123,7 +179,8 @@ def _rows() -> tuple[PlanOption, ...]:
     hints = get_type_hints(PlanOptions, globalns={"dt": dt})
     return tuple(
         PlanOption(f.name, f.metadata["flag"], f.metadata["meaning"], f.metadata["default"], f.metadata["selection"],
-                   f.metadata["written"], f.default, _KINDS[hints[f.name]])
+                   f.metadata["written"], f.default, _KINDS[hints[f.name]], f.metadata["help"], f.metadata["metavar"],
+                   f.metadata["choices"], f.metadata["path"], f.metadata["on"], f.metadata["target"])
         for f in dataclasses.fields(PlanOptions)
         if f.metadata.get("flag") is not None
     )  # fmt: skip

@@ -157,15 +157,16 @@ def _absolute(path: Path | None) -> str | None:
 def configuration(request: FuzzRequest) -> dict[str, Any]:
     """Everything that decides what the run found, by option name (without the dashes)."""
     rr = request.run
+    options = rr.options
     config: dict[str, Any] = {
         "target": rr.target,
         "target_default": request.target_defaulted,
         "impl": _absolute(rr.impl),
-        "personality": rr.personality,
-        "policy": rr.policy,
-        "capacity": rr.capacity,
-        "profile": rr.profile,
-        "timeout_multiplier": rr.timeout_multiplier,
+        "personality": options.given("personality"),
+        "policy": options.given("policy"),
+        "capacity": options.capacity,
+        "profile": options.given("profile"),
+        "timeout_multiplier": options.given("timeout_multiplier"),
         "seed": request.seed,
         "budget": request.budget.text(),
         "budget_bounds": "the whole command" if request.budget.seconds is not None else "the programs fuzzed",
@@ -175,10 +176,10 @@ def configuration(request: FuzzRequest) -> dict[str, Any]:
         "build_dir": _absolute(rr.build_dir),
     }
     if rr.target == "virtual":
-        config["devices"] = rr.devices
+        config["devices"] = options.given("devices")
     if rr.target == "adb":
-        config["serials"] = list(rr.serials)
-        config["adb_servers"] = list(rr.adb_servers)
+        config["serials"] = list(options.serials)
+        config["adb_servers"] = list(options.adb_servers)
     return config
 
 
@@ -272,7 +273,8 @@ class _Worker:
         self.stride = stride
         request = run.request
         rr = request.run
-        self.runner = ProgramRunner(target, run.quotes, rr.profile, run.out_dir, rr.timeout_multiplier)
+        self.runner = ProgramRunner(target, run.quotes, str(rr.options.given("profile")), run.out_dir,
+                                    float(rr.options.given("timeout_multiplier")))
         self.programs = 0
         self.fuzzing_s = 0.0
         self.verdicts: Counter[str] = Counter()

@@ -7,10 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+from reports.plan_options import FUZZ
 from reports.words import counted
 
 from ..errors import RunInterrupted, UsageError
-from ..run import RunRequest, check_target_options, new_run_id
+from ..run import RunRequest, apply_defaults, check_target_options, new_run_id
 from .campaign import Budget, FuzzProgress, FuzzRequest, fuzz
 from .progress import progress_line, start_line
 
@@ -32,12 +33,13 @@ class _Progress:
 def fuzz_command(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise UsageError(f"--batch {args.batch}: expected a number of programs >= 1")
+    apply_defaults(args, FUZZ)
     target = args.target or "local"
     check_target_options(args.timeout_multiplier, args.devices, target)
     if args.impl is not None and target != "local":
         raise UsageError(f"--impl is for --target local, not --target {target}")
     request = FuzzRequest(
-        run=RunRequest.from_args(args, target),
+        run=RunRequest.from_args(args, target, FUZZ),
         seed=args.seed,
         budget=Budget.parse(args.budget),
         batch=args.batch,

@@ -13,6 +13,7 @@ from typing import Any
 from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import Scenario, parse_scenario
 from reference_model.verdicts import Verdict
+from reports.plan_options import PlanOptions
 from reports.records import Record, ResultRecord
 
 from ..run import DeviceRun, ResultsWriter, RunPlan
@@ -64,8 +65,8 @@ class ProgramRunner:
                  timeout_multiplier: float = 1.0) -> None:
         self.catalogue = dict(catalogue)
         self.known = frozenset(self.catalogue)
-        self.plan = RunPlan(run_id="fuzz", out_dir=out_dir, scenarios=(), catalogue=self.catalogue, profile=profile,
-                            target_name="fuzz", timeout_multiplier=timeout_multiplier)
+        self.plan = RunPlan(run_id="fuzz", out_dir=out_dir, scenarios=(), catalogue=self.catalogue, target_name="fuzz",
+                            options=PlanOptions(profile=profile, timeout_multiplier=timeout_multiplier))
         self._collector = _Collector()
         self.run = DeviceRun(self.plan, target, writer=self._collector)
         self.target = target

@@ -22,6 +22,7 @@ from reference_model.waivers import Waiver
 from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, write_reports
 from reports.claim import Claim
 from reports.floor.safe_io import output_dir
+from reports.plan_options import OPTION
 from reports.records import (
     EndRecord,
     LostRecord,
@@ -233,7 +234,7 @@ def rejudge(
 ) -> RejudgeOutcome:
     """Rejudge the run in `run_dir` and write results.jsonl and the reports into `out`."""
     path, run, plan = load_planned_run(run_dir, "rejudge")
-    chosen = check_profile(profile or plan.profile or "published-37")
+    chosen = check_profile(profile or plan.profile or str(OPTION["profile"].default))
     out_dir = out if out is not None else path.parent / f"rejudge-{chosen}"
     if out_dir.resolve() == path.parent.resolve():
         raise UsageError(f"--out {out_dir}: is the run's own directory; rejudge never overwrites the original results")

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from .judging import allocation_refused as allocation_refused
     from .judging import judge_lines as judge_lines
     from .judging import not_run as not_run
+    from .options import add_options as add_options
+    from .options import add_target_option as add_target_option
+    from .options import apply_defaults as apply_defaults
+    from .options import user_path as user_path
     from .plan import RunPlan as RunPlan
     from .plan import RunRequest as RunRequest
     from .plan import check_target_options as check_target_options
@@ -64,6 +68,7 @@ _LATER: Final = {
     **dict.fromkeys(("load_digests", "save_digests"), ".digests"),
     **dict.fromkeys(("DISCOVERY_ID", "GRID", "parse_discovery", "probed_pairs"), ".discovery"),
     **dict.fromkeys(("MAX_ATTEMPTS", "Outcome", "allocation_refused", "judge_lines", "not_run"), ".judging"),
+    **dict.fromkeys(("add_options", "add_target_option", "apply_defaults", "user_path"), ".options"),
     **dict.fromkeys(("RunPlan", "RunRequest", "check_target_options", "new_run_id"), ".plan"),
     **dict.fromkeys(("PreparedDevice", "caps_from_info", "pointer_bits", "prepare_device"), ".prepared_device"),
     **dict.fromkeys(("ResultsWriter", "now_iso", "planned", "result_record"), ".results_writer"),

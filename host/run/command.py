@@ -8,16 +8,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from reports.plan_options import RUN
+
 from ..errors import RunInterrupted
-from .given_options import apply_run_defaults
 from .head_start import start_ahead
+from .options import apply_defaults
 from .plan import RunRequest, check_target_options
 
 
 def run_command(args: argparse.Namespace) -> int:
-    given = apply_run_defaults(args)
+    given = apply_defaults(args, RUN)
     check_target_options(args.timeout_multiplier, args.devices, args.target, 1 if args.jobs is None else args.jobs)
-    request = RunRequest.from_args(args, args.target or "auto")
+    request = RunRequest.from_args(args, args.target or "auto", RUN)
     ahead = start_ahead(request) if args.resume is None else None
     try:
         from .answer import print_answer

@@ -62,7 +62,8 @@ class VirtualFleet:
     def _start(self) -> None:
         try:
             request = self._request
-            names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(request.devices))
+            count = int(request.options.given("devices"))
+            names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(count))
             supervisor = self._supervised(self._start_fleet(len(names), self._state_dir, names=names))
             with self._lock:
                 self._supervisor = supervisor
@@ -132,7 +133,7 @@ def virtual_targets(supervisor: FleetSupervisor, request: RunRequest, profile: V
             device.adb_serial,
             serial=device.name,
             profile=profile,
-            timeout_multiplier=request.timeout_multiplier,
+            timeout_multiplier=float(request.options.given("timeout_multiplier")),
             host_build=request.build_dir,
             restart_server=supervisor.restart_server,
             launched_virtual=True,

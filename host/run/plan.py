@@ -3,43 +3,100 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import secrets
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
+from reports.plan_options import PlanOptions
 
 from ..errors import UsageError
+from ..suite import Catalogue
 from ..targets import DEFAULT_CAPACITY, VnpuProfile
+from .lanes import default_lanes
+from .options import given_options
+
+# The options of a request or plan that gives none: each reads as its default (PlanOptions.given).
+_NONE_GIVEN: Final = PlanOptions()
 
 
 def new_run_id() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class RunPlan:
+    """What a run will do: its scenarios and what it judges them with, on which target, with which options
+    (recorded as they are in the plan record); built by `build_plan` only."""
+
     run_id: str
     out_dir: Path
     scenarios: tuple[Scenario, ...]
     catalogue: dict[str, str]
-    profile: str
     target_name: str
+    options: PlanOptions = _NONE_GIVEN
     waivers: tuple[Waiver, ...] = ()
-    # The day waivers are judged against for the whole run (recorded as options.waivers_as_of), so a run
-    # crossing midnight, a resume and `npuconf verify` all apply the same waivers.
-    waivers_as_of: dt.date | None = None
-    jobs: int = 1
-    timeout_multiplier: float = 1.0
     corpus_hash: str = ""
     model_hash: str = ""
-    options: dict[str, Any] = field(default_factory=dict)
-    shard: bool = False  # --shard: each build's devices share its scenarios (host/run/shard.py)
     claim_basis: dict[str, Any] | None = None  # host/suite/basis.py
+
+    @property
+    def profile(self) -> str:
+        return str(self.options.given("profile"))
+
+    @property
+    def jobs(self) -> int:
+        return self.options.jobs if self.options.jobs is not None else 1
+
+    @property
+    def timeout_multiplier(self) -> float:
+        return float(self.options.given("timeout_multiplier"))
+
+    @property
+    def shard(self) -> bool:
+        """--shard: each build's devices share its scenarios (host/run/shard.py)."""
+        return self.options.shard
+
+    @property
+    def waivers_as_of(self) -> dt.date | None:
+        """The day waivers are judged against for the whole run, so a run crossing midnight, a resume and
+        `npuconf verify` all apply the same waivers."""
+        return self.options.waivers_as_of
+
+
+def build_plan(
+    run_id: str,
+    out_dir: Path,
+    target_name: str,
+    options: PlanOptions,
+    scenarios: Sequence[Scenario],
+    catalogue: Catalogue,
+    waivers: Sequence[Waiver] = (),
+    hashes: tuple[str, str] = ("", ""),
+    claim_basis: dict[str, Any] | None = None,
+) -> RunPlan:
+    """The one way a run's plan is made (`start_run`, `resume_run`): without `-j`, the target's default
+    lanes; `hashes` are the corpus's and the model's."""
+    if options.jobs is None:
+        options = dataclasses.replace(options, jobs=default_lanes(target_name, int(options.given("devices"))))
+    return RunPlan(
+        run_id=run_id,
+        out_dir=out_dir,
+        scenarios=tuple(scenarios),
+        catalogue=dict(catalogue.quotes()),
+        target_name=target_name,
+        options=options,
+        waivers=tuple(waivers),
+        corpus_hash=hashes[0],
+        model_hash=hashes[1],
+        claim_basis=claim_basis,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,53 +132,41 @@ def check_target_options(timeout_multiplier: float, devices: int, target: str | 
 
 @dataclass(frozen=True, slots=True)
 class RunRequest:
+    """What `npuconf run` or `npuconf fuzz` is asked to do: the target, the options of the table
+    (reports/plan_options.py; `given` for an option's default) and what the plan does not record."""
+
     target: str = "local"  # or "virtual", "adb", "auto" (adb devices if attached, else virtual)
-    impl: Path | None = None
-    profile: str = "published-37"
-    personality: str = "published"
-    policy: str = "budget"
-    capacity: int | None = None
-    waivers: Path | None = None
-    keyword: str | None = None
-    scenario_ids: tuple[str, ...] = ()  # --scenario: exact ids
-    clauses: tuple[str, ...] = ()
+    options: PlanOptions = _NONE_GIVEN
     out: Path | None = None
-    timeout_multiplier: float = 1.0
-    jobs: int | None = None  # -j; None: lanes.default_lanes(target)
     build_dir: Path | None = None
-    scenarios: Path | None = None
-    cross: str | None = None
-    devices: int = 1  # virtual
-    serials: tuple[str, ...] = ()  # adb
-    adb_servers: tuple[str, ...] = ()  # adb, HOST:PORT
-    # False: `adb_servers` come from a plan this user did not write (a foreign --resume), so a server of this
-    # host among them is used only while it is this user's, as the default server is
+    store: str | None = None  # results store: a path or postgresql:// URL (default: npuconf.sqlite next to the run dir)
+    # False: the options' `adb_servers` come from a plan this user did not write (a foreign --resume), so a
+    # server of this host among them is used only while it is this user's, as the default server is
     adb_servers_named: bool = True
     device_names: tuple[str, ...] = ()  # virtual: names to give the devices (resume)
-    store: str | None = None  # results store: a path or postgresql:// URL (default: npuconf.sqlite next to the run dir)
-    shard: bool = False  # split each build's corpus across its devices
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, target: str) -> RunRequest:
-        """The request a command line gives (`run` and `fuzz`): every field its parser has, by the field's
-        name or, for a repeatable option, the singular its flag has (`--serial` gives `serials`)."""
-        values: dict[str, Any] = {"target": target}
-        for name in cls.__dataclass_fields__:
-            dest = _REPEATED.get(name, name)
-            if name != "target" and hasattr(args, dest):
-                value = getattr(args, dest)
-                values[name] = tuple(value) if isinstance(value, list) else value
-        return cls(**values)
+    def from_args(cls, args: argparse.Namespace, target: str, command: str) -> RunRequest:
+        """The request a parsed command line gives (`run` and `fuzz`), its defaults filled in."""
+        return cls(target=target, options=given_options(args, command), out=args.out, build_dir=args.build_dir,
+                   store=getattr(args, "store", None))
+
+    @property
+    def impl(self) -> Path | None:
+        """--impl as a path (the options hold its absolute text)."""
+        return Path(self.options.impl) if self.options.impl else None
+
+    @property
+    def scenario_root(self) -> Path | None:
+        """--scenarios as a path."""
+        return Path(self.options.scenarios) if self.options.scenarios else None
 
     def vnpu_profile(self) -> VnpuProfile:
         """The virtual NPU's profile the request asks for (`--capacity`, `--policy`, `--personality`)."""
+        capacity = self.options.capacity
         return VnpuProfile(
-            capacity=self.capacity if self.capacity is not None else DEFAULT_CAPACITY,
-            policy=self.policy,
-            personality=self.personality,
-            declared_capacity=self.capacity,
+            capacity=capacity if capacity is not None else DEFAULT_CAPACITY,
+            policy=str(self.options.given("policy")),
+            personality=str(self.options.given("personality")),
+            declared_capacity=capacity,
         )
-
-
-# RunRequest fields given by a repeatable option: the option's argparse dest.
-_REPEATED: Final = {"serials": "serial", "adb_servers": "adb_server", "clauses": "clause"}

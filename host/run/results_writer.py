@@ -41,7 +41,7 @@ def plan_record(plan: RunPlan, serials: Sequence[str]) -> Plan:
         scenarios=tuple(planned(s) for s in plan.scenarios),
         corpus_hash=plan.corpus_hash,
         model_hash=plan.model_hash,
-        options=plan.options,
+        options=plan.options.to_json(),
         host=host_identity(),
         shard=plan.shard,
         claim_basis=plan.claim_basis,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from collections import Counter
@@ -15,9 +16,9 @@ from reports.plan_options import PlanOptions, read_plan_options
 
 from ..errors import UsageError
 from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file, waivers_as_of
-from .given_options import check_resume_options
+from .options import check_resume_options
 from .ownership import forget_if_finished, why_untrusted
-from .plan import Resume, RunPlan, RunRequest, check_target_options
+from .plan import Resume, RunRequest, build_plan, check_target_options
 from .record import duration_estimates
 from .runner import ProgressFn, execute_run
 from .start import RunOutcome, interrupted, open_targets, report_and_record
@@ -38,7 +39,7 @@ def resume_run(
 
     `impl` is `--impl` given again on the command line: required when the plan names a library and
     this host did not create DIR (see ownership.py), and checked against the plan's in every case.
-    `given` holds the other `run` options the user gave (given_options.py): each must agree with the
+    `given` holds the other `run` options the user gave (options.py): each must agree with the
     plan. `build_dir` (--build-dir, a path of this host the plan does not record) is where the local
     probe build is taken from; `out` (--out) may only name DIR itself.
     A sharded run resumes sharded: every planned device is opened again and each build's devices share
@@ -76,47 +77,48 @@ def resume_run(
     todo = {device: ids for device, ids in todo.items() if ids}
     sharded = plan_record.shard
     if todo:
-        options = dict(plan_record.options)
-        options["impl"] = _checked_impl(directory, recorded.impl, impl)
+        library = _checked_impl(directory, recorded.impl, impl)
         wanted_devices = tuple(plan_record.devices) if sharded else tuple(todo)
         for device in wanted_devices:
             checked_name(device, "planned device")
         request = _request_from_plan(
             plan_record.target,
-            read_plan_options(options),
+            dataclasses.replace(recorded, impl=library),
             wanted_devices,
             build_dir,
-            own_plan=why_untrusted(directory) is None or "adb_server" in (given or {}),
+            own_plan=why_untrusted(directory) is None or "adb_servers" in (given or {}),
         )
-        jobs = request.jobs if request.jobs is not None else 1  # always set from the plan
+        options = request.options
+        jobs = options.jobs if options.jobs is not None else 1  # always set from the plan
         try:
             check_target_options(
-                request.timeout_multiplier, request.devices, "virtual", jobs
+                float(options.given("timeout_multiplier")), int(options.given("devices")), "virtual", jobs
             )
         except UsageError as error:
             raise UsageError(f"--resume {directory}: the plan in results.jsonl asks {error}") from None
         catalogue = load_catalogue()
-        scenario_root = request.scenarios or SCENARIO_ROOT
+        scenario_root = request.scenario_root or SCENARIO_ROOT
         corpus = {s.id: s for s in load_corpus(scenario_root, known_clauses=catalogue.ids())}
         planned = [s.id for s in plan_record.scenarios]
         gone = [i for i in planned if i not in corpus]
         if gone:
             raise UsageError(f"--resume {directory}: planned scenario {gone[0]} is no longer in {scenario_root}")
-        plan = RunPlan(
-            run_id=plan_record.run_id,
-            out_dir=directory,
-            scenarios=tuple(corpus[i] for i in planned),
-            catalogue=dict(catalogue.quotes()),
+        # The plan record's own profile and shard, and the day it judged waivers on, stand for its options'.
+        plan_options = dataclasses.replace(
+            options,
             profile=plan_record.profile,
-            target_name=plan_record.target,
-            waivers=load_waiver_file(Path(recorded.waivers)) if recorded.waivers else (),
-            waivers_as_of=waivers_as_of(options, plan_record.started),
-            jobs=jobs,
-            timeout_multiplier=request.timeout_multiplier,
-            corpus_hash=plan_record.corpus_hash,
-            model_hash=plan_record.model_hash,
-            options=options,
             shard=sharded,
+            waivers_as_of=waivers_as_of(plan_record.options, plan_record.started),
+        )
+        plan = build_plan(
+            plan_record.run_id,
+            directory,
+            plan_record.target,
+            plan_options,
+            [corpus[i] for i in planned],
+            catalogue,
+            load_waiver_file(Path(recorded.waivers)) if recorded.waivers else (),
+            (plan_record.corpus_hash, plan_record.model_hash),
         )
         profile = request.vnpu_profile()
         resume = Resume(
@@ -188,21 +190,18 @@ def _check_owner(directory: Path) -> None:
 def _request_from_plan(
     target: str, options: PlanOptions, devices: tuple[str, ...], build_dir: Path | None, own_plan: bool
 ) -> RunRequest:
+    """The request that opens a planned run's targets again, with the plan's options."""
     return RunRequest(
         target=target,
-        impl=Path(options.impl) if options.impl else None,
-        personality=str(options.given("personality")),
-        policy=str(options.given("policy")),
-        capacity=options.capacity,
-        timeout_multiplier=float(options.given("timeout_multiplier")),
-        jobs=options.jobs if options.jobs is not None else 1,
-        scenarios=Path(options.scenarios) if options.scenarios else None,
-        cross=options.cross,
+        options=dataclasses.replace(
+            options,
+            jobs=options.jobs if options.jobs is not None else 1,
+            # adb: only the devices left to run; virtual: the same names as before
+            serials=tuple(d.split("@", 1)[0] for d in devices) if target == "adb" else (),
+            adb_servers=options.adb_servers if target == "adb" else (),
+            devices=len(devices),
+        ),
         build_dir=build_dir,
-        # adb: only the devices left to run; virtual: the same names as before
-        serials=tuple(d.split("@", 1)[0] for d in devices) if target == "adb" else (),
-        adb_servers=options.adb_servers if target == "adb" else (),
         adb_servers_named=own_plan,  # a foreign plan's servers on this host are used only while this user's
         device_names=devices if target == "virtual" else (),
-        devices=len(devices),
     )

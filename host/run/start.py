@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import sys
 import threading
@@ -18,7 +19,6 @@ from reference_model.verdicts import Verdict
 from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, report_paths, write_run_reports
 from reports.claim import Claim
 from reports.floor.safe_io import output_dir
-from reports.plan_options import PlanOptions
 from reports.run_options import npuconf_command
 
 from ..errors import RunInterrupted, UsageError
@@ -43,9 +43,8 @@ from ..targets import LocalTarget, Target, VnpuProfile
 if TYPE_CHECKING:
     from ..targets import AdbServerAddress, AdbTarget
 from .head_start import HeadStart, VirtualFleet, default_out_dir, missing_ancestors, remove_created
-from .lanes import default_lanes
 from .ownership import MARKER, claim, forget_if_finished, unclaim
-from .plan import RunPlan, RunRequest, new_run_id
+from .plan import RunRequest, build_plan, new_run_id
 from .record import duration_estimates, record_run
 from .runner import ProgressFn, execute_run
 from .target_choice import VIRTUAL_STATE_DIR, check_target_request, resolve_target
@@ -87,22 +86,24 @@ def _nothing_chosen(clauses: Sequence[str], catalogue: Catalogue, scenarios: Seq
 def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: HeadStart | None = None) -> RunOutcome:
     """Run a request to its answer; with `ahead`, in the directory and on the virtual devices `start_ahead`
     started for it (the caller abandons them if this raises)."""
+    options = request.options
     catalogue = load_catalogue()
-    scenario_root = request.scenarios or SCENARIO_ROOT
+    scenario_root = request.scenario_root or SCENARIO_ROOT
     scenarios = load_corpus(scenario_root, known_clauses=catalogue.ids())
-    unknown = [c for c in request.clauses if c not in catalogue.ids()]
+    unknown = [c for c in options.clauses if c not in catalogue.ids()]
     if unknown:
         raise UsageError(f"--clause {unknown[0]}: not a clause ID of conformance/clauses.yaml (see `npuconf clauses`)")
-    check_scenario_ids(request.scenario_ids, scenarios, scenario_root)
+    check_scenario_ids(options.scenario_ids, scenarios, scenario_root)
     try:
-        chosen = select(scenarios, request.keyword, request.clauses, request.scenario_ids)
+        chosen = select(scenarios, options.keyword, options.clauses, options.scenario_ids)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if not chosen:
-        raise UsageError(_nothing_chosen(request.clauses, catalogue, scenarios))
-    waivers = load_waiver_file(request.waivers) if request.waivers else ()
-    if request.waivers:
-        check_waiver_ids(waivers, catalogue.ids(), (s.id for s in scenarios), request.waivers)
+        raise UsageError(_nothing_chosen(options.clauses, catalogue, scenarios))
+    waiver_file = Path(options.waivers) if options.waivers else None
+    waivers = load_waiver_file(waiver_file) if waiver_file else ()
+    if waiver_file:
+        check_waiver_ids(waivers, catalogue.ids(), (s.id for s in scenarios), waiver_file)
     as_of = dt.date.today()
     expired = expiry_notes(waivers, as_of)
     for note in expired:
@@ -121,45 +122,18 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: He
     created = ahead.created if ahead is not None else missing_ancestors(out_dir)
     output_dir(out_dir)
     token = claim(out_dir)
-    jobs = request.jobs if request.jobs is not None else default_lanes(target_name, request.devices)
-    plan = RunPlan(
-        run_id=run_id,
-        out_dir=out_dir,
-        scenarios=chosen,
-        catalogue=dict(catalogue.quotes()),
-        profile=request.profile,
-        target_name=target_name,
-        waivers=waivers,
-        waivers_as_of=as_of,
-        jobs=jobs,
-        timeout_multiplier=request.timeout_multiplier,
-        corpus_hash=corpus_hash(scenario_root),
-        model_hash=model_hash(),
-        shard=request.shard,
-        claim_basis=claim_basis(
-            catalogue, scenarios if request.scenarios is None else load_corpus(known_clauses=catalogue.ids())
+    plan = build_plan(
+        run_id,
+        out_dir,
+        target_name,
+        dataclasses.replace(options, waivers_expired=tuple(expired), waivers_as_of=as_of),
+        chosen,
+        catalogue,
+        waivers,
+        (corpus_hash(scenario_root), model_hash()),
+        claim_basis(
+            catalogue, scenarios if request.scenario_root is None else load_corpus(known_clauses=catalogue.ids())
         ),
-        options=PlanOptions(
-            impl=str(request.impl) if request.impl else None,
-            personality=request.personality,
-            policy=request.policy,
-            keyword=request.keyword,
-            scenario_ids=tuple(request.scenario_ids),
-            clauses=tuple(request.clauses),
-            timeout_multiplier=request.timeout_multiplier,
-            jobs=jobs,
-            cross=request.cross,
-            scenarios=str(request.scenarios.absolute()) if request.scenarios else None,
-            waivers=str(request.waivers.absolute()) if request.waivers else None,
-            waivers_expired=tuple(expired),
-            waivers_as_of=as_of,
-            devices=request.devices,
-            serials=tuple(request.serials),
-            adb_servers=tuple(request.adb_servers),
-            capacity=request.capacity,
-            profile=request.profile,
-            shard=request.shard,
-        ).to_json(),
     )
     estimates = duration_estimates(out_dir, request.store)
     stopping: list[threading.Thread] = []  # virtual devices being stopped while the answer is given
@@ -191,9 +165,9 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: He
         finally:
             _join(stopping)
 
-    if request.waivers:
+    if waiver_file:
         fingerprints = {serial: str(info.get("fingerprint", "")) for serial, info in run.devices.items()}
-        unmatched = unmatched_devices_note(waivers, fingerprints, request.waivers)
+        unmatched = unmatched_devices_note(waivers, fingerprints, waiver_file)
         if unmatched is not None:
             print(f"npuconf: note: {unmatched}", file=sys.stderr)
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
@@ -263,16 +237,19 @@ def open_targets(
     from ..targets import reap_orphan_fleets
 
     reap_orphan_fleets()
+    options = request.options
+    multiplier = float(options.given("timeout_multiplier"))
     if target_name == "local":
+        cross = options.cross
         yield [
             LocalTarget(
                 profile=profile,
                 work_dir=out_dir,
                 impl=request.impl,
-                build_dir=request.build_dir or (cross_build_dir(request.cross) if request.cross else DEFAULT_BUILD_DIR),
-                timeout_multiplier=request.timeout_multiplier,
-                exec_prefix=tuple(qemu_prefix(request.cross)) if request.cross else (),
-                serial=f"local-{request.cross}" if request.cross else "local",
+                build_dir=request.build_dir or (cross_build_dir(cross) if cross else DEFAULT_BUILD_DIR),
+                timeout_multiplier=multiplier,
+                exec_prefix=tuple(qemu_prefix(cross)) if cross else (),
+                serial=f"local-{cross}" if cross else "local",
             )
         ]
         return
@@ -293,7 +270,7 @@ def open_targets(
                 stopping.append(stopper)
         return
     servers = [
-        AdbServerAddress.parse(text, named=request.adb_servers_named) for text in request.adb_servers
+        AdbServerAddress.parse(text, named=request.adb_servers_named) for text in options.adb_servers
     ] or [AdbServerAddress.default()]
 
     def make(server: AdbServerAddress, adb_serial: str, name: str) -> AdbTarget:
@@ -302,10 +279,10 @@ def open_targets(
             adb_serial,
             serial=name,
             profile=profile,
-            timeout_multiplier=request.timeout_multiplier,
+            timeout_multiplier=multiplier,
             host_build=request.build_dir,
         )
 
-    yield list(discover_targets(servers, request.serials, make, servers_given=bool(request.adb_servers)))
+    yield list(discover_targets(servers, options.serials, make, servers_given=bool(options.adb_servers)))
 
 

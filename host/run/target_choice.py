@@ -16,9 +16,9 @@ def resolve_target(request: RunRequest) -> str:
     """The target a request runs on; `auto` is attached adb devices if any on the default server, else virtual."""
     if request.target != "auto":
         return request.target
-    if request.impl is not None or request.cross is not None:
+    if request.impl is not None or request.options.cross is not None:
         return "local"
-    if request.adb_servers or request.serials:
+    if request.options.adb_servers or request.options.serials:
         return "adb"
     from ..targets import AdbServerAddress, attached_devices  # adb code only where adb is asked about
 
@@ -30,10 +30,10 @@ def check_target_request(request: RunRequest, target_name: str) -> None:
     if target_name not in TARGETS:
         raise UsageError(f"--target {target_name}: expected one of {', '.join(TARGETS)}")
     if target_name == "local":
-        if request.serials or request.adb_servers:
+        if request.options.serials or request.options.adb_servers:
             raise UsageError("--serial and --adb-server are for --target adb")
         return
-    if request.impl is not None or request.cross is not None:
+    if request.impl is not None or request.options.cross is not None:
         raise UsageError(f"--impl and --cross are for --target local, not --target {target_name}")
-    if target_name == "virtual" and (request.serials or request.adb_servers):
+    if target_name == "virtual" and (request.options.serials or request.options.adb_servers):
         raise UsageError("--serial and --adb-server select real devices: use them with --target adb")

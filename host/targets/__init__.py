@@ -11,8 +11,6 @@ from .base import Device as Device
 from .base import Target as Target
 from .vnpu_profile import DEFAULT_CAPACITY as DEFAULT_CAPACITY
 from .vnpu_profile import DEFAULT_PAIRS as DEFAULT_PAIRS
-from .vnpu_profile import PERSONALITIES as PERSONALITIES
-from .vnpu_profile import POLICIES as POLICIES
 from .vnpu_profile import VnpuProfile as VnpuProfile
 from .vnpu_profile import declared_capacity as declared_capacity
 

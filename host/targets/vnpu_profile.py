@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-PERSONALITIES: Final = ("published", "aosp-2026")
-POLICIES: Final = ("budget",)
+from reports.plan_options import OPTION
+from reports.plan_options import PERSONALITIES as PERSONALITIES
+
 DEFAULT_PAIRS: Final = ((0, 1), (0, 2), (0, 3), (0, 4), (1, 2))
 DEFAULT_CAPACITY: Final = 256 * 1024 * 1024
 
@@ -15,8 +16,8 @@ DEFAULT_CAPACITY: Final = 256 * 1024 * 1024
 class VnpuProfile:
     pairs: tuple[tuple[int, int], ...] = DEFAULT_PAIRS
     capacity: int = DEFAULT_CAPACITY
-    policy: str = "budget"
-    personality: str = "published"
+    policy: str = str(OPTION["policy"].default)
+    personality: str = str(OPTION["personality"].default)
     callback_delay_us: int = 0
     # `npuconf run --capacity`: the capacity the user declares for every device of the run (also for
     # --impl libraries and adb devices, whose capacity clauses are then judged); None: not declared.

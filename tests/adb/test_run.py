@@ -234,11 +234,12 @@ def test_virtual_device_start_on_a_port_when_asked(tmp_path, probe_build):
 def test_default_target_is_adb_when_devices_are_attached_else_virtual(fleet_factory, monkeypatch):
     from host.run import RunRequest, resolve_target
     from host.targets.virtual_device import free_port
+    from reports.plan_options import PlanOptions
 
     monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", str(free_port()))  # nothing listens there
     monkeypatch.delenv("ADB_SERVER_SOCKET", raising=False)
     assert resolve_target(RunRequest(target="auto")) == "virtual"
-    assert resolve_target(RunRequest(target="auto", impl=None, cross="aarch64")) == "local"
+    assert resolve_target(RunRequest(target="auto", options=PlanOptions(cross="aarch64"))) == "local"
     supervisor = fleet_factory(1)
     monkeypatch.setenv("ADB_SERVER_SOCKET", str(supervisor.fleet.server.address))  # as adb reads it
     assert resolve_target(RunRequest(target="auto")) == "adb"

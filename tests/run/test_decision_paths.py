@@ -32,6 +32,7 @@ from reference_model.judge import Judgement
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import load_results
+from reports.plan_options import PlanOptions
 from tests.conftest import ROOT
 
 CATALOGUE = load_catalogue()
@@ -197,10 +198,9 @@ def decided(tmp_path_factory, probe_build):
         out_dir=work / "run",
         scenarios=scenarios,
         catalogue=QUOTES,
-        profile="published-37",
         target_name="local",
         waivers=_waivers(),
-        options={"scenario_ids": [s.id for s in scenarios]},
+        options=PlanOptions(scenario_ids=tuple(s.id for s in scenarios), profile="published-37"),
         claim_basis=claim_basis(CATALOGUE, CORPUS.values()),
     )
     execute_run(plan, list(targets.values()))
@@ -324,7 +324,7 @@ def test_a_scenario_that_cannot_be_compiled_is_not_applicable_on_all_four_paths(
     (scenario,) = load_corpus(root, known_clauses=CATALOGUE.ids())
     target = _target(LocalTarget, tmp_path, "plain")
     plan = RunPlan(run_id="unbuildable", out_dir=tmp_path / "run", scenarios=(scenario,), catalogue=QUOTES,
-                   profile="published-37", target_name="local", options={"scenarios": str(root)})
+                   target_name="local", options=PlanOptions(scenarios=str(root), profile="published-37"))
     execute_run(plan, [target])
     (record,) = load_results(plan.out_dir).results
     assert (record.verdict, record.reason) == (

@@ -12,6 +12,7 @@ from host.run.runner import execute_run
 from host.suite import claim_basis, load_catalogue, load_corpus, select
 from host.targets import LocalTarget, VnpuProfile
 from reports import load_results, write_run_reports
+from reports.plan_options import PlanOptions
 
 
 def _exit_code(plan):
@@ -47,12 +48,10 @@ def _plan(tmp_path, scenarios):
         out_dir=tmp_path / "run",
         scenarios=tuple(scenarios),
         catalogue=dict(catalogue.quotes()),
-        profile="published-37",
         target_name="local",
         # A subset of the corpus, as `-k` would choose it: a partial run, whose answer is exit 0 when
         # nothing failed (reports/claim.py).
-        options={"keyword": "a subset chosen by the test"},
-        shard=True,
+        options=PlanOptions(keyword="a subset chosen by the test", profile="published-37", shard=True),
         claim_basis=claim_basis(catalogue, load_corpus(known_clauses=catalogue.ids())),
     )
 
