@@ -95,8 +95,7 @@ class BuildDiscoveries:
 def discover(target: Target, builds: BuildDiscoveries | None = None) -> Discovery:
     """The device's supported pairs and control, from its own discovery or from a kept answer it confirmed."""
     program = _program(discovery_scenario())
-    named = getattr(target, "discovery_build", None)
-    build = named() if named is not None else None
+    build = target.discovery_build()
     if build is None:
         return _discover(target, program, DISCOVERED)
     confirmation = _program(discovery_scenario(CONFIRMATION_BATCHES))
@@ -139,7 +138,7 @@ def _confirmed(target: Target, program: str, confirmed: Discovery, reference: Di
 
 def _discover(target: Target, program: str, source: str) -> Discovery:
     traces: list[ScenarioTrace] = []
-    budget = DISCOVERY_LIMIT_S * float(getattr(target, "timeout_multiplier", 1.0))
+    budget = DISCOVERY_LIMIT_S * target.timeout_multiplier
     target.run_batch(program, [DISCOVERY_ID], [budget], traces.append)
     trace = traces[0] if traces else None
     return Discovery(trace, parse_discovery(trace) if trace is not None else None, source, target.serial)

@@ -229,8 +229,7 @@ class DeviceRun:
             if refused and attempt < MAX_ATTEMPTS:
                 retry.append(compiled)  # not recorded: the next attempt's result is
                 return
-            context = getattr(self.target, "failure_context", None)
-            logcat = context(trace.scenario_id) if context is not None and outcome.verdict.device_log else ()
+            logcat = self.target.failure_context(trace.scenario_id) if outcome.verdict.device_log else ()
             self._record(
                 compiled.scenario,
                 outcome,

@@ -25,6 +25,16 @@ class Device:
 
 class Target(Protocol):
     serial: str
+    timeout_multiplier: float  # every time limit of the target's probe runs is multiplied by it
+
+    def discovery_build(self) -> tuple[str, ...] | None:
+        """What the device's discovery answer depends on, when it may be kept between runs (host/run/
+        discovery_cache.py); None: discover every time."""
+        ...
+
+    def failure_context(self, scenario_id: str) -> tuple[str, ...]:
+        """Device log lines around a scenario's failure (a result's `logcat`); () when the kind has none."""
+        ...
 
     def prepare(self) -> dict[str, Any]:
         """Make the probe runnable (build or push, check its op table) and return static device info."""

@@ -125,6 +125,10 @@ class LocalTarget:
         write_entry(BUILD_CACHE, key, json.dumps(facts).encode())
         return facts
 
+    def failure_context(self, scenario_id: str) -> tuple[str, ...]:
+        """No device log on the host: the probe's own stderr is kept in the run directory."""
+        return ()
+
     def discovery_build(self) -> tuple[str, ...] | None:
         """Everything the discovery answer depends on (host/run/discovery_cache.py): the probe's and the
         library's digests, the profile the vnpu reads, how the probe is started and this class (a subclass
