@@ -15,17 +15,18 @@ import pytest
 from host.run import PreparedDevice
 from host.suite import load_catalogue
 from host.targets import (
-    AdbServerAddress,
-    AdbTarget,
+    DEFAULT_KIND,
     Fleet,
     FleetSupervisor,
-    LocalTarget,
+    Opening,
     VnpuProfile,
     check_impl,
-    discover_targets,
+    fleet_targets,
     start_fleet,
+    target_kind,
 )
 from reference_model.errors import KitError
+from reports.plan_options import PlanOptions
 
 _FLEET_KEY = "npuconf_fleet"
 
@@ -42,7 +43,7 @@ def pytest_configure(config):
             check_impl(impl)
         except KitError as exc:
             raise pytest.UsageError(str(exc).replace("--impl", "--npu-impl", 1)) from None
-    if config.getoption("--npu-target", "local") != "virtual" or _is_worker(config):
+    if not target_kind(config.getoption("--npu-target", DEFAULT_KIND)).launches_devices or _is_worker(config):
         return
     import tempfile
 
@@ -78,44 +79,43 @@ def npu_catalogue():
     return load_catalogue()
 
 
+class _SessionFleet:
+    """The virtual devices the main process started for the session: each worker binds one; the main
+    process stops them at the end (pytest_unconfigure)."""
+
+    def __init__(self, config, profile, multiplier):
+        self.config, self.profile, self.multiplier = config, profile, multiplier
+
+    def targets(self):
+        if _is_worker(self.config):
+            fleet, restart = Fleet.from_json(json.loads(self.config.workerinput[_FLEET_KEY])), None
+        else:
+            supervisor = self.config._npuconf_supervisor
+            fleet, restart = supervisor.fleet, supervisor.restart_server
+        return fleet_targets(fleet, self.profile, self.multiplier, restart_server=restart)
+
+    def stop(self):
+        return None
+
+
 @pytest.fixture(scope="session")
 def npu_device(request, tmp_path_factory, npu_catalogue):
     config = request.config
-    target_name = config.getoption("--npu-target")
     multiplier = config.getoption("--npu-timeout-multiplier")
+    impl = config.getoption("--npu-impl")
     profile = VnpuProfile(personality=config.getoption("--npu-personality"))
-    if target_name == "virtual":
-        if _is_worker(config):
-            supervisor = None
-            fleet = Fleet.from_json(json.loads(config.workerinput[_FLEET_KEY]))
-        else:
-            supervisor = config._npuconf_supervisor
-            fleet = supervisor.fleet
-        device = fleet.devices[_worker_index(config) % len(fleet.devices)]
-        target = AdbTarget(
-            fleet.server.address,
-            device.adb_serial,
-            serial=device.name,
-            profile=profile,
-            timeout_multiplier=multiplier,
-            restart_server=supervisor.restart_server if supervisor is not None else None,
-        )
-    elif target_name == "adb":
-        servers = [AdbServerAddress.parse(s) for s in config.getoption("--npu-adb-server")] or [
-            AdbServerAddress.default()
-        ]
-
-        def make(server, adb_serial, name):
-            return AdbTarget(server, adb_serial, serial=name, profile=profile, timeout_multiplier=multiplier)
-
-        targets = discover_targets(servers, config.getoption("--npu-serial"), make)
+    options = PlanOptions(
+        impl=str(impl) if impl else None,
+        timeout_multiplier=multiplier,
+        serials=tuple(config.getoption("--npu-serial")),
+        adb_servers=tuple(config.getoption("--npu-adb-server")),
+    )
+    opening = Opening(
+        options,
+        tmp_path_factory.mktemp("npu-device"),
+        profile,
+        launch=lambda: _SessionFleet(config, profile, multiplier),
+    )
+    with target_kind(config.getoption("--npu-target")).open(opening) as targets:
         target = targets[_worker_index(config) % len(targets)]
-    else:
-        impl = config.getoption("--npu-impl")
-        target = LocalTarget(
-            profile=profile,
-            work_dir=tmp_path_factory.mktemp("npu-device"),
-            impl=impl,
-            timeout_multiplier=multiplier,
-        )
     return PreparedDevice.open(target, dict(npu_catalogue.quotes()), config.getoption("--npu-profile"))

@@ -24,7 +24,8 @@ from reports.plan_options import CROSS_TRIPLES, FUZZ, RUN
 from reports.store_postgresql import is_postgresql_url
 
 from .errors import InfraError, RunInterrupted
-from .run import TARGETS, add_options, add_target_option, user_path
+from .run import add_options, add_target_option, user_path
+from .targets import DEFAULT_KIND, KIND_NAMES
 
 
 def store_location(text: str) -> str:
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     # The table's options default to None here, so `--resume` can tell what the user gave;
     # host/run/options.py fills in the real defaults after parsing.
     add_target_option(
-        run.add_argument, "--target", TARGETS,
+        run.add_argument, "--target", KIND_NAMES,
         "where the probe runs (default: attached adb devices if any on the default adb server, else virtual)",
     )
     add_options(run.add_argument, RUN)
@@ -76,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     fuzz = commands.add_parser("fuzz", help="random API programs judged by the model; divergences shrunk to scenarios")
-    add_target_option(fuzz.add_argument, "--target", TARGETS, "where the probe runs (default: local, unlike run)")
+    add_target_option(
+        fuzz.add_argument, "--target", KIND_NAMES, f"where the probe runs (default: {DEFAULT_KIND}, unlike run)"
+    )
     add_options(fuzz.add_argument, FUZZ)
     fuzz.add_argument("--seed", type=int, default=0, help="the program stream (default 0)")
     fuzz.add_argument(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .plan_options import OPTION
 from .results import ResultRecord, RunResults
 from .run_options import replay_options, run_command
 
@@ -30,7 +31,7 @@ def replay_command(run: RunResults, record: ResultRecord) -> str:
     """The command that runs this one scenario again with every option that changes its outcome."""
     target, options, profile = _configuration(run, record.device)
     serials: list[str] = []
-    if target == "adb":
+    if target == OPTION["serials"].target:  # a kind whose devices are named by their adb serial
         adb_serial = run.devices.get(record.device, {}).get("adb_serial")
         serials.append(adb_serial if isinstance(adb_serial, str) and adb_serial else record.device)
     return run_command(replay_options(target, options, profile, serials), record.scenario)

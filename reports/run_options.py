@@ -40,7 +40,7 @@ def replay_options(target: str, options: Mapping[str, object], profile: str | No
     if profile and profile != OPTION["profile"].default:
         parts += [OPTION["profile"].flag, profile]
     given(AFTER_PROFILE)
-    if target == "adb":
+    if target == OPTION["adb_servers"].target:  # the kind that reaches its devices through adb servers
         for server in typed.adb_servers:
             parts += [OPTION["adb_servers"].flag, server]
         for serial in serials:

@@ -24,6 +24,7 @@ from reference_model.errors import KitError
 from reference_model.verdicts import Verdict
 from reports.floor.safe_io import append_bytes, output_dir, remove_file, write_text
 from reports.fuzz import FuzzDevice, FuzzDivergence, FuzzSummary, write_fuzz_reports
+from reports.plan_options import FUZZ, OPTIONS
 from reports.words import counted
 
 from ..errors import InfraError, RunInterrupted, UsageError
@@ -175,11 +176,10 @@ def configuration(request: FuzzRequest) -> dict[str, Any]:
         "batch": request.batch,
         "build_dir": _absolute(rr.build_dir),
     }
-    if rr.target == "virtual":
-        config["devices"] = options.given("devices")
-    if rr.target == "adb":
-        config["serials"] = list(options.serials)
-        config["adb_servers"] = list(options.adb_servers)
+    for option in OPTIONS:  # the target kind's own fuzz options: devices; serials, adb servers
+        if FUZZ in option.on and option.target == rr.target and option.key not in config:
+            value = options.given(option.key)
+            config[option.key] = list(value) if isinstance(value, tuple) else value
     return config
 
 

@@ -7,11 +7,12 @@ import sys
 import time
 from pathlib import Path
 
-from reports.plan_options import FUZZ
+from reports.plan_options import FUZZ, OPTION
 from reports.words import counted
 
 from ..errors import RunInterrupted, UsageError
 from ..run import RunRequest, apply_defaults, check_target_options, new_run_id
+from ..targets import DEFAULT_KIND
 from .campaign import Budget, FuzzProgress, FuzzRequest, fuzz
 from .progress import progress_line, start_line
 
@@ -34,10 +35,11 @@ def fuzz_command(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise UsageError(f"--batch {args.batch}: expected a number of programs >= 1")
     apply_defaults(args, FUZZ)
-    target = args.target or "local"
+    target = args.target or DEFAULT_KIND
     check_target_options(args.timeout_multiplier, args.devices, target)
-    if args.impl is not None and target != "local":
-        raise UsageError(f"--impl is for --target local, not --target {target}")
+    library_kind = OPTION["impl"].target
+    if args.impl is not None and target != library_kind:
+        raise UsageError(f"--impl is for --target {library_kind}, not --target {target}")
     request = FuzzRequest(
         run=RunRequest.from_args(args, target, FUZZ),
         seed=args.seed,

@@ -26,9 +26,9 @@ from reports import REPORT_FILES, RESULTS_FILE, present
 from reports.floor.safe_io import output_dir, shared_default
 
 from ..errors import UsageError
-from ..targets import Device, Target, VnpuProfile
+from ..targets import Device, Target, VnpuProfile, fleet_targets, resolve_kind
 from .plan import RunRequest, new_run_id
-from .target_choice import VIRTUAL_STATE_DIR, check_target_request, resolve_target
+from .target_choice import VIRTUAL_STATE_DIR
 
 if TYPE_CHECKING:
     from ..targets import AdbTarget, FleetSupervisor
@@ -67,7 +67,13 @@ class VirtualFleet:
             supervisor = self._supervised(self._start_fleet(len(names), self._state_dir, names=names))
             with self._lock:
                 self._supervisor = supervisor
-            self._targets = virtual_targets(supervisor, request, self._profile)
+            self._targets = fleet_targets(
+                supervisor.fleet,
+                self._profile,
+                float(request.options.given("timeout_multiplier")),
+                request.build_dir,
+                supervisor.restart_server,
+            )
             if self._prepare:
                 self._prepare_all(self._targets)
         except BaseException as exc:
@@ -122,26 +128,6 @@ def _prepare(target: Target, builds: BuildDiscoveries, future: concurrent.future
         future.set_exception(exc)
 
 
-def virtual_targets(supervisor: FleetSupervisor, request: RunRequest, profile: VnpuProfile) -> list[AdbTarget]:
-    """One adb target per device of the fleet, named as the run names its devices."""
-    from ..targets import AdbTarget
-
-    server = supervisor.fleet.server.address
-    return [
-        AdbTarget(
-            server,
-            device.adb_serial,
-            serial=device.name,
-            profile=profile,
-            timeout_multiplier=float(request.options.given("timeout_multiplier")),
-            host_build=request.build_dir,
-            restart_server=supervisor.restart_server,
-            launched_virtual=True,
-        )
-        for device in supervisor.fleet.devices
-    ]
-
-
 @dataclass
 class HeadStart:
     """What `start_ahead` started for a new run: its id and directory (made for it, with the parents it
@@ -151,6 +137,7 @@ class HeadStart:
     out_dir: Path
     created: list[Path]
     fleet: VirtualFleet
+    target_name: str  # the kind whose devices the fleet is
     taken: bool = False  # the run uses the devices now (open_targets stops them)
 
     def abandon(self, discard: bool) -> None:
@@ -169,9 +156,10 @@ def start_ahead(request: RunRequest) -> HeadStart | None:
     run_id = new_run_id()
     try:
         out_dir = request.out or default_out_dir(run_id)
-        if resolve_target(request) != "virtual":
+        kind = resolve_kind(request.target, request.options)
+        if not kind.launches_devices:
             return None
-        check_target_request(request, "virtual")
+        kind.check(request.options)
         if present(out_dir, (RESULTS_FILE,)) is not None or present(out_dir, REPORT_FILES) is not None:
             return None
         if os.path.lexists(out_dir / VIRTUAL_STATE_DIR):  # not made for this run: never removed by it
@@ -181,7 +169,7 @@ def start_ahead(request: RunRequest) -> HeadStart | None:
     except Exception:
         return None
     fleet = VirtualFleet(request, out_dir / VIRTUAL_STATE_DIR, request.vnpu_profile(), prepare=True)
-    return HeadStart(run_id, out_dir, created, fleet)
+    return HeadStart(run_id, out_dir, created, fleet, kind.name)
 
 
 DEFAULT_OUT: Final = Path("out")

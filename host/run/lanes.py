@@ -19,11 +19,9 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, TypeVar
 
-# Measured on the 2-core host (bench/README.md, "Lanes"): verdicts identical to -j 1 up to 32 lanes on
-# the local target and 16 on a virtual device; past 8 the wall time gains little and every lane is a
-# probe process with its own memory.
-DEFAULT_LANES: Final = 8
-SHARED_DEVICE_TARGETS: Final = frozenset({"adb"})
+from ..targets import DEFAULT_LANES as DEFAULT_LANES
+from ..targets import target_kind
+
 # Capabilities whose scenarios predict the whole device's allocations and preemptions: on a shared device
 # they need it alone.
 DEVICE_WIDE: Final = frozenset({"capacity", "policy-budget", "policy-acl", "policy-caching", "policy-arena"})
@@ -37,13 +35,13 @@ Item = TypeVar("Item")
 
 def default_lanes(target_name: str, devices: int = 1) -> int:
     """The lanes per device a run uses on `target_name` (with `devices` virtual devices) when `-j` is not
-    given."""
-    return 1 if target_name in SHARED_DEVICE_TARGETS else max(1, DEFAULT_LANES // max(devices, 1))
+    given: the kind's (host/targets/kinds/)."""
+    return target_kind(target_name).default_lanes(devices)
 
 
 def needs_device_alone(target_name: str, requires: frozenset[str]) -> bool:
     """Whether a scenario must run with no other lane on its device (a shared device, a device-wide verdict)."""
-    return target_name in SHARED_DEVICE_TARGETS and bool(requires & DEVICE_WIDE)
+    return target_kind(target_name).shared_devices and bool(requires & DEVICE_WIDE)
 
 
 def estimate_all(ids: Sequence[str], known: Mapping[str, float]) -> dict[str, float]:

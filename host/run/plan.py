@@ -14,11 +14,11 @@ from typing import Any, Final
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports.plan_options import PlanOptions
+from reports.plan_options import OPTION, PlanOptions
 
 from ..errors import UsageError
 from ..suite import Catalogue
-from ..targets import DEFAULT_CAPACITY, VnpuProfile
+from ..targets import DEFAULT_CAPACITY, DEFAULT_KIND, VnpuProfile
 from .lanes import default_lanes
 from .options import given_options
 
@@ -126,8 +126,9 @@ def check_target_options(timeout_multiplier: float, devices: int, target: str | 
         raise UsageError(f"--devices {devices}: expected a number of devices from 1 to {MAX_DEVICES}")
     if not 1 <= jobs <= MAX_JOBS:
         raise UsageError(f"-j {jobs}: expected a number of probe processes from 1 to {MAX_JOBS}")
-    if devices != 1 and target not in (None, "virtual"):
-        raise UsageError(f"--devices is for --target virtual, not --target {target}")
+    owner = OPTION["devices"].target  # the kind that starts devices
+    if devices != 1 and target not in (None, owner):
+        raise UsageError(f"--devices is for --target {owner}, not --target {target}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +136,7 @@ class RunRequest:
     """What `npuconf run` or `npuconf fuzz` is asked to do: the target, the options of the table
     (reports/plan_options.py; `given` for an option's default) and what the plan does not record."""
 
-    target: str = "local"  # or "virtual", "adb", "auto" (adb devices if attached, else virtual)
+    target: str = DEFAULT_KIND  # a kind's name (host/targets/kinds/), or AUTO: adb devices if attached, else virtual
     options: PlanOptions = _NONE_GIVEN
     out: Path | None = None
     build_dir: Path | None = None

@@ -16,6 +16,7 @@ from reports.plan_options import PlanOptions, read_plan_options
 
 from ..errors import UsageError
 from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file, waivers_as_of
+from ..targets import target_kind
 from .options import check_resume_options
 from .ownership import forget_if_finished, why_untrusted
 from .plan import Resume, RunRequest, build_plan, check_target_options
@@ -92,7 +93,7 @@ def resume_run(
         jobs = options.jobs if options.jobs is not None else 1  # always set from the plan
         try:
             check_target_options(
-                float(options.given("timeout_multiplier")), int(options.given("devices")), "virtual", jobs
+                float(options.given("timeout_multiplier")), int(options.given("devices")), None, jobs
             )
         except UsageError as error:
             raise UsageError(f"--resume {directory}: the plan in results.jsonl asks {error}") from None
@@ -190,18 +191,14 @@ def _check_owner(directory: Path) -> None:
 def _request_from_plan(
     target: str, options: PlanOptions, devices: tuple[str, ...], build_dir: Path | None, own_plan: bool
 ) -> RunRequest:
-    """The request that opens a planned run's targets again, with the plan's options."""
+    """The request that opens a planned run's targets again, with the plan's options, as its kind
+    re-creates them."""
+    jobs = options.jobs if options.jobs is not None else 1
+    resumed = target_kind(target).resumed(dataclasses.replace(options, jobs=jobs, devices=len(devices)), devices)
     return RunRequest(
         target=target,
-        options=dataclasses.replace(
-            options,
-            jobs=options.jobs if options.jobs is not None else 1,
-            # adb: only the devices left to run; virtual: the same names as before
-            serials=tuple(d.split("@", 1)[0] for d in devices) if target == "adb" else (),
-            adb_servers=options.adb_servers if target == "adb" else (),
-            devices=len(devices),
-        ),
+        options=resumed.options,
         build_dir=build_dir,
         adb_servers_named=own_plan,  # a foreign plan's servers on this host are used only while this user's
-        device_names=devices if target == "virtual" else (),
+        device_names=resumed.device_names,
     )

@@ -11,7 +11,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from reference_model.errors import KitError
 from reference_model.scenario import Scenario
@@ -22,7 +21,6 @@ from reports.floor.safe_io import output_dir
 from reports.run_options import npuconf_command
 
 from ..errors import RunInterrupted, UsageError
-from ..probe import DEFAULT_BUILD_DIR, cross_build_dir, qemu_prefix
 from ..suite import (
     SCENARIO_ROOT,
     Catalogue,
@@ -38,10 +36,7 @@ from ..suite import (
     select,
     unmatched_devices_note,
 )
-from ..targets import LocalTarget, Target, VnpuProfile
-
-if TYPE_CHECKING:
-    from ..targets import AdbServerAddress, AdbTarget
+from ..targets import Opening, Target, VnpuProfile, target_kind
 from .head_start import HeadStart, VirtualFleet, default_out_dir, missing_ancestors, remove_created
 from .ownership import MARKER, claim, forget_if_finished, unclaim
 from .plan import RunRequest, build_plan, new_run_id
@@ -116,7 +111,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: He
     if foreign is not None:
         raise UsageError(f"--out {out_dir}: holds {foreign} but no results.jsonl (not a run directory); the run "
                          "would replace it: choose a new or empty directory")
-    target_name = "virtual" if ahead is not None else resolve_target(request)
+    target_name = ahead.target_name if ahead is not None else resolve_target(request)
     check_target_request(request, target_name)  # before anything is created: a usage error creates nothing
     profile = request.vnpu_profile()
     created = ahead.created if ahead is not None else missing_ancestors(out_dir)
@@ -237,52 +232,10 @@ def open_targets(
     from ..targets import reap_orphan_fleets
 
     reap_orphan_fleets()
-    options = request.options
-    multiplier = float(options.given("timeout_multiplier"))
-    if target_name == "local":
-        cross = options.cross
-        yield [
-            LocalTarget(
-                profile=profile,
-                work_dir=out_dir,
-                impl=request.impl,
-                build_dir=request.build_dir or (cross_build_dir(cross) if cross else DEFAULT_BUILD_DIR),
-                timeout_multiplier=multiplier,
-                exec_prefix=tuple(qemu_prefix(cross)) if cross else (),
-                serial=f"local-{cross}" if cross else "local",
-            )
-        ]
-        return
-    # The adb target and the virtual devices are imported only by the runs that use them.
-    from ..targets import AdbServerAddress, AdbTarget, discover_targets
 
-    if target_name == "virtual":
-        if fleet is None:
-            fleet = VirtualFleet(request, out_dir / VIRTUAL_STATE_DIR, profile)
-        try:
-            yield list(fleet.targets())
-        finally:
-            if stopping is None:
-                fleet.stop()
-            else:
-                stopper = threading.Thread(target=fleet.stop, name="stop-fleet")
-                stopper.start()
-                stopping.append(stopper)
-        return
-    servers = [
-        AdbServerAddress.parse(text, named=request.adb_servers_named) for text in options.adb_servers
-    ] or [AdbServerAddress.default()]
+    def launch() -> VirtualFleet:
+        return fleet if fleet is not None else VirtualFleet(request, out_dir / VIRTUAL_STATE_DIR, profile)
 
-    def make(server: AdbServerAddress, adb_serial: str, name: str) -> AdbTarget:
-        return AdbTarget(
-            server,
-            adb_serial,
-            serial=name,
-            profile=profile,
-            timeout_multiplier=multiplier,
-            host_build=request.build_dir,
-        )
-
-    yield list(discover_targets(servers, options.serials, make, servers_given=bool(options.adb_servers)))
-
-
+    opening = Opening(request.options, out_dir, profile, request.build_dir, request.adb_servers_named, launch, stopping)
+    with target_kind(target_name).open(opening) as targets:
+        yield targets

@@ -1,4 +1,5 @@
-"""Where the probe runs. `Target` is the seam (prepare a device, run a batch, stream traces back);
+"""Where the probe runs. `Target` is the seam (prepare a device, run a batch, stream traces back); the
+kinds of target (`kinds/`: local, virtual, adb) are listed in `KINDS`, each opening its targets;
 `LocalTarget` runs the host build against libvnpu or an `--impl` library; `AdbTarget` reaches phones,
 emulators and the embedded virtual devices (`virtual_device`) through adb servers; `VnpuProfile`
 configures the virtual NPU."""
@@ -9,6 +10,18 @@ from reports.floor.lazy_names import lazy_names
 
 from .base import Device as Device
 from .base import Target as Target
+from .kinds import AUTO as AUTO
+from .kinds import DEFAULT_KIND as DEFAULT_KIND
+from .kinds import DEFAULT_LANES as DEFAULT_LANES
+from .kinds import KIND_NAMES as KIND_NAMES
+from .kinds import KINDS as KINDS
+from .kinds import LaunchedDevices as LaunchedDevices
+from .kinds import Opening as Opening
+from .kinds import TargetKind as TargetKind
+from .kinds import fleet_targets as fleet_targets
+from .kinds import own_options as own_options
+from .kinds import resolve_kind as resolve_kind
+from .kinds import target_kind as target_kind
 from .vnpu_profile import DEFAULT_CAPACITY as DEFAULT_CAPACITY
 from .vnpu_profile import DEFAULT_PAIRS as DEFAULT_PAIRS
 from .vnpu_profile import VnpuProfile as VnpuProfile
