@@ -35,7 +35,7 @@ def measure(target_name: str, programs: int, seconds: float) -> dict[str, object
     profile = VnpuProfile(capacity=DEFAULT_CAPACITY, policy="budget", personality="published", declared_capacity=None)
     with tempfile.TemporaryDirectory() as tmp, open_targets(RunRequest(target=target_name), target_name, Path(tmp),
                                                             profile) as targets:
-        runner = ProgramRunner(targets[0], catalogue.quotes(), "published-37", Path(tmp))
+        runner = ProgramRunner(targets[0], catalogue.quotes(), "published-37")
         device = runner.prepare()
         verdicts: Counter[str] = Counter()
         done = 0

@@ -273,7 +273,7 @@ class _Worker:
         self.stride = stride
         request = run.request
         rr = request.run
-        self.runner = ProgramRunner(target, run.quotes, str(rr.options.given("profile")), run.out_dir,
+        self.runner = ProgramRunner(target, run.quotes, str(rr.options.given("profile")),
                                     float(rr.options.given("timeout_multiplier")))
         self.programs = 0
         self.fuzzing_s = 0.0

@@ -4,19 +4,19 @@ as `npuconf run` (host.run.DeviceRun). Records stay in memory: a fuzz run writes
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import Scenario, parse_scenario
 from reference_model.verdicts import Verdict
-from reports.plan_options import PlanOptions
+from reference_model.waivers import Waiver
 from reports.records import Record, ResultRecord
 
-from ..run import DeviceRun, ResultsWriter, RunPlan
+from ..run.runner import DeviceRun
 from ..targets import Device, Target
 
 
@@ -40,12 +40,10 @@ class Result:
         return self.clause if self.verdict is Verdict.FAIL and self.clause else self.verdict.value
 
 
-class _Collector(ResultsWriter):
-    """A results writer that keeps the records it is given (the DeviceRun appends through it)."""
+class _Collector:
+    """Where the DeviceRun's records go (its RecordSink): the results, kept in memory by scenario."""
 
-    def __init__(self) -> None:  # no file: nothing of ResultsWriter's own state is used
-        self.path = Path("<memory>")
-        self.failed = None
+    def __init__(self) -> None:
         self.records: dict[str, ResultRecord] = {}
         self._guard = threading.Lock()
 
@@ -54,21 +52,31 @@ class _Collector(ResultsWriter):
             with self._guard:
                 self.records[record.scenario] = record
 
-    def close(self) -> None:
-        return None
+
+@dataclass(frozen=True, slots=True)
+class _Programs:
+    """What the DeviceRun reads of its work (its DeviceWork): programs come batch by batch (run_programs),
+    judged under ``profile``, one lane, no waivers."""
+
+    catalogue: dict[str, str]
+    profile: str
+    timeout_multiplier: float
+    scenarios: tuple[Scenario, ...] = ()
+    target_name: str = "fuzz"
+    jobs: int = 1
+    waivers: tuple[Waiver, ...] = ()
+    waivers_as_of: dt.date | None = None
 
 
 class ProgramRunner:
     """A prepared target that runs lists of programs (scenario mappings) and answers one Result each."""
 
-    def __init__(self, target: Target, catalogue: Mapping[str, str], profile: str, out_dir: Path,
+    def __init__(self, target: Target, catalogue: Mapping[str, str], profile: str,
                  timeout_multiplier: float = 1.0) -> None:
         self.catalogue = dict(catalogue)
         self.known = frozenset(self.catalogue)
-        self.plan = RunPlan(run_id="fuzz", out_dir=out_dir, scenarios=(), catalogue=self.catalogue, target_name="fuzz",
-                            options=PlanOptions(profile=profile, timeout_multiplier=timeout_multiplier))
         self._collector = _Collector()
-        self.run = DeviceRun(self.plan, target, writer=self._collector)
+        self.run = DeviceRun(_Programs(self.catalogue, profile, timeout_multiplier), target, writer=self._collector)
         self.target = target
 
     def prepare(self) -> Device:

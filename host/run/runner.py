@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from reference_model.caps import DeviceCaps
 from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
+from reference_model.waivers import Waiver
 from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, output_dir
-from reports.records import DeviceRecord, EndRecord
+from reports.records import DeviceRecord, EndRecord, Record
 
 from ..errors import UsageError
 from ..probe import RUNNING_PROBES, CompiledScenario, Pairs, ScenarioTrace, api_missing_line, compile_program
@@ -52,15 +54,42 @@ PrepareFn = Callable[[Target], Device]
 Unrun = tuple[str, list[Scenario]] | None
 
 
+class RecordSink(Protocol):
+    """Where a device's records go: the run's ResultsWriter (results.jsonl), or a fuzz run's memory."""
+
+    def write(self, record: Record) -> None: ...
+
+
+class DeviceWork(Protocol):
+    """What a device's run reads of its plan: the run's RunPlan, or what a fuzz run gives its programs."""
+
+    @property
+    def scenarios(self) -> tuple[Scenario, ...]: ...
+    @property
+    def catalogue(self) -> dict[str, str]: ...
+    @property
+    def target_name(self) -> str: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def jobs(self) -> int: ...
+    @property
+    def timeout_multiplier(self) -> float: ...
+    @property
+    def waivers(self) -> tuple[Waiver, ...]: ...
+    @property
+    def waivers_as_of(self) -> dt.date | None: ...
+
+
 class DeviceRun:
     """Executes the plan on one target: prepared first (before the plan is written), then run, appending a
     result record per scenario."""
 
     def __init__(
         self,
-        plan: RunPlan,
+        plan: DeviceWork,
         target: Target,
-        writer: ResultsWriter | None = None,
+        writer: RecordSink | None = None,
         progress: ProgressFn | None = None,
         resume: Resume | None = None,
         estimates: EstimatesFn | None = None,
@@ -93,13 +122,13 @@ class DeviceRun:
         self._done = 0
 
     @property
-    def writer(self) -> ResultsWriter:
+    def writer(self) -> RecordSink:
         if self._writer is None:  # pragma: no cover - execute_run sets it before executing
             raise RuntimeError("DeviceRun has no results writer")
         return self._writer
 
     @writer.setter
-    def writer(self, writer: ResultsWriter) -> None:
+    def writer(self, writer: RecordSink) -> None:
         self._writer = writer
 
     def _record(self, scenario: Scenario, outcome: Outcome, **kwargs: Any) -> None:
