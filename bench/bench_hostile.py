@@ -277,7 +277,7 @@ def input_cases(
 
 
 def _limit(name: str) -> int:
-    from reports.floor.limits import limit
+    from floor.limits import limit
 
     return limit(name)
 

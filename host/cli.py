@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, NoReturn, TextIO
 
+from floor.safe_io import DISK_ERRNOS, OutputFailed, UnsafeOutput, console_text
 from reference_model.errors import KitError
 from reference_model.profiles import PROFILES
 from reference_model.verdicts import RunExit
-from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, UnsafeOutput, console_text
 from reports.outputs import DEFAULT_STORE
 from reports.plan_options import CROSS_TRIPLES, FUZZ, RUN
 from reports.store_postgresql import is_postgresql_url

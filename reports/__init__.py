@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from .floor.lazy_names import lazy_names
+from floor.lazy_names import lazy_names
+
 from .outputs import REPORT_FILES as REPORT_FILES
 from .outputs import RESULTS_FILE as RESULTS_FILE
 from .outputs import present as present
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from .results import load_results as load_results
     from .summary import write_summary as write_summary
 
-# Imported when first used: a command that only writes a file safely (reports.floor.safe_io, which every
+# Imported when first used: a command that only writes a file safely (floor.safe_io, which every
 # command uses) or reads a store loads no report renderer.
 _LATER: Final = {
     "write_atlas": ".atlas",
@@ -76,8 +77,9 @@ def report_paths(out_dir: Path) -> dict[str, Path]:
 def write_run_reports(run: RunResults, out_dir: Path, baseline: BaselineComparison | None = None) -> dict[str, Path]:
     """Write the four reports of a run already read into `out_dir`; report.html shows `baseline`, the
     comparison with a baseline run (`npuconf report --baseline`), when given."""
+    from floor.safe_io import output_dir
+
     from .atlas import run_atlas, write_atlas
-    from .floor.safe_io import output_dir
     from .html import write_html
     from .junit import write_junit
     from .summary import write_summary

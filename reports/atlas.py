@@ -42,6 +42,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Final
 
+from floor.safe_io import write_bytes
 from reference_model.readings import READINGS
 from reference_model.trace import (
     Begin,
@@ -58,7 +59,6 @@ from reference_model.verdicts import Verdict
 from reference_model.vocabulary import OPS, Op
 
 from .clause_answers import readings_of_reason
-from .floor.safe_io import write_bytes
 from .results import ResultRecord, RunResults, callback_latencies, format_ns, percentile
 from .summary import clean_json
 

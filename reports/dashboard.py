@@ -39,13 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from floor.jsonl import bounded_json
+from floor.safe_io import output_dir, write_text
 from reference_model.verdicts import SEVERITY, Verdict, worst
 
 from .atlas import AtlasChange, DeviceAtlas, SectionView, atlas_changes, atlas_sections, side_by_side
 from .claim import NORMATIVE_PROFILE
 from .clause_answers import stored_answering
-from .floor.jsonl import bounded_json
-from .floor.safe_io import output_dir, write_text
 from .html import environment
 from .store import StoreEngine, describe_location, open_store, stored_atlas
 

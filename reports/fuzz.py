@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from .floor.safe_io import write_text
+from floor.safe_io import write_text
+
 from .html import environment
 
 FUZZ_SCHEMA: Final = 3

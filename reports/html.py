@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Final
 
 from markupsafe import Markup
 
+from floor.safe_io import atomic_output
+from floor.user_cache import cache_key, read_entry, write_entry
 from reference_model.readings import READING_CLAUSES, READINGS
 from reference_model.verdicts import FINDING_ORDER, SEVERITY, Verdict
 
@@ -35,8 +37,6 @@ from .findings import (
     coverage_gaps,
     findings,
 )
-from .floor.safe_io import atomic_output
-from .floor.user_cache import cache_key, read_entry, write_entry
 from .plan_options import read_plan_options
 from .results import (
     ResultRecord,
@@ -455,7 +455,7 @@ def _finalize(value: object) -> object:
 def environment() -> jinja2.Environment:
     """The one template environment of the kit's pages, made once per process (jinja2 is imported only
     by commands that render a page); each template is compiled once and its code kept in the user
-    cache (reports/floor/user_cache.py), keyed by jinja2 on the template's source."""
+    cache (floor/user_cache.py), keyed by jinja2 on the template's source."""
     import jinja2
 
     class UserCache(jinja2.BytecodeCache):

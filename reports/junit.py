@@ -11,11 +11,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from floor.safe_io import atomic_output
 from reference_model.verdicts import ANSWER_ORDER, Verdict
 
 from .clause_answers import ClauseAnswers, answering_clauses, clause_answers
 from .findings import trace_excerpt
-from .floor.safe_io import atomic_output
 from .results import ResultRecord, RunResults, render_value, safe_text
 
 if TYPE_CHECKING:  # junitparser is imported only where a junit.xml is built

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from floor.safe_io import output_dir
 from reference_model.errors import KitError
 
-from .floor.safe_io import output_dir
 from .plan_options import OPTION, read_plan_options
 from .records import (
     RESULTS_SCHEMA,

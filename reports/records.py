@@ -26,13 +26,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
-from reference_model.divergence import Divergence, render_value
-from reference_model.errors import KitError
-from reference_model.verdicts import Verdict
-
-from .floor.jsonl import dump_line
-from .floor.limits import limit, over
-from .floor.safe_io import (
+from floor.jsonl import dump_line
+from floor.limits import limit, over
+from floor.safe_io import (
     DISK_ERRNOS,
     OutputFailed,
     UnsafeOutput,
@@ -41,6 +37,9 @@ from .floor.safe_io import (
     read_unfollowed,
     safe_text,
 )
+from reference_model.divergence import Divergence, render_value
+from reference_model.errors import KitError
+from reference_model.verdicts import Verdict
 
 RESULTS_SCHEMA: Final = 1
 RESULTS_NAME: Final = "results.jsonl"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from floor.safe_io import safe_text as safe_text
 from reference_model.divergence import Divergence as Divergence
 from reference_model.divergence import render_value as render_value
 from reference_model.trace import Call, Cb, read_line
@@ -21,7 +22,6 @@ from reference_model.verdicts import RunExit, Verdict, worst
 from reference_model.vocabulary import Op
 
 from .claim import Claim, claim_of
-from .floor.safe_io import safe_text as safe_text
 from .kit import KitFacts, kit_facts
 from .plan_options import read_plan_options
 from .records import RESULTS_NAME as RESULTS_NAME

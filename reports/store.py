@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from floor.jsonl import bounded_json
+
 from .atlas import DeviceAtlas, device_atlas, entry_from_json, sorted_entries
 from .clause_answers import answering_clauses
-from .floor.jsonl import bounded_json
 from .outputs import DEFAULT_STORE
 from .records import Plan, ResumeRecord, parse_line, results_file
 from .results import RunResults, load_results, read_results_bytes, safe_text

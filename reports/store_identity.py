@@ -1,7 +1,7 @@
 """Who recorded a run and who imports it: the host identity of plans and resumes, the store's submitter.
 
 A host identity is a random 32-hex-digit id kept in this user's state directory
-(reports.floor.safe_io.host_state_dir, file `host-id`, created once with mode 0600); records carry only its
+(floor.safe_io.host_state_dir, file `host-id`, created once with mode 0600); records carry only its
 SHA-256 (`host_identity`), so a results.jsonl never holds the secret itself. Another user on the same
 machine, or the same user on another machine, has another identity. The store lets a run's rows grow
 only by a `resume` record of this identity, imported by this identity (reports/store.py).
@@ -17,7 +17,7 @@ import secrets
 import socket
 from typing import Final
 
-from .floor.safe_io import create_exclusive, host_state_dir, read_small, remove_file
+from floor.safe_io import create_exclusive, host_state_dir, read_small, remove_file
 
 HOST_ID_FILE: Final = "host-id"
 _ID: Final = re.compile(r"[0-9a-f]{32}")

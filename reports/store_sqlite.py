@@ -4,7 +4,7 @@ The schema version is SQLite's `user_version`, as in every store written before 
 Writers take turns with `BEGIN IMMEDIATE` (the file's write lock, waited for up to 30 s), so a store
 created by several runs at once is created once and every run's import lands.
 
-The file is reached the way the kit reaches every file it writes (reports/floor/safe_io.py): its directory
+The file is reached the way the kit reaches every file it writes (floor/safe_io.py): its directory
 with no other user's symlink followed, the file itself created by the kit (never by SQLite, which is
 opened with `mode=rw`) and refused when it is another user's symlink; once SQLite has opened it, the
 file it holds open must be the one checked, or the store is refused. A planted symlink never makes
@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .floor.safe_io import SYMLINK_HOPS, UnsafeOutput, create_exclusive, open_directory, refuse_foreign_symlink
+from floor.safe_io import SYMLINK_HOPS, UnsafeOutput, create_exclusive, open_directory, refuse_foreign_symlink
+
 from .store_engine import Params, StoreError, first_line, rows_of
 from .store_identity import local_submitter
 

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from floor.safe_io import atomic_output
 from reference_model.verdicts import Verdict
 
 from .clause_answers import clause_answers
 from .findings import coverage_gaps, finding_summary, findings, gap_summary
-from .floor.safe_io import atomic_output
 from .results import (
     RunResults,
     count_verdicts,

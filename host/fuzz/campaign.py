@@ -20,9 +20,9 @@ from typing import Any, Final
 
 import yaml
 
+from floor.safe_io import append_bytes, output_dir, remove_file, write_text
 from reference_model.errors import KitError
 from reference_model.verdicts import Verdict
-from reports.floor.safe_io import append_bytes, output_dir, remove_file, write_text
 from reports.fuzz import FuzzDevice, FuzzDivergence, FuzzSummary, write_fuzz_reports
 from reports.plan_options import FUZZ, OPTIONS
 from reports.words import counted

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from floor.safe_io import atomic_output, checked_name, read_unfollowed
 from reference_model.errors import KitError
 from reports import RunResults, write_run_reports
-from reports.floor.safe_io import atomic_output, checked_name, read_unfollowed
 from reports.results import read_results_bytes
 
 from .. import KIT_VERSION

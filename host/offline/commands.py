@@ -10,9 +10,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from floor.safe_io import shared_default
 from reports import load_results, write_reports
 from reports.baseline import BaselineComparison, compare_runs
-from reports.floor.safe_io import shared_default
 from reports.outputs import DEFAULT_STORE
 from reports.store import describe_location, import_runs, is_postgresql_url
 

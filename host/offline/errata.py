@@ -10,6 +10,7 @@ from typing import Final
 
 import yaml
 
+from floor.safe_io import output_dir, write_text
 from reference_model.readings import READING_TABLE
 from reports import load_results
 from reports.errata import (
@@ -21,7 +22,6 @@ from reports.errata import (
     render_errata_html,
     render_errata_markdown,
 )
-from reports.floor.safe_io import output_dir, write_text
 
 from ..errors import UsageError
 from ..suite import REPO_ROOT, load_catalogue, load_yaml_file

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 from typing import Final
 
-from reports.floor.safe_io import read_small
+from floor.safe_io import read_small
 
 from ..errors import UsageError
 

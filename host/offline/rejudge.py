@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from floor.safe_io import output_dir
 from reference_model.caps import DeviceCaps
 from reference_model.profiles import PROFILES
 from reference_model.scenario import Scenario
@@ -21,7 +22,6 @@ from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, write_reports
 from reports.claim import Claim
-from reports.floor.safe_io import output_dir
 from reports.plan_options import OPTION
 from reports.records import (
     EndRecord,

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from floor.safe_io import write_text
 from reference_model.rules import cited_clauses
 from reports import load_results
-from reports.floor.safe_io import write_text
 from reports.spec_page import SpecClause, SpecSource, render_spec
 
 from ..errors import UsageError

@@ -23,6 +23,8 @@ from typing import IO, Any, BinaryIO, Final
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from floor.limits import limit, over
+from floor.safe_io import DISK_ERRNOS, OutputFailed, console_text
 from reference_model.profiles import PROFILES
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
@@ -31,8 +33,6 @@ from reference_model.waivers import Waiver
 from reports import ResultsUnreadable, RunResults, load_results
 from reports.atlas import Atlas, atlas_bytes, run_atlas
 from reports.claim import Claim, ClaimLevel
-from reports.floor.limits import limit, over
-from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, console_text
 from reports.html import html_chunks
 from reports.junit import junit_chunks
 from reports.plan_filters import filters_of

@@ -7,9 +7,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from floor.limits import TraceLimits, over
 from reference_model.trace import closing_scenario, exit_line
 from reference_model.vocabulary import PROBE_LIST_LINES
-from reports.floor.limits import TraceLimits, over
 
 from ..errors import StaleProbe
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, Final
 
+from floor.limits import TraceLimits
 from reference_model.trace import missing_functions
-from reports.floor.limits import TraceLimits
 
 from .output import (
     BatchOutcome,

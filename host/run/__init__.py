@@ -8,7 +8,7 @@ The names are imported from their modules when first used: `npuconf run` starts 
 
 from typing import TYPE_CHECKING, Final
 
-from reports.floor.lazy_names import lazy_names
+from floor.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from .answer import print_answer as print_answer

@@ -1,5 +1,5 @@
 """The model's data digests: one memo for every judgement of this process, kept between runs in the
-user cache (reports/floor/user_cache.py).
+user cache (floor/user_cache.py).
 
 Judging a whole run spends most of its time computing FNV-1a-64 digests of the data patterns a
 scenario reads back, byte by byte in Python, and every run of the corpus asks for the same ranges.
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Final
 
 import reference_model.content as content
-from reports.floor.user_cache import cache_key, read_entry, write_entry
+from floor.user_cache import cache_key, read_entry, write_entry
 
 NAMESPACE: Final = "digests"
 _U64: Final = 1 << 64

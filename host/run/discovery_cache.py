@@ -16,9 +16,9 @@ import threading
 from dataclasses import dataclass
 from typing import Final
 
+from floor.limits import limit
+from floor.user_cache import cache_key, read_entry, write_entry
 from reference_model.scenario import Scenario
-from reports.floor.limits import limit
-from reports.floor.user_cache import cache_key, read_entry, write_entry
 
 from ..probe import Pairs, ScenarioTrace, compile_program, compile_scenario
 from ..suite import model_hash

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from floor.safe_io import output_dir, shared_default
 from reports import REPORT_FILES, RESULTS_FILE, present
-from reports.floor.safe_io import output_dir, shared_default
 
 from ..errors import UsageError
 from ..targets import Device, Target, VnpuProfile, fleet_targets, resolve_kind

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from reports.floor.safe_io import console_text
+from floor.safe_io import console_text
 from reports.plan_options import OPTION, OPTIONS, PYTEST, PlanOption, PlanOptions
 
 from ..errors import UsageError

@@ -1,7 +1,7 @@
 """Which run directories this user created on this host: `--resume` trusts a plan's options only for those.
 
 `npuconf run` writes a random token into RUN_DIR/.npuconf-host (mode 0600: no other user learns it) and
-records, in this user's private state directory (reports.floor.safe_io.host_state_dir, `runs/<token>`),
+records, in this user's private state directory (floor.safe_io.host_state_dir, `runs/<token>`),
 the directory's resolved path, its identity (st_dev, st_ino) and its owner. A directory is trusted on
 `--resume` only when all of these hold: it is owned by the user resuming, no group or other user may
 write in it, its marker is this user's private file holding a registered token, and the registry entry
@@ -24,9 +24,9 @@ import stat
 from pathlib import Path
 from typing import Final
 
+from floor.safe_io import UnsafeOutput, host_state_dir, open_directory, owned_privately, write_text
 from reference_model.verdicts import Verdict
 from reports import RunResults
-from reports.floor.safe_io import UnsafeOutput, host_state_dir, open_directory, owned_privately, write_text
 
 MARKER: Final = ".npuconf-host"
 _TOKEN: Final = re.compile(r"[0-9a-f]{32}")

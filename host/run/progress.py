@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from floor.safe_io import console_text
 from reference_model.verdicts import Verdict
-from reports.floor.safe_io import console_text
 
 REDRAW_INTERVAL_S = 0.25  # terminal: the fastest redraw
 LOG_INTERVAL_S = 10.0  # log: a line at least this often while results arrive

@@ -8,8 +8,8 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from floor.safe_io import shared_default
 from reference_model.errors import KitError
-from reports.floor.safe_io import shared_default
 from reports.store import DEFAULT_STORE, MeasuredDurations, describe_location, import_runs, measured_durations
 from reports.store_postgresql import is_postgresql_url
 

@@ -9,9 +9,9 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
+from floor.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 from reference_model.verdicts import Verdict
 from reports import load_results, report_paths
-from reports.floor.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 from reports.plan_options import PlanOptions, read_plan_options
 
 from ..errors import UsageError

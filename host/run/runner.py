@@ -9,12 +9,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from floor.safe_io import DISK_ERRNOS, OutputFailed, output_dir
 from reference_model.caps import DeviceCaps
 from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports.floor.safe_io import DISK_ERRNOS, OutputFailed, output_dir
 from reports.records import DeviceRecord, EndRecord, Record
 
 from ..errors import UsageError

@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from floor.safe_io import output_dir
 from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, report_paths, write_run_reports
 from reports.claim import Claim
-from reports.floor.safe_io import output_dir
 from reports.run_options import npuconf_command
 
 from ..errors import RunInterrupted, UsageError

@@ -1,7 +1,7 @@
 """Where the kit's own files live: a checkout, or site-packages after a wheel install.
 
 REPO_ROOT is the directory holding the `host` package. In a checkout that is the repository; a wheel
-installs host/, reports/, reference_model/, conformance/ and ndk_probe/ side by side in site-packages,
+installs host/, reports/, floor/, reference_model/, conformance/ and ndk_probe/ side by side in site-packages,
 so the same relative paths hold in both. Only builds differ: site-packages is no place to write them."""
 
 from __future__ import annotations

@@ -13,11 +13,11 @@ from typing import Final
 
 import yaml
 
+from floor.limits import limit, over
+from floor.user_cache import cache_key, read_entry, source_fingerprint, write_entry
 from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import SYMBOLIC_INTS, Scenario, parse_scenario
 from reference_model.vocabulary import Op
-from reports.floor.limits import limit, over
-from reports.floor.user_cache import cache_key, read_entry, source_fingerprint, write_entry
 
 from ..errors import UsageError
 from .checkout import REPO_ROOT, SCENARIO_ROOT
@@ -93,7 +93,7 @@ def load_corpus(root: Path = SCENARIO_ROOT, known_clauses: frozenset[str] | None
     """Every scenario under root, sorted by id; ids must be unique across the corpus.
 
     A corpus already parsed from the same bytes, by the same parser code, is taken from the user cache
-    (reports/floor/user_cache.py): parsing is most of a short run's fixed cost."""
+    (floor/user_cache.py): parsing is most of a short run's fixed cost."""
     check_scenario_root(root)
     paths = sorted(root.glob("*/*.yaml"))
     if not paths:

@@ -16,7 +16,7 @@ HASHED_PARTS: Final = ("kit", "model", "probe", "suite")
 
 # part -> (path under the repository, glob under it; "" for a single file)
 PART_FILES: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    "kit": (("host", "*.py"), ("reference_model", "*.py"), ("reports", "*.py")),
+    "kit": (("floor", "*.py"), ("host", "*.py"), ("reference_model", "*.py"), ("reports", "*.py")),
     "model": (("reference_model", "*.py"),),
     "probe": (("ndk_probe/src", "*"), ("ndk_probe/vocabulary.yaml", "")),
     "suite": (("conformance/scenarios", "*.yaml"), ("conformance/clauses.yaml", "")),

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from reports.floor.limits import limit, over
-from reports.floor.safe_io import read_regular
+from floor.limits import limit, over
+from floor.safe_io import read_regular
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

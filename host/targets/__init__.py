@@ -6,7 +6,7 @@ configures the virtual NPU."""
 
 from typing import TYPE_CHECKING, Final
 
-from reports.floor.lazy_names import lazy_names
+from floor.lazy_names import lazy_names
 
 from .base import Device as Device
 from .base import Target as Target

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
-from reports.floor.limits import limit, over
+from floor.limits import limit, over
 
 from .adb_host import (
     MESSAGE_MAX_BYTES,

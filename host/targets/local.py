@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from floor.limits import limit, over
+from floor.safe_io import append_bytes, output_dir, write_text
+from floor.user_cache import cache_key, read_entry, write_entry
 from reference_model.vocabulary import PROBE_LIST_LINES
-from reports.floor.limits import limit, over
-from reports.floor.safe_io import append_bytes, output_dir, write_text
-from reports.floor.user_cache import cache_key, read_entry, write_entry
 from reports.run_options import npuconf_command
 
 from ..errors import UsageError

@@ -68,10 +68,12 @@ def test_wheel_install_runs_local_and_virtual_from_elsewhere(tmp_path):
         )  # fmt: skip
 
     where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import host; print(host.__file__)"],
+        [str(venv / "bin" / "python"), "-c",
+         "import floor, host, reference_model, reports; print(floor.__file__, host.__file__, "
+         "reference_model.__file__, reports.__file__, sep='\\n')"],
         cwd=elsewhere, env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert where.stdout.startswith(str(_site_packages(venv))), where.stdout
+    assert all(line.startswith(str(_site_packages(venv))) for line in where.stdout.splitlines()), where.stdout
 
     before = npuconf("run", "--target", "virtual", "-k", "free.empty_list", "--out", "virtual-first", "-q")
     assert before.returncode == 3, before.stdout + before.stderr

@@ -79,7 +79,7 @@ def test_junit_xml_entity_expansion_is_refused(tmp_path):
 
 
 # What verify does per record lives here (the corpus and catalogue it loads once are in host/suite).
-COUNTED = tuple(f"{ROOT / part}/" for part in ("reports", "host/offline", "host/run", "reference_model"))
+COUNTED = tuple(f"{ROOT / part}/" for part in ("floor", "reports", "host/offline", "host/run", "reference_model"))
 
 
 def _lines_run(bundle):

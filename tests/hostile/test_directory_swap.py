@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.floor.safe_io import UnsafeOutput, append_bytes, write_text
+from floor.safe_io import UnsafeOutput, append_bytes, write_text
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root and a second user")
 

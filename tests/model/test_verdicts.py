@@ -42,7 +42,7 @@ def test_no_module_spells_a_set_of_verdicts():
     own = ROOT / "reference_model" / "verdicts.py"
     spelled = {
         str(path.relative_to(ROOT)): lines
-        for room in ("reference_model", "reports", "host", "conformance")
+        for room in ("reference_model", "floor", "reports", "host", "conformance")
         for path in sorted((ROOT / room).rglob("*.py"))
         if path != own and (lines := _verdict_sets(path))
     }

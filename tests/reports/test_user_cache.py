@@ -1,11 +1,11 @@
-"""The per-user cache (reports/floor/user_cache.py): an entry is read back only when nobody but this user could
+"""The per-user cache (floor/user_cache.py): an entry is read back only when nobody but this user could
 have written it; anything else is a miss, and a cache that cannot be written never fails a command."""
 
 import os
 
 import pytest
 
-from reports.floor.user_cache import cache_key, read_entry, write_entry
+from floor.user_cache import cache_key, read_entry, write_entry
 
 KEY = cache_key("some", b"input")
 
@@ -62,7 +62,7 @@ def test_a_cache_that_cannot_be_written_is_skipped(cache):
 
 
 def test_old_entries_are_pruned(cache, monkeypatch):
-    monkeypatch.setattr("reports.floor.user_cache.ENTRIES_KEPT", 3)
+    monkeypatch.setattr("floor.user_cache.ENTRIES_KEPT", 3)
     keys = [cache_key(str(i)) for i in range(6)]
     for i, key in enumerate(keys):
         write_entry("space", key, b"x")

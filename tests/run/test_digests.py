@@ -6,8 +6,8 @@ import json
 import pytest
 
 import reference_model.content as content
+from floor.user_cache import write_entry
 from host.run import digests
-from reports.floor.user_cache import write_entry
 
 
 @pytest.fixture

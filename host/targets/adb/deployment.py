@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from reports.floor.safe_io import UnsafeOutput, checked_name
+from floor.safe_io import UnsafeOutput, checked_name
 from reports.run_options import npuconf_command
 
 from ...errors import InfraError, UsageError

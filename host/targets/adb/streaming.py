@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from floor.limits import TraceLimits
 from reference_model.trace import missing_functions
-from reports.floor.limits import TraceLimits
 
 from ...errors import InfraError
 from ...probe import (

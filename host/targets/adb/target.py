@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from reports.floor.limits import limit, over
+from floor.limits import limit, over
 
 from ...errors import InfraError
 from ...probe import BatchOutcome, ScenarioTrace

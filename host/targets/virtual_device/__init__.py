@@ -9,7 +9,7 @@ API and the profile facts the adb target reads.
 
 from typing import TYPE_CHECKING, Final
 
-from reports.floor.lazy_names import lazy_names
+from floor.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from .adb_server import adb_env as adb_env

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from reports.floor.safe_io import open_append, output_dir
+from floor.safe_io import open_append, output_dir
 
 from ...errors import UsageError
 from ..adb_host import LOOPBACK, AdbServerAddress, AdbServerError, server_answers

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Final
 
-from reports.floor.safe_io import host_state_dir, write_bytes, write_text
+from floor.safe_io import host_state_dir, write_bytes, write_text
 
 if TYPE_CHECKING:  # the crypto library is loaded where a key is made, read or checked
     from cryptography.hazmat.primitives.asymmetric import rsa

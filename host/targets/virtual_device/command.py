@@ -6,7 +6,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from reports.floor.safe_io import remove_file
+from floor.safe_io import remove_file
 from reports.run_options import npuconf_command
 
 from ...errors import UsageError

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from reports.floor.safe_io import UnsafeOutput, output_dir, remove_file, write_text
+from floor.safe_io import UnsafeOutput, output_dir, remove_file, write_text
 
 from ...errors import UsageError
 from ..adb_host import LOOPBACK, AdbServerAddress, AdbServerError, host_request

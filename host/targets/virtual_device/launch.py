@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from reports.floor.safe_io import checked_name, open_append, output_dir, write_text
+from floor.safe_io import checked_name, open_append, output_dir, write_text
 
 from ... import REPO_ROOT
 from ...errors import InfraError

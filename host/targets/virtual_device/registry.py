@@ -10,7 +10,7 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reports.floor.safe_io import host_state_dir, write_text
+from floor.safe_io import host_state_dir, write_text
 
 from ...errors import UsageError
 from .processes import process_start

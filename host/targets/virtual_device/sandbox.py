@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from reports.floor.safe_io import UnsafeOutput, open_directory
+from floor.safe_io import UnsafeOutput, open_directory
 
 # Device prefix -> directory below the sandbox root. Longest prefixes first.
 ALIASES: Final = (
@@ -70,7 +70,7 @@ class Sandbox:
         """The sandbox at `root`, with `tools` (name -> text) in its /system/bin.
 
         Every operation is relative to a directory descriptor reached with no other user's symlink
-        followed (reports/floor/safe_io.py). With `owner` (the device runs as root), a sandbox that survived
+        followed (floor/safe_io.py). With `owner` (the device runs as root), a sandbox that survived
         an earlier device is removed whole first (its files belong to that device's identity; a hard
         link planted in it is unlinked, never handed over), and the new one is made, filled and then
         given to `owner`: the sandbox root 0700, its data/ and sdcard/ trees, so nobody else gets in.

@@ -7,7 +7,7 @@ import contextlib
 import threading
 from pathlib import Path
 
-from reports.floor.safe_io import UnsafeOutput, remove_file
+from floor.safe_io import UnsafeOutput, remove_file
 
 from ...errors import InfraError
 from ..adb_host import device_states, server_answers
