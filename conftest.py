@@ -2,7 +2,7 @@
 Fixtures live in conformance/conftest.py."""
 
 from host.run import add_options, add_target_option
-from host.targets import DEFAULT_KIND, KIND_NAMES
+from host.targets.kinds import DEFAULT_KIND, KIND_NAMES
 from reports.plan_options import PYTEST
 
 

@@ -37,13 +37,9 @@ from host.suite import (
     load_catalogue,
     load_corpus,
 )
-from host.targets import (
-    DEVICE_DIR,
-    PROFILE_NAME,
-    AdbTarget,
-    LocalTarget,
-    VnpuProfile,
-)
+from host.targets import VnpuProfile
+from host.targets.adb import DEVICE_DIR, PROFILE_NAME, AdbTarget
+from host.targets.local import LocalTarget
 from host.targets.virtual_device import free_port, start_fleet, stop_fleet
 from reference_model.judge import judge
 

@@ -35,7 +35,8 @@ from host.probe import DEFAULT_BUILD_DIR, build_probe
 from host.run import RunPlan
 from host.run.runner import execute_run
 from host.suite import load_catalogue, load_corpus
-from host.targets import AdbTarget, VnpuProfile
+from host.targets import VnpuProfile
+from host.targets.adb import AdbTarget
 from host.targets.virtual_device import Fleet, start_fleet, stop_fleet
 from reports.plan_options import PlanOptions
 

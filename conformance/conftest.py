@@ -14,17 +14,10 @@ import pytest
 
 from host.run import PreparedDevice
 from host.suite import load_catalogue
-from host.targets import (
-    DEFAULT_KIND,
-    Fleet,
-    FleetSupervisor,
-    Opening,
-    VnpuProfile,
-    check_impl,
-    fleet_targets,
-    start_fleet,
-    target_kind,
-)
+from host.targets import VnpuProfile
+from host.targets.impl_check import check_impl
+from host.targets.kinds import DEFAULT_KIND, Opening, fleet_targets, target_kind
+from host.targets.virtual_device import Fleet, FleetSupervisor, start_fleet
 from reference_model.errors import KitError
 from reports.plan_options import PlanOptions
 

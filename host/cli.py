@@ -25,7 +25,7 @@ from reports.store_postgresql import is_postgresql_url
 
 from .errors import InfraError, RunInterrupted
 from .run import add_options, add_target_option, user_path
-from .targets import DEFAULT_KIND, KIND_NAMES
+from .targets.kinds import DEFAULT_KIND, KIND_NAMES
 
 
 def store_location(text: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from reference_model.errors import KitError
+from reports.run_options import npuconf_command
 
 
 class UsageError(KitError):
@@ -31,8 +32,6 @@ class StaleProbe(InfraError):
         self.probe = probe
         self.probe_line = probe_line
         self.kit_line = kit_line
-        from reports.run_options import npuconf_command  # only when a probe is stale: errors load first
-
         super().__init__(
             f"probe op table differs from the kit's ({probe}: {probe_line!r}, kit: {kit_line!r}): "
             f"rebuild the probe with `{npuconf_command('probe', 'build')}`"

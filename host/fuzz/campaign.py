@@ -30,7 +30,9 @@ from reports.words import counted
 from ..errors import InfraError, RunInterrupted, UsageError
 from ..run import RunRequest, now_iso, open_targets
 from ..suite import load_catalogue
-from ..targets import AdbTarget, LocalTarget, Target
+from ..targets import Target
+from ..targets.adb import AdbTarget
+from ..targets.local import LocalTarget
 from .execute import ProgramRunner, Result
 from .generate import generate
 from .replay import replay

@@ -12,7 +12,7 @@ from reports.words import counted
 
 from ..errors import RunInterrupted, UsageError
 from ..run import RunRequest, apply_defaults, check_target_options, new_run_id
-from ..targets import DEFAULT_KIND
+from ..targets.kinds import DEFAULT_KIND
 from .campaign import Budget, FuzzProgress, FuzzRequest, fuzz
 from .progress import progress_line, start_line
 

@@ -21,8 +21,8 @@ from typing import Any, Final
 
 from floor.safe_io import atomic_output, checked_name, read_unfollowed
 from reference_model.errors import KitError
-from reports import RunResults, write_run_reports
-from reports.results import read_results_bytes
+from reports.results import RunResults, read_results_bytes
+from reports.run_reports import write_run_reports
 
 from .. import KIT_VERSION
 from ..suite import checkout_tree_hashes

@@ -11,9 +11,12 @@ from collections import Counter
 from pathlib import Path
 
 from floor.safe_io import shared_default
-from reports import load_results, write_reports
 from reports.baseline import BaselineComparison, compare_runs
+from reports.dashboard import write_dashboard
+from reports.merge import merge_runs
 from reports.outputs import DEFAULT_STORE
+from reports.results import load_results
+from reports.run_reports import write_reports
 from reports.store import describe_location, import_runs, is_postgresql_url
 
 from ..errors import UsageError
@@ -83,8 +86,6 @@ def rejudge_command(args: argparse.Namespace) -> int:
 
 def merge_command(dirs: list[Path], out: Path) -> int:
     """`npuconf report DIR... --merge OUT`: one results.jsonl and reports for several runs."""
-    from reports.merge import merge_runs
-
     outcome = merge_runs(dirs, out)
     for problem in outcome.problems:
         print(f"problem: {problem}", file=sys.stderr)
@@ -123,8 +124,6 @@ def store_import_command(args: argparse.Namespace) -> int:
 
 
 def dashboard_command(args: argparse.Namespace) -> int:
-    from reports.dashboard import write_dashboard
-
     args.store = default_store(args.store)
     if args.out is not None:
         out = args.out

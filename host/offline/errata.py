@@ -12,7 +12,6 @@ import yaml
 
 from floor.safe_io import output_dir, write_text
 from reference_model.readings import READING_TABLE
-from reports import load_results
 from reports.errata import (
     AtlasRule,
     Errata,
@@ -22,6 +21,7 @@ from reports.errata import (
     render_errata_html,
     render_errata_markdown,
 )
+from reports.results import load_results
 
 from ..errors import UsageError
 from ..suite import REPO_ROOT, load_catalogue, load_yaml_file

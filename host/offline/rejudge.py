@@ -20,8 +20,8 @@ from reference_model.profiles import PROFILES
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, write_reports
 from reports.claim import Claim
+from reports.outputs import REPORT_FILES, RESULTS_FILE, present
 from reports.plan_options import OPTION
 from reports.records import (
     EndRecord,
@@ -33,6 +33,8 @@ from reports.records import (
     verdict_counts,
     write_records,
 )
+from reports.results import RunResults, load_results
+from reports.run_reports import write_reports
 
 from ..errors import UsageError
 from ..probe import Pairs

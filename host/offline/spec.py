@@ -10,7 +10,7 @@ from typing import Final
 
 from floor.safe_io import write_text
 from reference_model.rules import cited_clauses
-from reports import load_results
+from reports.results import load_results
 from reports.spec_page import SpecClause, SpecSource, render_spec
 
 from ..errors import UsageError

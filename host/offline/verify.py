@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Final
 
+import markupsafe
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from floor.limits import limit, over
@@ -30,7 +31,6 @@ from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.vocabulary import VOCABULARY_HASH
 from reference_model.waivers import Waiver
-from reports import ResultsUnreadable, RunResults, load_results
 from reports.atlas import Atlas, atlas_bytes, run_atlas
 from reports.claim import Claim, ClaimLevel
 from reports.html import html_chunks
@@ -38,6 +38,7 @@ from reports.junit import junit_chunks
 from reports.plan_filters import filters_of
 from reports.plan_options import PlanOptions, read_plan_options
 from reports.records import EndRecord, LostRecord, Plan, Records, ResultRecord, ResumeRecord, parse_records
+from reports.results import ResultsUnreadable, RunResults, load_results
 from reports.run_options import npuconf_command, portable_command
 from reports.store import parse_date
 from reports.summary import summary_chunks
@@ -599,8 +600,6 @@ def _json_command(body: bytes) -> bytes:
 
 
 def _html_command(body: bytes) -> bytes:
-    import markupsafe
-
     try:
         text = html.unescape(body.decode("utf-8"))
     except UnicodeDecodeError:

@@ -1,7 +1,7 @@
 """`npuconf run`: the request from the command line, progress on stderr, the answer on stdout.
 
-A new run on the kit's virtual devices starts them first thing (head_start.py), then loads the rest of
-the run's code: the imports and the corpus load overlap the devices' start."""
+A new run on the kit's virtual devices starts them first thing (head_start.py): the corpus load and the
+plan overlap the devices' start."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ import sys
 from reports.plan_options import RUN
 
 from ..errors import RunInterrupted
+from .answer import print_answer
 from .head_start import start_ahead
 from .options import apply_defaults
 from .plan import RunRequest, check_target_options
+from .progress import Progress
+from .resume import resume_run
+from .start import start_run
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -22,11 +26,6 @@ def run_command(args: argparse.Namespace) -> int:
     request = RunRequest.from_args(args, args.target or "auto", RUN)
     ahead = start_ahead(request) if args.resume is None else None
     try:
-        from .answer import print_answer
-        from .progress import Progress
-        from .resume import resume_run
-        from .start import start_run
-
         progress = None if args.quiet else Progress(sys.stderr)
         try:
             if args.resume is not None:

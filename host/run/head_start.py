@@ -1,9 +1,9 @@
 """The kit's virtual devices get a head start: their fleet (the private adb server and the device processes)
 is started on a thread of its own and, for a new run, each device is prepared there too (probe pushed,
-pairs discovered) as soon as it is connected, while the command loads the kit, the corpus and writes the
-plan. A virtual run's own fixed cost then overlaps the kit's start-up instead of following it.
+pairs discovered) as soon as it is connected, while the command loads the corpus and writes the plan. A
+virtual run's own fixed cost then overlaps the run's start-up instead of following it.
 
-`start_ahead` is called by `npuconf run` first thing, before the rest of the run's code is even imported;
+`start_ahead` is called by `npuconf run` first thing;
 `start_run` takes what it started (the run's id, its directory and the devices) or, on any error before
 the devices are in use, stops them and removes what was created for nothing (docs/architecture.md, "A run,
 step by step"). `open_targets` starts a `VirtualFleet` on the spot for the commands that give no head start
@@ -20,19 +20,20 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from floor.safe_io import output_dir, shared_default
-from reports import REPORT_FILES, RESULTS_FILE, present
+from reports.outputs import REPORT_FILES, RESULTS_FILE, present
 
 from ..errors import UsageError
-from ..targets import Device, Target, VnpuProfile, fleet_targets, resolve_kind
+from ..targets import Device, Target, VnpuProfile
+from ..targets.adb import AdbTarget
+from ..targets.kinds import fleet_targets, resolve_kind
+from ..targets.virtual_device import FleetSupervisor, start_fleet
+from .discovery_cache import BuildDiscoveries
 from .plan import RunRequest, new_run_id
+from .prepared_device import prepare_device
 from .target_choice import VIRTUAL_STATE_DIR
-
-if TYPE_CHECKING:
-    from ..targets import AdbTarget, FleetSupervisor
-    from .discovery_cache import BuildDiscoveries
 
 
 class VirtualFleet:
@@ -49,12 +50,6 @@ class VirtualFleet:
         self._error: BaseException | None = None
         self._prepared: dict[str, concurrent.futures.Future[Device]] = {}
         self._lock = threading.Lock()
-        # The fleet's code is imported here, on the calling thread, before the thread that uses it starts:
-        # an import on another thread while Ctrl-C interrupts the main thread's imports could find
-        # importlib's lock left held, and wait forever.
-        from ..targets import FleetSupervisor, start_fleet
-
-        self._start_fleet, self._supervised = start_fleet, FleetSupervisor
         # Daemon: after Ctrl-C the command must not wait here; a fleet it leaves is reaped by the next run.
         self._thread = threading.Thread(target=self._start, name="start-fleet", daemon=True)
         self._thread.start()
@@ -64,7 +59,7 @@ class VirtualFleet:
             request = self._request
             count = int(request.options.given("devices"))
             names = request.device_names or tuple(f"virtual-{i + 1}" for i in range(count))
-            supervisor = self._supervised(self._start_fleet(len(names), self._state_dir, names=names))
+            supervisor = FleetSupervisor(start_fleet(len(names), self._state_dir, names=names))
             with self._lock:
                 self._supervisor = supervisor
             self._targets = fleet_targets(
@@ -80,8 +75,6 @@ class VirtualFleet:
             self._error = exc
 
     def _prepare_all(self, targets: Sequence[AdbTarget]) -> None:
-        from .discovery_cache import BuildDiscoveries
-
         builds = BuildDiscoveries()  # the devices of one build discover once
         for target in targets:
             future: concurrent.futures.Future[Device] = concurrent.futures.Future()
@@ -102,8 +95,6 @@ class VirtualFleet:
         self._thread.join()
         future = self._prepared.get(target.serial)
         if future is None:
-            from .prepared_device import prepare_device
-
             return prepare_device(target)
         return future.result()
 
@@ -120,8 +111,6 @@ class VirtualFleet:
 
 
 def _prepare(target: Target, builds: BuildDiscoveries, future: concurrent.futures.Future[Device]) -> None:
-    from .prepared_device import prepare_device
-
     try:
         future.set_result(prepare_device(target, builds))
     except BaseException as exc:

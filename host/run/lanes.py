@@ -19,8 +19,8 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, TypeVar
 
-from ..targets import DEFAULT_LANES as DEFAULT_LANES
-from ..targets import target_kind
+from ..targets.kinds import DEFAULT_LANES as DEFAULT_LANES
+from ..targets.kinds import target_kind
 
 # Capabilities whose scenarios predict the whole device's allocations and preemptions: on a shared device
 # they need it alone.

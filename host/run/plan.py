@@ -18,7 +18,8 @@ from reports.plan_options import OPTION, PlanOptions
 
 from ..errors import UsageError
 from ..suite import Catalogue
-from ..targets import DEFAULT_CAPACITY, DEFAULT_KIND, VnpuProfile
+from ..targets import DEFAULT_CAPACITY, VnpuProfile
+from ..targets.kinds import DEFAULT_KIND
 from .lanes import default_lanes
 from .options import given_options
 

@@ -11,12 +11,13 @@ from pathlib import Path
 
 from floor.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 from reference_model.verdicts import Verdict
-from reports import load_results, report_paths
 from reports.plan_options import PlanOptions, read_plan_options
+from reports.results import load_results
+from reports.run_reports import report_paths
 
 from ..errors import UsageError
 from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file, waivers_as_of
-from ..targets import target_kind
+from ..targets.kinds import target_kind
 from .options import check_resume_options
 from .ownership import forget_if_finished, why_untrusted
 from .plan import Resume, RunRequest, build_plan, check_target_options

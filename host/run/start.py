@@ -16,9 +16,11 @@ from floor.safe_io import output_dir
 from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
-from reports import REPORT_FILES, RESULTS_FILE, RunResults, load_results, present, report_paths, write_run_reports
 from reports.claim import Claim
+from reports.outputs import REPORT_FILES, RESULTS_FILE, present
+from reports.results import RunResults, load_results
 from reports.run_options import npuconf_command
+from reports.run_reports import report_paths, write_run_reports
 
 from ..errors import RunInterrupted, UsageError
 from ..suite import (
@@ -36,7 +38,9 @@ from ..suite import (
     select,
     unmatched_devices_note,
 )
-from ..targets import Opening, Target, VnpuProfile, target_kind
+from ..targets import Target, VnpuProfile
+from ..targets.kinds import Opening, target_kind
+from ..targets.virtual_device import reap_orphan_fleets
 from .head_start import HeadStart, VirtualFleet, default_out_dir, missing_ancestors, remove_created
 from .ownership import MARKER, claim, forget_if_finished, unclaim
 from .plan import RunRequest, build_plan, new_run_id
@@ -229,8 +233,6 @@ def open_targets(
     First, fleets left running by a killed `npuconf` on this host are stopped.
     """
     check_target_request(request, target_name)
-    from ..targets import reap_orphan_fleets
-
     reap_orphan_fleets()
 
     def launch() -> VirtualFleet:

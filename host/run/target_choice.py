@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ..targets import KIND_NAMES, resolve_kind, target_kind
+from ..targets.kinds import KIND_NAMES, resolve_kind, target_kind
 from .plan import RunRequest
 
 TARGETS: Final = KIND_NAMES

@@ -24,6 +24,7 @@ import contextlib
 import functools
 import os
 import struct
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -289,8 +290,6 @@ _environment_lock = threading.Lock()
 
 def adbutils_errors() -> tuple[type[BaseException], ...]:
     """adbutils' errors, once adbutils is loaded (a run that never loads it never meets them)."""
-    import sys
-
     module = sys.modules.get("adbutils.errors")
     return (module.AdbError,) if module is not None else ()
 
@@ -342,7 +341,7 @@ class AdbutilsLink:
     def client(self) -> AdbClient:
         with self._lock:
             if self._client is None:
-                import adbutils
+                import adbutils  # a heavy library, loaded only by runs that talk to a TCP adb server
 
                 with _environment_lock:
                     os.environ["ANDROID_ADB_SERVER_PORT"] = str(self.server.port)

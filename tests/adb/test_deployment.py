@@ -6,7 +6,8 @@ import re
 import pytest
 
 from host.errors import InfraError
-from host.targets import AdbTarget, VnpuProfile
+from host.targets import VnpuProfile
+from host.targets.adb import AdbTarget
 from host.targets.virtual_device import DeviceProfile
 
 

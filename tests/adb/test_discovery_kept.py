@@ -5,7 +5,8 @@ import threading
 
 from host.run import prepare_device
 from host.run.discovery_cache import DISCOVERED, FROM_CACHE, BuildDiscoveries, from_device
-from host.targets import AdbTarget, VnpuProfile
+from host.targets import VnpuProfile
+from host.targets.adb import AdbTarget
 
 
 def test_virtual_devices_of_one_build_discover_once_then_confirm_what_was_kept(fleet_factory, tmp_path, monkeypatch):

@@ -14,10 +14,10 @@ from junitparser import JUnitXml
 from host.probe import Pairs, compile_program, compile_scenario
 from host.run import prepare_device
 from host.suite import load_catalogue, load_corpus
-from host.targets import AdbServerAddress, AdbTarget
+from host.targets.adb import AdbServerAddress, AdbTarget
 from host.targets.adb_host import server_answers
 from host.targets.virtual_device import DeviceProfile
-from reports import load_results
+from reports.results import load_results
 from tests.adb.conftest import adb_cli, all_pids, assert_stopped, npuconf_popen, records, slow_corpus
 from tests.conftest import npuconf, wait_until
 

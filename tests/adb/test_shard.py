@@ -10,7 +10,7 @@ import pytest
 
 from host.suite import load_catalogue, load_corpus
 from host.targets.virtual_device import pid_runs
-from reports import load_results
+from reports.results import load_results
 from tests.adb.conftest import all_pids, assert_stopped, npuconf_popen, records, slow_corpus
 from tests.conftest import npuconf, wait_until
 

@@ -10,7 +10,7 @@ import pytest
 from host.probe import Pairs, compile_program, compile_scenario
 from host.run import prepare_device
 from host.suite import load_catalogue, load_corpus
-from host.targets import AdbTarget
+from host.targets.adb import AdbTarget
 from host.targets.adb.transport import DeviceTransport
 from host.targets.adb_clients import AdbutilsLink, KitLink, link_for
 from host.targets.adb_host import AdbServerError

@@ -256,8 +256,8 @@ def test_keyword_run_is_partial_in_summary_junit_report_and_bundle(tmp_path, pro
 
 
 def test_claim_names_clauses_not_demonstrated_and_old_runs_never_claim(tmp_path):
-    from reports import load_results
     from reports.kit import ClaimBasis, KitFacts
+    from reports.results import load_results
     from tests.store.runs import CLAIM_BASIS, CORPUS, create_then_free_trace, device_info, judged_record, plan
 
     scenario = "requests.create_then_free"
@@ -627,7 +627,7 @@ def test_waiver_with_unknown_ids_is_a_usage_error_and_expired_waivers_are_not_ap
 
 def test_old_results_stay_readable(tmp_path):
     """A results.jsonl of an older kit (no claim basis, no discovery trace) loads and never claims."""
-    from reports import load_results
+    from reports.results import load_results
 
     plan = {
         "kind": "plan",
@@ -704,9 +704,8 @@ def test_legally_refused_allocations_are_retried_a_bounded_recorded_number_of_ti
 
     # In a run that claims, a refused PASS demonstrates nothing of what followed its allocations: the gap says why.
     from host.suite import kit_facts
-    from reports import load_results
     from reports.kit import KitFacts
-    from reports.results import RESULTS_NAME
+    from reports.results import RESULTS_NAME, load_results
 
     records = results(out)
     plan = next(r for r in records if r["kind"] == "plan")

@@ -7,7 +7,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from host.targets import KIND_NAMES, KINDS, own_options, target_kind
+from host.targets.kinds import KIND_NAMES, KINDS, own_options, target_kind
 from reports.plan_options import OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]

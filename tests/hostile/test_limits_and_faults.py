@@ -243,7 +243,7 @@ def test_output_memory_is_bounded_by_the_line_limit_not_the_line():
 
 
 def test_hanging_logcat_costs_one_deadline_then_is_not_asked_again(monkeypatch):
-    from host.targets import AdbServerAddress, AdbTarget
+    from host.targets.adb import AdbServerAddress, AdbTarget
 
     monkeypatch.setenv("NPUCONF_LIMIT_LOGCAT_SECONDS", "1")
     target = AdbTarget(AdbServerAddress("127.0.0.1", 1), "hung-device", serial="hung")

@@ -16,7 +16,7 @@ import pytest
 
 from host.offline import make_bundle
 from host.run.runner import execute_run
-from reports import load_results
+from reports.results import load_results
 from tests.hostile.conftest import cli, text
 from tests.hostile.test_bundle_bounds import _rebundled
 from tests.run.test_shard_local import FailingAfter, _corpus, _plan, _target

@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, utils
 
-from host.targets import AdbServerAddress
+from host.targets.adb import AdbServerAddress
 from host.targets.virtual_device import adb_env, pid_runs, read_state
 from host.targets.virtual_device.adb_server import server_markers
 from host.targets.virtual_device.auth import decode_adb_public_key, encode_adb_public_key

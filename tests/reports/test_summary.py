@@ -7,7 +7,7 @@ from pathlib import Path
 
 from synthetic_results import ResultsBuilder, load, scenario
 
-from reports import write_run_reports
+from reports.run_reports import write_run_reports
 from reports.summary import SUMMARY_SCHEMA, write_summary
 from tests.conftest import PRINTED_NPUCONF
 

@@ -27,12 +27,13 @@ from host.run import DISCOVERY_ID, PreparedDevice, RunPlan
 from host.run.prepared_device import prepare_device
 from host.run.runner import execute_run
 from host.suite import claim_basis, load_catalogue, load_corpus
-from host.targets import LocalTarget, VnpuProfile
+from host.targets import VnpuProfile
+from host.targets.local import LocalTarget
 from reference_model.judge import Judgement
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports import load_results
 from reports.plan_options import PlanOptions
+from reports.results import load_results
 from tests.conftest import ROOT
 
 CATALOGUE = load_catalogue()

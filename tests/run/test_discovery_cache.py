@@ -17,7 +17,8 @@ from host.run.discovery_cache import (
     from_device,
     rediscovered,
 )
-from host.targets import LocalTarget, VnpuProfile
+from host.targets import VnpuProfile
+from host.targets.local import LocalTarget
 
 
 @pytest.fixture

@@ -10,9 +10,11 @@ from host.run import DISCOVERY_ID, RunPlan
 from host.run.progress import Progress
 from host.run.runner import execute_run
 from host.suite import claim_basis, load_catalogue, load_corpus, select
-from host.targets import LocalTarget, VnpuProfile
-from reports import load_results, write_run_reports
+from host.targets import VnpuProfile
+from host.targets.local import LocalTarget
 from reports.plan_options import PlanOptions
+from reports.results import load_results
+from reports.run_reports import write_run_reports
 
 
 def _exit_code(plan):

@@ -2,8 +2,8 @@
 
 import json
 
-from reports import load_results
 from reports.merge import merge_runs
+from reports.results import load_results
 from tests.conftest import npuconf
 from tests.store.runs import device_info, plan, verdict_record, write
 

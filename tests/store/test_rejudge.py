@@ -8,7 +8,7 @@ import pytest
 from host.errors import UsageError
 from host.offline import rejudge
 from host.run import caps_from_info
-from reports import load_results
+from reports.results import load_results
 from tests.conftest import npuconf
 from tests.store.runs import D2_SCENARIO, NA_SCENARIO, PASS_SCENARIO, d2_run, verdict_record, write
 

@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from host.errors import UsageError
-from host.targets import check_impl
+from host.targets.impl_check import check_impl
 from tests.conftest import npuconf
 
 pytestmark = pytest.mark.slow

@@ -7,42 +7,16 @@ session's fleet, kept alive), `processes` (PIDs checked before they are signalle
 API and the profile facts the adb target reads.
 """
 
-from typing import TYPE_CHECKING, Final
-
-from floor.lazy_names import lazy_names
-
-if TYPE_CHECKING:
-    from .adb_server import adb_env as adb_env
-    from .adb_server import free_port as free_port
-    from .command import virtual_device_command as virtual_device_command
-    from .fleet import Fleet as Fleet
-    from .fleet import read_state as read_state
-    from .fleet import start_fleet as start_fleet
-    from .fleet import stop_fleet as stop_fleet
-    from .processes import pid_runs as pid_runs
-    from .profile import NPU_FEATURE as NPU_FEATURE
-    from .profile import VIRTUAL_PROP as VIRTUAL_PROP
-    from .profile import DeviceProfile as DeviceProfile
-    from .registry import reap_orphan_fleets as reap_orphan_fleets
-    from .supervisor import FleetSupervisor as FleetSupervisor
-
-# Each name is imported from its module when first used: the device process (`python -m`) and a run
-# that only reaps orphan fleets load no more than they use.
-_LATER: Final = {
-    "adb_env": ".adb_server",
-    "free_port": ".adb_server",
-    "virtual_device_command": ".command",
-    "Fleet": ".fleet",
-    "read_state": ".fleet",
-    "start_fleet": ".fleet",
-    "stop_fleet": ".fleet",
-    "pid_runs": ".processes",
-    "NPU_FEATURE": ".profile",
-    "VIRTUAL_PROP": ".profile",
-    "DeviceProfile": ".profile",
-    "reap_orphan_fleets": ".registry",
-    "FleetSupervisor": ".supervisor",
-}
-
-
-__getattr__ = lazy_names(__name__, _LATER)
+from .adb_server import adb_env as adb_env
+from .adb_server import free_port as free_port
+from .command import virtual_device_command as virtual_device_command
+from .fleet import Fleet as Fleet
+from .fleet import read_state as read_state
+from .fleet import start_fleet as start_fleet
+from .fleet import stop_fleet as stop_fleet
+from .processes import pid_runs as pid_runs
+from .profile import NPU_FEATURE as NPU_FEATURE
+from .profile import VIRTUAL_PROP as VIRTUAL_PROP
+from .profile import DeviceProfile as DeviceProfile
+from .registry import reap_orphan_fleets as reap_orphan_fleets
+from .supervisor import FleetSupervisor as FleetSupervisor

@@ -8,15 +8,12 @@ import json
 import os
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from floor.safe_io import host_state_dir, write_text
 
 from ...errors import UsageError
+from .fleet import Fleet, read_state, stop_fleet
 from .processes import process_start
-
-if TYPE_CHECKING:
-    from .fleet import Fleet
 
 
 def _registry() -> Path:
@@ -36,8 +33,6 @@ def reap_orphan_fleets() -> int:
     entries = sorted(_registry().glob("*.json"))
     if not entries:
         return 0
-    from .fleet import read_state, stop_fleet  # only with fleets recorded: a local run loads no fleet code
-
     stopped = 0
     for entry in entries:
         try:
