@@ -59,11 +59,12 @@ from reference_model.verdicts import Verdict
 from reference_model.vocabulary import OPS, Op
 
 from .clause_answers import readings_of_reason
+from .outputs import ATLAS_FILE
 from .results import ResultRecord, RunResults, callback_latencies, format_ns, percentile
 from .summary import clean_json
 
 ATLAS_SCHEMA: Final = 1
-ATLAS_NAME: Final = "atlas.json"
+ATLAS_NAME: Final = ATLAS_FILE
 ABSENT: Final = "—"
 
 

@@ -26,6 +26,7 @@ from typing import Final
 from floor.safe_io import output_dir
 from reference_model.errors import KitError
 
+from .outputs import RESULTS_FILE
 from .plan_options import OPTION, read_plan_options
 from .records import (
     RESULTS_SCHEMA,
@@ -236,7 +237,7 @@ def merge_runs(inputs: Sequence[Path], out_dir: Path) -> MergeOutcome:
     lines.extend(DeviceRecord(serial, info) for serial, info in device_info.items())
     lines.extend(record for _, record in chosen.values())
     lines.extend(LostRecord(device, None, why) for device, why in lost.items())
-    path = output_dir(out_dir) / "results.jsonl"
+    path = output_dir(out_dir) / RESULTS_FILE
     ends = [i.run.end for i in loaded]
     if ends and all(end is not None for end in ends):
         finished_all = max(end.finished for end in ends if end is not None)

@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Final
 
 RESULTS_FILE: Final = "results.jsonl"
-REPORT_FILES: Final = ("junit.xml", "report.html", "summary.json", "atlas.json")
+JUNIT_FILE: Final = "junit.xml"
+HTML_FILE: Final = "report.html"
+SUMMARY_FILE: Final = "summary.json"
+ATLAS_FILE: Final = "atlas.json"
+# The reports of a run directory, by the name `report_paths` gives each (reports/run_reports.py).
+REPORTS: Final = {"junit": JUNIT_FILE, "html": HTML_FILE, "summary": SUMMARY_FILE, "atlas": ATLAS_FILE}
+REPORT_FILES: Final = tuple(REPORTS.values())
 # Beside the run directories `npuconf run` makes by default (out/<run id>).
 DEFAULT_STORE: Final = Path("out") / "npuconf.sqlite"
 

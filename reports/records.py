@@ -41,8 +41,10 @@ from reference_model.divergence import Divergence, render_value
 from reference_model.errors import KitError
 from reference_model.verdicts import Verdict
 
+from .outputs import RESULTS_FILE
+
 RESULTS_SCHEMA: Final = 1
-RESULTS_NAME: Final = "results.jsonl"
+RESULTS_NAME: Final = RESULTS_FILE
 KINDS: Final = ("plan", "device", "result", "lost", "resume", "end")
 
 

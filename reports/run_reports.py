@@ -11,6 +11,7 @@ from .atlas import run_atlas, write_atlas
 from .baseline import BaselineComparison
 from .html import write_html
 from .junit import write_junit
+from .outputs import REPORTS
 from .results import RunResults, load_results
 from .summary import write_summary
 
@@ -22,12 +23,7 @@ def write_reports(results_path: Path, out_dir: Path, baseline: BaselineCompariso
 
 def report_paths(out_dir: Path) -> dict[str, Path]:
     """The four reports of a run directory, by name."""
-    return {
-        "junit": out_dir / "junit.xml",
-        "html": out_dir / "report.html",
-        "summary": out_dir / "summary.json",
-        "atlas": out_dir / "atlas.json",
-    }
+    return {name: out_dir / file_name for name, file_name in REPORTS.items()}
 
 
 def write_run_reports(run: RunResults, out_dir: Path, baseline: BaselineComparison | None = None) -> dict[str, Path]:

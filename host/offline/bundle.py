@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from floor.safe_io import atomic_output, checked_name, read_unfollowed
 from reference_model.errors import KitError
+from reports.outputs import ATLAS_FILE, HTML_FILE, JUNIT_FILE, RESULTS_FILE, SUMMARY_FILE
 from reports.results import RunResults, read_results_bytes
 from reports.run_reports import write_run_reports
 
@@ -32,9 +33,9 @@ from .run_dir import load_planned_run
 # 2: `tree_hashes` (suite) replaced `hashes` (corpus), which verify still reads
 BUNDLE_SCHEMA: Final = 2
 MANIFEST: Final = "manifest.json"
-BUNDLE_FILES: Final = ("results.jsonl", "junit.xml", "report.html", "summary.json")
+BUNDLE_FILES: Final = (RESULTS_FILE, JUNIT_FILE, HTML_FILE, SUMMARY_FILE)
 # Files a bundle holds that bundles made before them lack: verify checks them when present.
-LATER_FILES: Final = ("atlas.json",)
+LATER_FILES: Final = (ATLAS_FILE,)
 
 
 class BundleUnreadable(KitError):
@@ -67,7 +68,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, sign_key: Path | None = 
     path, run, plan = load_planned_run(run_dir, "a bundle")
     default_name = f"{checked_name(plan.run_id, 'run_id')}.bundle.tar.gz" if out is None else ""
     reports = write_run_reports(run, path.parent)  # the run as loaded: read once, rendered once
-    contents = {"results.jsonl": read_results_bytes(path)}
+    contents = {RESULTS_FILE: read_results_bytes(path)}
     contents.update({p.name: read_unfollowed(p) for p in reports.values() if p.name in (*BUNDLE_FILES, *LATER_FILES)})
     manifest: dict[str, Any] = {
         "kind": "npuconf-bundle",

@@ -261,7 +261,7 @@ def rejudge(
             rejudged = dataclasses.replace(rejudged, notes=(*rejudged.notes, note))
     lines = rejudged_lines(rejudged, stored, corpus, scenario_root, applied)
     output_dir(out_dir)
-    results = out_dir / "results.jsonl"
+    results = out_dir / RESULTS_FILE
     write_records(results, lines)
     paths = {"results": results, **write_reports(results, out_dir)}
     new_run = load_results(results)

@@ -35,6 +35,7 @@ from reports.atlas import Atlas, atlas_bytes, run_atlas
 from reports.claim import Claim, ClaimLevel
 from reports.html import html_chunks
 from reports.junit import junit_chunks
+from reports.outputs import ATLAS_FILE, HTML_FILE, JUNIT_FILE, RESULTS_FILE, SUMMARY_FILE
 from reports.plan_filters import filters_of
 from reports.plan_options import PlanOptions, read_plan_options
 from reports.records import EndRecord, LostRecord, Plan, Records, ResultRecord, ResumeRecord, parse_records
@@ -159,7 +160,7 @@ class VerifyReport:
 # results.jsonl is bounded by results_bytes. Every other member is written to a private scratch directory
 # as it is read (its digest taken on the way) and compared from there piece by piece: what a bundle
 # holds is never in memory whole, whatever its size.
-KEPT: Final = frozenset({MANIFEST, signing.SIGNATURE, "results.jsonl"})
+KEPT: Final = frozenset({MANIFEST, signing.SIGNATURE, RESULTS_FILE})
 KEPT_SMALL_BYTES: Final = 4 << 20  # the manifest and its signature
 HEAD_BYTES: Final = 1 << 20  # what is kept of a spilled member's start (report.html names its results there)
 PIECE_BYTES: Final = 64 * 1024
@@ -216,12 +217,12 @@ def read_bundle(bundle: Path, scratch: Path) -> dict[str, Member]:
                     raise BundleUnreadable(
                         f"{bundle}: " + over("bundle_member_bytes", f"member {member.name!r} holds {member.size} bytes")
                     )
-                if member.name == "results.jsonl" and member.size > limit("results_bytes"):
+                if member.name == RESULTS_FILE and member.size > limit("results_bytes"):
                     raise BundleUnreadable(
                         f"{bundle}: member results.jsonl: "
                         + over("results_bytes", f"it holds {member.size} bytes")
                     )
-                if member.name in KEPT - {"results.jsonl"} and member.size > KEPT_SMALL_BYTES:
+                if member.name in KEPT - {RESULTS_FILE} and member.size > KEPT_SMALL_BYTES:
                     raise BundleUnreadable(
                         f"{bundle}: member {member.name}: it holds {member.size} bytes; a bundle's is at most "
                         f"{KEPT_SMALL_BYTES}"
@@ -550,18 +551,18 @@ def _check_verdicts(
 # atlas.json of other answers, for results that give another, are edits (the kit renders them
 # deterministically; the tree hashes say it is this kit's rendering code). atlas.json is optional: bundles
 # made before it travelled have none.
-RENDERED: Final = ("summary.json", "junit.xml", "report.html", "atlas.json")
+RENDERED: Final = (SUMMARY_FILE, JUNIT_FILE, HTML_FILE, ATLAS_FILE)
 _RESULTS_ROW: Final = re.compile(rb'<tr><td>results</td><td class="mono">([^<]{0,4096})</td></tr>')
 
 
 def _rendered(name: str, run: RunResults, submitted: Member, atlas: Callable[[], Atlas]) -> Iterable[bytes]:
     """The member `name` as this kit renders it from `run`, in pieces (a large page is never held whole);
     `atlas`: the run's devices side by side, which report.html and atlas.json both show."""
-    if name == "summary.json":
+    if name == SUMMARY_FILE:
         return summary_chunks(run)
-    if name == "junit.xml":
+    if name == JUNIT_FILE:
         return junit_chunks(run)
-    if name == "atlas.json":
+    if name == ATLAS_FILE:
         return (atlas_bytes(run, atlas()),)
     # report.html names the results file it was rendered from (its absolute path when bundled): rendered
     # again with that name, every other byte must be the same
@@ -617,8 +618,8 @@ def _code_end(data: bytes, start: int, limit: int) -> int | None:
 
 # Per member: what opens a span holding a command, where the span ends, and its portable form.
 _SPANS: Final[dict[str, tuple[bytes, Callable[[bytes, int, int], int | None], Callable[[bytes], bytes]]]] = {
-    "summary.json": (b'"replay": "', _json_string_end, _json_command),
-    "report.html": (b"<code>", _code_end, _html_command),
+    SUMMARY_FILE: (b'"replay": "', _json_string_end, _json_command),
+    HTML_FILE: (b"<code>", _code_end, _html_command),
 }
 
 
@@ -971,12 +972,12 @@ def _verify(
     problems.extend(_check_names(manifest, members))
     problems.extend(_check_files(manifest, {k: v for k, v in members.items() if k != signing.SIGNATURE}))
     problems.extend(_check_tree_hashes(manifest))
-    if "results.jsonl" not in members:
+    if RESULTS_FILE not in members:
         raise BundleUnreadable(f"{bundle}: no results.jsonl in the bundle")
     basis = claim_basis(load_catalogue(), corpus.values())
-    member = Path("results.jsonl")  # problems name the bundle's member, never a copy
+    member = Path(RESULTS_FILE)  # problems name the bundle's member, never a copy
     try:
-        records = parse_records(members["results.jsonl"].data or b"", member)
+        records = parse_records(members[RESULTS_FILE].data or b"", member)
         run = load_results(member, records=records)
     except ResultsUnreadable as exc:
         raise BundleUnreadable(f"{bundle}: member results.jsonl: {exc.cause}") from None

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from floor.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 from reference_model.verdicts import Verdict
+from reports.outputs import RESULTS_FILE
 from reports.plan_options import PlanOptions, read_plan_options
 from reports.results import load_results
 from reports.run_reports import report_paths
@@ -46,7 +47,7 @@ def resume_run(
     probe build is taken from; `out` (--out) may only name DIR itself.
     A sharded run resumes sharded: every planned device is opened again and each build's devices share
     what the build has left (a scenario is left when no device of its build has a result for it)."""
-    results_path = directory / "results.jsonl"
+    results_path = directory / RESULTS_FILE
     if not results_path.is_file():
         raise UsageError(f"--resume {directory}: no results.jsonl there; expected a run directory of `npuconf run`")
     output_dir(directory)

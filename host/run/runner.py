@@ -15,6 +15,7 @@ from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
+from reports.outputs import RESULTS_FILE
 from reports.records import DeviceRecord, EndRecord, Record
 
 from ..errors import UsageError
@@ -378,7 +379,7 @@ def execute_run(
         if run.setup_error is not None:
             raise run.setup_error  # before anything is written: exit 3, one line
     output_dir(plan.out_dir)
-    results_path = plan.out_dir / "results.jsonl"
+    results_path = plan.out_dir / RESULTS_FILE
     with ResultsWriter(results_path) as writer:
         if resume is None:
             writer.write(plan_record(plan, [t.serial for t in targets]))

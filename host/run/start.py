@@ -142,7 +142,7 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: He
             ahead.taken = True  # open_targets stops its devices from here on
         with open_targets(request, target_name, out_dir, profile, stopping, fleet) as targets:
             execute_run(plan, targets, progress, estimates=estimates, prepare=fleet.prepared if fleet else None)
-        run = load_results(out_dir / "results.jsonl")
+        run = load_results(out_dir / RESULTS_FILE)
     except KitError:
         _join(stopping)
         if not (out_dir / RESULTS_FILE).exists():  # a refusal (a bad --impl, no build): nothing ran
@@ -203,7 +203,7 @@ def _discard(created: list[Path], out_dir: Path, token: str) -> None:
 
 def interrupted(out_dir: Path) -> RunInterrupted:
     """What Ctrl-C left: the results kept and the exact `--resume` command, or that nothing was written."""
-    results = out_dir / "results.jsonl"
+    results = out_dir / RESULTS_FILE
     run = load_results(results) if results.is_file() else None
     if run is None or run.plan is None:
         where = f"{out_dir} holds no results.jsonl" if out_dir.exists() else f"{out_dir} was not created"
