@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .errors import ScenarioInvalid
-from .vocabulary import ERRNO_NAMES, OPS, ArgKind, ArgSpec, Op
+from .vocabulary import ERRNO_NAMES, OPS, PAGE_SIZE, PROT_BITS, ArgKind, ArgSpec, Op
 
 SCENARIO_ID = re.compile(r"[a-z0-9][a-z0-9_.-]*\Z")
 HANDLE = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -20,7 +20,7 @@ SYMBOLIC_INTS: Final[dict[str, int]] = {
     "INT32_MAX": 2**31 - 1,
     "INT64_MIN": -(2**63),
     "INT64_MAX": 2**63 - 1,
-    "PAGE": 4096,
+    "PAGE": PAGE_SIZE,
 }
 PAIR_REFERENCES: Final = {
     "$pair.device": "supported-pair",
@@ -28,7 +28,7 @@ PAIR_REFERENCES: Final = {
     "$unsupported.device": "unsupported-pair",
     "$unsupported.type": "unsupported-pair",
 }
-PROT_NAMES: Final = ("READ", "WRITE", "EXEC")
+PROT_NAMES: Final = tuple(PROT_BITS)
 MAPFLAG_NAMES: Final = ("SHARED", "PRIVATE", "FIXED")
 INT_RANGES: Final = {
     ArgKind.I32: (-(2**31), 2**31 - 1),

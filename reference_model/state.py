@@ -13,18 +13,19 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from .content import EMPTY, Content
+from .vocabulary import PAGE_SIZE, PROT_BITS
 
 if TYPE_CHECKING:
     from .policies.pool import Pool
 
-PROT_READ: Final = 1
-PROT_WRITE: Final = 2
-PROT_EXEC: Final = 4
+PROT_READ: Final = PROT_BITS["READ"]
+PROT_WRITE: Final = PROT_BITS["WRITE"]
+PROT_EXEC: Final = PROT_BITS["EXEC"]
 PROT_VALID: Final = PROT_READ | PROT_WRITE | PROT_EXEC
 MAP_SHARED: Final = 1
 MAP_PRIVATE: Final = 2
 MAP_FIXED: Final = 0x10
-PAGE: Final = 4096
+PAGE: Final = PAGE_SIZE
 GHOST_LIMIT: Final = 64
 
 

@@ -35,7 +35,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-PAGE: Final = 4096
+from reference_model.vocabulary import PAGE_SIZE
+
+PAGE: Final = PAGE_SIZE
+
 # The commanded preemptions fuzz programs make: `preempt_late=` is `preempt=` with the onPreempt due later
 # (docs/vnpu.md §7); to the caller both are the same preemption.
 PREEMPT_KEYS: Final = frozenset({"preempt", "preempt_late"})

@@ -11,7 +11,6 @@ from reference_model.scenario import CB_ACTION, SYMBOLIC_INTS, Scenario
 from reference_model.slots import SlotError, SlotMap, assign_slots, text_token
 from reference_model.vocabulary import OPS, VOCABULARY_HASH, ArgKind, Op
 
-PROT_BITS: Final = {"READ": 1, "WRITE": 2, "EXEC": 4}
 PROGRAM_FORMAT: Final = 2
 
 
