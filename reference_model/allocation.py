@@ -23,6 +23,7 @@ from ._context import (
     show_errno,
     slot_label,
 )
+from .caps import DEVICE_POLICIES
 from .content import EMPTY, write
 from .cookies import borrow, callback_cookie_alive, cookie_value_shown, hold, unmatched_alloc_cookie
 from .crashes import alloc_without_onalloc_crashes
@@ -682,7 +683,7 @@ def released_memory_needed(ctx: Ctx, s: State, a: Attrs) -> bool:
     of the live buffers, of those released buffers and of this request add up to more than all the memory
     the device declares (any policy charges a block at least its size), so it fits only because they went."""
     capacity = ctx.caps.capacity_bytes
-    if not s.released_at_unmap or capacity is None or ctx.caps.policy not in (None, "budget", *policies.POLICIES):
+    if not s.released_at_unmap or capacity is None or ctx.caps.policy not in (None, *DEVICE_POLICIES):
         return False
     return live_bytes(s) + a.size + s.released_at_unmap > policies.total_bytes(ctx.caps.policy, capacity)
 

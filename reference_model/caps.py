@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
+
+# The allocation policies a device profile may declare (the virtual NPU offers each), the default first:
+# under the byte budget the model predicts no ENOMEM exactly, under each of the others it does.
+BUDGET: Final = "budget"
+EXACT_POLICIES: Final = ("acl", "caching", "arena")
+DEVICE_POLICIES: Final = (BUDGET, *EXACT_POLICIES)
 
 
 @dataclass(frozen=True, slots=True)

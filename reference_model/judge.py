@@ -26,7 +26,8 @@ from .divergence import Divergence
 from .errors import ModelCrash, Unjudgeable
 from .interleaving import AMBIGUITY_BOUND, advance, judged_strand
 from .policies import declared as declared_policy
-from .profiles import get_profile
+from .profiles import AOSP_2026, get_profile
+from .profiles import PUBLISHED as PUBLISHED_PROFILE
 from .rules import Reject
 from .scenario import Scenario
 from .slots import SlotError, assign_slots, check_recorded
@@ -52,8 +53,8 @@ from .verdict_assembly import Result, discrepancies_of, ending, failed
 from .verdicts import Verdict
 from .vocabulary import Op
 
-PUBLISHED: Final = "published-37"
-AOSP: Final = "aosp-2026"
+PUBLISHED: Final = PUBLISHED_PROFILE.name
+AOSP: Final = AOSP_2026.name
 _MAIN: Final = threads.MAIN
 
 

@@ -68,6 +68,11 @@ AOSP_2026: Final = Profile(
 )
 
 PROFILES: Final[dict[str, Profile]] = {p.name: p for p in (PUBLISHED, AOSP_2026)}
+# Every profile's name, the normative one first: what `--profile` offers.
+PROFILE_NAMES: Final = tuple(PROFILES)
+# The virtual NPU's personalities (docs/vnpu.md §5), the default first: the published behaviour, and
+# AOSP's, named as its profile is.
+PERSONALITIES: Final = ("published", AOSP_2026.name)
 
 
 def get_profile(name: str) -> Profile:

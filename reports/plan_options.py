@@ -18,19 +18,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, get_type_hints
 
-from reference_model.policies import POLICIES
-from reference_model.profiles import PROFILES, PUBLISHED
+from reference_model.caps import DEVICE_POLICIES
+from reference_model.profiles import PERSONALITIES, PROFILES, PUBLISHED
 
 _SHOWN: Final = 80
 # What a malformed option means for the run: a selection (True) leaves its scenarios unknown.
 _CONSEQUENCE: Final = {True: "its selection is unknown", False: "read as not given"}
 
 # The command lines an option is given on: `npuconf run`, `npuconf fuzz`, the pytest layer (`--npu-<flag>`).
-# The virtual NPU's personalities (docs/vnpu.md §5), first the default; host/targets/vnpu_profile.py reads them here.
-PERSONALITIES: Final = ("published", "aosp-2026")
-# Every allocation policy a device may declare: budget (judged by reference_model/allocation.py itself, the
-# default), then those of reference_model/policies.
-ALLOCATION_POLICIES: Final = ("budget", *POLICIES)
+# The virtual NPU's personalities (docs/vnpu.md §5) and the allocation policies a device may declare, each
+# first the default: reference_model/profiles.py and caps.py hold them.
+ALLOCATION_POLICIES: Final = DEVICE_POLICIES
 # `--cross`: the keys of host/probe/toolchains.py CROSS_TARGETS, which reports cannot import (a test holds
 # the two equal).
 CROSS_TRIPLES: Final = ("aarch64", "armhf")

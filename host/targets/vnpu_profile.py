@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from reference_model.profiles import PERSONALITIES as PERSONALITIES
 from reports.plan_options import OPTION
-from reports.plan_options import PERSONALITIES as PERSONALITIES
 
 DEFAULT_PAIRS: Final = ((0, 1), (0, 2), (0, 3), (0, 4), (1, 2))
 DEFAULT_CAPACITY: Final = 256 * 1024 * 1024

@@ -17,12 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Final
 
+from ..caps import EXACT_POLICIES
 from ..state import Attrs, Buffer, State, Submission, evolve
 from ..threads import MAIN, has_pending
 from . import acl, arena, caching
 from .pool import Candidate, Placement, Pool, victim_order
 
-POLICIES: Final = ("acl", "caching", "arena")
+POLICIES: Final = EXACT_POLICIES
 
 
 def declared(policy: str | None, capacity: int | None) -> str | None:
