@@ -56,6 +56,25 @@ if TYPE_CHECKING:
     import jinja2
 
 TEMPLATES_DIR: Final = Path(__file__).parent / "templates"
+# The pages' one palette: each verdict's colour, in the order the pages declare their `--<VERDICT>` CSS
+# variables, and the dashboard's mark of a clause that got worse.
+VERDICT_COLOURS: Final = {
+    Verdict.PASS: "#2e7d32",
+    Verdict.WARN: "#9e9d24",
+    Verdict.FAIL: "#c62828",
+    Verdict.CRASH: "#6a1b9a",
+    Verdict.TIMEOUT: "#ef6c00",
+    Verdict.ERROR: "#8d6e63",
+    Verdict.NOT_APPLICABLE: "#9e9e9e",
+    Verdict.WAIVED: "#0277bd",
+    Verdict.NOT_EXECUTED: "#37474f",
+}
+COLOURS: Final[dict[str, str]] = {**{str(v): c for v, c in VERDICT_COLOURS.items()}, "REGRESSION": "#ffd600"}
+
+
+def colour_variables(names: Sequence[str]) -> str:
+    """The CSS declarations of the `--<NAME>` colour variables of `names`, for a template's `:root`."""
+    return " ".join(f"--{name}: {COLOURS[name]};" for name in names)
 
 
 # Latency histogram bin edges in ns: 1-2-5 steps from 1 µs to 10 s (plus "< 1 µs" and "≥ 10 s").
@@ -481,6 +500,8 @@ def environment() -> jinja2.Environment:
     )
     env.filters["counted"] = counted
     env.filters["plain"] = plain_value
+    env.globals["colour_variables"] = colour_variables
+    env.globals["coloured_verdicts"] = tuple(str(v) for v in VERDICT_COLOURS)
     return env
 
 
