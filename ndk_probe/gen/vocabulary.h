@@ -201,6 +201,11 @@ static const struct npuconf_errno_name NPUCONF_ERRNOS[] = {
 #define NPUCONF_PROT_WRITE 2
 #define NPUCONF_PROT_EXEC 4
 
+#define NPUCONF_CB_SLEEP_MIN 1
+#define NPUCONF_CB_SLEEP_MAX 9999
+#define NPUCONF_CB_HOLD_MIN 1
+#define NPUCONF_CB_HOLD_MAX 9999
+
 #define NPUCONF_EV_BEGIN "begin"
 #define NPUCONF_EV_CALL "call"
 #define NPUCONF_EV_RET "ret"

@@ -122,10 +122,21 @@ def field_type(kind: str, name: str, spec: str) -> tuple[tuple[str, ...], bool]:
     return types, optional
 
 
+def cb_action_macro(word: str) -> str:
+    """The C name of a cb_action word's bounds: `sleep_` -> NPUCONF_CB_SLEEP (then _MIN, _MAX)."""
+    return f"NPUCONF_CB_{word.rstrip('_').upper()}"
+
+
 def render_c_trace(vocab: dict) -> list[str]:
-    """Page size, protection bits and the trace's event kind names (the schema's C side)."""
+    """Page size, protection bits, the bounds of cb_action values and the trace's event kind names (the
+    schema's C side)."""
     out = [f"#define NPUCONF_PAGE_SIZE {vocab['page_size']}", "#define NPUCONF_PROT_NONE 0"]
     out += [f"#define NPUCONF_PROT_{name} {bit}" for name, bit in vocab["prot_bits"].items()]
+    out.append("")
+    for word, spec in vocab["cb_actions"].items():
+        for bound in ("min", "max"):
+            if bound in spec:
+                out.append(f"#define {cb_action_macro(word)}_{bound.upper()} {spec[bound]}")
     out.append("")
     out += [f'#define NPUCONF_EV_{kind.upper()} "{kind}"' for kind in vocab["trace_events"]]
     out.append(f"#define NPUCONF_EV__COUNT {len(vocab['trace_events'])}")

@@ -618,7 +618,9 @@ bool program_cb_action(const char *kind, const char *action, struct probe_cb_act
     } else if (strncmp(action, sleep, sizeof sleep - 1) == 0 || strncmp(action, hold, sizeof hold - 1) == 0) {
         bool slept = action[0] == 's';
         uint64_t ms;
-        if (!parse_u64(action + (slept ? sizeof sleep : sizeof hold) - 1, &ms) || ms < 1 || ms > 9999) {
+        uint64_t least = slept ? NPUCONF_CB_SLEEP_MIN : NPUCONF_CB_HOLD_MIN;
+        uint64_t most = slept ? NPUCONF_CB_SLEEP_MAX : NPUCONF_CB_HOLD_MAX;
+        if (!parse_u64(action + (slept ? sizeof sleep : sizeof hold) - 1, &ms) || ms < least || ms > most) {
             return false;
         }
         out->act = slept ? CB_ACT_SLEEP : CB_ACT_HOLD;
