@@ -67,12 +67,13 @@ from equivalents_file import entries_of
 from mutation_c import Mutant, mutants_of
 
 from host.probe import DEFAULT_BUILD_DIR, PROBE_NAME, PROBE_SOURCE, VNPU_NAME, ProbeBuild, build_probe
+from reference_model.caps import DEVICE_POLICIES
 from tests.vnpu_builds import vnpu_compile_flags
 
 SOURCE_DIR: Final = PROBE_SOURCE / "src" / "vnpu"
 EQUIVALENTS: Final = Path(__file__).with_name("mutation_equivalent.yaml")
 DEFAULT_TIMEOUT_S: Final = 300.0
-POLICIES: Final = ("budget", "acl", "caching", "arena")
+POLICIES: Final = DEVICE_POLICIES
 # The policy each file is run under; files not listed run under budget only.
 FILE_POLICIES: Final = {
     "vnpu_policy_acl.c": ("acl",),

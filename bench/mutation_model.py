@@ -60,9 +60,11 @@ sys.path.insert(0, str(ROOT))
 
 from equivalents_file import entries_of
 
+from reference_model.caps import EXACT_POLICIES
+
 EQUIVALENTS: Final = Path(__file__).with_name("mutation_equivalent.yaml")
 MUTANT_TIMEOUT_S: Final = 60
-OTHER_POLICIES: Final = ("acl", "caching", "arena")  # the vnpu's allocation policies besides budget
+OTHER_POLICIES: Final = EXACT_POLICIES  # the vnpu's allocation policies besides budget
 FAILURES_PER_CLAUSE: Final = 10  # FAIL/CRASH records kept per clause from each of the kit's defective builds
 COMPARE_SWAP: Final[dict[type[ast.cmpop], type[ast.cmpop]]] = {
     ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,

@@ -10,13 +10,14 @@ import pytest
 
 from host.run import caps_from_info
 from host.suite import load_catalogue, load_corpus
+from reference_model.caps import DEVICE_POLICIES
 from reference_model.judge import judge
 from reference_model.verdicts import Verdict
 from tests.conftest import npuconf
 
 pytestmark = pytest.mark.slow
 
-POLICIES = ("budget", "acl", "caching", "arena")
+POLICIES = DEVICE_POLICIES
 
 # scenario -> (the policy the device runs, the policies the model must then refuse it under)
 DISCRIMINATING = {
