@@ -16,7 +16,7 @@ from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
 from reports.records import Record, ResultRecord
 
-from ..run.runner import DeviceRun
+from ..run import DeviceRun
 from ..targets import Device, Target
 
 

@@ -41,7 +41,8 @@ LAYERS: dict[str, int] = {
 # Each kind of target is a public module of host.targets: the package exports only the seam, since a
 # virtual device's process imports it first and needs none of the kinds' code.
 PUBLIC_MODULES = frozenset(
-    {"host.targets.local", "host.targets.impl_check", "host.targets.adb", "host.targets.virtual_device"}
+    {"host.targets.local", "host.targets.impl_check", "host.targets.adb", "host.targets.virtual_device",
+     "host.targets.kinds"}
 )
 
 
