@@ -1,7 +1,7 @@
-"""Plugin registration and the --npu-* options only, made from the kit's option table (host/run/options.py).
+"""Plugin registration and the --npu-* options only, made from the kit's option table (host/options.py).
 Fixtures live in conformance/conftest.py."""
 
-from host.run import add_options, add_target_option
+from host.options import add_options, add_target_option
 from host.targets.kinds import DEFAULT_KIND, KIND_NAMES
 from reports.plan_options import PYTEST
 

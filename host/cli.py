@@ -24,7 +24,7 @@ from reports.plan_options import CROSS_TRIPLES, FUZZ, RUN
 from reports.store_postgresql import is_postgresql_url
 
 from .errors import InfraError, RunInterrupted
-from .run import add_options, add_target_option, user_path
+from .options import add_options, add_target_option, user_path
 from .targets.kinds import DEFAULT_KIND, KIND_NAMES
 
 
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run the conformance suite and write the reports")
     # The table's options default to None here, so `--resume` can tell what the user gave;
-    # host/run/options.py fills in the real defaults after parsing.
+    # host/options.py fills in the real defaults after parsing.
     add_target_option(
         run.add_argument, "--target", KIND_NAMES,
         "where the probe runs (default: attached adb devices if any on the default adb server, else virtual)",

@@ -45,7 +45,7 @@ def _option(flag: str, meaning: str, default: object = None, *, selection: bool 
     """A PlanOptions field: `flag` the `npuconf run` flag that sets it ("" for none), `default` what the run
     command takes when nobody gives it, `selection` whether it narrows the scenarios (a partial run),
     `written` whether a run plan always records it (else only when set). For the command lines
-    (host/run/options.py): `help`, `metavar`, `choices`, `path` (made absolute as typed), `on` the
+    (host/options.py): `help`, `metavar`, `choices`, `path` (made absolute as typed), `on` the
     command lines that take it, `target` the target kind it belongs to (host/targets/kinds.py)."""
     return field(default=empty, metadata={"flag": flag, "meaning": meaning, "default": default,
                                           "selection": selection, "written": written, "help": help,

@@ -11,7 +11,8 @@ from reports.plan_options import FUZZ, OPTION
 from reports.words import counted
 
 from ..errors import RunInterrupted, UsageError
-from ..run import RunRequest, apply_defaults, check_target_options, new_run_id
+from ..options import apply_defaults
+from ..run import RunRequest, check_target_options, new_run_id
 from ..targets.kinds import DEFAULT_KIND
 from .campaign import Budget, FuzzProgress, FuzzRequest, fuzz
 from .progress import progress_line, start_line

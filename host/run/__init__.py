@@ -25,10 +25,6 @@ from .judging import Outcome as Outcome
 from .judging import allocation_refused as allocation_refused
 from .judging import judge_lines as judge_lines
 from .judging import not_run as not_run
-from .options import add_options as add_options
-from .options import add_target_option as add_target_option
-from .options import apply_defaults as apply_defaults
-from .options import user_path as user_path
 from .plan import RunPlan as RunPlan
 from .plan import RunRequest as RunRequest
 from .plan import check_target_options as check_target_options

@@ -11,9 +11,9 @@ import sys
 from reports.plan_options import RUN
 
 from ..errors import RunInterrupted
+from ..options import apply_defaults
 from .answer import print_answer
 from .head_start import start_ahead
-from .options import apply_defaults
 from .plan import RunRequest, check_target_options
 from .progress import Progress
 from .resume import resume_run

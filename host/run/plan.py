@@ -17,11 +17,11 @@ from reference_model.waivers import Waiver
 from reports.plan_options import OPTION, PlanOptions
 
 from ..errors import UsageError
+from ..options import given_options
 from ..suite import Catalogue
 from ..targets import DEFAULT_CAPACITY, VnpuProfile
 from ..targets.kinds import DEFAULT_KIND
 from .lanes import default_lanes
-from .options import given_options
 
 # The options of a request or plan that gives none: each reads as its default (PlanOptions.given).
 _NONE_GIVEN: Final = PlanOptions()

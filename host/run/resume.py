@@ -17,9 +17,9 @@ from reports.results import load_results
 from reports.run_reports import report_paths
 
 from ..errors import UsageError
+from ..options import check_resume_options
 from ..suite import SCENARIO_ROOT, load_catalogue, load_corpus, load_waiver_file, waivers_as_of
 from ..targets.kinds import target_kind
-from .options import check_resume_options
 from .ownership import forget_if_finished, why_untrusted
 from .plan import Resume, RunRequest, build_plan, check_target_options
 from .record import duration_estimates

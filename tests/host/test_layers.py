@@ -3,7 +3,7 @@
 Every import statement of every kit module is read with `ast` (also those inside functions), resolved
 to the kit module it names, and checked against the layer order
 
-    reference_model <- floor <- reports <- host (errors) <- host.suite <- host.probe <- host.targets
+    reference_model <- floor <- reports <- host (errors) <- host.suite, host.options <- host.probe <- host.targets
                     <- host.run <- host.offline, host.fuzz, conformance <- host.cli <- host.entry <- host.__main__
 
 A module may import its own room freely and lower rooms through their package (`host.targets`, not
@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "host": 3,  # host/__init__.py (KIT_VERSION) and host/errors.py
     "host.errors": 3,
     "host.suite": 4,
+    "host.options": 4,  # the option table's command lines: the CLI parses them without loading a run
     "host.probe": 5,
     "host.targets": 6,
     "host.run": 7,

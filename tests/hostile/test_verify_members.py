@@ -141,7 +141,6 @@ def test_fields_verify_cannot_check_are_named_on_the_answer_line(tmp_path):
 def _sharded_run_that_lost_a_device(tmp_path):
     """A sharded run on two devices, local-lost failing from its first scenario: its plan and record lines."""
     plan = _plan(tmp_path, _corpus("requests.create"))
-    plan.options["shard"] = True
     execute_run(plan, [_target(tmp_path, "local-a"), _target(tmp_path, "local-lost", FailingAfter, good=0)])
     return plan, (plan.out_dir / "results.jsonl").read_text().splitlines(keepends=True)
 

@@ -63,7 +63,7 @@ def test_the_run_command_takes_each_flag_from_the_table_and_leaves_its_default_t
     args = build_parser().parse_args(["run"])
     for option in OPTIONS:
         if option.flag:
-            assert getattr(args, option.key) is None  # filled in by host/run/options.py after parsing
+            assert getattr(args, option.key) is None  # filled in by host/options.py after parsing
 
 
 def test_the_cross_triples_are_the_toolchains():

@@ -16,7 +16,7 @@ from typing import Any, Final
 from floor.safe_io import console_text
 from reports.plan_options import OPTION, OPTIONS, PYTEST, PlanOption, PlanOptions
 
-from ..errors import UsageError
+from .errors import UsageError
 
 # A value shown in a message is cut here: a plan is not trusted text and may hold anything.
 _SHOWN_CHARS = 400
