@@ -408,8 +408,8 @@ def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
         if not single:
             # alike submissions need one try; a declared policy may still admit one and refuse another
             decided = policies.decision(s, sid) if ctx.policy is not None else None
-            sig = (sub.attrs, sub.cookie, sub.forced, sub.unsupported, sub.live_at_submit,
-                   s.inflight is not None and sid in s.inflight.subs, decided[0] if decided else None)
+            sig = (sub.attrs, sub.cookie, sub.forced, sub.unsupported, sub.live_at_submit, sub.overlapped,
+                   sub.preemptable, s.inflight is not None and sid in s.inflight.subs, decided[0] if decided else None)
             if sig in seen:
                 continue
             seen.add(sig)

@@ -537,3 +537,21 @@ def test_many_overlapping_threads_stay_within_the_bound():
     t.ret(16 * 8 + 1, "par_end", ret=0).finish(settle=False)
     passes(t)
     assert AMBIGUITY_BOUND == 256
+
+
+def test_a_refusal_may_answer_the_overlapped_one_of_two_submissions_of_a_request():
+    """r0 submitted on main, then again on t0 while t1's allocAsync was in flight: the two submissions
+    are alike but for that overlap, and a refusal of r0 is allowed (WARN R21) for the overlapped one only.
+    The device may answer that one first: the alike submissions are each tried."""
+    steps = [*request("r0", "c0", onpreempt=False), *request("r1", "c1", onpreempt=False),
+             {"alloc": {"reqs": ["r0"]}},
+             {"parallel": [[{"alloc": {"reqs": ["r0"]}}], [{"alloc": {"reqs": ["r1"]}}]]}]
+    t = T(steps)
+    n = requested(t, "r1", "c1", requested(t, "r0", "c0", 0, onpreempt=False), onpreempt=False)
+    t.op(n, "alloc", {"reqs": ["r0"]})
+    t.op(n + 1, "par_begin", {"threads": 2}, ret=0).call(n + 4, "par_end", {})
+    t.call(n + 2, "alloc", {"reqs": ["r0"]}, th="t0").call(n + 3, "alloc", {"reqs": ["r1"]}, th="t1")
+    t.ret(n + 2, "alloc", th="t0").ret(n + 3, "alloc", th="t1")
+    t.cb("alloc", "c0", None, "EBUSY").cb("alloc", "c0", "B1").cb("alloc", "c1", "B2")
+    j = t.ret(n + 4, "par_end", ret=0).finish(settle=False).judge()
+    assert j.verdict is Verdict.WARN and "R21 (" in j.reason, j.reason
