@@ -606,6 +606,7 @@ LEGAL: tuple[Legal, ...] = (
     Legal("q", "L_SUPPORT_INVALID_TRUE", "isSupported true for a request with an invalid device or type"),
     Legal("q", "L_PRIORITY_MAPPED_BUSY", "setPriority refused with EBUSY while the buffer is mapped"),
     Legal("q", "L_MAP_LIMIT", "at most 2 live mappings per buffer, ENOMEM beyond"),
+    Legal("q", "L_PRIORITY_PREEMPTED_ENOENT", "setPriority of a buffer whose onPreempt ran refused with ENOENT"),
     Legal("v", "L_SUPPORT_E2BIG", "isSupported returns -1 with E2BIG for lists longer than 8"),
     Legal("v", "L_FREE_EMPTY_REFUSED", "ANpuBuffer_free of an empty list refused with EINVAL"),
     Legal("timing", "L_FRESH_THREAD", "every callback and deferrable deleter on a fresh thread"),

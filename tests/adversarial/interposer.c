@@ -173,6 +173,7 @@ enum mutation {
     L_SUPPORT_INVALID_TRUE,/* q: isSupported says true for an invalid device or type */
     L_PRIORITY_MAPPED_BUSY,/* q: setPriority refused (EBUSY) while the buffer is mapped */
     L_MAP_LIMIT,           /* q: at most 2 live mappings per buffer, ENOMEM beyond */
+    L_PRIORITY_PREEMPTED_ENOENT, /* q: setPriority of a buffer whose onPreempt ran refused, ENOENT */
     L_FRESH_THREAD,        /* every callback and deferrable deleter on a fresh thread */
     L_RANDOM_DELAY,        /* the same, after a random delay of 0..3 ms */
     L_REORDER,             /* the onAllocs of one allocAsync delivered in reverse order, fresh threads */
@@ -1598,6 +1599,16 @@ EXPORT int ANpuBuffer_setPriority(ANpuBuffer *buf, int32_t priority) {
         pthread_mutex_unlock(&mu);
         if (mapped) {
             errno = EBUSY;
+            return -1;
+        }
+    }
+    if (MUT == L_PRIORITY_PREEMPTED_ENOENT) {
+        pthread_mutex_lock(&mu);
+        struct bufent *e = find_buf(buf);
+        bool gone = e != NULL && atomic_load(&e->sub->told); /* the application was told */
+        pthread_mutex_unlock(&mu);
+        if (gone) {
+            errno = ENOENT;
             return -1;
         }
     }
