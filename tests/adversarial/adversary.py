@@ -499,6 +499,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("z", "M_ONLOAD_NULL_COOKIE", "onLoad gets cookie NULL", "load-callback-cookie"),
     Mutant("z", "M_ONLOAD_ERRNUM_MINUS1", "a failed load's onLoad gets errorNum -1", "load-callback-errornum"),
     Mutant("z", "M_LOAD_NULL_ONLOAD_OK", "loadAsync with onLoad NULL returns", "crash-load-onload-null"),
+    Mutant("z", "M_MAP_SHORT_REFUSED", "a map shorter than a page refused with EINVAL", "map-maps-buffer"),
+    Mutant("z", "M_MAP_WRITE_DROPPED", "a map asking PROT_WRITE made without it (read-only pages)",
+           "map-args-like-mmap"),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text
@@ -511,6 +514,7 @@ WARNED: tuple[Warned, ...] = (
     Warned("z", "L_SUPPORT_INVALID_TRUE", "isSupported says true for an invalid device or type", "R5"),
     Warned("z", "L_MAP_LIMIT", "at most 2 live mappings per buffer, ENOMEM beyond", "R6"),
     Warned("z", "L_PRIORITY_MAPPED_BUSY", "setPriority refused (EBUSY) while the buffer is mapped", "R10"),
+    Warned("q", "L_MAP_ONE", "at most 1 live mapping per buffer, ENOMEM beyond", "R6"),
     Warned(
         "a",
         "W_PREEMPT_IN_FREE_UNMAPPED",
@@ -606,6 +610,7 @@ LEGAL: tuple[Legal, ...] = (
     Legal("q", "L_SUPPORT_INVALID_TRUE", "isSupported true for a request with an invalid device or type"),
     Legal("q", "L_PRIORITY_MAPPED_BUSY", "setPriority refused with EBUSY while the buffer is mapped"),
     Legal("q", "L_MAP_LIMIT", "at most 2 live mappings per buffer, ENOMEM beyond"),
+    Legal("q", "L_MAP_PAST_END_EINVAL", "a map reaching past the buffer's last page refused with EINVAL"),
     Legal("q", "L_PRIORITY_PREEMPTED_ENOENT", "setPriority of a buffer whose onPreempt ran refused with ENOENT"),
     Legal("v", "L_SUPPORT_E2BIG", "isSupported returns -1 with E2BIG for lists longer than 8"),
     Legal("v", "L_FREE_EMPTY_REFUSED", "ANpuBuffer_free of an empty list refused with EINVAL"),

@@ -156,6 +156,8 @@ enum mutation {
     M_ONLOAD_NULL_COOKIE,  /* onLoad gets cookie NULL */
     M_ONLOAD_ERRNUM_MINUS1, /* a failed load's onLoad gets errorNum -1 */
     M_LOAD_NULL_ONLOAD_OK, /* loadAsync with onLoad NULL returns */
+    M_MAP_SHORT_REFUSED,   /* a map shorter than a page refused, EINVAL */
+    M_MAP_WRITE_DROPPED,   /* a map asking PROT_WRITE is made without it (read-only pages) */
     /* legal, but what they refuse leaves clauses undemonstrated: the kit must say incomplete, naming them */
     I_SEGMENT_REFUSED,     /* x: every valid request with a file segment answered ENOMEM */
     I_LOAD_OFFSET_EIO,     /* x: every loadAsync with a nonzero fileOffset answered EIO (R8) */
@@ -173,6 +175,8 @@ enum mutation {
     L_SUPPORT_INVALID_TRUE,/* q: isSupported says true for an invalid device or type */
     L_PRIORITY_MAPPED_BUSY,/* q: setPriority refused (EBUSY) while the buffer is mapped */
     L_MAP_LIMIT,           /* q: at most 2 live mappings per buffer, ENOMEM beyond */
+    L_MAP_ONE,             /* q: at most 1 live mapping per buffer, ENOMEM beyond */
+    L_MAP_PAST_END_EINVAL, /* q: a map reaching past the buffer's last page refused, EINVAL */
     L_PRIORITY_PREEMPTED_ENOENT, /* q: setPriority of a buffer whose onPreempt ran refused, ENOENT */
     L_FRESH_THREAD,        /* every callback and deferrable deleter on a fresh thread */
     L_RANDOM_DELAY,        /* the same, after a random delay of 0..3 ms */
@@ -1456,10 +1460,25 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
         errno = EACCES;
         return MAP_FAILED;
     }
-    if (MUT == L_MAP_LIMIT) {
+    if (MUT == M_MAP_SHORT_REFUSED && length > 0 && length < PAGE_SZ) {
+        errno = EINVAL;
+        return MAP_FAILED;
+    }
+    if (MUT == L_MAP_PAST_END_EINVAL && offset >= 0) {
         pthread_mutex_lock(&mu);
         struct bufent *e = find_buf(buf);
-        bool full = e != NULL && live_maps(e) >= MAX_MAPS;
+        int64_t rounded = e != NULL ? (e->sub->size + PAGE_SZ - 1) / PAGE_SZ * PAGE_SZ : 0;
+        bool past = e != NULL && (int64_t)offset + (int64_t)length > rounded;
+        pthread_mutex_unlock(&mu);
+        if (past) {
+            errno = EINVAL;
+            return MAP_FAILED;
+        }
+    }
+    if (MUT == L_MAP_LIMIT || MUT == L_MAP_ONE) {
+        pthread_mutex_lock(&mu);
+        struct bufent *e = find_buf(buf);
+        bool full = e != NULL && live_maps(e) >= (MUT == L_MAP_ONE ? 1u : MAX_MAPS);
         pthread_mutex_unlock(&mu);
         if (full) {
             errno = ENOMEM;
@@ -1507,6 +1526,8 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
     }
     if (MUT == M_MAP_IGNORE_PROT && p != MAP_FAILED && length > 0)
         (void)mprotect(p, (length + PAGE_SZ - 1) / PAGE_SZ * PAGE_SZ, PROT_READ | PROT_WRITE);
+    if (MUT == M_MAP_WRITE_DROPPED && p != MAP_FAILED && length > 0 && (prot & PROT_WRITE) != 0)
+        (void)mprotect(p, (length + PAGE_SZ - 1) / PAGE_SZ * PAGE_SZ, prot & ~PROT_WRITE);
     if (p != MAP_FAILED && length > 0) {
         pthread_mutex_lock(&mu);
         struct bufent *e = find_buf(buf);
