@@ -502,6 +502,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("z", "M_MAP_SHORT_REFUSED", "a map shorter than a page refused with EINVAL", "map-maps-buffer"),
     Mutant("z", "M_MAP_WRITE_DROPPED", "a map asking PROT_WRITE made without it (read-only pages)",
            "map-args-like-mmap"),
+    Mutant("z", "M_FREE_BUSY_NO_ERRNO", "ANpuBuffer_free refused while a load of one of its buffers runs, errno left 0",
+           "free-returns"),
+    Mutant("z", "M_FREE_BUSY_ANY_LOAD", "ANpuBuffer_free refused with EBUSY while any load runs, another buffer's too",
+           "free-each-allocated-buffer"),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text

@@ -158,6 +158,8 @@ enum mutation {
     M_LOAD_NULL_ONLOAD_OK, /* loadAsync with onLoad NULL returns */
     M_MAP_SHORT_REFUSED,   /* a map shorter than a page refused, EINVAL */
     M_MAP_WRITE_DROPPED,   /* a map asking PROT_WRITE is made without it (read-only pages) */
+    M_FREE_BUSY_NO_ERRNO,  /* ANpuBuffer_free refused while a load of one of its buffers runs, errno left 0 */
+    M_FREE_BUSY_ANY_LOAD,  /* ANpuBuffer_free refused (EBUSY) while any load runs, also another buffer's */
     /* legal, but what they refuse leaves clauses undemonstrated: the kit must say incomplete, naming them */
     I_SEGMENT_REFUSED,     /* x: every valid request with a file segment answered ENOMEM */
     I_LOAD_OFFSET_EIO,     /* x: every loadAsync with a nonzero fileOffset answered EIO (R8) */
@@ -1333,14 +1335,15 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
         errno = MUT == L_FREE_EMPTY_REFUSED ? EINVAL : 0;
         return -1;
     }
-    if (MUT == W_FREE_BUSY_LOADING && buffers_in != NULL) {
+    if ((MUT == W_FREE_BUSY_LOADING || MUT == M_FREE_BUSY_NO_ERRNO || MUT == M_FREE_BUSY_ANY_LOAD) &&
+        buffers_in != NULL) {
         bool busy = false;
         pthread_mutex_lock(&mu);
         for (struct pending_load *l = loads; l != NULL && !busy; l = l->next)
-            for (size_t i = 0; i < len && !busy; i++) busy = l->buf == buffers_in[i];
+            for (size_t i = 0; i < len && !busy; i++) busy = MUT == M_FREE_BUSY_ANY_LOAD || l->buf == buffers_in[i];
         pthread_mutex_unlock(&mu);
         if (busy) {
-            errno = EBUSY;
+            errno = MUT == M_FREE_BUSY_NO_ERRNO ? 0 : EBUSY;
             return -1;
         }
     }
