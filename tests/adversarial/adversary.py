@@ -506,6 +506,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "free-returns"),
     Mutant("z", "M_FREE_BUSY_ANY_LOAD", "ANpuBuffer_free refused with EBUSY while any load runs, another buffer's too",
            "free-each-allocated-buffer"),
+    Mutant("z", "M_DELETER_TWICE", "every deleter called twice", "cookie-deleter-called"),
+    Mutant("z", "M_DELETER_NULL", "every deleter called with NULL, not with its cookie", "cookie-null-deleter-nothing"),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text

@@ -160,6 +160,8 @@ enum mutation {
     M_MAP_WRITE_DROPPED,   /* a map asking PROT_WRITE is made without it (read-only pages) */
     M_FREE_BUSY_NO_ERRNO,  /* ANpuBuffer_free refused while a load of one of its buffers runs, errno left 0 */
     M_FREE_BUSY_ANY_LOAD,  /* ANpuBuffer_free refused (EBUSY) while any load runs, also another buffer's */
+    M_DELETER_TWICE,       /* every deleter is called twice */
+    M_DELETER_NULL,        /* every deleter is called with NULL, not with its cookie */
     /* legal, but what they refuse leaves clauses undemonstrated: the kit must say incomplete, naming them */
     I_SEGMENT_REFUSED,     /* x: every valid request with a file segment answered ENOMEM */
     I_LOAD_OFFSET_EIO,     /* x: every loadAsync with a nonzero fileOffset answered EIO (R8) */
@@ -542,7 +544,8 @@ static void run_deleter(struct holder *h) {
     ANpuManager_CookieDeleter d = h->deleter;
     if (MUT == M_FIRST_DELETER && d != NULL) d = atomic_load(&first_deleter);
     if (MUT == M_NO_DELETER || (MUT == M_NO_NULL_DELETER && h->cookie == NULL)) d = NULL;
-    if (d != NULL) d(cookie_out(h->cookie));
+    if (d != NULL) d(MUT == M_DELETER_NULL ? NULL : cookie_out(h->cookie));
+    if (d != NULL && MUT == M_DELETER_TWICE) d(cookie_out(h->cookie));
     free(h);
 }
 
