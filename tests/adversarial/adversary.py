@@ -618,6 +618,11 @@ LEGAL: tuple[Legal, ...] = (
     Legal("q", "L_MAP_LIMIT", "at most 2 live mappings per buffer, ENOMEM beyond"),
     Legal("q", "L_MAP_PAST_END_EINVAL", "a map reaching past the buffer's last page refused with EINVAL"),
     Legal("q", "L_PRIORITY_PREEMPTED_ENOENT", "setPriority of a buffer whose onPreempt ran refused with ENOENT"),
+    Legal(
+        "q",
+        "L_SEGMENT_CLIPPED",
+        "a request segment running past the end of its file or of the buffer loads the bytes that exist and fit",
+    ),
     Legal("v", "L_SUPPORT_E2BIG", "isSupported returns -1 with E2BIG for lists longer than 8"),
     Legal("v", "L_FREE_EMPTY_REFUSED", "ANpuBuffer_free of an empty list refused with EINVAL"),
     Legal("timing", "L_FRESH_THREAD", "every callback and deferrable deleter on a fresh thread"),

@@ -182,6 +182,7 @@ enum mutation {
     L_MAP_ONE,             /* q: at most 1 live mapping per buffer, ENOMEM beyond */
     L_MAP_PAST_END_EINVAL, /* q: a map reaching past the buffer's last page refused, EINVAL */
     L_PRIORITY_PREEMPTED_ENOENT, /* q: setPriority of a buffer whose onPreempt ran refused, ENOENT */
+    L_SEGMENT_CLIPPED,     /* q: a request segment past the file's or the buffer's end loads what exists and fits */
     L_FRESH_THREAD,        /* every callback and deferrable deleter on a fresh thread */
     L_RANDOM_DELAY,        /* the same, after a random delay of 0..3 ms */
     L_REORDER,             /* the onAllocs of one allocAsync delivered in reverse order, fresh threads */
@@ -998,6 +999,14 @@ EXPORT void ANpuManager_AllocRequest_setFileSegmentToLoad(ANpuManager_AllocReque
     }
     if (MUT == W_NEG_LENGTH_OK && length < 0) length = 0;
     if (MUT == W_BAD_FD_NO_FILE && fd < -1) fd = -1;
+    struct stat st;
+    if (MUT == L_SEGMENT_CLIPPED && fd >= 0 && file_offset >= 0 && length > 0 && buffer_offset >= 0 &&
+        fstat(fd, &st) == 0) {
+        /* the bytes past the file's end do not exist, those past the buffer's end do not fit: left out */
+        if (file_offset + length > st.st_size) length = st.st_size > file_offset ? st.st_size - file_offset : 0;
+        if (r != NULL && r->size > 0 && buffer_offset + length > r->size)
+            length = r->size > buffer_offset ? r->size - buffer_offset : 0;
+    }
     int give = fd;
     if (MUT == M_SEGMENT_IGNORED && fd >= 0) {
         close(fd); /* owned, and never read */
