@@ -508,6 +508,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "free-each-allocated-buffer"),
     Mutant("z", "M_DELETER_TWICE", "every deleter called twice", "cookie-deleter-called"),
     Mutant("z", "M_DELETER_NULL", "every deleter called with NULL, not with its cookie", "cookie-null-deleter-nothing"),
+    Mutant("z", "M_PREEMPT_COOKIE_PLUS1", "onPreempt gets the cookie plus one (other callbacks the right one)",
+           "cookie-snapshot-at-alloc"),
+    Mutant("z", "M_LATE_ONPREEMPT_TWICE", "an onPreempt coming after the buffer was freed is delivered twice",
+           "preempt-callback-on-forced-dealloc"),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text

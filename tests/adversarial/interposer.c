@@ -162,6 +162,8 @@ enum mutation {
     M_FREE_BUSY_ANY_LOAD,  /* ANpuBuffer_free refused (EBUSY) while any load runs, also another buffer's */
     M_DELETER_TWICE,       /* every deleter is called twice */
     M_DELETER_NULL,        /* every deleter is called with NULL, not with its cookie */
+    M_PREEMPT_COOKIE_PLUS1, /* onPreempt gets the cookie plus one (onAlloc, onLoad and deleters the right one) */
+    M_LATE_ONPREEMPT_TWICE, /* an onPreempt that comes after the buffer was freed is delivered twice */
     /* legal, but what they refuse leaves clauses undemonstrated: the kit must say incomplete, naming them */
     I_SEGMENT_REFUSED,     /* x: every valid request with a file segment answered ENOMEM */
     I_LOAD_OFFSET_EIO,     /* x: every loadAsync with a nonzero fileOffset answered EIO (R8) */
@@ -668,13 +670,23 @@ static void deliver(struct job *j) {
         if (MUT == M_LIVE_CALLBACKS && s->req != NULL) fn = s->req->on_preempt; /* also once freed */
         if (MUT == M_MAP_ENOENT || atomic_load(&s->announced)) fn = NULL;
         atomic_store(&s->preempted, true);
+        bool twice = false;
+        if (fn != NULL && MUT == M_LATE_ONPREEMPT_TWICE) {
+            twice = true; /* unless the application still holds the buffer */
+            pthread_mutex_lock(&mu);
+            for (struct bufent *e = buffers; e != NULL && twice; e = e->next) twice = e->sub != s;
+            pthread_mutex_unlock(&mu);
+        }
         if (fn != NULL && MUT == M_PREEMPT_UNDER_LOCK) {
             pthread_mutex_lock(&api_mu);
             fn(sub_cookie(s));
             pthread_mutex_unlock(&api_mu);
+        } else if (fn != NULL && MUT == M_PREEMPT_COOKIE_PLUS1) {
+            fn((void *)((uintptr_t)sub_cookie(s) + 1));
         } else if (fn != NULL) {
             fn(sub_cookie(s));
         }
+        if (twice) fn(sub_cookie(s));
         if (fn != NULL) atomic_store(&s->told, true);
         break;
     }
