@@ -512,6 +512,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "cookie-snapshot-at-alloc"),
     Mutant("z", "M_LATE_ONPREEMPT_TWICE", "an onPreempt coming after the buffer was freed is delivered twice",
            "preempt-callback-on-forced-dealloc"),
+    Mutant("z", "M_DELETE_AT_MAPPED_FREE", "ANpuBuffer_free of a mapped buffer runs its cookie's deleter, though a "
+           "request or another buffer still holds the cookie", "cookie-ownership-donated"),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text

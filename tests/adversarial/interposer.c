@@ -164,6 +164,7 @@ enum mutation {
     M_DELETER_NULL,        /* every deleter is called with NULL, not with its cookie */
     M_PREEMPT_COOKIE_PLUS1, /* onPreempt gets the cookie plus one (onAlloc, onLoad and deleters the right one) */
     M_LATE_ONPREEMPT_TWICE, /* an onPreempt that comes after the buffer was freed is delivered twice */
+    M_DELETE_AT_MAPPED_FREE, /* ANpuBuffer_free of a mapped buffer runs its cookie's deleter, other holders or not */
     /* legal, but what they refuse leaves clauses undemonstrated: the kit must say incomplete, naming them */
     I_SEGMENT_REFUSED,     /* x: every valid request with a file segment answered ENOMEM */
     I_LOAD_OFFSET_EIO,     /* x: every loadAsync with a nonzero fileOffset answered EIO (R8) */
@@ -1419,6 +1420,13 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     }
     for (struct bufent *e = gone; e != NULL; e = e->next) {
         struct sub *s = e->sub;
+        if (MUT == M_DELETE_AT_MAPPED_FREE && s->holder != NULL) {
+            pthread_mutex_lock(&mu);
+            ANpuManager_CookieDeleter d = live_maps(e) > 0 ? s->holder->deleter : NULL;
+            if (d != NULL) s->holder->deleter = NULL; /* deleted now: the last release deletes nothing */
+            pthread_mutex_unlock(&mu);
+            if (d != NULL) d(cookie_out(s->holder->cookie));
+        }
         for (size_t i = 0; MUT == M_FREED_MAPPING_REVOKED && i < MAX_MAPPINGS; i++)
             if (e->maps[i].pages_left > 0) (void)mprotect((void *)e->maps[i].start, e->maps[i].end - e->maps[i].start, PROT_NONE);
         if (atomic_load(&s->preempted)) continue; /* its one onPreempt came already */
