@@ -514,6 +514,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "preempt-callback-on-forced-dealloc"),
     Mutant("z", "M_DELETE_AT_MAPPED_FREE", "ANpuBuffer_free of a mapped buffer runs its cookie's deleter, though a "
            "request or another buffer still holds the cookie", "cookie-ownership-donated"),
+    Mutant("z", "M_FREED_MAPPING_ZEROED", "ANpuBuffer_free zero-fills the first page of each of the buffer's mappings",
+           "free-mapping-valid-after-free"),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text

@@ -165,6 +165,7 @@ enum mutation {
     M_PREEMPT_COOKIE_PLUS1, /* onPreempt gets the cookie plus one (onAlloc, onLoad and deleters the right one) */
     M_LATE_ONPREEMPT_TWICE, /* an onPreempt that comes after the buffer was freed is delivered twice */
     M_DELETE_AT_MAPPED_FREE, /* ANpuBuffer_free of a mapped buffer runs its cookie's deleter, other holders or not */
+    M_FREED_MAPPING_ZEROED, /* ANpuBuffer_free zero-fills the first page of each of the buffer's mappings */
     /* legal, but what they refuse leaves clauses undemonstrated: the kit must say incomplete, naming them */
     I_SEGMENT_REFUSED,     /* x: every valid request with a file segment answered ENOMEM */
     I_LOAD_OFFSET_EIO,     /* x: every loadAsync with a nonzero fileOffset answered EIO (R8) */
@@ -428,6 +429,8 @@ struct mapping {
     uintptr_t start, end;
     size_t pages_left;
     bool private_; /* MAP_PRIVATE (M_PREEMPT_PRIVATE_MAPPED, M_LOAD_PRIVATE_MAPPED) */
+    int prot;      /* as mapped (M_FREED_MAPPING_ZEROED) */
+    int64_t offset; /* in the buffer (M_FREED_MAPPING_ZEROED) */
 };
 
 struct bufent {
@@ -1429,6 +1432,15 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
         }
         for (size_t i = 0; MUT == M_FREED_MAPPING_REVOKED && i < MAX_MAPPINGS; i++)
             if (e->maps[i].pages_left > 0) (void)mprotect((void *)e->maps[i].start, e->maps[i].end - e->maps[i].start, PROT_NONE);
+        for (size_t i = 0; MUT == M_FREED_MAPPING_ZEROED && i < MAX_MAPPINGS; i++) {
+            /* the mapping's first page, where it lies inside the buffer (past its end, touching it faults) */
+            void *first = (void *)e->maps[i].start;
+            if (e->maps[i].pages_left == 0 || e->maps[i].offset < 0 || e->maps[i].offset >= e->sub->size ||
+                mprotect(first, PAGE_SZ, PROT_READ | PROT_WRITE) != 0)
+                continue;
+            memset(first, 0, PAGE_SZ);
+            (void)mprotect(first, PAGE_SZ, e->maps[i].prot);
+        }
         if (atomic_load(&s->preempted)) continue; /* its one onPreempt came already */
         bool announce = MUT == M_PREEMPT_IN_FREE;
         if (MUT == W_PREEMPT_IN_FREE_UNMAPPED) {
@@ -1570,7 +1582,7 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
             if (e->maps[i].pages_left == 0) {
                 size_t pages = (length + PAGE_SZ - 1) / PAGE_SZ;
                 e->maps[i] = (struct mapping){(uintptr_t)p, (uintptr_t)p + pages * PAGE_SZ, pages,
-                                              (flags & MAP_PRIVATE) != 0};
+                                              (flags & MAP_PRIVATE) != 0, prot, (int64_t)offset};
                 break;
             }
         }
