@@ -516,6 +516,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "request or another buffer still holds the cookie", "cookie-ownership-donated"),
     Mutant("z", "M_FREED_MAPPING_ZEROED", "ANpuBuffer_free zero-fills the first page of each of the buffer's mappings",
            "free-mapping-valid-after-free"),
+    Mutant(
+        "z",
+        "M_SIZE_64M_EIO",
+        "a valid request of exactly 64 MiB refused with EIO, a broken size class (capacity declared: it fits)",
+        "alloc-supported-may-fail",
+        args=("--capacity", "268435456"),
+    ),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text

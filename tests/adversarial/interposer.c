@@ -166,6 +166,7 @@ enum mutation {
     M_LATE_ONPREEMPT_TWICE, /* an onPreempt that comes after the buffer was freed is delivered twice */
     M_DELETE_AT_MAPPED_FREE, /* ANpuBuffer_free of a mapped buffer runs its cookie's deleter, other holders or not */
     M_FREED_MAPPING_ZEROED, /* ANpuBuffer_free zero-fills the first page of each of the buffer's mappings */
+    M_SIZE_64M_EIO,        /* a valid request of exactly 64 MiB refused, EIO (a broken size class) */
     /* legal, but what they refuse leaves clauses undemonstrated: the kit must say incomplete, naming them */
     I_SEGMENT_REFUSED,     /* x: every valid request with a file segment answered ENOMEM */
     I_LOAD_OFFSET_EIO,     /* x: every loadAsync with a nonzero fileOffset answered EIO (R8) */
@@ -222,6 +223,7 @@ static const enum mutation MUT = MUTATION;
 #define BLOCK_NS (1000L * 1000 * 1000)
 #define SIZE_LIMIT ((int64_t)32 << 10)
 #define PRESSURE_LIMIT ((int64_t)4096)
+#define SIZE_64M ((int64_t)64 << 20)
 #define MAX_MAPS 2
 #define MAX_FDS 8
 #define MAX_MAPPINGS 16
@@ -1177,6 +1179,8 @@ static int shim_decision(struct shim_req *r, struct sub *s) {
         return valid_fields(r) && r->has_fd && real_supported(r) ? ENOMEM : 0;
     case W_ALLOC_BUSY_OVERLAP:
         return s->batch != NULL && s->batch->busy && valid_fields(r) && !r->has_fd && real_supported(r) ? EBUSY : 0;
+    case M_SIZE_64M_EIO:
+        return valid_fields(r) && real_supported(r) && r->size == SIZE_64M ? EIO : 0;
     case L_ENOMEM_PRESSURE:
         if (!valid_fields(r) || !real_supported(r)) return 0;
         if (pressure_used + r->size > PRESSURE_LIMIT) return ENOMEM;
