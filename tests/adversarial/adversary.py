@@ -643,6 +643,14 @@ LEGAL: tuple[Legal, ...] = (
     Legal("timing", "L_FRESH_THREAD", "every callback and deferrable deleter on a fresh thread"),
     Legal("timing", "L_RANDOM_DELAY", "every callback and deferrable deleter on a fresh thread after 0-3 ms"),
     Legal("timing", "L_REORDER", "the onAllocs of one allocAsync delivered in reverse order (fresh threads)"),
+    # With the capacity declared: a later request's answer comes while an earlier one of the same call, which
+    # the device may have admitted already, is still pending.
+    Legal(
+        "timing",
+        "L_REORDER",
+        "the same, with the vnpu's capacity declared: answers judged against the requests still pending",
+        ("--capacity", "268435456"),
+    ),
     Legal("y", "L_VICTIM_SMALLEST", "preempt=lowest takes the unmapped buffer of the smallest priority value"),
     Legal("y", "L_LATE_ONPREEMPT", "every onPreempt held until the application freed the buffer (or 300 ms)"),
     Legal("y", "L_LOAD_FREED_EIO", "a load whose buffer was freed before its onLoad is answered EIO", no_warn=True),
