@@ -638,6 +638,12 @@ LEGAL: tuple[Legal, ...] = (
         "L_SEGMENT_CLIPPED",
         "a request segment running past the end of its file or of the buffer loads the bytes that exist and fit",
     ),
+    Legal(
+        "q",
+        "L_LOAD_STARTS_LATE",
+        "a loadAsync reaches the device 50 ms after it returned: a map made meanwhile is granted, the load then "
+        "fails on it",
+    ),
     Legal("v", "L_SUPPORT_E2BIG", "isSupported returns -1 with E2BIG for lists longer than 8"),
     Legal("v", "L_FREE_EMPTY_REFUSED", "ANpuBuffer_free of an empty list refused with EINVAL"),
     Legal("timing", "L_FRESH_THREAD", "every callback and deferrable deleter on a fresh thread"),

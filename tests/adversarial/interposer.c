@@ -188,6 +188,7 @@ enum mutation {
     L_MAP_PAST_END_EINVAL, /* q: a map reaching past the buffer's last page refused, EINVAL */
     L_PRIORITY_PREEMPTED_ENOENT, /* q: setPriority of a buffer whose onPreempt ran refused, ENOENT */
     L_SEGMENT_CLIPPED,     /* q: a request segment past the file's or the buffer's end loads what exists and fits */
+    L_LOAD_STARTS_LATE,    /* q: a loadAsync reaches the device 50 ms after it returned (a queued transfer) */
     L_FRESH_THREAD,        /* every callback and deferrable deleter on a fresh thread */
     L_RANDOM_DELAY,        /* the same, after a random delay of 0..3 ms */
     L_REORDER,             /* the onAllocs of one allocAsync delivered in reverse order, fresh threads */
@@ -318,6 +319,7 @@ static int64_t pressure_used;      /* L_ENOMEM_PRESSURE, under mu */
 static bool fail_next_pending;     /* a vnpu fail_next is waiting for the next real request, under mu */
 static unsigned long loads_done;   /* onLoads the application has received (W_BLOCKING_LOAD), under mu */
 static atomic_int allocs_running;  /* allocAsync calls in progress (W_ALLOC_BUSY_OVERLAP) */
+static atomic_int late_loads;      /* L_LOAD_STARTS_LATE: loads not yet handed to the real library */
 
 static void *cookie_out(void *cookie) {
     if (MUT == M_COOKIE_48) return (void *)((uintptr_t)cookie & (uintptr_t)0xFFFFFFFFFFFFull);
@@ -1362,6 +1364,7 @@ static bool gone_by_preemption(ANpuBuffer *buf) {
 
 EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     real();
+    while (MUT == L_LOAD_STARTS_LATE && atomic_load(&late_loads) > 0) sleep_ns(1000000L);
     struct bufent *gone = NULL;
     if ((MUT == M_FREE_EMPTY_NO_ERRNO || MUT == L_FREE_EMPTY_REFUSED) && len == 0) {
         errno = MUT == L_FREE_EMPTY_REFUSED ? EINVAL : 0;
@@ -1757,6 +1760,22 @@ static void *private_load_thread(void *arg) {
     return NULL;
 }
 
+/* L_LOAD_STARTS_LATE: a load handed to the real library only 50 ms after loadAsync returned; a map made
+ * meanwhile is granted, and the load then meets it. A free waits until the loads queued have started. */
+struct late_load {
+    ANpuBuffer *buf;
+    int fd;
+    int64_t file_offset, length, buffer_offset;
+};
+static void *late_load_thread(void *arg) {
+    struct late_load *l = arg;
+    sleep_ns(50L * 1000000L);
+    R.load_async(l->buf, l->fd, l->file_offset, l->length, l->buffer_offset, shim_on_load);
+    atomic_fetch_sub(&late_loads, 1);
+    free(l);
+    return NULL;
+}
+
 EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, int64_t length,
                                  int64_t buffer_offset, ANpuManager_LoadCallback on_load) {
     real();
@@ -1835,7 +1854,15 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
     if (MUT == M_LOAD_NOTHING && give >= 0 && length > 0) length = 0;
     if (MUT == M_LOAD_MOVES_POSITION && give >= 0 && length > 0) (void)lseek(give, file_offset + length, SEEK_SET);
     if (MUT == M_LOAD_IGNORES_BUFFER_OFFSET && buffer_offset > 0) buffer_offset = 0;
-    R.load_async(buf, give, file_offset, length, buffer_offset, shim_on_load);
+    if (MUT == L_LOAD_STARTS_LATE) {
+        struct late_load *late = malloc(sizeof *late);
+        if (late == NULL) abort();
+        *late = (struct late_load){buf, give, file_offset, length, buffer_offset};
+        atomic_fetch_add(&late_loads, 1);
+        spawn(late_load_thread, late);
+    } else {
+        R.load_async(buf, give, file_offset, length, buffer_offset, shim_on_load);
+    }
     if (MUT == W_BLOCKING_LOAD) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
