@@ -523,6 +523,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "alloc-supported-may-fail",
         args=("--capacity", "268435456"),
     ),
+    # With a declared capacity only vnpu commands preempt (docs/model.md §3): the map that finds a silently
+    # preempted buffer gone then contradicts the mapping the text promises.
+    Mutant(
+        "n",
+        "L_SILENT_PREEMPT_LOAD",
+        "a buffer without onPreempt preempted silently before each loadAsync, with the capacity declared",
+        "map-maps-buffer",
+        args=("--capacity", "268435456"),
+    ),
 )
 
 # Allowed by the words of the text, departing from one of the kit's readings of silent text
