@@ -523,6 +523,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "alloc-supported-may-fail",
         args=("--capacity", "268435456"),
     ),
+    Mutant("z", "M_DELETE_AT_LAST_UNMAP", "the last unmap of a freed buffer runs its cookie's deleter, though "
+           "another buffer still holds the cookie", "cookie-borrowed-in-callbacks"),
     # With a declared capacity only vnpu commands preempt (docs/model.md §3): the map that finds a silently
     # preempted buffer gone then contradicts the mapping the text promises.
     Mutant(

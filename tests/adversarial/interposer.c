@@ -167,6 +167,7 @@ enum mutation {
     M_DELETE_AT_MAPPED_FREE, /* ANpuBuffer_free of a mapped buffer runs its cookie's deleter, other holders or not */
     M_FREED_MAPPING_ZEROED, /* ANpuBuffer_free zero-fills the first page of each of the buffer's mappings */
     M_SIZE_64M_EIO,        /* a valid request of exactly 64 MiB refused, EIO (a broken size class) */
+    M_DELETE_AT_LAST_UNMAP, /* the last unmap of a freed buffer runs its cookie's deleter, other holders or not */
     /* legal, but what they refuse leaves clauses undemonstrated: the kit must say incomplete, naming them */
     I_SEGMENT_REFUSED,     /* x: every valid request with a file segment answered ENOMEM */
     I_LOAD_OFFSET_EIO,     /* x: every loadAsync with a nonzero fileOffset answered EIO (R8) */
@@ -320,6 +321,13 @@ static bool fail_next_pending;     /* a vnpu fail_next is waiting for the next r
 static unsigned long loads_done;   /* onLoads the application has received (W_BLOCKING_LOAD), under mu */
 static atomic_int allocs_running;  /* allocAsync calls in progress (W_ALLOC_BUSY_OVERLAP) */
 static atomic_int late_loads;      /* L_LOAD_STARTS_LATE: loads not yet handed to the real library */
+/* M_DELETE_AT_LAST_UNMAP: buffers freed while mapped, with their holder and the pages still mapped; under mu */
+static struct freed_mapped {
+    ANpuBuffer *buf;
+    struct holder *h;
+    size_t pages;
+} freed_mapped[16];
+static size_t nfreed_mapped;
 
 static void *cookie_out(void *cookie) {
     if (MUT == M_COOKIE_48) return (void *)((uintptr_t)cookie & (uintptr_t)0xFFFFFFFFFFFFull);
@@ -1430,6 +1438,16 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
     }
     for (struct bufent *e = gone; e != NULL; e = e->next) {
         struct sub *s = e->sub;
+        if (MUT == M_DELETE_AT_LAST_UNMAP && s->holder != NULL) {
+            pthread_mutex_lock(&mu);
+            size_t pages = 0;
+            for (size_t i = 0; i < MAX_MAPPINGS; i++) pages += e->maps[i].pages_left;
+            if (pages > 0 && s->holder->deleter != NULL && nfreed_mapped < 16) {
+                holder_ref(s->holder); /* kept until its last unmap */
+                freed_mapped[nfreed_mapped++] = (struct freed_mapped){e->buf, s->holder, pages};
+            }
+            pthread_mutex_unlock(&mu);
+        }
         if (MUT == M_DELETE_AT_MAPPED_FREE && s->holder != NULL) {
             pthread_mutex_lock(&mu);
             ANpuManager_CookieDeleter d = live_maps(e) > 0 ? s->holder->deleter : NULL;
@@ -1626,6 +1644,27 @@ EXPORT int ANpuBuffer_unmap(ANpuBuffer *buf, void *addr, size_t length) {
     }
     int ret = R.unmap(buf, addr, length);
     int saved = errno;
+    if (MUT == M_DELETE_AT_LAST_UNMAP && ret == 0) {
+        struct holder *h = NULL;
+        ANpuManager_CookieDeleter d = NULL;
+        pthread_mutex_lock(&mu);
+        for (size_t i = 0; i < nfreed_mapped; i++) {
+            struct freed_mapped *f = &freed_mapped[i];
+            if (f->buf != buf || f->h == NULL) continue;
+            size_t pages = (length + PAGE_SZ - 1) / PAGE_SZ;
+            f->pages = pages >= f->pages ? 0 : f->pages - pages;
+            if (f->pages == 0) {
+                h = f->h;
+                f->h = NULL;
+                d = h->deleter;
+                h->deleter = NULL; /* deleted now: the last release deletes nothing */
+            }
+            break;
+        }
+        pthread_mutex_unlock(&mu);
+        if (d != NULL) d(cookie_out(h->cookie));
+        if (h != NULL) holder_release(h, true);
+    }
     if (MUT == M_UNMAP_AFTER_FREE && ret == 0) {
         pthread_mutex_lock(&mu);
         bool freed = find_buf(buf) == NULL; /* a freed buffer leaves the list */
