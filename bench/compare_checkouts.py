@@ -128,8 +128,8 @@ def compare_runs(old: Path, new: Path, work: Path, name: str, options: Sequence[
         a, b = before.get(scenario), after.get(scenario)
         if a == b:
             continue
-        if a is None or b is None:
-            changes.append(f"{name} {scenario}: {'only NEW' if a is None else 'only OLD'} ran it")
+        if a is None or b is None:  # a scenario one corpus has: not a change of verdict
+            print(f"  {'added' if a is None else 'removed'} {name} {scenario}: {b or a}", flush=True)
             continue
         seen_old = {a} | rerun(old, work, options, scenario)
         seen_new = {b} | rerun(new, work, options, scenario)
