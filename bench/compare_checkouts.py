@@ -8,8 +8,8 @@ OLD and NEW are checkouts (e.g. `git worktree add /tmp/old main`). Two compariso
   policies, on its aosp-2026 personality (the twin), on the local target with the kit's vnpu library
   (`--impl`), and on the adversarial rows of tests/adversarial (all, or a sample of `--rows N`), each
   row's library built once from OLD and run by both. Per scenario, the verdict and the clause its
-  divergence names. A scenario whose answers differ runs three more times in each checkout: it changed
-  when no answer of one checkout is among the other's; otherwise it is a race of the device.
+  divergence names. A scenario whose answers differ runs again in each checkout in turn, up to eight
+  times: it changed when no answer of one checkout is ever among the other's; otherwise it is a race.
 - **Judgement**: every result of OLD's runs judged again by each checkout (`npuconf rejudge`): the
   verdict, clause, reason and demonstrated clauses must be identical (the judge is deterministic).
 
@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Final
 
 POLICIES: Final = ("budget", "acl", "caching", "arena")
-RERUNS: Final = 3
+# A scenario whose answers differ runs again, one checkout after the other, until the two have given a
+# common answer (a race of the device) or each has run this many times more (a change).
+RERUNS: Final = 8
 Answer = tuple[str, str]  # verdict, the clause its divergence names ("" when none)
 
 
@@ -111,13 +113,21 @@ def datasets(old: Path, work: Path, rows: int | None, seed: int) -> dict[str, li
     return found
 
 
-def rerun(checkout: Path, work: Path, options: Sequence[str], scenario: str) -> set[Answer]:
-    seen: set[Answer] = set()
+def once(checkout: Path, work: Path, options: Sequence[str], scenario: str) -> set[Answer]:
+    with tempfile.TemporaryDirectory(dir=work) as scratch:
+        return set(answers(run(checkout, work, Path(scratch) / "run", [*options, "--scenario", scenario])).values())
+
+
+def answers_again(old: Path, new: Path, work: Path, options: Sequence[str], scenario: str,
+                  first: tuple[Answer, Answer]) -> tuple[set[Answer], set[Answer]]:
+    """Every answer each checkout gives the scenario, alternating, until they share one or RERUNS each."""
+    seen_old, seen_new = {first[0]}, {first[1]}
     for _ in range(RERUNS):
-        with tempfile.TemporaryDirectory(dir=work) as scratch:
-            seen |= set(answers(run(checkout, work, Path(scratch) / "run", [*options, "--scenario", scenario]))
-                        .values())  # fmt: skip
-    return seen
+        if not seen_old.isdisjoint(seen_new):
+            break
+        seen_old |= once(old, work, options, scenario)
+        seen_new |= once(new, work, options, scenario)
+    return seen_old, seen_new
 
 
 def compare_runs(old: Path, new: Path, work: Path, name: str, options: Sequence[str]) -> tuple[int, list[str]]:
@@ -131,8 +141,7 @@ def compare_runs(old: Path, new: Path, work: Path, name: str, options: Sequence[
         if a is None or b is None:  # a scenario one corpus has: not a change of verdict
             print(f"  {'added' if a is None else 'removed'} {name} {scenario}: {b or a}", flush=True)
             continue
-        seen_old = {a} | rerun(old, work, options, scenario)
-        seen_new = {b} | rerun(new, work, options, scenario)
+        seen_old, seen_new = answers_again(old, new, work, options, scenario, (a, b))
         if not seen_old.isdisjoint(seen_new):
             print(f"  race  {name} {scenario}: {sorted(seen_old)} / {sorted(seen_new)}", flush=True)
             continue
