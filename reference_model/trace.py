@@ -283,10 +283,7 @@ def _call(obj: dict[str, object], line: int) -> Call:
     teardown = obj.get("teardown", False)
     if type(teardown) is not bool:
         _refuse(EventKind.CALL, "teardown", teardown)
-    t = obj.get("t", _ABSENT)
-    if t is not _ABSENT and type(t) is not int:
-        _refuse(EventKind.CALL, "t", t)
-    return _new(Call, (line, step, op, args, teardown, th, in_cb, th, None if t is _ABSENT else t))
+    return _new(Call, (line, step, op, args, teardown, th, in_cb, th, _time(obj, EventKind.CALL)))
 
 
 _RET_FIELDS: Final = frozenset({"ev", "step", "op", "ret", "errno", "skipped", "dur_ns", "t", "th", "in_cb"})
@@ -362,10 +359,7 @@ def _cb(obj: dict[str, object], line: int) -> Cb:
     deleted = obj.get("cookie_deleted", False)
     if type(deleted) is not bool:
         _refuse(EventKind.CB, "cookie_deleted", deleted)
-    t = obj.get("t", _ABSENT)
-    if t is not _ABSENT and type(t) is not int:
-        _refuse(EventKind.CB, "t", t)
-    return _new(Cb, (line, kind, cookie, error, buf, thread, deleted, th, th, None if t is _ABSENT else t))
+    return _new(Cb, (line, kind, cookie, error, buf, thread, deleted, th, th, _time(obj, EventKind.CB)))
 
 
 def _cb_return(obj: dict[str, object], line: int) -> CbReturn:
@@ -467,6 +461,16 @@ _BUILDER_CHECKED: Final = {
 }
 _SCHEMA: Final = {str(kind): _compiled(fields) for kind, fields in TRACE_EVENTS.items()}
 assert all({f[0] for f in _SCHEMA[kind]} == names for kind, names in _BUILDER_CHECKED.items())
+
+
+def _time(obj: Mapping[str, object], kind: str) -> int | None:
+    """The optional ``t`` field of a call or callback (None when absent)."""
+    t = obj.get("t", _ABSENT)
+    if t is _ABSENT:
+        return None
+    if type(t) is not int:
+        _refuse(kind, "t", t)
+    return t
 
 
 def _refuse(kind: str, name: str, value: object) -> NoReturn:
