@@ -104,7 +104,7 @@ class FuzzSummary:
     # target, impl, personality, policy, capacity, profile, timeout multiplier, seed, budget, shrink bound,
     # devices, serials and adb servers (as they apply): host/fuzz/replay.py `configuration`
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
-    replay: str = ""  # `npuconf run` of every shrunk scenario on the same configuration ("" when none)
+    replay: str = ""  # `npuconf run` of every kept scenario (shrunk or as generated), same configuration
     exit_code: int = 0
 
     @property

@@ -28,7 +28,7 @@ from reports.plan_options import FUZZ, OPTIONS
 from reports.words import counted
 
 from ..errors import InfraError, RunInterrupted, UsageError
-from ..run import RunRequest, now_iso, open_targets
+from ..run import RunRequest, group_of, now_iso, open_targets
 from ..suite import load_catalogue
 from ..targets import Target
 from ..targets.adb import AdbTarget
@@ -225,7 +225,9 @@ class _Run:
         self.stop = threading.Event()  # Ctrl-C: stop now, shrinking included
         self.enough = threading.Event()  # --until-found: a divergence is written; stop at the next batch
         self.lock = threading.Lock()
+        # By (build, signature): the devices of one build (host.run.group_of) share a group, shrunk once.
         self.divergences: dict[tuple[str, str], FuzzDivergence] = {}
+        self.shrinking_s: dict[tuple[str, str], float] = {}  # each group's shrinking time so far (GROUP_SHRINK_S)
         self.deadline: float | None = None  # a time budget's end (time.monotonic), set when the run starts
         self.quotes = load_catalogue().quotes()
 
@@ -241,22 +243,45 @@ class _Run:
             self.enough.set()
             return first
 
-    def put(self, device: str, divergence: FuzzDivergence) -> None:
+    def put(self, build: str, divergence: FuzzDivergence) -> None:
         with self.lock:
-            self.divergences[(device, divergence.signature)] = divergence
+            self.divergences[(build, divergence.signature)] = divergence
 
-    def get(self, device: str, signature: str) -> FuzzDivergence | None:
+    def get(self, build: str, signature: str) -> FuzzDivergence | None:
         with self.lock:
-            return self.divergences.get((device, signature))
+            return self.divergences.get((build, signature))
+
+    def claim(self, build: str, divergence: FuzzDivergence) -> FuzzDivergence | None:
+        """Keep a new group unless another device of the build found it meanwhile: then that one."""
+        with self.lock:
+            known = self.divergences.get((build, divergence.signature))
+            if known is None:
+                self.divergences[(build, divergence.signature)] = divergence
+            return known
+
+    def count_again(self, build: str, known: FuzzDivergence) -> None:
+        """One more program of a group the build already has."""
+        with self.lock:
+            current = self.divergences.get((build, known.signature), known)
+            self.divergences[(build, known.signature)] = current.seen_again()
+
+    def shrunk_for(self, build: str, signature: str, seconds: float) -> None:
+        """Add to a group's shrinking time."""
+        with self.lock:
+            self.shrinking_s[(build, signature)] = self.shrinking_s.get((build, signature), 0.0) + seconds
+
+    def shrinking_time(self, build: str, signature: str) -> float:
+        with self.lock:
+            return self.shrinking_s.get((build, signature), 0.0)
 
     def left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
-    def group_place(self, device: str, signature: str) -> tuple[int, int]:
+    def group_place(self, build: str, signature: str) -> tuple[int, int]:
         """The group's place (1-based) among the groups found so far, and how many there are."""
         with self.lock:
             keys = list(self.divergences)
-        place = keys.index((device, signature)) + 1 if (device, signature) in keys else len(keys) + 1
+        place = keys.index((build, signature)) + 1 if (build, signature) in keys else len(keys) + 1
         return place, max(place, len(keys))
 
     def snapshot(self) -> list[FuzzDivergence]:
@@ -280,7 +305,7 @@ class _Worker:
         self.programs = 0
         self.fuzzing_s = 0.0
         self.verdicts: Counter[str] = Counter()
-        self.shrinking_s: dict[str, float] = {}  # each group's shrinking time so far (GROUP_SHRINK_S)
+        self.build = self.name  # the device's build (host.run.group_of), once it is prepared
         self.status = "running"
         self.detail = ""
         self.activity = Activity(self.name)
@@ -301,6 +326,7 @@ class _Worker:
             self.control = device.caps.vnpu_control
             self.pointer64 = device.caps.pointer_bits == 64
             self.pair = device.discovery_failed is None
+            self.build = group_of(device)
         except UsageError as exc:
             self.setup_error = exc
         except Exception as exc:
@@ -384,12 +410,9 @@ class _Worker:
 
     def _divergent(self, program: Program, found: Result, programs: int, shrink_it: bool) -> None:
         run = self.run
-        known = run.get(self.name, found.signature)
+        known = run.get(self.build, found.signature)
         if known is not None:
-            if shrink_it and known.shrunk and self._shrinks_left(known):
-                self._shrink_again(program, found, known)
-            else:
-                run.put(self.name, known.seen_again())
+            self._seen_again(program, found, known, shrink_it)
             return
         seed = run.request.seed
         generated = _scenario(program, found, seed, shrunk=False)
@@ -403,17 +426,28 @@ class _Worker:
             scenario=str(path), scenario_id=str(generated["id"]), replays=False, shrunk_reason="", count=1,
             device=self.name, shrunk=False,
         )  # fmt: skip
-        run.put(self.name, divergence)
+        raced = run.claim(self.build, divergence)
+        if raced is not None:  # another device of the build found it first
+            self._seen_again(program, found, raced, shrink_it)
+            return
         # The evidence as the probe wrote it: the divergent program's whole trace (bounded like a run's).
         run.append("found", **dataclasses.asdict(divergence), trace=list(found.trace))
         if not shrink_it:
             return
         shrunk = self._shrink_and_write(program, found, divergence)
-        current = run.get(self.name, found.signature)
-        run.put(self.name, dataclasses.replace(shrunk, count=current.count if current is not None else 1))
+        current = run.get(self.build, found.signature)
+        run.put(self.build, dataclasses.replace(shrunk, count=current.count if current is not None else 1))
         run.append("shrunk", **dataclasses.asdict(shrunk))
-        self.shrinking_s[found.signature] = shrunk.shrink_s
+        run.shrunk_for(self.build, found.signature, shrunk.shrink_s)
         self._found_if_settled(shrunk)
+
+    def _seen_again(self, program: Program, found: Result, known: FuzzDivergence, shrink_it: bool) -> None:
+        """A divergence of a group the build already has: counted, or its program shrunk too while the
+        group's shrinks are not spent (only once one shrink has ended: the group's first is one device's)."""
+        if shrink_it and known.shrunk and self._shrinks_left(known):
+            self._shrink_again(program, found, known)
+        else:
+            self.run.count_again(self.build, known)
 
     def _shrink_again(self, program: Program, found: Result, known: FuzzDivergence) -> None:
         """Another program of the group is shrunk (it may take another route to the same clause): the
@@ -421,15 +455,15 @@ class _Worker:
         run = self.run
         again = self._shrink_and_write(program, found, dataclasses.replace(
             known, program=found.program_id, steps_before=step_count(program)))
-        self.shrinking_s[found.signature] = self.shrinking_s.get(found.signature, 0.0) + again.shrink_s
-        current = run.get(self.name, found.signature) or known
+        run.shrunk_for(self.build, found.signature, again.shrink_s)
+        current = run.get(self.build, found.signature) or known
         better = (again.replayed, -again.steps_after) > (current.replayed, -current.steps_after)
         kept, dropped = (again, current) if better else (current, again)
         if dropped.scenario != kept.scenario:
             with suppress(FileNotFoundError):
                 remove_file(Path(dropped.scenario))  # never through a symlink planted on the way
         kept = dataclasses.replace(kept, count=current.count + 1, shrinks=again.shrinks)
-        run.put(self.name, kept)
+        run.put(self.build, kept)
         if better:
             run.append("shrunk", **dataclasses.asdict(kept))
         self._found_if_settled(kept)
@@ -442,7 +476,7 @@ class _Worker:
             self.status = "found"
 
     def _shrinks_left(self, group: FuzzDivergence) -> bool:
-        return (group.shrinks < GROUP_SHRINKS and self.shrinking_s.get(group.signature, 0.0) < GROUP_SHRINK_S
+        return (group.shrinks < GROUP_SHRINKS and self.run.shrinking_time(self.build, group.signature) < GROUP_SHRINK_S
                 and self._time_to_shrink())
 
     def _confirm_reserve(self) -> float:
@@ -478,7 +512,7 @@ class _Worker:
         deadline = started + request.shrink_budget_s
         if run.deadline is not None:
             deadline = min(deadline, run.deadline - self._confirm_reserve())
-        group, groups = run.group_place(self.name, found.signature)
+        group, groups = run.group_place(self.build, found.signature)
         self.activity = Activity(self.name, "shrinking", found.clause or found.verdict.value, group, groups,
                                  deadline=deadline)
         with _short_settle(self.target):
@@ -652,12 +686,16 @@ def _summary(run: _Run, workers: Sequence[_Worker], started: float, status: str 
     def serials(names: Sequence[str]) -> list[str]:
         return [adb_serials[n] for n in names if n in adb_serials]
 
+    kept = run.snapshot()
+    for d in kept:
+        if not d.shrunk:  # kept as generated: replayed with the shrunk ones, from the scenarios directory
+            as_generated = Path(d.scenario)
+            write_text(run.scenario_dir / as_generated.name, as_generated.read_text(encoding="utf-8"))
     divergences = tuple(
-        dataclasses.replace(d, replay=replay(config, run.out_dir / (SCENARIO_DIR if d.shrunk else FOUND_DIR),
-                                             d.scenario_id, serials([d.device])))
-        for d in run.snapshot()
+        dataclasses.replace(d, replay=replay(config, run.out_dir / SCENARIO_DIR, d.scenario_id, serials([d.device])))
+        for d in kept
     )
-    shrunk_on = sorted({d.device for d in divergences if d.shrunk})
+    found_on = sorted({d.device for d in divergences})
     verdicts: Counter[str] = Counter()
     for w in workers:
         verdicts.update(w.verdicts)
@@ -679,6 +717,6 @@ def _summary(run: _Run, workers: Sequence[_Worker], started: float, status: str 
         status=status,
         until_found=request.until_found,
         config=config,
-        replay=replay(config, run.out_dir / SCENARIO_DIR, None, serials(shrunk_on)) if shrunk_on else "",
+        replay=replay(config, run.out_dir / SCENARIO_DIR, None, serials(found_on)) if found_on else "",
         exit_code=2 if status == "interrupted" else exit_code(len(divergences), devices),
     )

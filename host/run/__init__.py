@@ -39,6 +39,7 @@ from .results_writer import planned as planned
 from .results_writer import result_record as result_record
 from .resume import resume_run as resume_run
 from .runner import DeviceRun as DeviceRun
+from .shard import group_of as group_of
 from .start import RunOutcome as RunOutcome
 from .start import open_targets as open_targets
 from .start import start_run as start_run

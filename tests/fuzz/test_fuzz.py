@@ -675,7 +675,7 @@ def _scripted_worker(tmp_path, outcomes):
     run = session._Run(SimpleNamespace(seed=1, until_found=True), tmp_path)  # type: ignore[arg-type]
     worker = session._Worker.__new__(session._Worker)
     worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"
-    worker.shrinking_s = {}
+    worker.build = "local"
     shrunk_programs: list[str] = []
     script = iter(outcomes)
 
@@ -712,6 +712,24 @@ def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tm
     worker._divergent(_GROUP_PROGRAM, _group_found(3), 4, shrink_it=True)  # its shrinks are spent: counted only
     again = run.get("local", "FAIL:x")
     assert again is not None and (again.steps_after, again.count, again.shrinks) == (12, 4, 3)
+
+
+def test_a_clause_is_shrunk_once_per_build_whichever_device_finds_it_again(tmp_path, monkeypatch):
+    """Two identical devices (one build) find one clause: the first shrinks it, the second's finding is
+    counted, and once the group's shrinks are spent no device shrinks it again."""
+    import copy
+
+    from host.fuzz import campaign as session
+
+    monkeypatch.setattr(session, "GROUP_SHRINKS", 1)
+    run, first, shrunk_programs = _scripted_worker(tmp_path, [(3, 5, 0.0)])
+    second = copy.copy(first)
+    second.name = "virtual-2"  # another device of the build
+    first._divergent(_GROUP_PROGRAM, _group_found(0), 1, shrink_it=True)
+    second._divergent(_GROUP_PROGRAM, _group_found(1), 1, shrink_it=True)
+    kept = run.get("local", "FAIL:x")
+    assert shrunk_programs == ["fuzz.s1_0"] and kept is not None and (kept.count, kept.shrinks) == (2, 1)
+    assert len(run.snapshot()) == 1
 
 
 def test_a_group_is_not_shrunk_again_once_its_shrinking_took_long(tmp_path):

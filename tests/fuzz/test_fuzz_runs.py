@@ -141,6 +141,9 @@ def test_ctrl_c_after_a_divergence_keeps_it_in_the_reports(tmp_path, probe_build
     assert scenario.is_file() and clause in scenario.read_text()
     if not divergence["shrunk"]:  # Ctrl-C came while it was being shrunk: the program as generated
         assert divergence["steps_after"] == divergence["steps_before"] and scenario.parent.parent.name == "found"
+    # the replay line runs every divergence kept, shrunk or as generated
+    assert (out / "scenarios" / "fuzz" / f"{divergence['scenario_id']}.yaml").is_file()
+    assert str(out / "scenarios") in summary["replay"], summary["replay"]
     html = (out / "fuzz.html").read_text()
     assert "Interrupted" in html and clause in html
     assert ("not shrunk" in html) == (not divergence["shrunk"])
