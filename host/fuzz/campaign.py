@@ -46,6 +46,9 @@ RESULTS_FILE: Final = "fuzz.jsonl"
 CHAPTER: Final = "fuzz"
 DEFAULT_BATCH: Final = 50
 SHRINK_BUDGET_S: Final = 120.0
+# A time budget is for fuzzing first: a shrink starts only while the shrinking done so far (all devices
+# together) is under this share of it; divergences found after stay as generated (and in the replay line).
+SHRINK_SHARE: Final = 0.5
 # While shrinking on the local target the probe's teardown waits this long for owed callbacks and
 # deleters (instead of the target's own settle): a candidate that keeps a leak waits for it each time.
 # The written scenario is run again with the target's own settle before it is reported.
@@ -274,6 +277,12 @@ class _Run:
         with self.lock:
             return self.shrinking_s.get((build, signature), 0.0)
 
+    def shrinking_share_spent(self) -> bool:
+        """Whether the shrinking done so far took the share of a time budget it may have."""
+        seconds = self.request.budget.seconds
+        with self.lock:
+            return seconds is not None and sum(self.shrinking_s.values()) >= SHRINK_SHARE * seconds
+
     def left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
@@ -485,7 +494,7 @@ class _Worker:
 
     def _time_to_shrink(self) -> bool:
         left = self.run.left()
-        return left is None or left > self._confirm_reserve()
+        return (left is None or left > self._confirm_reserve()) and not self.run.shrinking_share_spent()
 
     def _run_candidates(self, programs: Sequence[Program]) -> list[Result | None]:
         results = self._run_unless_stopped(programs)

@@ -672,7 +672,8 @@ def _scripted_worker(tmp_path, outcomes):
 
     from host.fuzz import campaign as session
 
-    run = session._Run(SimpleNamespace(seed=1, until_found=True), tmp_path)  # type: ignore[arg-type]
+    request = SimpleNamespace(seed=1, until_found=True, budget=session.Budget(programs=100))
+    run = session._Run(request, tmp_path)  # type: ignore[arg-type]
     worker = session._Worker.__new__(session._Worker)
     worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"
     worker.build = "local"
@@ -730,6 +731,19 @@ def test_a_clause_is_shrunk_once_per_build_whichever_device_finds_it_again(tmp_p
     kept = run.get("local", "FAIL:x")
     assert shrunk_programs == ["fuzz.s1_0"] and kept is not None and (kept.count, kept.shrinks) == (2, 1)
     assert len(run.snapshot()) == 1
+
+
+def test_shrinking_takes_at_most_its_share_of_a_time_budget(tmp_path):
+    """Under a 10 s budget a shrink starts only while the shrinking so far is under SHRINK_SHARE of it: a
+    divergence found after that stays as generated; a count budget sets no share."""
+    from host.fuzz import campaign as session
+
+    run, worker, _ = _scripted_worker(tmp_path, [])
+    assert worker._time_to_shrink()
+    run.shrunk_for("local", "FAIL:x", 10 * session.SHRINK_SHARE)
+    assert worker._time_to_shrink()  # a count budget: no share
+    run.request.budget = session.Budget(seconds=10.0)
+    assert not worker._time_to_shrink()
 
 
 def test_a_group_is_not_shrunk_again_once_its_shrinking_took_long(tmp_path):
