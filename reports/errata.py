@@ -225,10 +225,17 @@ def _reading_behaviour(reading: str, clauses: Sequence[str], device: _Device) ->
                  + (f" ({counted})" if counted else ""))
     summary = "; ".join(parts) + "; answers: " + ", ".join(per_clause)
     shown: list[ResultRecord] = [*warned, *failing] or [r for r in citing if r.verdict is Verdict.PASS]
+    # The first scenarios by id whose traces show the events the reading reads: not the first to finish,
+    # which lanes order differently in every run (a PASS scenario may show none of them this time).
     lines: list[Line] = []
-    for record in shown[:SHOWN_SCENARIOS]:
+    taken = 0
+    for record in sorted(shown, key=lambda r: r.scenario):
         evidence = _divergent_line(record) if record.verdict.failed else _evidence_lines(record, ops, kinds)
-        lines.extend(evidence)
+        if evidence:
+            lines.extend(evidence)
+            taken += 1
+            if taken == SHOWN_SCENARIOS:
+                break
     scenarios = tuple(dict.fromkeys(r.scenario for r in (warned or failing or citing)))
     return DeviceBehaviour(device.label, summary, scenarios, tuple(lines))
 
