@@ -3,110 +3,60 @@
 The state is the caller's model (host.fuzz.caller), the one the legality check and the shrinker replay
 programs through: live requests (with their cookie), submissions, bound buffers (mapped pages, preempted
 or not), mappings, files and the callbacks owed. Each move is drawn among those the state allows
-(``_Move.enabled``), draws its arguments from the state, and makes every step through the model's rules,
+(``Move.enabled``), draws its arguments from the state, and makes every step through the model's rules,
 so a program never uses a freed request, an unbound or freed buffer, an unmapped page or a failed mapping
 (the judge's Unjudgeable cases, docs/formats.md §2). Weights favour deep states: many requests and buffers
 alive, cookies replaced while submissions hold them, maps and partial unmaps, loads while mapped, frees
-during loads, priorities, and, where the device has vnpu control, preemption and pressure. Programs are
-plain scenario mappings (the YAML form) so that the shrinker edits and writes them as they are.
+during loads, priorities, and, where the device has vnpu control, preemption and pressure. The moves of
+host.fuzz.moves_requests, moves_buffers and moves_contexts reach the rest of the grammar (host.fuzz.grammar):
+every argument class, every calling context, repetitions and observations. Programs are plain scenario
+mappings (the YAML form) so that the shrinker edits and writes them as they are.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from reference_model.vocabulary import PREEMPT_LATE_MS
 
-from .caller import PAGE, Caller, item_steps
+from . import moves_buffers, moves_contexts, moves_requests
+from .answers import PAGE
+from .caller import item_steps
+from .grammar import Cell
+from .pen import (
+    AWAIT_MS,
+    CLOSE_WAIT_MS,
+    LATE_SHARE,
+    MAX_LIVE_BUFFERS,
+    PREEMPT_PAUSE_MS,
+    Move,
+    Pen,
+    freeable,
+    live_maps,
+    mapped,
+    orphans,
+    preemptable,
+    usable,
+)
 
-# Sizes stay far below the vnpu's default capacity (256 MiB) while nothing presses on it: every
-# allocation of a program without pressure succeeds on a conforming device, so its buffer can be bound.
 SIZES_PAGES: Final = (1, 1, 2, 3, 4, 8, 16)
 PRIORITIES: Final = (0, 1, 250, 499, 500, 501, 750, 999, 1000)
-AWAIT_MS: Final = 2000
-CLOSE_WAIT_MS: Final = 1000  # as the corpus: a conforming owner closes at once, the probe polls until then
 # The clause a generated program names: its steps may exercise any, the judge names the one it breaks.
 PROGRAM_CLAUSE: Final = "alloc-supported-may-fail"
-MAX_LIVE_BUFFERS: Final = 12
-# After a commanded preemption of a buffer without onPreempt: long enough for a callback that should not
-# come to show on a loaded machine (at 20 ms a shrink under CI load kept 16 steps instead of 11); about
-# 2 % of programs have one, so the rate drops by well under half.
-PREEMPT_PAUSE_MS: Final = 100
-# About half of the commanded preemptions are `preempt_late=` (docs/vnpu.md §7): the buffer is preempted at
-# once, its onPreempt comes PREEMPT_LATE_MS later, after the steps that follow (a free, a map), in one step.
-# Without it, a defect shown only by a late onPreempt (a cookie deleted at the free) is a race.
-LATE_SHARE: Final = 0.5
 # Without a supported pair (discovery failed) requests take these numbers; their allocations may fail or
 # not, so nothing is bound: the programs exercise requests, cookies, isSupported and onAlloc.
 BLIND_DEVICES: Final = (0, 1, -1)
 BLIND_TYPES: Final = (0, 1, 2, 3, 4, 9)
-
-
-@dataclass
-class _Pen:
-    """A program being drawn: the caller's model (host.fuzz.caller), through whose rules every step goes,
-    and what only drawing needs (the random stream, the device's capabilities, fresh names)."""
-
-    rng: random.Random
-    control: bool  # the device has vnpu control
-    pair: bool  # a supported pair is known: allocations succeed and their buffers are bound
-    allow_loads: bool  # the device may be asked to load files (the `load` capability)
-    pointer64: bool  # the device has a 64-bit ABI: raw cookies above 2^32 (and 2^48) are allowed
-    model: Caller = field(default_factory=Caller)
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    serial: int = 0
-
-    def name(self, prefix: str) -> str:
-        self.serial += 1
-        return f"{prefix}{self.serial}"
-
-    def add(self, op: str, **args: Any) -> None:
-        self.add_item({op: args})
-
-    def add_item(self, item: dict[str, Any]) -> None:
-        # A precondition that refuses here is a move drawing a step its state does not allow: Illegal.
-        for op, args in item_steps(item):
-            self.model.take(op, args)
-        self.steps.append(item)
-
-
-# --- what the moves draw from ------------------------------------------------------------------------
-
-def _usable(s: _Pen) -> list[str]:
-    """Buffers that may be mapped or loaded (not maybe preempted)."""
-    return [name for name, b in s.model.bufs.items() if not b.preempted]
-
-
-def _mapped(s: _Pen) -> list[str]:
-    """Live buffers with a live mapping."""
-    return [name for name in s.model.bufs if s.model.live_mapped(name)]
-
-
-def _freeable(s: _Pen) -> list[str]:
-    """Live buffers without a live mapping."""
-    return [name for name in s.model.bufs if not s.model.live_mapped(name)]
-
-
-def _live_maps(s: _Pen) -> list[str]:
-    """Mappings of live buffers."""
-    return [name for name, m in s.model.maps.items() if m.buf in s.model.bufs]
-
-
-def _orphans(s: _Pen) -> list[str]:
-    """Mappings whose buffer was freed while they were live: valid until unmapped (free-mapping-valid)."""
-    return [name for name, m in s.model.maps.items() if m.buf not in s.model.bufs]
-
-
-def _preemptable(s: _Pen) -> list[str]:
-    return [name for name in _usable(s) if not s.model.live_mapped(name)]
+# A program ends with a documented crash (host.fuzz.moves_contexts.death) this often.
+DEATH_SHARE: Final = 0.04
 
 
 # --- the moves ---------------------------------------------------------------------------------------
 
-def _cookie(s: _Pen) -> Any:
+def _cookie(s: Pen) -> Any:
     """A cookie for setCookie: mostly a new cookie object (its cookie_new step added); sometimes a raw
     integer (above 2^48 on a 64-bit ABI: cookie-raw-integer), at times one used before, or NULL."""
     roll = s.rng.random()
@@ -125,12 +75,12 @@ def _cookie(s: _Pen) -> Any:
     return c
 
 
-def _set_cookie(s: _Pen, r: str) -> None:
+def _set_cookie(s: Pen, r: str) -> None:
     c = _cookie(s)
     s.add("req_set_cookie", req=r, cookie=c, deleter=s.rng.random() < 0.85)
 
 
-def _new_request(s: _Pen) -> None:
+def _new_request(s: Pen) -> None:
     r = s.name("r")
     pages = s.rng.choice(SIZES_PAGES)
     s.add("req_create", req=r)
@@ -141,13 +91,14 @@ def _new_request(s: _Pen) -> None:
         s.add("req_set_device", req=r, device=s.rng.choice(BLIND_DEVICES))
         s.add("req_set_type", req=r, type=s.rng.choice(BLIND_TYPES))
     s.add("req_set_size", req=r, size=pages * PAGE)
-    s.add("req_set_prot", req=r, prot=["READ", "WRITE"])
+    if s.chance(0.9):
+        s.add("req_set_prot", req=r, prot=["READ", "WRITE"])
     if s.rng.random() < 0.5:
         s.add("req_set_priority", req=r, priority=s.rng.choice(PRIORITIES))
     s.add("req_set_onalloc", req=r, set=True)
     if s.rng.random() < 0.6:
         s.add("req_set_onpreempt", req=r, set=True)
-    if s.allow_loads and s.rng.random() < 0.12:
+    if s.allow_loads and s.chance(0.12):
         # A file segment loaded at allocation (setFileSegmentToLoad): the request owns the descriptor.
         f = s.name("f")
         seg = s.rng.randint(1, pages)
@@ -156,9 +107,9 @@ def _new_request(s: _Pen) -> None:
     _set_cookie(s, r)
 
 
-def _submit(s: _Pen) -> None:
+def _submit(s: Pen) -> None:
     """allocAsync of one to three live requests, then (usually) the wait, and the binds by cookie."""
-    names = list(s.model.reqs)
+    names = submittable(s)
     chosen = s.rng.sample(names, k=min(len(names), s.rng.choice((1, 1, 1, 2, 3))))
     before = len(s.model.subs)
     s.add("alloc", reqs=chosen)
@@ -187,13 +138,15 @@ def _submit(s: _Pen) -> None:
             s.add("bind", **bind)
 
 
-def _add_map(s: _Pen, b: str, writable: bool | None = None, flags: str | None = None) -> tuple[str, int, bool]:
+def _add_map(s: Pen, b: str, writable: bool | None = None, flags: str | None = None) -> tuple[str, int, bool]:
     """A buf_map of the first pages of ``b`` (how many, and unless given whether writable and its flags,
-    drawn): the mapping's name, pages and writability."""
+    drawn; writable only where the buffer's protection has WRITE): the mapping's name, pages and
+    writability."""
     m = s.name("m")
     pages = s.rng.randint(1, s.model.bufs[b].pages)
     if writable is None:
         writable = s.rng.random() < 0.7
+    writable = writable and "WRITE" in s.model.bufs[b].prot
     if flags is None:
         flags = s.rng.choice(("SHARED", "SHARED", "PRIVATE"))
     s.add("buf_map", map=m, buf=b, length=pages * PAGE, prot=["READ", "WRITE"] if writable else ["READ"],
@@ -201,16 +154,18 @@ def _add_map(s: _Pen, b: str, writable: bool | None = None, flags: str | None = 
     return m, pages, writable
 
 
-def _map(s: _Pen) -> None:
-    m, pages, writable = _add_map(s, s.rng.choice(_usable(s)))
+def _map(s: Pen) -> None:
+    m, pages, writable = _add_map(s, s.rng.choice(usable(s)))
+    if m not in s.model.maps:
+        return  # one a conforming device may refuse (during a load): the program does not use it
     if writable and s.rng.random() < 0.7:
         s.add("map_write", map=m, offset=0, length=pages * PAGE, seed=s.rng.randint(1, 1000))
     if s.rng.random() < 0.6:
         s.add("map_read", map=m, offset=0, length=pages * PAGE)
 
 
-def _touch_map(s: _Pen) -> None:
-    name = s.rng.choice(_live_maps(s))
+def _touch_map(s: Pen) -> None:
+    name = s.rng.choice(live_maps(s))
     m = s.model.maps[name]
     page = s.rng.choice(sorted(m.pages))
     if m.writable and s.rng.random() < 0.5:
@@ -227,12 +182,12 @@ def _first_run(pages: list[int]) -> tuple[int, int]:
     return low, high
 
 
-def _unmap(s: _Pen) -> None:
+def _unmap(s: Pen) -> None:
     """A partial unmap (one page) or the first run of pages of a mapping; at times of one whose buffer was
     freed (its memory goes with its last page)."""
-    orphans, live = _orphans(s), _live_maps(s)
-    if orphans and (not live or s.rng.random() < 0.5):
-        name = s.rng.choice(orphans)
+    left, live = orphans(s), live_maps(s)
+    if left and (not live or s.rng.random() < 0.5):
+        name = s.rng.choice(left)
         one_page = s.rng.random() >= 0.5
     else:
         name = s.rng.choice(live)
@@ -245,20 +200,21 @@ def _unmap(s: _Pen) -> None:
     s.add("buf_unmap", map=name, offset=low * PAGE, length=(high - low + 1) * PAGE)
 
 
-def _free_mapped(s: _Pen) -> None:
+def _free_mapped(s: Pen) -> None:
     """ANpuBuffer_free of a buffer that is still mapped: the text lets the mapping stay valid until it is
     unmapped (free-mapping-valid-after-free), and the device may not preempt it meanwhile
     (preempt-never-while-mapped). The mappings are unmapped by later steps (or by teardown)."""
-    mapped = _mapped(s)
-    if not mapped:
-        # None mapped yet: map one first (not one that may be preempted, as _map; during a load is fine, R15).
-        b = s.rng.choice(_usable(s))
-        _add_map(s, b, writable=True, flags="SHARED")
-        mapped = [b]
-    s.add("buf_free", bufs=[s.rng.choice(mapped)])
+    held = mapped(s)
+    if not held:
+        # None mapped yet: map one first (not one that may be preempted, as _map; during a load it may be
+        # refused, R15, and the buffer is freed all the same).
+        b = s.rng.choice(usable(s))
+        _add_map(s, b, flags="SHARED")
+        held = [b]
+    s.add("buf_free", bufs=[s.rng.choice(held)])
 
 
-def _is_supported(s: _Pen) -> None:
+def _is_supported(s: Pen) -> None:
     """ANpuManager_isSupported of live requests (cookies, callbacks and priorities set: ignored fields), one
     of them listed twice at times, and at times a request with an invalid type or a negative device (which
     may also be submitted, with onPreempt: its onAlloc fails and no onPreempt may follow)."""
@@ -290,7 +246,7 @@ def _is_supported(s: _Pen) -> None:
     s.add("req_free", req=extra)
 
 
-def _callbacks_after(s: _Pen) -> None:
+def _callbacks_after(s: Pen) -> None:
     """setOnPreempt (a callback, or NULL) or setOnAlloc again on a request, usually one already submitted:
     the submissions made keep the callbacks of their snapshot (alloc-snapshot), later ones take the new."""
     r = s.rng.choice(list(s.model.reqs))
@@ -302,39 +258,38 @@ def _callbacks_after(s: _Pen) -> None:
         s.add("req_set_onalloc", req=r, set=True)
 
 
-def _load(s: _Pen) -> None:
-    b = s.rng.choice(_usable(s))
+def _load(s: Pen) -> None:
+    b = s.rng.choice(usable(s))
     f = s.name("f")
     pages = s.rng.randint(1, s.model.bufs[b].pages)
     s.add("file_new", file=f, size=pages * PAGE, seed=s.rng.randint(1, 1000))
-    onload = s.rng.random() < 0.8
-    s.add("buf_load", buf=b, fd=f, file_offset=0, length=pages * PAGE, buffer_offset=0, onload=onload)
-    if onload and s.model.loads_known and s.rng.random() < 0.6:
+    s.add("buf_load", buf=b, fd=f, file_offset=0, length=pages * PAGE, buffer_offset=0, onload=True)
+    if s.model.loads_known and s.chance(0.7):
         s.add("await_load", count=s.model.loads, timeout_ms=AWAIT_MS)
 
 
-def _await_closed(s: _Pen) -> None:
+def _await_closed(s: Pen) -> None:
     """A descriptor handed over to a load, answered, into a buffer since freed: the owner must close it
     (load-fd-ownership); the probe waits for that, polling, and the model requires it closed by the end."""
     s.add("await_closed", file=s.rng.choice(s.model.released_files), timeout_ms=CLOSE_WAIT_MS)
 
 
-def _free(s: _Pen) -> None:
+def _free(s: Pen) -> None:
     """ANpuBuffer_free of one or two unmapped buffers (possibly during their load)."""
-    free = _freeable(s)
+    free = freeable(s)
     s.add("buf_free", bufs=s.rng.sample(free, k=min(len(free), s.rng.choice((1, 1, 2)))))
 
 
-def _priority(s: _Pen) -> None:
+def _priority(s: Pen) -> None:
     s.add("buf_set_priority", buf=s.rng.choice(list(s.model.bufs)), priority=s.rng.choice(PRIORITIES))
 
 
-def _free_request(s: _Pen) -> None:
+def _free_request(s: Pen) -> None:
     s.add("req_free", req=s.rng.choice(list(s.model.reqs)))
 
 
-def _preempt(s: _Pen) -> None:
-    b = s.rng.choice(_preemptable(s))
+def _preempt(s: Pen) -> None:
+    b = s.rng.choice(preemptable(s))
     late = s.rng.random() < LATE_SHARE
     owed = s.model.preempts
     s.add("vnpu", command=f"{'preempt_late' if late else 'preempt'}={b}")
@@ -350,8 +305,8 @@ def _preempt(s: _Pen) -> None:
         s.add("sleep_ms", ms=PREEMPT_PAUSE_MS + (PREEMPT_LATE_MS if late else 0))
 
 
-def _pressure(s: _Pen) -> None:
-    # The device may preempt any buffer to make room, mapped ones too: mappings go first.
+def _pressure(s: Pen) -> None:
+    # Mappings go first: what pressure may preempt is then every buffer, none held by a mapping.
     for name, m in list(s.model.maps.items()):
         for page in sorted(m.pages):
             s.add("buf_unmap", map=name, offset=page * PAGE, length=PAGE)
@@ -362,12 +317,12 @@ def _pressure(s: _Pen) -> None:
     s.add("vnpu", command=f"pressure={mib * 1024 * 1024}")
 
 
-def _parallel(s: _Pen) -> None:
+def _parallel(s: Pen) -> None:
     """Two or three threads, each on its own slots: set a priority, or free a buffer, or create, set and
     free a request of its own."""
     lists: list[list[dict[str, Any]]] = []
     taken: set[str] = set()
-    unmapped = _freeable(s)
+    unmapped = freeable(s)
     for _ in range(s.rng.choice((2, 2, 3))):
         roll = s.rng.random()
         spare = [b for b in s.model.bufs if b not in taken]
@@ -391,58 +346,75 @@ def _parallel(s: _Pen) -> None:
     s.add_item({"parallel": lists})
 
 
-def _replace(s: _Pen) -> None:
+def _replace(s: Pen) -> None:
     _set_cookie(s, s.rng.choice(list(s.model.reqs)))
 
 
-@dataclass(frozen=True)
-class _Move:
-    """One generator move: its weight, whether it needs vnpu control or loads, when the state allows it
-    (then it adds at least one step), and how it draws its steps."""
-
-    draw: Callable[[_Pen], None]
-    weight: int
-    enabled: Callable[[_Pen], bool]
-    control: bool = False
-    loads: bool = False
+def submittable(s: Pen) -> list[str]:
+    """Live requests with onAlloc (allocAsync of one without crashes: only host.fuzz.moves_contexts.death)."""
+    return [name for name, r in s.model.reqs.items() if r.onalloc]
 
 
-MOVES: Final = (
+CORE_MOVES: Final = (
     # At most 8 requests alive: more add nothing but teardown work.
-    _Move(_new_request, 14, lambda s: len(s.model.reqs) < 8),
-    _Move(_submit, 16, lambda s: bool(s.model.reqs)),
-    _Move(_replace, 6, lambda s: bool(s.model.reqs)),
-    _Move(_map, 10, lambda s: bool(_usable(s))),
-    _Move(_touch_map, 6, lambda s: bool(_live_maps(s))),
-    _Move(_unmap, 7, lambda s: bool(s.model.maps)),
-    _Move(_load, 7, lambda s: bool(_usable(s)), loads=True),
-    _Move(_free, 8, lambda s: bool(_freeable(s))),
-    _Move(_priority, 5, lambda s: bool(s.model.bufs)),
-    _Move(_free_request, 4, lambda s: bool(s.model.reqs)),
-    _Move(_parallel, 3, lambda s: True),
-    _Move(_is_supported, 3, lambda s: True),
-    _Move(_callbacks_after, 3, lambda s: bool(s.model.reqs)),
-    _Move(_free_mapped, 3, lambda s: bool(_mapped(s) or _usable(s))),
-    _Move(_await_closed, 3, lambda s: bool(s.model.released_files)),
+    Move(_new_request, 14, lambda s: len(s.model.reqs) < 8),
+    Move(_submit, 16, lambda s: bool(submittable(s))),
+    Move(_replace, 6, lambda s: bool(s.model.reqs)),
+    Move(_map, 10, lambda s: bool(usable(s))),
+    Move(_touch_map, 6, lambda s: bool(live_maps(s))),
+    Move(_unmap, 7, lambda s: bool(s.model.maps)),
+    Move(_load, 7, lambda s: bool(usable(s)), loads=True),
+    Move(_free, 8, lambda s: bool(freeable(s))),
+    Move(_priority, 5, lambda s: bool(s.model.bufs)),
+    Move(_free_request, 4, lambda s: bool(s.model.reqs)),
+    Move(_parallel, 2, lambda s: True),
+    Move(_is_supported, 3, lambda s: True),
+    Move(_callbacks_after, 3, lambda s: bool(s.model.reqs)),
+    Move(_free_mapped, 3, lambda s: bool(mapped(s) or usable(s))),
+    Move(_await_closed, 3, lambda s: bool(s.model.released_files)),
     # Under pressure the onPreempts owed are not counted any more.
-    _Move(_preempt, 3, lambda s: not s.model.pressure and bool(_preemptable(s)), control=True),
-    _Move(_pressure, 1, lambda s: True, control=True),
+    Move(_preempt, 3, lambda s: not s.model.pressure and bool(preemptable(s)), control=True),
+    Move(_pressure, 1, lambda s: not s.model.armed, control=True),
 )
+MOVES: Final = (*CORE_MOVES, *moves_requests.MOVES, *moves_buffers.MOVES, *moves_contexts.MOVES)
 # With 8 requests alive a new request gives way to a submission; with none, a submission to a new request.
-_GIVES_WAY_TO: Final[dict[Callable[[_Pen], None], Callable[[_Pen], None]]] = {
+_GIVES_WAY_TO: Final[dict[Callable[[Pen], None], Callable[[Pen], None]]] = {
     _new_request: _submit, _submit: _new_request}
 
 
-def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True,
-             pointer64: bool = False, pair: bool = True) -> dict[str, Any]:
-    """Program ``index`` of the stream ``seed``: a scenario mapping (docs/formats.md §2). ``pointer64``: the
-    device has a 64-bit ABI, so raw cookies may use the high bits. ``pair`` False: the device's pair
-    discovery failed, so the program requires no pair and binds no buffer (as `npuconf run` still runs the
-    scenarios that need no discovery on such a device)."""
-    rng = random.Random(f"{seed}:{index}")
-    s = _Pen(rng, control=vnpu_control and pair, pair=pair, allow_loads=loads and pair, pointer64=pointer64)
+def program_id(seed: int, index: int, variant: int = 0) -> str:
+    """A program's id: its seed, its index in the stream and, for the other candidates of that index the
+    campaign chooses among (host.fuzz.steer), the variant."""
+    return f"fuzz.s{seed}_{index}" + (f"v{variant}" if variant else "")
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A generated program and the grammar cells its steps reach (host.fuzz.grammar)."""
+
+    program: dict[str, Any]
+    cells: frozenset[Cell]
+
+
+def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True, pointer64: bool = False,
+             pair: bool = True, unsupported: bool = False, variant: int = 0) -> dict[str, Any]:
+    """Program ``index`` (candidate ``variant``) of the stream ``seed``: a scenario mapping (docs/formats.md
+    §2). ``pointer64``: the device has a 64-bit ABI, so raw cookies may use the high bits. ``pair`` False:
+    the device's pair discovery failed, so the program requires no pair and binds no buffer (as `npuconf
+    run` still runs the scenarios that need no discovery on such a device). ``unsupported``: the device
+    has a pair it does not support (`$unsupported.*`)."""
+    return draw(seed, index, vnpu_control=vnpu_control, loads=loads, pointer64=pointer64, pair=pair,
+                unsupported=unsupported, variant=variant).program
+
+
+def draw(seed: int, index: int, *, vnpu_control: bool, loads: bool = True, pointer64: bool = False,
+         pair: bool = True, unsupported: bool = False, variant: int = 0) -> Drawn:
+    """``generate``'s program, with its cells."""
+    rng = random.Random(f"{seed}:{index}" + (f":{variant}" if variant else ""))
+    s = Pen(rng, control=vnpu_control and pair, pair=pair, allow_loads=loads and pair, pointer64=pointer64,
+            unsupported=unsupported and pair)
     moves = [m for m in MOVES if (s.control or not m.control) and (s.allow_loads or not m.loads)]
-    length = rng.randint(8, 40)
+    length = rng.randint(10, 50)
     _new_request(s)
     weights = [m.weight for m in moves]
     while len(s.steps) < length:
@@ -452,8 +424,18 @@ def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True,
         elif move.draw in _GIVES_WAY_TO:
             _GIVES_WAY_TO[move.draw](s)
         # Any other move the state does not allow is drawn again: the moves it allows keep their weights.
+    if rng.random() < DEATH_SHARE:
+        moves_contexts.death(s)
+    return Drawn(_program(s, seed, index, variant), frozenset(s.cells))
+
+
+def _program(s: Pen, seed: int, index: int, variant: int) -> dict[str, Any]:
     ops = {op for item in s.steps for op, _ in item_steps(item)}
-    requires = ["supported-pair"] if pair else []
+    uses = {str(value) for item in s.steps for _, args in item_steps(item) if isinstance(args, dict)
+            for value in args.values()}
+    requires = ["supported-pair"] if s.pair else []
+    if any(value.startswith("$unsupported.") for value in uses):
+        requires.append("unsupported-pair")
     if ops & {"buf_load", "req_set_file"}:
         requires.append("load")
     if "vnpu" in ops:
@@ -461,8 +443,8 @@ def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True,
     if any(value >= 1 << 32 for value in s.model.raw_cookies):
         requires.append("pointer-64")
     return {
-        "id": f"fuzz.s{seed}_{index}",
-        "title": f"Random API program {index} of seed {seed}",
+        "id": program_id(seed, index, variant),
+        "title": f"Random API program {index} of seed {seed}" + (f", candidate {variant}" if variant else ""),
         "clauses": [PROGRAM_CLAUSE],
         "requires": requires,
         "timeout_ms": 20000,

@@ -93,6 +93,6 @@ def preempted_without_onpreempt(program: Mapping[str, Any]) -> list[int]:
     a pause after the command shows it before teardown."""
     def hit(c: Caller, op: str, a: Any, before: int) -> bool:
         key, _, value = str(a.get("command", "")).partition("=")
-        return op == "vnpu" and key in PREEMPT_KEYS and not c.bufs[value].onpreempt
+        return op == "vnpu" and key in PREEMPT_KEYS and value in c.bufs and not c.bufs[value].onpreempt
 
     return _positions(program, hit)

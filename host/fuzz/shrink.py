@@ -33,10 +33,11 @@ from typing import Any, Final
 
 from reference_model.vocabulary import PREEMPT_LATE_MS
 
-from .caller import PAGE, PREEMPT_KEYS
+from .answers import PAGE
+from .caller import PREEMPT_KEYS
 from .execute import Result
-from .generate import AWAIT_MS, PREEMPT_PAUSE_MS
 from .legal import check, preempted_without_onpreempt, refusable_with_onpreempt
+from .pen import AWAIT_MS, PREEMPT_PAUSE_MS
 
 Program = dict[str, Any]
 RunFn = Callable[[Sequence[Program]], list[Result | None]]

@@ -1,0 +1,363 @@
+"""Generator moves for the buffer side of the grammar (host.fuzz.grammar): maps of every argument class
+(lengths that are no page multiple, shorter than a page, zero, past the buffer; offsets; PROT_NONE, EXEC,
+wider than the request's; MAP_PRIVATE), unmaps of every class, loads of every class (empty, odd lengths,
+file and buffer offsets, a moved file position, negative lengths, no descriptor, into a mapped buffer and
+again once unmapped), priorities at and past the bounds, commanded preemptions of mapped buffers and maps
+in the preemption window, and the observations after each effect: the whole buffer read back, a mapping's
+effective protection, what is left mapped, the descriptor's position."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from reference_model.vocabulary import PREEMPT_LATE_MS
+
+from .answers import PAGE
+from .pen import (
+    AWAIT_MS,
+    CLOSE_WAIT_MS,
+    LATE_SHARE,
+    PREEMPT_PAUSE_MS,
+    Move,
+    Pen,
+    a_buffer,
+    has_buffer,
+    live_maps,
+    quiet,
+)
+
+PRIORITY_CLASSES: Final = (0, 1000, -1, 1001, 300)
+# After a commanded preemption a conforming device refuses (the buffer is mapped), as the corpus waits.
+MAPPED_PREEMPT_PAUSE_MS: Final = 20
+ODD_BYTES: Final = (1, 7, 100, 4095)
+
+
+def _readable_prot(prot: frozenset[str]) -> list[str]:
+    return [p for p in ("READ", "WRITE") if p in prot]
+
+
+def look(s: Pen, b: str) -> None:
+    """The buffer looked at whole: mapped whole with its protection, the mapping's effective protection,
+    every byte read back (written and read again where writable), unmapped whole, and what is left mapped
+    of it (nothing). Nothing when a conforming device may refuse the map (a load in flight, preempted)."""
+    buf = s.model.bufs[b]
+    prot = _readable_prot(buf.prot)
+    if not buf.pages or buf.preempted or buf.loading or "READ" not in prot:
+        return
+    m, length = s.name("m"), buf.pages * PAGE
+    s.add("buf_map", map=m, buf=b, length=length, prot=prot, flags=["SHARED"], offset=0)
+    s.add("map_prot", map=m, offset=0, length=length)
+    s.add("map_read", map=m, offset=0, length=length)
+    if "WRITE" in prot and s.chance(0.3):
+        s.add("map_write", map=m, offset=0, length=length, seed=s.rng.randint(1, 1000))
+        s.add("map_read", map=m, offset=0, length=length)
+    s.add("buf_unmap", map=m, offset=0, length=length)
+    if s.model.allows("map_gone", {"map": m, "offset": 0, "length": length}):
+        s.add("map_gone", map=m, offset=0, length=length)
+
+
+def _look(s: Pen) -> None:
+    look(s, s.rng.choice(quiet(s)))
+
+
+def _map_arguments(s: Pen, pages: int, prot: frozenset[str]) -> dict[str, Any]:
+    """A map's arguments of one class other than a whole readable shared mapping."""
+    args: dict[str, Any] = {"length": pages * PAGE, "prot": _readable_prot(prot) or "NONE", "flags": ["SHARED"],
+                            "offset": 0}
+    kinds = ["short", "zero", "past_end", "offset_unaligned", "none", "exec", "wider", "private"]
+    if pages >= 2:
+        kinds += ["unaligned", "unaligned", "offset_page"]
+    kind = s.rng.choice(kinds)
+    if kind == "unaligned":
+        args["length"] = s.rng.randint(1, pages - 1) * PAGE + s.rng.choice(ODD_BYTES)
+    elif kind == "short":
+        args["length"] = s.rng.choice(ODD_BYTES)
+    elif kind == "zero":
+        args["length"] = 0
+    elif kind == "past_end":
+        args["length"] = (pages + s.rng.choice((1, 16))) * PAGE
+    elif kind == "offset_page":
+        args["offset"], args["length"] = PAGE, (pages - 1) * PAGE
+    elif kind == "offset_unaligned":
+        args["offset"], args["length"] = s.rng.choice(ODD_BYTES[1:]), PAGE
+    elif kind == "none":
+        args["prot"] = "NONE"
+    elif kind == "exec":
+        args["prot"] = ["READ", "EXEC"]
+    elif kind == "wider":
+        args["prot"] = ["READ", "WRITE"] if "WRITE" not in prot else ["READ", "WRITE", "EXEC"]
+    else:
+        args["flags"] = ["PRIVATE"]
+    return args
+
+
+def _map_class(s: Pen) -> None:
+    """A map of one argument class; where every conforming device grants it, its effective protection and
+    the bytes at its ends looked at, and unmapped with the same length (rounded like munmap)."""
+    b = a_buffer(s)
+    buf = s.model.bufs[b]
+    args = _map_arguments(s, buf.pages, buf.prot)
+    m = s.name("m")
+    s.add("buf_map", map=m, buf=b, **args)
+    if m not in s.model.maps:
+        if s.chance(0.5) and b in quiet(s):
+            _map_again(s, b)
+        return
+    length, live = args["length"], s.model.maps[m]
+    s.add("map_prot", map=m, offset=0, length=length)
+    end = length - 1
+    if live.writable and s.chance(0.6):
+        s.add("map_write", map=m, offset=max(0, end - 6), length=min(7, length), seed=s.rng.randint(1, 1000))
+    if live.readable:
+        s.add("map_read", map=m, offset=max(0, end - 6), length=min(7, length))
+    if s.chance(0.8):
+        if s.chance(0.2):  # refused like munmap: nothing changes, and the whole unmap follows
+            s.add("buf_unmap", map=m, offset=s.rng.choice(ODD_BYTES[1:]), length=PAGE)
+        s.add("buf_unmap", map=m, offset=0, length=length)
+
+
+def _map_again(s: Pen, b: str) -> None:
+    """After a refused map, a map of the same buffer that every conforming device grants."""
+    buf = s.model.bufs[b]
+    prot = _readable_prot(buf.prot)
+    if "READ" not in prot:
+        return
+    m = s.name("m")
+    s.add("buf_map", map=m, buf=b, length=PAGE, prot=prot, flags=["SHARED"], offset=0)
+    if m in s.model.maps:
+        s.add("map_read", map=m, offset=0, length=PAGE)
+        s.add("buf_unmap", map=m, offset=0, length=PAGE)
+
+
+def _refused_then_granted(s: Pen) -> None:
+    b = a_buffer(s)
+    buf = s.model.bufs[b]
+    wider = ["READ", "WRITE"] if "WRITE" not in buf.prot else ["READ", "WRITE", "EXEC"]
+    s.add("buf_map", map=s.name("m"), buf=b, length=PAGE, prot=wider, flags=["SHARED"], offset=0)
+    _map_again(s, b)
+
+
+def _unmap_class(s: Pen) -> None:
+    """An unmap of one class: an unaligned start (refused like munmap: nothing changes), a length shorter
+    than a page (its page goes), a length that is no page multiple (rounded up)."""
+    name = s.rng.choice(live_maps(s))
+    pages = sorted(s.model.maps[name].pages)
+    low = pages[0]
+    roll = s.rng.random()
+    if roll < 0.3:
+        s.add("buf_unmap", map=name, offset=low * PAGE + s.rng.choice(ODD_BYTES[1:]), length=PAGE)
+    elif roll < 0.6 or low + 1 not in pages:
+        s.add("buf_unmap", map=name, offset=low * PAGE, length=s.rng.choice(ODD_BYTES))
+    else:
+        s.add("buf_unmap", map=name, offset=low * PAGE, length=PAGE + s.rng.choice(ODD_BYTES))
+
+
+def _after_free(s: Pen) -> None:
+    """A buffer mapped, written, freed, then its mapping read and written again and unmapped: the mapping
+    stays valid until unmapped (free-mapping-valid-after-free)."""
+    b = a_buffer(s, readable=True)
+    buf = s.model.bufs[b]
+    m, length = s.name("m"), buf.pages * PAGE
+    prot = _readable_prot(buf.prot)
+    s.add("buf_map", map=m, buf=b, length=length, prot=prot, flags=["SHARED"], offset=0)
+    writable = "WRITE" in prot
+    if writable:
+        s.add("map_write", map=m, offset=0, length=length, seed=s.rng.randint(1, 1000))
+    s.add("buf_free", bufs=[b])
+    s.add("map_read", map=m, offset=0, length=length)
+    if writable and s.chance(0.5):
+        s.add("map_write", map=m, offset=0, length=PAGE, seed=s.rng.randint(1, 1000))
+        s.add("map_read", map=m, offset=0, length=PAGE)
+    if buf.pages > 1 and s.chance(0.5):
+        s.add("buf_unmap", map=m, offset=0, length=PAGE)
+    if s.chance(0.7):
+        left = sorted(s.model.maps[m].pages)
+        s.add("buf_unmap", map=m, offset=left[0] * PAGE, length=len(left) * PAGE)
+
+
+def _load_arguments(s: Pen, f: str, pages: int) -> dict[str, Any]:
+    """A load's arguments of one class (the file ``f`` created here, large enough for it)."""
+    kind = s.rng.choice(["zero", "odd", "file_offset", "seek", "buffer_offset", "negative", "bad_fd"])
+    length, offset, at, size = pages * PAGE, 0, 0, pages * PAGE
+    if kind == "zero":
+        length = 0
+    elif kind == "odd":
+        length = s.rng.randint(0, pages - 1) * PAGE + s.rng.choice(ODD_BYTES)
+    elif kind == "file_offset":
+        offset, size = PAGE, (pages + 1) * PAGE
+    elif kind == "buffer_offset" and pages > 1:
+        at, length = PAGE, (pages - 1) * PAGE
+    elif kind == "negative":
+        length = -1
+    if kind == "bad_fd":
+        return {"fd": {"fd": -1}, "file_offset": 0, "length": s.rng.choice((0, PAGE)), "buffer_offset": 0}
+    s.add("file_new", file=f, size=size, seed=s.rng.randint(1, 1000))
+    if kind == "seek":
+        # Not where the load reads from: a device that loads from the position shows other bytes.
+        s.add("file_seek", file=f, position=s.rng.choice((1, 100, PAGE)))
+    return {"fd": f, "file_offset": offset, "length": length, "buffer_offset": at}
+
+
+def _load_class(s: Pen) -> None:
+    """A load of one argument class into a quiet buffer, its onLoad awaited, the descriptor's position
+    looked at, and the whole buffer read back."""
+    b = a_buffer(s)
+    f = s.name("f")
+    args = _load_arguments(s, f, s.model.bufs[b].pages)
+    s.add("buf_load", buf=b, onload=True, **args)
+    _after_load(s, b, f if isinstance(args["fd"], str) else None)
+
+
+def _after_load(s: Pen, b: str, f: str | None) -> None:
+    """After a load: its onLoad awaited, the descriptor's position, the whole buffer read back; at times the
+    buffer freed and its descriptor awaited closed by its owner (load-fd-ownership)."""
+    if not s.model.loads_known:
+        return
+    s.add("await_load", count=s.model.loads, timeout_ms=AWAIT_MS)
+    if f is not None and s.chance(0.6):
+        s.add("fd_check", file=f)
+    if b not in s.model.bufs:
+        return
+    look(s, b)
+    if f is not None and s.chance(0.3) and not s.model.live_mapped(b):
+        s.add("buf_free", bufs=[b])
+        if f in s.model.released_files:
+            s.add("await_closed", file=f, timeout_ms=CLOSE_WAIT_MS)
+
+
+def _during_load(s: Pen) -> None:
+    """Calls on a buffer while its load is in flight: a priority (any class), a map (a conforming device
+    may refuse it, R15: the program does not use it), another load, or the free (with another buffer at
+    times); then the onLoads awaited while they are all still counted."""
+    b = a_buffer(s)
+    pages = s.model.bufs[b].pages
+    f = s.name("f")
+    s.add("file_new", file=f, size=pages * PAGE, seed=s.rng.randint(1, 1000))
+    s.add("buf_load", buf=b, fd=f, file_offset=0, length=pages * PAGE, buffer_offset=0, onload=True)
+    roll = s.rng.random()
+    if roll < 0.35:
+        s.add("buf_set_priority", buf=b, priority=s.rng.choice(PRIORITY_CLASSES))
+    elif roll < 0.6:
+        s.add("buf_map", map=s.name("m"), buf=b, length=s.rng.randint(1, pages) * PAGE,
+              prot=_readable_prot(s.model.bufs[b].prot) or "NONE", flags=["SHARED"], offset=0)
+    elif roll < 0.8:
+        g = s.name("f")
+        s.add("file_new", file=g, size=PAGE, seed=s.rng.randint(1, 1000))
+        s.add("buf_load", buf=b, fd=g, file_offset=0, length=PAGE, buffer_offset=0, onload=True)
+    else:
+        others = [o for o in s.model.bufs if o != b and not s.model.live_mapped(o)]
+        s.add("buf_free", bufs=[b, *([s.rng.choice(others)] if others and s.chance(0.7) else [])])
+    if s.model.loads_known:
+        s.add("await_load", count=s.model.loads, timeout_ms=AWAIT_MS)
+
+
+def _load_mapped(s: Pen) -> None:
+    """A load into a buffer mapped (MAP_SHARED or MAP_PRIVATE): its onLoad reports an error
+    (load-no-existing-mapping); unmapped, the buffer is loaded again."""
+    b = a_buffer(s, readable=True)
+    buf = s.model.bufs[b]
+    m, length = s.name("m"), buf.pages * PAGE
+    s.add("buf_map", map=m, buf=b, length=length, prot=["READ"], flags=[s.rng.choice(("SHARED", "PRIVATE"))],
+          offset=0)
+    f = s.name("f")
+    s.add("file_new", file=f, size=length, seed=s.rng.randint(1, 1000))
+    s.add("buf_load", buf=b, fd=f, file_offset=0, length=length, buffer_offset=0, onload=True)
+    if not s.model.loads_known:
+        return
+    s.add("await_load", count=s.model.loads, timeout_ms=AWAIT_MS)
+    s.add("map_read", map=m, offset=0, length=length)
+    s.add("buf_unmap", map=m, offset=0, length=length)
+    g = s.name("f")
+    s.add("file_new", file=g, size=length, seed=s.rng.randint(1, 1000))
+    s.add("buf_load", buf=b, fd=g, file_offset=0, length=length, buffer_offset=0, onload=True)
+    _after_load(s, b, g)
+
+
+def _preempt_mapped(s: Pen) -> None:
+    """A commanded preemption of a buffer mapped MAP_SHARED or only MAP_PRIVATE: never while mapped
+    (preempt-never-while-mapped), so the command is refused and the mapping still works; once unmapped,
+    the buffer may be preempted."""
+    b = a_buffer(s, readable=True, onpreempt=s.chance(0.9))
+    buf = s.model.bufs[b]
+    m, length = s.name("m"), buf.pages * PAGE
+    prot = _readable_prot(buf.prot)
+    s.add("buf_map", map=m, buf=b, length=length, prot=prot, flags=[s.rng.choice(("PRIVATE", "PRIVATE", "SHARED"))],
+          offset=0)
+    # Refused on a conforming device; an onPreempt that comes anyway shows within the pause.
+    s.add("vnpu", command=f"preempt={b}")
+    s.add("sleep_ms", ms=MAPPED_PREEMPT_PAUSE_MS)
+    if "WRITE" in prot:
+        s.add("map_write", map=m, offset=0, length=length, seed=s.rng.randint(1, 1000))
+    s.add("map_read", map=m, offset=0, length=length)
+    s.add("buf_unmap", map=m, offset=0, length=length)
+    if s.chance(0.4):
+        _preempt_now(s, b)
+
+
+def _preempt_now(s: Pen, b: str) -> None:
+    owed = s.model.preempts
+    late = s.chance(LATE_SHARE)
+    s.add("vnpu", command=f"{'preempt_late' if late else 'preempt'}={b}")
+    if s.model.preempts > owed:
+        s.add("await_preempt", count=s.model.preempts, timeout_ms=AWAIT_MS)
+    else:
+        s.add("sleep_ms", ms=PREEMPT_PAUSE_MS + (PREEMPT_LATE_MS if late else 0))
+
+
+def _preempt_window(s: Pen) -> None:
+    """Calls on a buffer just preempted, before its onPreempt is seen (map: ENOENT, map-preempt-window-enoent;
+    setPriority; free), then after it."""
+    b = a_buffer(s, onpreempt=s.chance(0.9))
+    owed = s.model.preempts
+    late = s.chance(LATE_SHARE)  # its window lasts PREEMPT_LATE_MS: the calls after it are surely inside
+    s.add("vnpu", command=f"{'preempt_late' if late else 'preempt'}={b}")
+    buf = s.model.bufs[b]
+    prot = _readable_prot(buf.prot) or ["READ"]
+    for _ in range(s.rng.choice((1, 2))):
+        roll = s.rng.random()
+        if roll < 0.6:
+            s.add("buf_map", map=s.name("m"), buf=b, length=PAGE, prot=prot, flags=["SHARED"], offset=0)
+        elif roll < 0.85:
+            s.add("buf_set_priority", buf=b, priority=s.rng.choice(PRIORITY_CLASSES))
+        else:
+            others = [o for o in s.model.bufs if o != b and not s.model.live_mapped(o)]
+            s.add("buf_free", bufs=[b, *([s.rng.choice(others)] if others and s.chance(0.5) else [])])
+            break
+    if s.model.preempts > owed:
+        s.add("await_preempt", count=s.model.preempts, timeout_ms=AWAIT_MS)
+    else:
+        s.add("sleep_ms", ms=PREEMPT_PAUSE_MS + (PREEMPT_LATE_MS if late else 0))
+    if b in s.model.bufs and s.chance(0.6):
+        s.add("buf_map", map=s.name("m"), buf=b, length=PAGE, prot=prot, flags=["SHARED"], offset=0)
+
+
+def _priority_class(s: Pen) -> None:
+    s.add("buf_set_priority", buf=s.rng.choice(list(s.model.bufs)), priority=s.rng.choice(PRIORITY_CLASSES))
+
+
+def _observe(s: Pen) -> None:
+    """A live mapping's effective protection, or an odd range of its bytes."""
+    name = s.rng.choice(live_maps(s))
+    m = s.model.maps[name]
+    low = min(m.pages)
+    if s.chance(0.5):
+        s.add("map_prot", map=name, offset=low * PAGE, length=PAGE)
+    elif m.readable:
+        start = s.rng.choice(ODD_BYTES[1:])
+        s.add("map_read", map=name, offset=low * PAGE + start, length=min(PAGE - start, s.rng.choice(ODD_BYTES)))
+
+
+MOVES: Final = (
+    Move(_map_class, 6, has_buffer()),
+    Move(_refused_then_granted, 1, has_buffer()),
+    Move(_unmap_class, 3, lambda s: bool(live_maps(s))),
+    Move(_after_free, 2, has_buffer(readable=True)),
+    Move(_look, 3, lambda s: bool(quiet(s))),
+    Move(_observe, 2, lambda s: bool(live_maps(s))),
+    Move(_priority_class, 2, lambda s: bool(s.model.bufs)),
+    Move(_load_class, 5, has_buffer(), loads=True),
+    Move(_load_mapped, 2, has_buffer(readable=True), loads=True),
+    Move(_during_load, 3, has_buffer(), loads=True),
+    Move(_preempt_mapped, 2, lambda s: not s.model.pressure and has_buffer(readable=True)(s), control=True),
+    Move(_preempt_window, 2, lambda s: not s.model.pressure and has_buffer()(s), control=True),
+)
