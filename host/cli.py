@@ -93,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stop once the first divergence is shrunk and written (still bounded by --budget)",
     )
+    fuzz.add_argument(
+        "--coverage",
+        action="store_true",
+        help="print what the campaign reached (op x context x class of the grammar, and the cells it missed) "
+        "and the clauses x outcomes it judged",
+    )
     fuzz.add_argument("--out", type=user_path, help="output directory (default: out/fuzz-<run-id>/)")
     fuzz.add_argument("--build-dir", type=user_path, help="where the host probe build lives (default: build/probe)")
     fuzz.add_argument("-q", "--quiet", action="store_true", help="no progress output")

@@ -28,15 +28,19 @@ from reports.plan_options import FUZZ, OPTIONS
 from reports.words import counted
 
 from ..errors import InfraError, RunInterrupted, UsageError
-from ..run import RunRequest, group_of, now_iso, open_targets
+from ..probe import Pairs
+from ..run import RunRequest, group_of, now_iso, open_targets, probed_pairs
 from ..suite import load_catalogue
 from ..targets import Target
 from ..targets.adb import AdbTarget
 from ..targets.local import LocalTarget
+from . import grammar
+from .coverage import Coverage, judgeable_clauses, judged_of
 from .execute import ProgramRunner, Result
-from .generate import generate
+from .generate import Drawn
 from .replay import replay
 from .shrink import Program, shrink, step_count
+from .steer import Scorer, choose, kit_prior
 
 SCENARIO_DIR: Final = "scenarios"
 # Divergent programs as generated, written the moment they are found (outside SCENARIO_DIR, so that
@@ -150,6 +154,7 @@ class FuzzOutcome:
     out_dir: Path
     summary: FuzzSummary
     paths: dict[str, Path]
+    coverage: Coverage
 
     @property
     def exit_code(self) -> int:
@@ -232,7 +237,12 @@ class _Run:
         self.divergences: dict[tuple[str, str], FuzzDivergence] = {}
         self.shrinking_s: dict[tuple[str, str], float] = {}  # each group's shrinking time so far (GROUP_SHRINK_S)
         self.deadline: float | None = None  # a time budget's end (time.monotonic), set when the run starts
-        self.quotes = load_catalogue().quotes()
+        catalogue = load_catalogue()
+        self.quotes = catalogue.quotes()
+        self.testability = {c.id: c.testability for c in catalogue.clauses}
+        # What the programs reached and what the judge gave for them; set once the devices are prepared.
+        self.coverage = Coverage(frozenset())
+        self.prior = kit_prior()
 
     def append(self, kind: str, **record: Any) -> None:
         line = json.dumps({"kind": kind, "at": now_iso(), **record}, sort_keys=False) + "\n"
@@ -327,6 +337,7 @@ class _Worker:
         # Pair discovery failed (isSupported broken, say): as `npuconf run` still runs the scenarios that
         # need no discovery, the programs then need no pair (requests, cookies, isSupported, onAlloc only).
         self.pair = True
+        self.unsupported = False  # a pair the device does not support was found (`$unsupported.*`)
 
     # -- preparation ---------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -335,6 +346,7 @@ class _Worker:
             self.control = device.caps.vnpu_control
             self.pointer64 = device.caps.pointer_bits == 64
             self.pair = device.discovery_failed is None
+            self.unsupported = Pairs.from_caps(device.caps, probed_pairs()).unsupported is not None
             self.build = group_of(device)
         except UsageError as exc:
             self.setup_error = exc
@@ -389,9 +401,8 @@ class _Worker:
                 # the batch ends about when the budget does, not a whole batch after it
                 count = max(1, min(count, int(time_left / program_s)))
             started = time.monotonic()
-            batch = [generate(request.seed, self.index(self.programs + i), vnpu_control=self.control,
-                              pointer64=self.pointer64, pair=self.pair)
-                     for i in range(count)]
+            drawn = self._draw(count)
+            batch = [d.program for d in drawn]
             results = self.runner.run_programs(batch)
             elapsed = time.monotonic() - started
             suspicious = any(r is None or r.divergent or r.verdict is Verdict.NOT_EXECUTED for r in results)
@@ -400,7 +411,8 @@ class _Worker:
                 return
             self.fuzzing_s += elapsed
             divergent: list[tuple[Program, Result, int]] = []
-            for program, result in zip(batch, results, strict=True):
+            for one, result in zip(drawn, results, strict=True):
+                program = one.program
                 if result is None:
                     raise RuntimeError(f"generated program {program['id']} does not validate (a generator bug)")
                 if result.verdict is Verdict.NOT_EXECUTED:
@@ -409,6 +421,8 @@ class _Worker:
                     break
                 self.programs += 1
                 self.verdicts[result.verdict.value] += 1
+                run.coverage.record(one.cells, judged_of(result.verdict, result.clause, result.reason,
+                                                         result.demonstrated))
                 if result.divergent:
                     divergent.append((program, result, self.programs))
             for program, result, programs in divergent:
@@ -416,6 +430,14 @@ class _Worker:
                 self._divergent(program, result, programs, shrink_it=not run.enough.is_set() and self._time_to_shrink())
             if self.status == "lost":
                 return
+
+    def _draw(self, count: int) -> list[Drawn]:
+        """The batch's programs: for each index, the best of its candidates (host.fuzz.steer), scored on one
+        snapshot of the campaign's coverage."""
+        scorer = Scorer(self.run.coverage, self.run.prior)
+        return [choose(scorer, self.run.request.seed, self.index(self.programs + i), vnpu_control=self.control,
+                       pointer64=self.pointer64, pair=self.pair, unsupported=self.unsupported)
+                for i in range(count)]
 
     def _divergent(self, program: Program, found: Result, programs: int, shrink_it: bool) -> None:
         run = self.run
@@ -620,6 +642,7 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
             if worker.setup_error is not None:
                 raise worker.setup_error  # before anything is fuzzed: exit 3, one line
         output_dir(run.scenario_dir)
+        run.coverage = _coverage(run, workers)
         run.append("start", seed=request.seed, target=rr.target, impl=str(rr.impl) if rr.impl else None,
                    budget=request.budget.text(), until_found=request.until_found, config=configuration(request),
                    devices=[{"device": w.name, "position": w.position, "stride": w.stride, "status": w.status,
@@ -652,6 +675,7 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
         with _no_interrupt():
             summary = _summary(run, workers, started, "interrupted" if interrupted else None)
             paths = write_fuzz_reports(summary, out_dir)
+            run.append("coverage", **run.coverage.summary())
             run.append("end", status=summary.status, programs=summary.programs, divergences=len(summary.divergences),
                        exit_code=summary.exit_code)
     failed = next((w.error for w in workers if w.error is not None), None)
@@ -668,7 +692,17 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
     if all(w.status == "unprepared" for w in workers):
         why = "; ".join(f"{w.name}: {w.detail}" for w in workers)
         raise InfraError(f"no device could be prepared ({why}); reports in {paths['json']}")
-    return FuzzOutcome(out_dir, summary, paths)
+    return FuzzOutcome(out_dir, summary, paths, run.coverage)
+
+
+def _coverage(run: _Run, workers: Sequence[_Worker]) -> Coverage:
+    """The campaign's coverage, against the cells the grammar allows on its prepared devices."""
+    ready = [w for w in workers if w.status == "running"]
+    control = any(w.control for w in ready)
+    allowed = grammar.allowed(control=control, loads=any(w.pair for w in ready),
+                              pointer64=any(w.pointer64 for w in ready),
+                              unsupported=any(w.unsupported for w in ready))
+    return Coverage(allowed, judgeable_clauses(run.testability, control))
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from ..options import apply_defaults
 from ..run import RunRequest, check_target_options, new_run_id
 from ..targets.kinds import DEFAULT_KIND
 from .campaign import Budget, FuzzProgress, FuzzRequest, fuzz
+from .coverage import render as render_coverage
 from .progress import progress_line, start_line
 
 
@@ -75,6 +76,9 @@ def fuzz_command(args: argparse.Namespace) -> int:
             shrunk = f"NOT SHRUNK ({v.steps_before} steps as generated)"
         print(f"  {where} on {v.device}: {counted(v.count, 'program')}, first after {v.found_after_s:.1f} s; "
               f"{shrunk}: {v.scenario}")
+    if args.coverage:
+        for line in render_coverage(outcome.coverage):
+            print(line)
     if s.replay:
         print(f"replay: {s.replay}")
     for name, path in outcome.paths.items():

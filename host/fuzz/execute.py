@@ -30,6 +30,7 @@ class Result:
     clause: str | None
     quote: str | None
     trace: tuple[str, ...]  # as the probe wrote it
+    demonstrated: tuple[str, ...] = ()  # PASS or WARN: the clauses the trace demonstrated
 
     @property
     def divergent(self) -> bool:
@@ -124,5 +125,6 @@ class ProgramRunner:
                 results.append(Result(scenario.id, Verdict.NOT_EXECUTED, reason, None, None, ()))
                 continue
             clause, quote = (record.divergence.clause, record.divergence.quote) if record.divergence else (None, None)
-            results.append(Result(scenario.id, record.verdict, record.reason, clause, quote, record.trace))
+            results.append(Result(scenario.id, record.verdict, record.reason, clause, quote, record.trace,
+                                  record.demonstrated))
         return results

@@ -175,3 +175,24 @@ def test_until_found_stops_once_the_first_divergence_is_shrunk(tmp_path, probe_b
     assert device["status"] == "found"
     assert [r["signature"] for r in records(out, "shrunk")] == [first["signature"]]
     assert "--until-found" in done.stdout
+
+
+@pytest.mark.slow
+def test_coverage_prints_what_the_campaign_reached_and_judged(tmp_path, probe_build):
+    """`--coverage`: the grammar's cells reached and missed (per op and context), and the clauses x outcomes
+    judged, on stdout and in fuzz.jsonl's coverage line."""
+    out = tmp_path / "fuzz"
+    done = npuconf("fuzz", "--seed", "3", "--budget", "60", "--coverage", "--out", out, "-q", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (coverage,) = records(out, "coverage")
+    assert coverage["programs"] == 60 and 0 < coverage["cells_reached"] < coverage["cells_allowed"]
+    assert coverage["cells_reached"] + len(coverage["cells_missed"]) == coverage["cells_allowed"]
+    assert coverage["cells_outside_grammar"] == [] and coverage["judged"]["shown"] == coverage["clauses_judged"]
+    lines = done.stdout.splitlines()
+    head = f"coverage: {coverage['cells_reached']} of {coverage['cells_allowed']} grammar cells"
+    assert any(line.startswith(head) for line in lines), done.stdout
+    assert any(line.startswith("  buf_map  main: ") for line in lines)
+    missed = next(line for line in lines if line.startswith("missed: "))
+    assert "/".join(coverage["cells_missed"][0]) in missed
+    judged = next(line for line in lines if line.startswith("judged: "))
+    assert f"{coverage['clauses_judged']} of {coverage['clauses_testable']} testable clauses" in judged
