@@ -232,6 +232,7 @@ class _Run:
         self.results = out_dir / RESULTS_FILE
         self.stop = threading.Event()  # Ctrl-C: stop now, shrinking included
         self.enough = threading.Event()  # --until-found: a divergence is written; stop at the next batch
+        self.shrinking: tuple[str, str] | None = None  # --until-found: the one group that is shrunk
         self.lock = threading.Lock()
         # By (build, signature): the devices of one build (host.run.group_of) share a group, shrunk once.
         self.divergences: dict[tuple[str, str], FuzzDivergence] = {}
@@ -248,6 +249,16 @@ class _Run:
         line = json.dumps({"kind": kind, "at": now_iso(), **record}, sort_keys=False) + "\n"
         with self.lock:
             append_bytes(self.results, line.encode("utf-8", errors="replace"))
+
+    def claim_shrink(self, build: str, signature: str) -> bool:
+        """Whether a new group may be shrunk: always, except under --until-found once another group was
+        (the run stops at the first divergence; the others found meanwhile are kept as generated)."""
+        with self.lock:
+            if not self.request.until_found:
+                return True
+            if self.shrinking is None:
+                self.shrinking = (build, signature)
+            return self.shrinking == (build, signature)
 
     def first_written(self) -> bool:
         """Sets `enough`; True for the first divergence written (the one that ends an --until-found run)."""
@@ -463,7 +474,7 @@ class _Worker:
             return
         # The evidence as the probe wrote it: the divergent program's whole trace (bounded like a run's).
         run.append("found", **dataclasses.asdict(divergence), trace=list(found.trace))
-        if not shrink_it:
+        if not shrink_it or not run.claim_shrink(self.build, found.signature):
             return
         shrunk = self._shrink_and_write(program, found, divergence)
         current = run.get(self.build, found.signature)

@@ -747,6 +747,23 @@ def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tm
     assert again is not None and (again.steps_after, again.count, again.shrinks) == (12, 4, 3)
 
 
+def test_until_found_shrinks_only_the_first_group_found(tmp_path):
+    """--until-found stops at the first divergence: a divergence of another clause found while the first
+    group still has shrinks left is kept as generated; without --until-found it is shrunk as well."""
+    from types import SimpleNamespace
+
+    other = SimpleNamespace(signature="FAIL:y", verdict=Verdict.FAIL, clause="y", quote="q", reason="r",
+                            program_id="fuzz.s1_7", trace=())
+    for until_found, shrunk in ((True, ["fuzz.s1_0"]), (False, ["fuzz.s1_0", "fuzz.s1_7"])):
+        run, worker, shrunk_programs = _scripted_worker(tmp_path / str(until_found), [(3, 5, 0.0)] * 2)
+        run.request.until_found = until_found
+        worker._divergent(_GROUP_PROGRAM, _group_found(0), 1, shrink_it=True)
+        worker._divergent(_GROUP_PROGRAM, other, 2, shrink_it=True)
+        assert shrunk_programs == shrunk
+        kept = run.get("local", "FAIL:y")
+        assert kept is not None and kept.shrunk is not until_found and not run.enough.is_set()
+
+
 def test_a_clause_is_shrunk_once_per_build_whichever_device_finds_it_again(tmp_path, monkeypatch):
     """Two identical devices (one build) find one clause: the first shrinks it, the second's finding is
     counted, and once the group's shrinks are spent no device shrinks it again."""
