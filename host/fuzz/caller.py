@@ -802,6 +802,8 @@ def _vnpu(c: Caller, a: Mapping[str, Any]) -> None:
 def _closed_ok(c: Caller, a: Mapping[str, Any]) -> None:
     if a["file"] not in c.created_files:
         raise Illegal(f"await_closed of {a['file']}, which is not a file of the program")
+    if a["file"] in c.files:
+        raise Illegal(f"await_closed of {a['file']}, which the program still holds: it would wait its whole time")
 
 
 def _closed(c: Caller, a: Mapping[str, Any]) -> None:

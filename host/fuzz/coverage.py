@@ -32,7 +32,7 @@ Judged = tuple[str, str]  # clause (or reading), outcome
 def judged_of(verdict: Verdict, clause: str | None, reason: str, demonstrated: Iterable[str]) -> set[Judged]:
     """The clauses x outcomes one judged program gives."""
     out: set[Judged] = set()
-    if verdict in (Verdict.PASS, Verdict.WARN):
+    if verdict.exercises:  # PASS or WARN
         out |= {(c, SHOWN) for c in demonstrated}
     if verdict is Verdict.WARN:
         out |= {(r, WARNED) for r in READING.findall(reason)}

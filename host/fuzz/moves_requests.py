@@ -64,7 +64,10 @@ def submit_and_look(s: Pen, r: str, cookie: str | None) -> str | None:
 
 
 def _value_of(s: Pen, table: dict[str, Any]) -> tuple[str, Any]:
-    choices = [k for k in table if s.unsupported or k != "unsupported"]
+    """A value of the table's classes the device can be given (the pair's and the unsupported pair's only
+    where they are known)."""
+    choices = [k for k in table if (s.unsupported or k != "unsupported")
+               and (s.pair or not str(table[k]).startswith("$pair."))]
     name = s.rng.choice(choices)
     return name, table[name]
 
@@ -211,7 +214,7 @@ def _lists(s: Pen) -> None:
     if roll < 0.3:
         op = s.rng.choice(("is_supported", "alloc", "buf_free"))
         s.add(op, **{"bufs" if op == "buf_free" else "reqs": []})
-    elif roll < 0.6 or not s.model.reqs:
+    elif s.pair and (roll < 0.6 or not s.model.reqs):
         r = s.name("r")
         _valid(s, r, pages=1)
         cookie = _cookie_object(s, r)
@@ -223,9 +226,11 @@ def _lists(s: Pen) -> None:
             b = s.name("b")
             if s.model.allows("bind", {"buf": b, "select": {"cookie": cookie}}):
                 s.add("bind", buf=b, select={"cookie": cookie})
-    else:
+    elif s.model.reqs:
         live = list(s.model.reqs)
         s.add("is_supported", reqs=[s.rng.choice(live) for _ in range(s.rng.randint(9, 12))])
+    else:
+        s.add("is_supported", reqs=[])
 
 
 def _free_null(s: Pen) -> None:

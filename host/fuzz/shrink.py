@@ -1,7 +1,8 @@
 """Shrinking a divergent program to a small one that still diverges the same way on the same target.
 
 Candidates drop chunks of steps (halving the chunk size down to one step); once no single step can go,
-structural edits follow, those that save steps first: a parallel block becomes its threads' steps one
+structural edits follow, those that save steps first: a mapping goes with every step that names it, a
+parallel block becomes its threads' steps one
 after the other, or loses a thread; a later request or cookie object becomes an earlier one (its creation
 dropped, its setters then repeat and can go); a cookie object no bind selects becomes an integer (its
 cookie_new dropped); a bind by cookie becomes a bind by position where arrival order cannot change it
@@ -167,6 +168,15 @@ def _parallel_edits(program: Program) -> Iterator[Program]:
             rest = lists[:k] + lists[k + 1 :]
             middle = [{"parallel": rest}] if len(rest) >= 2 else list(rest[0])
             yield dict(program, steps=steps[:i] + middle + steps[i + 1 :])
+
+
+def _mapping_removals(program: Program) -> Iterator[Program]:
+    """A mapping with every step that names it (its map, accesses, looks and unmaps): apart, none of them can
+    go (an unmap of a mapping never made, or a mapping left in place that keeps a preemption refused)."""
+    steps = program["steps"]
+    for name in _names(steps, "buf_map", "map"):
+        kept = [s for s in steps if "parallel" in s or (next(iter(s.values())) or {}).get("map") != name]
+        yield dict(program, steps=kept)
 
 
 def _rename(value: Any, old: str, new: str) -> Any:
@@ -346,7 +356,8 @@ def _confirmed(candidate: Program, same: Callable[[Result], bool], run: RunFn) -
 
 
 # Edits tried once no single step can go, in this order: those that save steps first.
-EDITS: Final = (_parallel_edits, _merges, _raw_cookies, _binds_by_position, _argument_edits, _sizes)
+EDITS: Final = (_mapping_removals, _parallel_edits, _merges, _raw_cookies, _binds_by_position, _argument_edits,
+                _sizes)
 
 
 def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tuple[Program, int]:

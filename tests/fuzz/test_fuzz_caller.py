@@ -15,18 +15,23 @@ from host.fuzz.caller import RULE_LIST, RULES, Caller, Illegal, item_steps
 from host.fuzz.execute import Result
 from host.fuzz.legal import check
 from host.fuzz.shrink import _Clock, _first_match, shrink
+from host.fuzz.steer import CANDIDATES
+from host.suite import load_catalogue
+from reference_model.scenario import parse_scenario
 from reference_model.verdicts import Verdict
 from reference_model.vocabulary import OPS, Op
 
 
 def _programs(seeds=(1, 2, 3), count=100):
-    """300 programs (seeds x indexes) for each capability set: vnpu control and loads on and off, 64-bit
-    ABI, and a device whose pair discovery failed."""
+    """300 programs (seeds x indexes, every candidate the steering chooses among) for each capability set:
+    vnpu control and loads on and off, 64-bit ABI and an unsupported pair, and a device whose pair
+    discovery failed."""
     for control, loads in product((True, False), repeat=2):
         for seed, index in product(seeds, range(count)):
-            yield generate(seed, index, vnpu_control=control, loads=loads, pointer64=control)
+            yield generate(seed, index, vnpu_control=control, loads=loads, pointer64=control, unsupported=control,
+                           variant=index % CANDIDATES)
     for seed, index in product(seeds, range(count)):
-        yield generate(seed, index, vnpu_control=True, pair=False)
+        yield generate(seed, index, vnpu_control=True, pair=False, variant=index % CANDIDATES)
 
 
 def _emitted_ops() -> set[str]:
@@ -36,8 +41,10 @@ def _emitted_ops() -> set[str]:
 
 
 def test_every_generated_program_is_legal_by_the_model():
+    known = load_catalogue().ids()
     for program in _programs():
         assert check(program) is None, (program["id"], check(program))
+        parse_scenario(program, "fuzz", "fuzz", known)  # also valid as a scenario (no $pair without the pair)
 
 
 def test_every_op_the_generator_emits_has_exactly_one_rule():
