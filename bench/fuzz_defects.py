@@ -6,17 +6,17 @@ Builds every single-defect implementation the kit has: the vnpu built with one `
 switch (as tests/vnpu_builds.py `build_defective_vnpu` does; the switch -> clause table is
 tests/fuzz/test_fuzz.py `DEFECTS`) and every `M_*` mutant of the adversarial interposer
 (tests/adversarial/adversary.py `MUTANTS`, each with the clause its row must FAIL). On each it runs the
-real command line
+real command line (with the row's own options, such as a declared capacity)
 
     npuconf fuzz --target local --impl <lib> --seed S --budget 60s --until-found -q --out <dir>
 
 at most two at a time (the machine has two cores), and prints one row per defect: the clause its
-row expects, whether the fuzzer found that clause, the clause of the first divergence it shrank, the
-fuzzing time until the batch that showed it (not counting device preparation or shrinking), the
-generated program's steps and the shrunk scenario's, and whether the shrunk scenario replayed to the
-same clause. NAME filters the rows (a switch such as VNPU_DEFECT_PRIORITY_MAX_REFUSED or M_COOKIE_48).
-A row that is not found within the budget says `no`: its defect needs a call the generator does not
-make (isSupported, NULL arguments) or a state it did not reach in that time.
+row expects (a CRASH: the clause of the step that died), whether the fuzzer found that clause, the
+clause of the first divergence it shrank, the fuzzing time until the batch that showed it (not counting
+device preparation or shrinking), the generated program's steps and the shrunk scenario's, and whether
+the shrunk scenario replayed to the same clause. NAME filters the rows (a switch such as
+VNPU_DEFECT_PRIORITY_MAX_REFUSED or M_COOKIE_48). A row that is not found within the budget says `no`:
+its defect needs a state the programs did not reach in that time.
 """
 
 from __future__ import annotations
@@ -49,11 +49,13 @@ class Defect:
     name: str
     clause: str
     kind: str  # "vnpu switch" or "interposer mutant"
+    verdict: str = "FAIL"  # CRASH: the probe dies, the divergence naming the clause of the step that died
+    args: tuple[str, ...] = ()  # the row's own options (a declared capacity)
 
 
 def defects() -> list[Defect]:
     rows = [Defect(define, clauses[0], "vnpu switch") for define, clauses in sorted(DEFECTS.items())]
-    rows += [Defect(m.mutation, m.clause, "interposer mutant") for m in MUTANTS]
+    rows += [Defect(m.mutation, m.clause, "interposer mutant", m.verdict, m.args) for m in MUTANTS]
     return rows
 
 
@@ -67,7 +69,7 @@ def build_library(defect: Defect, work: Path, real_lib: Path) -> Path:
 def fuzz(defect: Defect, lib: Path, work: Path, seed: int, budget: str, budget_s: float) -> dict[str, Any]:
     out = work / "fuzz"
     command = [sys.executable, "-m", "host", "fuzz", "--target", "local", "--impl", str(lib), "--seed", str(seed),
-               "--budget", budget, "--until-found", "-q", "--out", str(out)]
+               "--budget", budget, "--until-found", "-q", "--out", str(out), *defect.args]
     started = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False,
                           timeout=budget_s + SHRINK_ALLOWANCE_S, env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -86,16 +88,31 @@ def replay_text(divergence: dict[str, Any]) -> str:
     return f"{'yes' if divergence['replays'] else 'no'} ({replayed}/{runs})"
 
 
+def names(divergence: dict[str, Any], defect: Defect) -> bool:
+    """Whether a divergence is the row's: a FAIL naming its clause, or a CRASH (grouped as one signature)
+    whose divergence names the clause of the step that died."""
+    if defect.verdict == "CRASH":
+        return bool(divergence["verdict"] == "CRASH" and divergence["clause"] == defect.clause)
+    return bool(divergence["signature"] == defect.clause)
+
+
+def found_text(divergence: dict[str, Any]) -> str:
+    if divergence["verdict"] == "CRASH":
+        return f"`CRASH` (`{divergence['clause']}`)" if divergence.get("clause") else "`CRASH`"
+    return f"`{divergence['signature']}`"
+
+
 def row(result: dict[str, Any]) -> str:
     defect: Defect = result["defect"]
     summary = result["summary"]
     if summary is None:
         why = f"exit {result['exit']}: {result['error']}"
-        return f"| `{defect.name}` | `{defect.clause}` | error | {why} | - | - | - | - | {result['wall_s']:.0f} s |"
+        wall = f"{result['wall_s']:.0f} s"
+        return f"| `{defect.name}` | {expected_text(defect)} | error | {why} | - | - | - | - | {wall} |"
     divergences = summary["divergences"]
     shrunk = [d for d in divergences if d["shrunk"]]
     first = min(shrunk or divergences, key=lambda d: d["found_after_s"]) if divergences else None
-    expected = next((d for d in divergences if d["signature"] == defect.clause), None)
+    expected = next((d for d in divergences if names(d, defect)), None)
     shown = expected if expected is not None and expected["shrunk"] else first
     ended = [f"{d['device']} {d['status']}: {d['detail']}" for d in summary["devices"]
              if d["status"] in ("lost", "unprepared", "failed")]
@@ -106,10 +123,16 @@ def row(result: dict[str, Any]) -> str:
     else:
         found = "yes" if expected is not None else "other clause"
         steps_after = str(shown["steps_after"]) if shown["shrunk"] else "not shrunk"
-        cells = [f"`{shown['signature']}`",
+        cells = [found_text(shown),
                  f"{shown['found_after_s']:.1f} s (program {shown['found_after_programs']})",
                  str(shown["steps_before"]), steps_after, replay_text(shown)]
-    return f"| `{defect.name}` | `{defect.clause}` | {found} | " + " | ".join(cells) + f" | {result['wall_s']:.0f} s |"
+    wall = f"{result['wall_s']:.0f} s"
+    return f"| `{defect.name}` | {expected_text(defect)} | {found} | " + " | ".join([*cells, wall]) + " |"
+
+
+def expected_text(defect: Defect) -> str:
+    clause = f"`CRASH` (`{defect.clause}`)" if defect.verdict == "CRASH" else f"`{defect.clause}`"
+    return clause + (f" {' '.join(defect.args)}" if defect.args else "")
 
 
 def main() -> int:
