@@ -68,6 +68,7 @@ from .answers import (
 # The commanded preemptions fuzz programs make: `preempt_late=` is `preempt=` with the onPreempt due later
 # (docs/vnpu.md §7); to the caller both are the same preemption.
 PREEMPT_KEYS: Final = frozenset({"preempt", "preempt_late"})
+LOWEST: Final = "lowest"  # `preempt=lowest`: the device chooses the victim, the lowest priority
 PARALLEL: Final = "parallel"  # the YAML form of a par_begin .. par_end block
 _HANDLE_ARGS: Final = ("req", "buf", "map", "file", "cookie")
 # The cb_actions a fuzz program arms: the buffer actions reach the callback's buffer, alloc_<req> submits a
@@ -763,7 +764,10 @@ def _await_preempt(c: Caller, a: Mapping[str, Any]) -> None:
 def _vnpu_ok(c: Caller, a: Mapping[str, Any]) -> None:
     command = str(a["command"])
     key, _, value = command.partition("=")
-    if key in PREEMPT_KEYS:
+    if key == "preempt" and value == LOWEST:
+        if "preempt" in c.armed:
+            raise Illegal("preempt=lowest (its victim the device's choice) while onPreempt has an action armed")
+    elif key in PREEMPT_KEYS:
         buf = _buf(c, value)
         if buf.maybe_mapped and not c.live_mapped(value) and "preempt" in c.armed:
             raise Illegal(f"a preemption of {value}, maybe mapped, while onPreempt has an action armed")
@@ -783,6 +787,9 @@ def _vnpu(c: Caller, a: Mapping[str, Any]) -> None:
             if buf.onpreempt and not buf.surely_preempted:
                 c.preempts_exact = False  # pressure may preempt it, or not
         return
+    if value == LOWEST:
+        _lowest(c)
+        return
     buf = c.bufs[value]
     if c.live_mapped(value):
         return  # never while mapped (preempt-never-while-mapped): the command is refused
@@ -797,6 +804,21 @@ def _vnpu(c: Caller, a: Mapping[str, Any]) -> None:
     elif buf.onpreempt and not buf.surely_preempted:
         c.preempts_exact = False  # preempted by pressure before, or now: one onPreempt, or none
     buf.preempted = buf.surely_preempted = True
+
+
+def _lowest(c: Caller) -> None:
+    """`preempt=lowest`: the device preempts one unmapped buffer of its choice (the lowest priority), so every
+    unmapped buffer may be preempted now. One onPreempt is owed when whichever it takes has onPreempt in its
+    snapshot: every bound unmapped buffer has, and no buffer the program did not bind may be the victim."""
+    candidates = [b for name, b in c.bufs.items() if not c.live_mapped(name) and not b.preempted]
+    unbound = bool(c.retired) or any((s.ok and not s.bound) or s.unknown or s.taken for s in c.subs)
+    certain = candidates and all(b.onpreempt and not b.maybe_mapped for b in candidates) and not unbound
+    for b in candidates:
+        b.preempted = True
+    if certain:
+        c.preempts += 1
+    elif candidates or unbound:
+        c.preempts_exact = False
 
 
 def _closed_ok(c: Caller, a: Mapping[str, Any]) -> None:

@@ -347,7 +347,13 @@ def _parallel(s: Pen) -> None:
 
 
 def _replace(s: Pen) -> None:
-    _set_cookie(s, s.rng.choice(list(s.model.reqs)))
+    """setCookie again on a live request: a new cookie, or at times the cookie cleared (NULL, no deleter:
+    cookie-clear)."""
+    r = s.rng.choice(list(s.model.reqs))
+    if s.chance(0.15):
+        s.add("req_set_cookie", req=r, cookie=None, deleter=False)
+    else:
+        _set_cookie(s, r)
 
 
 def submittable(s: Pen) -> list[str]:

@@ -99,7 +99,7 @@ GRAMMAR: Final[tuple[OpGrammar, ...]] = (
               {**_threads("whole"), AFTER_FREE: ("whole", "partial"), **_in_callbacks("whole")}),
     OpGrammar(Op.BUF_SET_PRIORITY, (*PRIORITY_CLASSES, "mapped", "preempted"),
               {**_threads("valid", "min", "max"), DURING_LOAD: PRIORITY_CLASSES, PREEMPT_WINDOW: PRIORITY_CLASSES,
-               **_in_callbacks("valid", "min", "max")}),
+               **_in_callbacks("valid")}),
     OpGrammar(Op.BUF_LOAD, ("whole", "part", "zero_length", "odd_length", "file_offset", "position_moved",
                             "buffer_offset", "negative_length", "bad_fd", "mapped", "after_failure", DEATH),
               {**_threads("whole"), DURING_LOAD: ("whole", "part")}),

@@ -21,12 +21,14 @@ from .pen import (
     Move,
     Pen,
     a_buffer,
+    can_bind,
     has_buffer,
     live_maps,
     quiet,
 )
 
 PRIORITY_CLASSES: Final = (0, 1000, -1, 1001, 300)
+LOWEST_PRIORITIES: Final = (0, 1, 250, 500, 750, 999, 1000)
 # After a commanded preemption a conforming device refuses (the buffer is mapped), as the corpus waits.
 MAPPED_PREEMPT_PAUSE_MS: Final = 20
 ODD_BYTES: Final = (1, 7, 100, 4095)
@@ -331,6 +333,36 @@ def _preempt_window(s: Pen) -> None:
         s.add("buf_map", map=s.name("m"), buf=b, length=PAGE, prot=prot, flags=["SHARED"], offset=0)
 
 
+def _lowest(s: Pen) -> None:
+    """Two or three buffers of different priorities (set on the request, at times twice, or by setPriority
+    after), then `preempt=lowest`: the device takes the one of the lowest priority (priority-request-range,
+    priority-set; judged by the victim's onPreempt where the device declares its capacity)."""
+    taken: list[str] = []
+    for _ in range(s.rng.choice((2, 3))):
+        r, c, b = s.name("r"), s.name("c"), s.name("b")
+        s.add("req_create", req=r)
+        s.add("req_set_device", req=r, device="$pair.device")
+        s.add("req_set_type", req=r, type="$pair.type")
+        s.add("req_set_size", req=r, size=PAGE)
+        for _ in range(s.rng.choice((0, 1, 1, 2))):
+            s.add("req_set_priority", req=r, priority=s.rng.choice(LOWEST_PRIORITIES))
+        s.add("req_set_onalloc", req=r, set=True)
+        s.add("req_set_onpreempt", req=r, set=True)
+        s.add("cookie_new", cookie=c)
+        s.add("req_set_cookie", req=r, cookie=c, deleter=True)
+        s.add("alloc", reqs=[r])
+        s.add("bind", buf=b, select={"cookie": c})
+        taken.append(b)
+    if s.chance(0.5):
+        s.add("buf_set_priority", buf=s.rng.choice(taken), priority=s.rng.choice(LOWEST_PRIORITIES))
+    owed = s.model.preempts
+    s.add("vnpu", command="preempt=lowest")
+    if s.model.preempts > owed:
+        s.add("await_preempt", count=s.model.preempts, timeout_ms=AWAIT_MS)
+    else:
+        s.add("sleep_ms", ms=PREEMPT_PAUSE_MS)
+
+
 def _priority_class(s: Pen) -> None:
     s.add("buf_set_priority", buf=s.rng.choice(list(s.model.bufs)), priority=s.rng.choice(PRIORITY_CLASSES))
 
@@ -360,4 +392,5 @@ MOVES: Final = (
     Move(_during_load, 3, has_buffer(), loads=True),
     Move(_preempt_mapped, 2, lambda s: not s.model.pressure and has_buffer(readable=True)(s), control=True),
     Move(_preempt_window, 2, lambda s: not s.model.pressure and has_buffer()(s), control=True),
+    Move(_lowest, 2, lambda s: can_bind(s) and "preempt" not in s.model.armed, control=True),
 )

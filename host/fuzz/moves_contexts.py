@@ -13,7 +13,8 @@ from .pen import AWAIT_MS, LATE_SHARE, Move, Pen, a_buffer, can_bind, has_buffer
 # The actions a callback runs (vocabulary cb_actions): the buffer actions, a request made and freed, an
 # allocAsync of a request the program lends, and a callback that takes a while.
 ACTIONS: Final = ("free_buf", "set_priority_", "map_unmap", "new_request", "alloc_", "sleep_5")
-CALLBACK_PRIORITIES: Final = (0, 700, 1000)
+CALLBACK_PRIORITY: Final = 700  # the boundaries are main's classes; inside a callback, a valid priority
+THREAD_PRIORITIES: Final = (0, 700, 1000)
 
 
 def _request(s: Pen, r: str, cookie: bool = True) -> str | None:
@@ -51,7 +52,7 @@ def _callback(s: Pen) -> None:
     # In onPreempt the text invites a new request: drawn more often there.
     action = "new_request" if kind == "preempt" and s.chance(0.3) else s.rng.choice(ACTIONS)
     if action == "set_priority_":
-        action += str(s.rng.choice(CALLBACK_PRIORITIES))
+        action += str(CALLBACK_PRIORITY)
     elif action == "alloc_":
         lent = s.name("r")
         _request(s, lent, cookie=s.chance(0.5))
@@ -81,9 +82,11 @@ def _callback(s: Pen) -> None:
 
 # --- other threads -----------------------------------------------------------------------------------
 
-def _task(s: Pen, kind: str, taken: set[str], before: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+def _task(s: Pen, kind: str, taken: set[str], before: list[dict[str, Any]],
+          segment: bool) -> list[dict[str, Any]] | None:
     """One thread's steps of ``kind`` on handles of its own (``taken``: buffers other threads use; steps the
-    thread needs made first, such as its file, go to ``before``); None when no buffer is free for it."""
+    thread needs made first, such as its file, go to ``before``; ``segment``: its request gets a file
+    segment); None when no buffer is free for it."""
     if kind in ("request", "support"):
         r, c = s.name("r"), s.name("c")
         steps: list[dict[str, Any]] = [
@@ -94,12 +97,12 @@ def _task(s: Pen, kind: str, taken: set[str], before: list[dict[str, Any]]) -> l
         ]
         if kind == "support":
             return [*steps, {"is_supported": {"reqs": [r]}}, {"req_free": {"req": r}}]
-        if s.allow_loads and s.chance(0.5):
+        if segment:
             f = s.name("f")
             before.append({"file_new": {"file": f, "size": PAGE, "seed": s.rng.randint(1, 1000)}})
             steps.append({"req_set_file": {"req": r, "fd": f, "file_offset": 0, "length": PAGE, "buffer_offset": 0}})
         return [*steps, {"req_set_prot": {"req": r, "prot": ["READ", "WRITE"]}},
-                {"req_set_priority": {"req": r, "priority": s.rng.choice(CALLBACK_PRIORITIES)}},
+                {"req_set_priority": {"req": r, "priority": s.rng.choice(THREAD_PRIORITIES)}},
                 {"req_set_onalloc": {"req": r, "set": True}}, {"req_set_onpreempt": {"req": r, "set": True}},
                 {"cookie_new": {"cookie": c}}, {"req_set_cookie": {"req": r, "cookie": c, "deleter": True}},
                 {"alloc": {"reqs": [r]}}, {"req_free": {"req": r}}]
@@ -121,7 +124,7 @@ def _task(s: Pen, kind: str, taken: set[str], before: list[dict[str, Any]]) -> l
                               "onload": True}}]
     if kind == "free":
         return [{"buf_free": {"bufs": [b]}}]
-    return [{"buf_set_priority": {"buf": b, "priority": s.rng.choice(CALLBACK_PRIORITIES)}}]
+    return [{"buf_set_priority": {"buf": b, "priority": s.rng.choice(THREAD_PRIORITIES)}}]
 
 
 TASKS: Final = ("request", "support", "map", "load", "free", "priority")
@@ -136,9 +139,10 @@ def _threads(s: Pen) -> None:
     lists: list[list[dict[str, Any]]] = []
     before: list[dict[str, Any]] = []
     taken: set[str] = set()
+    segment = s.allow_loads and s.chance(0.5)  # the threads' requests alike: concurrent setFileSegmentToLoad
     for k in range(s.rng.choice((2, 2, 3))):
         kind = first if k == 1 and s.chance(0.6) else s.rng.choice(kinds)
-        steps = _task(s, kind, taken, before) or _task(s, "support", taken, before)
+        steps = _task(s, kind, taken, before, segment) or _task(s, "support", taken, before, segment)
         assert steps is not None
         lists.append(steps)
     for item in before:

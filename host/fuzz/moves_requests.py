@@ -18,7 +18,7 @@ from .pen import AWAIT_MS, PREEMPT_PAUSE_MS, Move, Pen, can_bind
 DEVICES: Final = {"pair": "$pair.device", "negative": -1, "other": 7, "unsupported": "$unsupported.device"}
 TYPES: Final = {"pair": "$pair.type", "unknown": 0, "other": 9, "unsupported": "$unsupported.type"}
 SIZES: Final = {"page": PAGE, "pages": 2 * PAGE, "odd": PAGE + 1, "short": 100, "zero": 0, "negative": -1,
-                "huge": 1 << 40}
+                "huge": 1 << 40, "large": 64 << 20}
 PRIORITIES: Final = {"valid": 700, "min": 0, "max": 1000, "below": -1, "above": 1001}
 PROTS: Final[dict[str, Any]] = {"read_write": ["READ", "WRITE"], "read": ["READ"], "none": "NONE",
                                 "write": ["WRITE"], "exec": ["READ", "EXEC"], "invalid_bits": 8}
@@ -67,9 +67,16 @@ def _value_of(s: Pen, table: dict[str, Any]) -> tuple[str, Any]:
     """A value of the table's classes the device can be given (the pair's and the unsupported pair's only
     where they are known)."""
     choices = [k for k in table if (s.unsupported or k != "unsupported")
-               and (s.pair or not str(table[k]).startswith("$pair."))]
+               and (s.pair or not str(table[k]).startswith("$pair.")) and (k != "large" or not _large_yet(s))]
     name = s.rng.choice(choices)
     return name, table[name]
+
+
+def _large_yet(s: Pen) -> bool:
+    """Whether a large request was made: one per program, so that with every other buffer alive the device's
+    capacity (256 MiB on the vnpu) still grants what the program binds."""
+    return any(r.size >= SIZES["large"] for r in (*s.model.reqs.values(), *s.model.lent.values())) or any(
+        sub.pages * PAGE >= SIZES["large"] for sub in s.model.subs)
 
 
 # Each setter: its op, its argument, the table of values by class, and the class that makes a request valid.
@@ -159,6 +166,25 @@ def _after_submit(s: Pen) -> None:
     if s.chance(0.3) and s.model.reqs[r].onalloc:
         s.add("alloc", reqs=[r])
         s.await_allocs()
+
+
+def _snapshot(s: Pen) -> None:
+    """A request submitted, then one of its fields changed (at times to an invalid value) before its onAlloc:
+    the submission keeps the snapshot it took (alloc-snapshot), and what it brings is looked at."""
+    r = s.name("r")
+    _valid(s, r)
+    cookie = _cookie_object(s, r)
+    granted = answer_of(s.model.reqs[r], s.model.pressure) == GRANTED
+    s.add("alloc", reqs=[r])
+    for _ in range(s.rng.choice((1, 1, 2))):
+        op, key, table, _ = s.rng.choice(SETTERS)
+        s.add(op, req=r, **{key: _value_of(s, table)[1]})
+    s.await_allocs()
+    b = s.name("b")
+    bind = {"buf": b, "select": {"cookie": cookie}}
+    if granted and s.model.allows("bind", bind):
+        s.add("bind", **bind)
+        look(s, b)
 
 
 def _support_after_change(s: Pen) -> None:
@@ -276,6 +302,7 @@ MOVES: Final = (
     Move(_setter_twice, 3, can_bind),
     Move(_odd_request, 2, can_bind),
     Move(_after_submit, 1, _has_submitted),
+    Move(_snapshot, 1, can_bind),
     Move(_support_after_change, 1, can_bind),
     Move(_after_failure, 1, can_bind),
     Move(_unsupported_request, 1, lambda s: s.unsupported),
