@@ -89,12 +89,13 @@ def within(offset: int, length: int, pages: set[int]) -> bool:
 
 
 def request_answer(device: str, type_: str, size: int, prot_valid: bool, priority_ok: bool, segment: str,
-                   pressure: bool) -> str:
-    """allocAsync of a request with these fields (``segment``: none, fitting, or either)."""
+                   pressure: bool, room: int | None = None) -> str:
+    """allocAsync of a request with these fields (``segment``: none, fitting, or either). ``room``: with a
+    declared capacity, the memory every conforming device still has (a request that fits is granted)."""
     if INVALID in (device, type_) or (device == type_ == UNSUPPORTED) or size < 0 or not prot_valid:
         return REFUSED
-    certain = (device == type_ == PAIR and 0 < size <= CERTAIN_BYTES and priority_ok and segment != EITHER
-               and not pressure)
+    fits = size <= CERTAIN_BYTES if room is None else -(-size // PAGE) * PAGE <= room
+    certain = device == type_ == PAIR and size > 0 and fits and priority_ok and segment != EITHER and not pressure
     return GRANTED if certain else EITHER
 
 

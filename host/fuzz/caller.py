@@ -111,6 +111,7 @@ class Sub:
     onpreempt: bool
     ok: bool  # every conforming device delivers a buffer
     unknown: bool = False  # a conforming device may or may not deliver one
+    bytes: int = 0  # the memory it may hold (counted against a declared capacity)
     delivered: bool = False
     bound: bool = False
     # A callback's action takes its buffer (cb_action): the probe's bind would still select it, so its cookie
@@ -130,6 +131,7 @@ class Buf:
     maybe_mapped: bool = False  # a map that may have been granted, not used by the program
     unanswered_files: list[str] = field(default_factory=list)  # loaded with onLoad not awaited yet
     answered_files: list[str] = field(default_factory=list)  # loaded with onLoad awaited
+    bytes: int = 0
 
 
 @dataclass
@@ -177,6 +179,11 @@ class Caller:
     order_lost: bool = False  # a bind by cookie waited for one of several owed onAllocs
     armed: dict[str, list[Any]] = field(default_factory=dict)  # callback kind -> [action, uses left]
     died: str | None = None  # the documented crash the program's last step asked for
+    # With a declared capacity: the memory every conforming device still has for the program (what it may
+    # hold is taken at each submission, given back only at a free or a last unmap it surely made); None
+    # without one, where only small requests are surely granted.
+    room: int | None = None
+    mapped_bytes: dict[str, int] = field(default_factory=dict)  # freed buffers' memory, held until unmapped
 
     def take(self, op: str, args: Any) -> None:
         """Make one step: its rule's precondition, then its effect (a parallel item: its threads' steps
@@ -441,18 +448,27 @@ def _asked(c: Caller, a: Mapping[str, Any]) -> None:
 
 # --- allocations and binds ---------------------------------------------------------------------------
 
-def answer_of(req: Req, pressure: bool) -> str:
+def answer_of(c: Caller, req: Req) -> str:
     """What every conforming device answers to allocAsync of ``req`` now (host.fuzz.answers)."""
     segment = req.segment
     if segment == GRANTED and req.segment_end > req.size:
         segment = EITHER  # a segment past the buffer's end: L_SEGMENT_CLIPPED loads what fits
-    return request_answer(req.device, req.type, req.size, req.prot_valid, req.priority_ok, segment, pressure)
+    return request_answer(req.device, req.type, req.size, req.prot_valid, req.priority_ok, segment, c.pressure,
+                          c.room)
 
 
-def _submission(req: Req, pressure: bool, taken: bool = False) -> Sub:
-    answer = answer_of(req, pressure)
+def _submission(c: Caller, req: Req, taken: bool = False) -> Sub:
+    answer = answer_of(c, req)
+    held = _bytes(req.size) if answer != REFUSED else 0
+    if c.room is not None:
+        c.room = max(0, c.room - held)  # given back only when the program frees it (see _give_back)
     return Sub(req.cookie, max(0, req.size) // PAGE, req.prot, req.onpreempt, answer == GRANTED,
-               unknown=answer == EITHER, taken=taken)
+               unknown=answer == EITHER, taken=taken, bytes=held)
+
+
+def _bytes(size: int) -> int:
+    """The memory a request of ``size`` bytes may hold: whole pages (a device may round up)."""
+    return -(-max(0, size) // PAGE) * PAGE
 
 
 def _alloc(c: Caller, a: Mapping[str, Any]) -> None:
@@ -463,15 +479,15 @@ def _alloc(c: Caller, a: Mapping[str, Any]) -> None:
     taken = action is not None and action.startswith(BUFFER_ACTIONS)
     for r in a["reqs"]:
         req = c.reqs[r]
-        c.subs.append(_submission(req, c.pressure, taken=taken))
+        req.refused = answer_of(c, req) == REFUSED
+        c.subs.append(_submission(c, req, taken=taken))
         c.onallocs += 1
-        req.refused = answer_of(req, c.pressure) == REFUSED
         req.submitted = True
     if action is not None and action.startswith(ALLOC_ACTION) and a["reqs"] and left:
         # Each onAlloc submits the lent request again, whose onAlloc does too, until the uses are spent.
         lent = c.lent[action[len(ALLOC_ACTION):]]
         for _ in range(left):
-            c.subs.append(_submission(lent, c.pressure, taken=True))
+            c.subs.append(_submission(c, lent, taken=True))
             c.onallocs += 1
         c.armed["alloc"][1] = 0
 
@@ -561,7 +577,7 @@ def _bind(c: Caller, a: Mapping[str, Any]) -> None:
         if waits:
             _deliver(c, [s for s in c.subs if not s.delivered])
     sub.bound = True
-    c.bufs[a["buf"]] = Buf(sub.pages, sub.prot, sub.onpreempt)
+    c.bufs[a["buf"]] = Buf(sub.pages, sub.prot, sub.onpreempt, bytes=sub.bytes)
 
 
 # --- buffers, mappings, files ------------------------------------------------------------------------
@@ -582,7 +598,17 @@ def _free(c: Caller, a: Mapping[str, Any]) -> None:
         if not c.live_mapped(b) and not buf.maybe_mapped:
             # Freed and unmapped: the descriptors of its answered loads are needed by nothing now.
             c.released_files.extend(buf.answered_files)
+            if not buf.loading:
+                _give_back(c, buf.bytes)
+        elif c.live_mapped(b) and not buf.maybe_mapped and not buf.loading:
+            c.mapped_bytes[b] = buf.bytes  # its memory goes with its last unmap (free-memory-after-last-unmap)
         c.freed.add(b)
+
+
+def _give_back(c: Caller, held: int) -> None:
+    """Memory the program let go of, surely (a free, a freed buffer's last unmap)."""
+    if c.room is not None and not c.pressure:
+        c.room += held
 
 
 def _retire(c: Caller, name: str) -> None:
@@ -662,6 +688,8 @@ def _unmap(c: Caller, a: Mapping[str, Any]) -> None:
     m.pages -= pages_of(a["offset"], a["length"])
     if not m.pages:
         c.gone[a["map"]] = c.maps.pop(a["map"])
+        if m.buf in c.mapped_bytes and not c.live_mapped(m.buf):
+            _give_back(c, c.mapped_bytes.pop(m.buf))
 
 
 def _gone_ok(c: Caller, a: Mapping[str, Any]) -> None:
@@ -782,6 +810,7 @@ def _vnpu(c: Caller, a: Mapping[str, Any]) -> None:
     key, _, value = str(a["command"]).partition("=")
     if key not in PREEMPT_KEYS:
         c.pressure = True
+        c.room = None if c.room is None else 0
         for buf in c.bufs.values():
             buf.preempted = True
             if buf.onpreempt and not buf.surely_preempted:
@@ -875,7 +904,7 @@ def _reach(c: Caller, kind: str, buf: str) -> None:
     if action.startswith(BUFFER_ACTIONS):
         _retire(c, buf)
     elif action.startswith(ALLOC_ACTION) and left:
-        c.subs.append(_submission(c.lent[action[len(ALLOC_ACTION):]], c.pressure, taken=True))
+        c.subs.append(_submission(c, c.lent[action[len(ALLOC_ACTION):]], taken=True))
         c.onallocs += 1
         armed[1] = left - 1
 

@@ -349,6 +349,7 @@ class _Worker:
         # need no discovery, the programs then need no pair (requests, cookies, isSupported, onAlloc only).
         self.pair = True
         self.unsupported = False  # a pair the device does not support was found (`$unsupported.*`)
+        self.capacity: int | None = None  # the capacity the device declares
 
     # -- preparation ---------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -358,6 +359,7 @@ class _Worker:
             self.pointer64 = device.caps.pointer_bits == 64
             self.pair = device.discovery_failed is None
             self.unsupported = Pairs.from_caps(device.caps, probed_pairs()).unsupported is not None
+            self.capacity = device.caps.capacity_bytes
             self.build = group_of(device)
         except UsageError as exc:
             self.setup_error = exc
@@ -447,7 +449,7 @@ class _Worker:
         snapshot of the campaign's coverage."""
         scorer = Scorer(self.run.coverage, self.run.prior)
         return [choose(scorer, self.run.request.seed, self.index(self.programs + i), vnpu_control=self.control,
-                       pointer64=self.pointer64, pair=self.pair, unsupported=self.unsupported)
+                       pointer64=self.pointer64, pair=self.pair, unsupported=self.unsupported, capacity=self.capacity)
                 for i in range(count)]
 
     def _divergent(self, program: Program, found: Result, programs: int, shrink_it: bool) -> None:
@@ -558,7 +560,7 @@ class _Worker:
         self.activity = Activity(self.name, "shrinking", found.clause or found.verdict.value, group, groups,
                                  deadline=deadline)
         with _short_settle(self.target):
-            shrunk, tried = shrink(program, found, self._run_candidates, deadline)
+            shrunk, tried = shrink(program, found, self._run_candidates, deadline, self.capacity)
         cut_short = time.monotonic() >= deadline
         scenario = _scenario(shrunk, found, request.seed)
         path = run.scenario_dir / f"{scenario['id']}.yaml"

@@ -258,7 +258,7 @@ def _request_list(c: Caller, reqs: list[str], op: str) -> list[str]:
         if len(reqs) > MANY_SUPPORTED:
             names.append("many")
     else:
-        if any(r.refused and answer_of(r, c.pressure) != REFUSED for r in live):
+        if any(r.refused and answer_of(c, r) != REFUSED for r in live):
             names.append("after_failure")
         if any(not r.onalloc for r in live):
             names.append(DEATH)

@@ -23,7 +23,7 @@ from typing import Any, Final
 from reference_model.vocabulary import PREEMPT_LATE_MS
 
 from . import moves_buffers, moves_contexts, moves_requests
-from .answers import PAGE
+from .answers import CERTAIN_BYTES, PAGE
 from .caller import item_steps
 from .grammar import Cell
 from .pen import (
@@ -66,9 +66,9 @@ def _cookie(s: Pen) -> Any:
         if s.pointer64 and s.rng.random() < 0.6:
             number |= s.rng.randint(1, 0xFFFF) << 48
         return number
-    if roll < 0.17 and s.model.raw_cookies:
+    if roll < 0.22 and s.model.raw_cookies:
         return s.rng.choice(s.model.raw_cookies)  # an integer handed over before: the same value again
-    if roll < 0.22:
+    if roll < 0.27:
         return None
     c = s.name("c")
     s.add("cookie_new", cookie=c)
@@ -403,22 +403,25 @@ class Drawn:
 
 
 def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True, pointer64: bool = False,
-             pair: bool = True, unsupported: bool = False, variant: int = 0) -> dict[str, Any]:
+             pair: bool = True, unsupported: bool = False, capacity: int | None = None,
+             variant: int = 0) -> dict[str, Any]:
     """Program ``index`` (candidate ``variant``) of the stream ``seed``: a scenario mapping (docs/formats.md
     §2). ``pointer64``: the device has a 64-bit ABI, so raw cookies may use the high bits. ``pair`` False:
     the device's pair discovery failed, so the program requires no pair and binds no buffer (as `npuconf
     run` still runs the scenarios that need no discovery on such a device). ``unsupported``: the device
-    has a pair it does not support (`$unsupported.*`)."""
+    has a pair it does not support (`$unsupported.*`). ``capacity``: the capacity the device declares (a
+    request that fits it is granted: buffers of any size are bound)."""
     return draw(seed, index, vnpu_control=vnpu_control, loads=loads, pointer64=pointer64, pair=pair,
-                unsupported=unsupported, variant=variant).program
+                unsupported=unsupported, capacity=capacity, variant=variant).program
 
 
 def draw(seed: int, index: int, *, vnpu_control: bool, loads: bool = True, pointer64: bool = False,
-         pair: bool = True, unsupported: bool = False, variant: int = 0) -> Drawn:
+         pair: bool = True, unsupported: bool = False, capacity: int | None = None, variant: int = 0) -> Drawn:
     """``generate``'s program, with its cells."""
     rng = random.Random(f"{seed}:{index}" + (f":{variant}" if variant else ""))
     s = Pen(rng, control=vnpu_control and pair, pair=pair, allow_loads=loads and pair, pointer64=pointer64,
             unsupported=unsupported and pair)
+    s.model.room = capacity if pair else None
     moves = [m for m in MOVES if (s.control or not m.control) and (s.allow_loads or not m.loads)]
     length = rng.randint(10, 50)
     _new_request(s)
@@ -442,6 +445,8 @@ def _program(s: Pen, seed: int, index: int, variant: int) -> dict[str, Any]:
     requires = ["supported-pair"] if s.pair else []
     if any(value.startswith("$unsupported.") for value in uses):
         requires.append("unsupported-pair")
+    if any(sub.ok and sub.bytes > CERTAIN_BYTES for sub in s.model.subs):
+        requires.append("capacity")  # a buffer bound because it fits the declared capacity
     if ops & {"buf_load", "req_set_file"}:
         requires.append("load")
     if "vnpu" in ops:

@@ -36,10 +36,11 @@ class _Taken:
     illegal: str | None = None
 
 
-def _replay(program: Mapping[str, Any]) -> Iterator[_Taken]:
+def _replay(program: Mapping[str, Any], capacity: int | None = None) -> Iterator[_Taken]:
     """The steps taken, up to the first illegal one (the last then, with why). A parallel item is checked
-    as a whole first (its threads apart), then its steps count one by one."""
-    c = Caller()
+    as a whole first (its threads apart), then its steps count one by one. ``capacity``: the device's
+    declared capacity (what the program was generated for: host.fuzz.generate)."""
+    c = Caller(room=capacity)
     n = 0
     for position, item in enumerate(program["steps"]):
         for op, args in item_steps(item):
@@ -54,16 +55,16 @@ def _replay(program: Mapping[str, Any]) -> Iterator[_Taken]:
                 n += 1
 
 
-def check(program: Mapping[str, Any]) -> str | None:
+def check(program: Mapping[str, Any], capacity: int | None = None) -> str | None:
     """None when every step is legal; else the first illegal step and why."""
-    for t in _replay(program):
+    for t in _replay(program, capacity):
         if t.illegal is not None:
             return f"step {t.number}: {t.illegal}" if t.op == PARALLEL else f"step {t.number} ({t.op}): {t.illegal}"
     return None
 
 
-def legal(program: Mapping[str, Any]) -> bool:
-    return check(program) is None
+def legal(program: Mapping[str, Any], capacity: int | None = None) -> bool:
+    return check(program, capacity) is None
 
 
 def _positions(program: Mapping[str, Any], hit: Callable[[Caller, str, Any, int], bool]) -> list[int]:

@@ -18,6 +18,7 @@ from .pen import (
     CLOSE_WAIT_MS,
     LATE_SHARE,
     PREEMPT_PAUSE_MS,
+    SMALL_PAGES,
     Move,
     Pen,
     a_buffer,
@@ -48,6 +49,11 @@ def look(s: Pen, b: str) -> None:
         return
     m, length = s.name("m"), buf.pages * PAGE
     s.add("buf_map", map=m, buf=b, length=length, prot=prot, flags=["SHARED"], offset=0)
+    if buf.pages > SMALL_PAGES:  # a large buffer: its last page, whose mapping its size decides
+        s.add("map_prot", map=m, offset=length - PAGE, length=PAGE)
+        s.add("map_read", map=m, offset=length - PAGE, length=PAGE)
+        s.add("buf_unmap", map=m, offset=0, length=length)
+        return
     s.add("map_prot", map=m, offset=0, length=length)
     s.add("map_read", map=m, offset=0, length=length)
     if "WRITE" in prot and s.chance(0.3):
@@ -363,6 +369,45 @@ def _lowest(s: Pen) -> None:
         s.add("sleep_ms", ms=PREEMPT_PAUSE_MS)
 
 
+def _big(s: Pen, size: int) -> str:
+    """A request of ``size`` bytes of the pair, submitted with a cookie object: the cookie."""
+    r, c = s.name("r"), s.name("c")
+    s.add("req_create", req=r)
+    s.add("req_set_device", req=r, device="$pair.device")
+    s.add("req_set_type", req=r, type="$pair.type")
+    s.add("req_set_size", req=r, size=size)
+    s.add("req_set_prot", req=r, prot=["READ", "WRITE"])
+    s.add("req_set_onalloc", req=r, set=True)
+    s.add("cookie_new", cookie=c)
+    s.add("req_set_cookie", req=r, cookie=c, deleter=True)
+    s.add("alloc", reqs=[r])
+    return c
+
+
+def _fill(s: Pen) -> None:
+    """Where the device declares its capacity: a buffer of nearly all the memory the program has left,
+    freed (at times while mapped: asked again, the same size is refused until the last unmap), then the
+    same size asked again, granted: the memory a free or a last unmap gives back is the device's again
+    (free-indicates-not-needed, free-memory-after-last-unmap)."""
+    room = s.model.room or 0
+    size = (room // PAGE - s.rng.choice((0, 0, 1))) * PAGE
+    b = s.name("b")
+    s.add("bind", buf=b, select={"cookie": _big(s, size)})
+    m = s.name("m") if s.chance(0.5) else ""
+    if m:
+        s.add("buf_map", map=m, buf=b, length=PAGE, prot=["READ", "WRITE"], flags=["SHARED"], offset=0)
+        s.add("map_write", map=m, offset=0, length=PAGE, seed=s.rng.randint(1, 1000))
+    s.add("buf_free", bufs=[b])
+    if m:
+        _big(s, size)  # refused while the freed buffer's mapping holds its memory
+        s.await_allocs()
+        s.add("map_read", map=m, offset=0, length=PAGE)
+        s.add("buf_unmap", map=m, offset=0, length=PAGE)
+    again = s.name("b")
+    s.add("bind", buf=again, select={"cookie": _big(s, size)})
+    s.add("buf_free", bufs=[again])
+
+
 def _priority_class(s: Pen) -> None:
     s.add("buf_set_priority", buf=s.rng.choice(list(s.model.bufs)), priority=s.rng.choice(PRIORITY_CLASSES))
 
@@ -393,4 +438,5 @@ MOVES: Final = (
     Move(_preempt_mapped, 2, lambda s: not s.model.pressure and has_buffer(readable=True)(s), control=True),
     Move(_preempt_window, 2, lambda s: not s.model.pressure and has_buffer()(s), control=True),
     Move(_lowest, 2, lambda s: can_bind(s) and "preempt" not in s.model.armed, control=True),
+    Move(_fill, 2, lambda s: can_bind(s) and (s.model.room or 0) >= 4 * PAGE),
 )

@@ -49,7 +49,7 @@ def _cookie_object(s: Pen, r: str) -> str:
 def submit_and_look(s: Pen, r: str, cookie: str | None) -> str | None:
     """allocAsync of ``r``, its onAlloc awaited; when every conforming device grants it, the buffer bound and
     looked at whole (host.fuzz.moves_buffers.look). Returns the buffer's name, or None."""
-    granted = answer_of(s.model.reqs[r], s.model.pressure) == GRANTED
+    granted = answer_of(s.model, s.model.reqs[r]) == GRANTED
     s.add("alloc", reqs=[r])
     s.await_allocs()
     if not granted or cookie is None:
@@ -174,7 +174,7 @@ def _snapshot(s: Pen) -> None:
     r = s.name("r")
     _valid(s, r)
     cookie = _cookie_object(s, r)
-    granted = answer_of(s.model.reqs[r], s.model.pressure) == GRANTED
+    granted = answer_of(s.model, s.model.reqs[r]) == GRANTED
     s.add("alloc", reqs=[r])
     for _ in range(s.rng.choice((1, 1, 2))):
         op, key, table, _ = s.rng.choice(SETTERS)

@@ -62,9 +62,14 @@ class Pen:
 
 # --- what the moves draw from ------------------------------------------------------------------------
 
+# The buffers the moves map, load and read whole: a large one (bound where a capacity is declared) is looked
+# at only by the move that made it, at its ends (a load's file is at most 64 MiB, a read costs its size).
+SMALL_PAGES: Final = 16
+
+
 def usable(s: Pen) -> list[str]:
-    """Buffers that may be mapped or loaded (not maybe preempted, at least a page)."""
-    return [name for name, b in s.model.bufs.items() if not b.preempted and b.pages]
+    """Buffers that may be mapped or loaded (not maybe preempted, one to SMALL_PAGES pages)."""
+    return [name for name, b in s.model.bufs.items() if not b.preempted and 0 < b.pages <= SMALL_PAGES]
 
 
 def mapped(s: Pen) -> list[str]:
@@ -111,8 +116,11 @@ class Move:
 
 
 def can_bind(s: Pen) -> bool:
-    """A new buffer may be allocated and bound: a known pair, no pressure, room for one more."""
-    return s.pair and not s.model.pressure and len(s.model.bufs) < MAX_LIVE_BUFFERS
+    """A new buffer may be allocated and bound: a known pair, no pressure, room for one more (in the count
+    of buffers, and in a declared capacity for a few pages)."""
+    room = s.model.room
+    return s.pair and not s.model.pressure and len(s.model.bufs) < MAX_LIVE_BUFFERS and (
+        room is None or room >= 16 * PAGE)
 
 
 def a_buffer(s: Pen, readable: bool = False, onpreempt: bool = False, besides: Collection[str] = ()) -> str:

@@ -299,9 +299,10 @@ class _Clock:
     """The shrink's deadline, and how long a candidate has taken to run so far: a batch holds only the
     candidates that fit in the time left (at least one), so that shrinking ends about at the deadline."""
 
-    def __init__(self, run: RunFn, deadline: float) -> None:
+    def __init__(self, run: RunFn, deadline: float, capacity: int | None = None) -> None:
         self._run = run
         self.deadline = deadline
+        self.capacity = capacity  # the device's declared capacity, which the legality check reads
         self.spent_s = 0.0
         self.ran = 0
 
@@ -331,7 +332,7 @@ def _first_match(candidates: list[Program], same: Callable[[Result], bool], cloc
     for c in candidates:
         c = normalise(c)
         key = repr(c["steps"])
-        if key in seen or step_count(c) > step_count(current) or check(c) is not None:
+        if key in seen or step_count(c) > step_count(current) or check(c, clock.capacity) is not None:
             continue
         seen.add(key)
         legal_ones.append(c)
@@ -360,15 +361,17 @@ EDITS: Final = (_mapping_removals, _parallel_edits, _merges, _raw_cookies, _bind
                 _sizes)
 
 
-def shrink(program: Program, found: Result, run: RunFn, deadline: float) -> tuple[Program, int]:
+def shrink(program: Program, found: Result, run: RunFn, deadline: float,
+           capacity: int | None = None) -> tuple[Program, int]:
     """The smallest program found before `deadline` (time.monotonic) that still gives `found`'s verdict and
-    signature; and how many candidates ran."""
+    signature; and how many candidates ran. ``capacity``: the device's declared capacity (legality reads
+    it: a request that fits it is granted)."""
 
     def same(result: Result) -> bool:
         return result.verdict is found.verdict and result.signature == found.signature
 
     current = normalise(program)
-    clock = _Clock(run, deadline)
+    clock = _Clock(run, deadline, capacity)
     tried = 0
     size = max(1, len(current["steps"]) // 2)
     while time.monotonic() < deadline:

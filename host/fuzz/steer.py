@@ -69,9 +69,9 @@ class Scorer:
         return max(candidates, key=self.score)
 
 
-def choose(scorer: Scorer, seed: int, index: int, **capabilities: bool) -> Drawn:
+def choose(scorer: Scorer, seed: int, index: int, **capabilities: Any) -> Drawn:
     """Program ``index`` of the stream ``seed``: the best of its candidates (host.fuzz.generate.draw's
-    ``capabilities``: vnpu_control, loads, pointer64, pair, unsupported)."""
+    ``capabilities``: vnpu_control, loads, pointer64, pair, unsupported, capacity)."""
     return scorer.choose([draw(seed, index, variant=variant, **capabilities) for variant in range(CANDIDATES)])
 
 
