@@ -299,10 +299,12 @@ def _preempt_mapped(s: Pen) -> None:
     s.add("map_read", map=m, offset=0, length=length)
     s.add("buf_unmap", map=m, offset=0, length=length)
     if s.chance(0.4):
-        _preempt_now(s, b)
+        preempt_now(s, b)
 
 
-def _preempt_now(s: Pen, b: str) -> None:
+def preempt_now(s: Pen, b: str) -> None:
+    """A commanded preemption of ``b`` (about half of them late), its onPreempt awaited when one is owed, else
+    a pause in which one that must not come would show."""
     owed = s.model.preempts
     late = s.chance(LATE_SHARE)
     s.add("vnpu", command=f"{'preempt_late' if late else 'preempt'}={b}")

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from .answers import GRANTED, PAGE
 from .caller import answer_of
-from .moves_buffers import look
+from .moves_buffers import look, preempt_now
 from .pen import AWAIT_MS, PREEMPT_PAUSE_MS, Move, Pen, can_bind
 
 # One value per argument class of each setter (host.fuzz.cells names the class of each).
@@ -170,20 +170,33 @@ def _after_submit(s: Pen) -> None:
 
 def _snapshot(s: Pen) -> None:
     """A request submitted, then one of its fields changed (at times to an invalid value) before its onAlloc:
-    the submission keeps the snapshot it took (alloc-snapshot), and what it brings is looked at."""
+    the submission keeps the snapshot it took (alloc-snapshot), and what it brings is looked at. Or its
+    onPreempt set or cleared after allocAsync, and the buffer preempted where the device has control: the
+    snapshot decides whether an onPreempt comes (req-onpreempt-default-null, preempt-onpreempt-purpose)."""
     r = s.name("r")
     _valid(s, r)
+    onpreempt = s.control and s.chance(0.4)
+    before = s.chance(0.5)
+    if onpreempt and before:
+        s.add("req_set_onpreempt", req=r, set=True)
     cookie = _cookie_object(s, r)
     granted = answer_of(s.model, s.model.reqs[r]) == GRANTED
     s.add("alloc", reqs=[r])
-    for _ in range(s.rng.choice((1, 1, 2))):
-        op, key, table, _ = s.rng.choice(SETTERS)
-        s.add(op, req=r, **{key: _value_of(s, table)[1]})
+    if onpreempt:
+        s.add("req_set_onpreempt", req=r, set=not before)
+    else:
+        for _ in range(s.rng.choice((1, 1, 2))):
+            op, key, table, _ = s.rng.choice(SETTERS)
+            s.add(op, req=r, **{key: _value_of(s, table)[1]})
     s.await_allocs()
     b = s.name("b")
     bind = {"buf": b, "select": {"cookie": cookie}}
-    if granted and s.model.allows("bind", bind):
-        s.add("bind", **bind)
+    if not granted or not s.model.allows("bind", bind):
+        return
+    s.add("bind", **bind)
+    if onpreempt:
+        preempt_now(s, b)
+    else:
         look(s, b)
 
 
@@ -302,7 +315,7 @@ MOVES: Final = (
     Move(_setter_twice, 3, can_bind),
     Move(_odd_request, 2, can_bind),
     Move(_after_submit, 1, _has_submitted),
-    Move(_snapshot, 1, can_bind),
+    Move(_snapshot, 2, can_bind),
     Move(_support_after_change, 1, can_bind),
     Move(_after_failure, 1, can_bind),
     Move(_unsupported_request, 1, lambda s: s.unsupported),
