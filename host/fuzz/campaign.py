@@ -233,6 +233,7 @@ class _Run:
         self.stop = threading.Event()  # Ctrl-C: stop now, shrinking included
         self.enough = threading.Event()  # --until-found: a divergence is written; stop at the next batch
         self.shrinking: tuple[str, str] | None = None  # --until-found: the one group that is shrunk
+        self.shrunk_at: float | None = None  # --until-found: when that group's last shrink ended
         self.lock = threading.Lock()
         # By (build, signature): the devices of one build (host.run.group_of) share a group, shrunk once.
         self.divergences: dict[tuple[str, str], FuzzDivergence] = {}
@@ -443,6 +444,15 @@ class _Worker:
                 self._divergent(program, result, programs, shrink_it=not run.enough.is_set() and self._time_to_shrink())
             if self.status == "lost":
                 return
+            self._settle_unless_met_again()
+
+    def _settle_unless_met_again(self) -> None:
+        """--until-found ends the run once the group is shrunk and no program met it again for GROUP_SHRINK_S:
+        a rare route is not waited for until the budget's end."""
+        run = self.run
+        if (run.request.until_found and run.shrunk_at is not None
+                and time.monotonic() - run.shrunk_at >= GROUP_SHRINK_S and run.first_written()):
+            self.status = "found"
 
     def _draw(self, count: int) -> list[Drawn]:
         """The batch's programs: for each index, the best of its candidates (host.fuzz.steer), scored on one
@@ -483,6 +493,7 @@ class _Worker:
         run.put(self.build, dataclasses.replace(shrunk, count=current.count if current is not None else 1))
         run.append("shrunk", **dataclasses.asdict(shrunk))
         run.shrunk_for(self.build, found.signature, shrunk.shrink_s)
+        run.shrunk_at = time.monotonic()
         self._found_if_settled(shrunk)
 
     def _seen_again(self, program: Program, found: Result, known: FuzzDivergence, shrink_it: bool) -> None:
@@ -500,6 +511,7 @@ class _Worker:
         again = self._shrink_and_write(program, found, dataclasses.replace(
             known, program=found.program_id, steps_before=step_count(program)))
         run.shrunk_for(self.build, found.signature, again.shrink_s)
+        run.shrunk_at = time.monotonic()
         current = run.get(self.build, found.signature) or known
         better = (again.replayed, -again.steps_after) > (current.replayed, -current.steps_after)
         kept, dropped = (again, current) if better else (current, again)

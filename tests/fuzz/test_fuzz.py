@@ -97,8 +97,10 @@ def test_fuzzing_the_conformant_vnpu_finds_nothing(tmp_path, probe_build):
 
 # defect switch -> the clauses its first shrunk divergence may name
 DEFECTS = {
-    # a replaced cookie kept: with an allocation in flight the missing deleter call shows at the end first
-    "VNPU_DEFECT_KEEP_REPLACED_COOKIE": ("cookie-replace-deletes-previous", "cookie-deleter-called"),
+    # a replaced cookie kept: with an allocation in flight the missing deleter call shows at the end first; a
+    # replaced NULL cookie's deleter, or a cleared cookie, is named by its own sentence
+    "VNPU_DEFECT_KEEP_REPLACED_COOKIE": ("cookie-replace-deletes-previous", "cookie-deleter-called",
+                                         "cookie-deleter-null-cookie", "cookie-clear"),
     "VNPU_DEFECT_PRIORITY_MAX_REFUSED": ("priority-set-range", "priority-set"),
     "VNPU_DEFECT_PARTIAL_UNMAP_REFUSED": ("unmap-returns",),
 }
@@ -763,6 +765,22 @@ def test_until_found_shrinks_only_the_first_group_found(tmp_path):
         assert shrunk_programs == shrunk
         kept = run.get("local", "FAIL:y")
         assert kept is not None and kept.shrunk is not until_found and not run.enough.is_set()
+
+
+def test_until_found_ends_once_its_group_is_not_met_again(tmp_path):
+    """A group shrunk once whose programs the fuzzing does not meet again (a rare route): --until-found ends
+    GROUP_SHRINK_S after its shrink instead of at the budget's end."""
+    import time
+
+    from host.fuzz import campaign as session
+
+    run, worker, _ = _scripted_worker(tmp_path, [(3, 5, 0.0)])
+    worker._divergent(_GROUP_PROGRAM, _group_found(0), 1, shrink_it=True)
+    worker._settle_unless_met_again()
+    assert not run.enough.is_set() and worker.status == "running"  # its shrinks are not spent yet
+    run.shrunk_at = time.monotonic() - session.GROUP_SHRINK_S
+    worker._settle_unless_met_again()
+    assert run.enough.is_set() and worker.status == "found"
 
 
 def test_a_clause_is_shrunk_once_per_build_whichever_device_finds_it_again(tmp_path, monkeypatch):
