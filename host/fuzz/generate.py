@@ -405,12 +405,12 @@ class Drawn:
 def generate(seed: int, index: int, *, vnpu_control: bool, loads: bool = True, pointer64: bool = False,
              pair: bool = True, unsupported: bool = False, capacity: int | None = None,
              variant: int = 0) -> dict[str, Any]:
-    """Program ``index`` (candidate ``variant``) of the stream ``seed``: a scenario mapping (docs/formats.md
-    §2). ``pointer64``: the device has a 64-bit ABI, so raw cookies may use the high bits. ``pair`` False:
-    the device's pair discovery failed, so the program requires no pair and binds no buffer (as `npuconf
-    run` still runs the scenarios that need no discovery on such a device). ``unsupported``: the device
-    has a pair it does not support (`$unsupported.*`). ``capacity``: the capacity the device declares (a
-    request that fits it is granted: buffers of any size are bound)."""
+    """Program ``index`` (candidate ``variant``) of the stream ``seed``: a scenario mapping
+    (docs/formats.md §2). ``pointer64``: the device has a 64-bit ABI, so raw cookies may use the high bits.
+    ``pair`` False: the device's pair discovery failed, so the program requires no pair and binds no buffer
+    (as `npuconf run` still runs the scenarios that need no discovery on such a device). ``unsupported``:
+    the device has a pair it does not support (`$unsupported.*`). ``capacity``: the capacity the device
+    declares (a request that fits it is granted: buffers of any size are bound)."""
     return draw(seed, index, vnpu_control=vnpu_control, loads=loads, pointer64=pointer64, pair=pair,
                 unsupported=unsupported, capacity=capacity, variant=variant).program
 
