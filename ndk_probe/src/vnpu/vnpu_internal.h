@@ -22,6 +22,14 @@
 
 #include "android/npumanager/buffer.h"
 
+/* The vocabulary's names (one source of truth: errno names, policies, personalities, commands); its op
+ * table is not needed here. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-const-variable"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#include "vocabulary.h"
+#pragma GCC diagnostic pop
+
 /* Only the 18 API functions and vnpu_control leave the library (-fvisibility=hidden). */
 #define VNPU_API __attribute__((visibility("default")))
 
@@ -34,8 +42,14 @@ struct vnpu_device;
 
 /* ---- profile (vnpu_profile.c) ---- */
 
-enum vnpu_personality { VNPU_PUBLISHED, VNPU_AOSP_2026 };
-enum vnpu_policy_kind { VNPU_POLICY_BUDGET, VNPU_POLICY_ACL, VNPU_POLICY_CACHING, VNPU_POLICY_ARENA };
+/* From vocabulary.yaml (vnpu_personalities, vnpu_policies), the default first: VNPU_PUBLISHED and
+ * VNPU_AOSP_2026; VNPU_POLICY_BUDGET ... A policy added there and not handled fails the build (-Wswitch). */
+#define VNPU_PERSONALITY(id, name) VNPU_##id,
+enum vnpu_personality { NPUCONF_VNPU_PERSONALITIES(VNPU_PERSONALITY) };
+#undef VNPU_PERSONALITY
+#define VNPU_POLICY(id, name) VNPU_POLICY_##id,
+enum vnpu_policy_kind { NPUCONF_VNPU_POLICIES(VNPU_POLICY) };
+#undef VNPU_POLICY
 
 struct vnpu_pair {
     int32_t device;

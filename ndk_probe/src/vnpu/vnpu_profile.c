@@ -77,25 +77,33 @@ static const char *apply_key(struct vnpu_profile *p, const char *key, char *valu
         static const struct {
             const char *name;
             enum vnpu_policy_kind kind;
-        } policies[] = {{"budget", VNPU_POLICY_BUDGET},
-                        {"acl", VNPU_POLICY_ACL},
-                        {"caching", VNPU_POLICY_CACHING},
-                        {"arena", VNPU_POLICY_ARENA}};
+        } policies[] = {
+#define POLICY(id, name) {name, VNPU_POLICY_##id},
+            NPUCONF_VNPU_POLICIES(POLICY)
+#undef POLICY
+        };
         for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
             if (strcmp(value, policies[i].name) == 0) {
                 p->policy = policies[i].kind;
                 return NULL;
             }
-        return "expected budget, acl, caching or arena";
+        return "expected " NPUCONF_VNPU_POLICIES_CHOICES;
     }
     if (strcmp(key, "personality") == 0) {
-        if (strcmp(value, "published") == 0)
-            p->personality = VNPU_PUBLISHED;
-        else if (strcmp(value, "aosp-2026") == 0)
-            p->personality = VNPU_AOSP_2026;
-        else
-            return "expected published or aosp-2026";
-        return NULL;
+        static const struct {
+            const char *name;
+            enum vnpu_personality kind;
+        } personalities[] = {
+#define PERSONALITY(id, name) {name, VNPU_##id},
+            NPUCONF_VNPU_PERSONALITIES(PERSONALITY)
+#undef PERSONALITY
+        };
+        for (size_t i = 0; i < sizeof personalities / sizeof personalities[0]; i++)
+            if (strcmp(value, personalities[i].name) == 0) {
+                p->personality = personalities[i].kind;
+                return NULL;
+            }
+        return "expected " NPUCONF_VNPU_PERSONALITIES_CHOICES;
     }
     return "unknown key";
 }
