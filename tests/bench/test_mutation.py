@@ -109,6 +109,20 @@ def test_a_model_mutant_is_swapped_in_and_put_back():
     assert fn.__code__ is before
 
 
+def test_failures_of_a_defect_are_kept_per_clause_and_kind_of_event():
+    def failing(clause, event, line=2):
+        trace = [json.dumps({"ev": "begin"}), json.dumps(event)]
+        return {"verdict": "FAIL", "divergence": {"clause": clause, "event": line}, "trace": trace}
+
+    at_teardown = failing("load-fd-ownership", {"ev": "ret", "op": "await_closed", "closed": False})
+    at_check = failing("load-fd-ownership", {"ev": "ret", "op": "fd_check", "closed": False})
+    assert mutation_model.failure_kind(at_teardown) == ("load-fd-ownership", "ret await_closed")
+    assert mutation_model.failure_kind(at_check) == ("load-fd-ownership", "ret fd_check")
+    settle = failing("preempt-onpreempt-purpose", {"ev": "settle", "what": "deleters"})
+    assert mutation_model.failure_kind(settle) == ("preempt-onpreempt-purpose", "settle deleters")
+    assert mutation_model.failure_kind(failing("free-returns", {"ev": "ret"}, line=9)) == ("free-returns", "")
+
+
 @pytest.mark.slow
 def test_a_sample_of_twenty_vnpu_mutants_is_each_answered(tmp_path, probe_build):
     out = tmp_path / "sample.json"
