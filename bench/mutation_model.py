@@ -14,7 +14,7 @@ sees it), then put back.
 The traces it is judged on come from runs made for the purpose:
 - `conformant`: the whole corpus on the published vnpu (`npuconf run --target local`), under each of its
   allocation policies (budget, acl, caching, arena), judged under published-37.
-- `twin`, `twin-aosp`: the corpus on the vnpu's aosp-2026 personality (75 FAIL under published-37), judged
+- `twin`, `twin-aosp`: the corpus on the vnpu's aosp-2026 personality (84 FAIL under published-37), judged
   under published-37 and under the aosp-2026 profile.
 - `kit-defects` (with `--defects`): the FAIL and CRASH records of the kit's own defective implementations
   (the vnpu's `-DVNPU_DEFECT_*` switches, the violations of tests/adversarial's interposer), up to
