@@ -354,8 +354,8 @@ def load_items(dataset: str, run_dir: Path, profile: str, corpus: Any, catalogue
     from host.run import DeviceFacts
     from host.run.decision import Judging
     from reference_model.caps import DeviceCaps
-    from reports.records import ResultRecord, read_records
-    from reports.results import load_results
+    from reports.recorded.records import ResultRecord, read_records
+    from reports.recorded.results import load_results
 
     run = load_results(run_dir / "results.jsonl")
     stored = read_records(run_dir / "results.jsonl")

@@ -19,9 +19,9 @@ from floor.safe_io import DISK_ERRNOS, OutputFailed, UnsafeOutput, console_text
 from reference_model.errors import KitError
 from reference_model.profiles import PROFILES
 from reference_model.verdicts import RunExit
-from reports.outputs import DEFAULT_STORE
-from reports.plan_options import CROSS_TRIPLES, FUZZ, RUN
-from reports.store_postgresql import is_postgresql_url
+from reports.recorded.outputs import DEFAULT_STORE
+from reports.recorded.plan_options import CROSS_TRIPLES, FUZZ, RUN
+from reports.store.postgresql import is_postgresql_url
 
 from .errors import InfraError, RunInterrupted
 from .options import add_options, add_target_option, user_path

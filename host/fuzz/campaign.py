@@ -21,11 +21,11 @@ from typing import Any, Final
 import yaml
 
 from floor.safe_io import append_bytes, output_dir, remove_file, write_text
+from floor.words import counted
 from reference_model.errors import KitError
 from reference_model.verdicts import Verdict
-from reports.fuzz import FuzzDevice, FuzzDivergence, FuzzSummary, write_fuzz_reports
-from reports.plan_options import FUZZ, OPTIONS
-from reports.words import counted
+from reports.recorded.plan_options import FUZZ, OPTIONS
+from reports.renderers.fuzz import FuzzDevice, FuzzDivergence, FuzzSummary, write_fuzz_reports
 
 from ..errors import InfraError, RunInterrupted, UsageError
 from ..run import RunRequest, group_of, now_iso, open_targets

@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from reports.plan_options import FUZZ, OPTION
-from reports.words import counted
+from floor.words import counted
+from reports.recorded.plan_options import FUZZ, OPTION
 
 from ..errors import RunInterrupted, UsageError
 from ..options import apply_defaults

@@ -14,7 +14,7 @@ from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import Scenario, parse_scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports.records import Record, ResultRecord
+from reports.recorded.records import Record, ResultRecord
 
 from ..run import DeviceRun
 from ..targets import Device, Target

@@ -26,7 +26,7 @@ from typing import Final
 
 from floor.safe_io import UnsafeOutput, host_state_dir, open_directory, owned_privately, write_text
 from reference_model.verdicts import Verdict
-from reports.results import RunResults
+from reports.recorded.results import RunResults
 
 MARKER: Final = ".npuconf-host"
 _TOKEN: Final = re.compile(r"[0-9a-f]{32}")

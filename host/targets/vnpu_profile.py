@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from reference_model.profiles import PERSONALITIES as PERSONALITIES
-from reports.plan_options import OPTION
+from reports.recorded.plan_options import OPTION
 
 DEFAULT_PAIRS: Final = ((0, 1), (0, 2), (0, 3), (0, 4), (1, 2))
 DEFAULT_CAPACITY: Final = 256 * 1024 * 1024

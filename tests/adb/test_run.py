@@ -17,7 +17,7 @@ from host.suite import load_catalogue, load_corpus
 from host.targets.adb import AdbServerAddress, AdbTarget
 from host.targets.adb_host import server_answers
 from host.targets.virtual_device import DeviceProfile
-from reports.results import load_results
+from reports.recorded.results import load_results
 from tests.adb.conftest import adb_cli, all_pids, assert_stopped, npuconf_popen, records, slow_corpus
 from tests.conftest import npuconf, wait_until
 
@@ -234,7 +234,7 @@ def test_virtual_device_start_on_a_port_when_asked(tmp_path, probe_build):
 def test_default_target_is_adb_when_devices_are_attached_else_virtual(fleet_factory, monkeypatch):
     from host.run import RunRequest, resolve_target
     from host.targets.virtual_device import free_port
-    from reports.plan_options import PlanOptions
+    from reports.recorded.plan_options import PlanOptions
 
     monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", str(free_port()))  # nothing listens there
     monkeypatch.delenv("ADB_SERVER_SOCKET", raising=False)

@@ -151,7 +151,7 @@ def test_a_single_defect_is_found_shrunk_and_replayed(tmp_path, probe_build, def
 
 
 def test_fuzz_report_groups_divergences_by_clause_and_escapes_text(tmp_path):
-    from reports.fuzz import FuzzDivergence, FuzzSummary, write_fuzz_reports
+    from reports.renderers.fuzz import FuzzDivergence, FuzzSummary, write_fuzz_reports
 
     divergence = FuzzDivergence(
         signature="map-must-unmap", verdict="FAIL", clause="map-must-unmap", quote="<quoted> sentence",

@@ -1,4 +1,4 @@
-"""The behaviour atlas (reports/atlas.py): what each device chose where the text leaves it free, from the
+"""The behaviour atlas (reports/answers/atlas.py): what each device chose where the text leaves it free, from the
 recorded traces; the published vnpu and the aosp-2026 twin side by side show the twin's documented
 differences (docs/vnpu.md §5)."""
 
@@ -11,9 +11,9 @@ import pytest
 from synthetic_results import ResultsBuilder, load, scenario
 
 import host.suite  # noqa: F401  (provides the kit's facts)
-from reports.atlas import Aspect, Atlas, AtlasRow, device_atlas, run_atlas, side_by_side
-from reports.html import render_html
-from reports.results import load_results
+from reports.answers.atlas import Aspect, Atlas, AtlasRow, device_atlas, run_atlas, side_by_side
+from reports.recorded.results import load_results
+from reports.renderers.html import render_html
 
 CALLER = "caller's thread (inside the API call)"
 

@@ -1,4 +1,4 @@
-"""The answer of each clause (reports.clause_answers) on the aosp-2026 twin: FAIL/CRASH only where a
+"""The answer of each clause (reports.answers.clause_answers) on the aosp-2026 twin: FAIL/CRASH only where a
 failure names the clause, and the matrix, summary.json, junit.xml and the store all show that answer."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import host.suite  # noqa: F401  (provides the kit's facts)
 from reference_model.readings import READING_CLAUSES, READINGS
 from reference_model.verdicts import Verdict
-from reports.clause_answers import clause_answers, named_clauses, readings_of_reason
-from reports.results import load_results
+from reports.answers.clause_answers import clause_answers, named_clauses, readings_of_reason
+from reports.recorded.results import load_results
 from tests.conftest import npuconf  # the twin run: tests/reports/conftest.py
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario, trace_lines
 
-from reports.html import format_ns, render_html, write_html
+from reports.renderers.html import format_ns, render_html, write_html
 from tests.conftest import PRINTED_NPUCONF
 
 HOSTILE = "<script>alert(1)</script>\x01\x1b[31m\ud800"

@@ -9,8 +9,8 @@ from pathlib import Path
 from junitparser import Error, Failure, Skipped, xunit2
 from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario
 
-from reports.junit import build_junit, pretty_xml, write_junit
-from reports.results import safe_text
+from reports.recorded.results import safe_text
+from reports.renderers.junit import build_junit, pretty_xml, write_junit
 
 HOSTILE = "<script>alert(1)</script>\x01\x1b[31mred\x00&amp;\ud800"
 
@@ -167,7 +167,7 @@ def test_hostile_device_text_yields_valid_xml(builder: ResultsBuilder, tmp_path:
 
 
 def test_the_file_is_written_as_junitparser_pretty_prints_it(mixed_run: ResultsBuilder, tmp_path: Path):
-    """reports/junit.py serializes the tree itself (the DOM round trip was most of a report's time):
+    """reports/renderers/junit.py serializes the tree itself (the DOM round trip was most of a report's time):
     byte for byte what `JUnitXml.write(pretty=True)` writes, hostile text and line breaks included."""
     run = load(mixed_run.write())
     xml = build_junit(run)

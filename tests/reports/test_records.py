@@ -1,5 +1,5 @@
-"""reports.records: every record kind typed once; what the run writes reads back and writes again byte for byte,
-and a tool that rewrites a record keeps the fields it does not know."""
+"""reports.recorded.records: every record kind typed once; what the run writes reads back and writes again byte
+for byte, and a tool that rewrites a record keeps the fields it does not know."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from synthetic_results import ResultsBuilder, scenario
 
-from reports.records import (
+from reports.recorded.records import (
     KINDS,
     DeviceRecord,
     EndRecord,
