@@ -148,11 +148,6 @@ def why_untrusted(run_dir: Path) -> str | None:
     return None
 
 
-def created_here(run_dir: Path) -> bool:
-    """True when `run_dir` is a directory this user created on this host (`why_untrusted` finds nothing)."""
-    return why_untrusted(run_dir) is None
-
-
 def _prune() -> None:
     """Remove registry entries whose directory is gone or is no longer the directory registered."""
     registry = _registry()

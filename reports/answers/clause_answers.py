@@ -36,10 +36,6 @@ class ClauseAnswers:
         found = [a.verdict for a in self.by_clause.get(clause, {}).values() if a.verdict is not None]
         return next((v for v in ANSWER_ORDER if v in found), None)
 
-    def with_verdict(self, *verdicts: Verdict) -> tuple[str, ...]:
-        """The clauses whose answer is one of `verdicts` on some device."""
-        return tuple(c for c, row in self.by_clause.items() if any(a.verdict in verdicts for a in row.values()))
-
     def not_demonstrated(self) -> tuple[ClauseAnswer, ...]:
         """Every (clause, device) answer that is "not demonstrated" where a scenario of the run cites the
         clause: the report's and summary.json's list of clauses not demonstrated."""

@@ -729,15 +729,9 @@ class Records:
         return tuple(r for _, r in self.lines if isinstance(r, ResultRecord))
 
 
-def split_lines(data: bytes) -> list[bytes]:
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return lines
-
-
 def iter_lines(data: bytes) -> Iterator[bytes]:
-    """The lines of `data` as `split_lines` gives them, one at a time (no second copy of the whole)."""
+    """The lines of `data` without their newlines (a final newline ends the last line, it opens none), one
+    at a time (no second copy of the whole)."""
     start, size = 0, len(data)
     while start < size:
         end = data.find(b"\n", start)

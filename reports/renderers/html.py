@@ -531,17 +531,12 @@ def shard_groups(run: RunResults) -> list[tuple[str, list[tuple[str, int]]]]:
     return list(groups.items())
 
 
-def render_html(run: RunResults, atlas: Atlas | None = None, baseline: BaselineComparison | None = None) -> str:
-    """The page; `atlas`: the run's behaviour atlas when already computed (reports.answers.atlas.run_atlas);
-    `baseline`: what changed since a baseline run (`npuconf report --baseline`), shown in its own section."""
-    return environment().get_template("report.html.j2").render(**_page(run, atlas, baseline))
-
-
 def html_chunks(
     run: RunResults, atlas: Atlas | None = None, baseline: BaselineComparison | None = None
 ) -> Iterator[bytes]:
-    """The page `render_html` renders, as UTF-8 pieces in order (their concatenation is its bytes): a large
-    page is written, or compared by `verify`, without being held whole."""
+    """report.html as UTF-8 pieces in order: a large page is written, or compared by `verify`, without being
+    held whole. `atlas`: the run's behaviour atlas when already computed (reports.answers.atlas.run_atlas);
+    `baseline`: what changed since a baseline run (`npuconf report --baseline`), shown in its own section."""
     for piece in environment().get_template("report.html.j2").generate(**_page(run, atlas, baseline)):
         yield piece.encode("utf-8", errors="replace")
 

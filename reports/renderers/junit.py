@@ -110,14 +110,6 @@ def _testcase(record: ResultRecord, named: tuple[str, ...]) -> xunit2.TestCase:
     return case
 
 
-def _suite(
-    run: RunResults, serial: str, info: Mapping[str, object], answers: ClauseAnswers
-) -> junitparser.TestSuite:
-    suite = _suite_head(run, serial, info, answers)
-    suite.add_testcases([_testcase(r, answering_clauses(run, r)) for r in run.for_device(serial)])
-    return suite
-
-
 def _suite_head(
     run: RunResults, serial: str, info: Mapping[str, object], answers: ClauseAnswers
 ) -> junitparser.TestSuite:
@@ -202,19 +194,8 @@ def _suite_text(run: RunResults, serial: str, answers: ClauseAnswers) -> tuple[s
     return "".join([*head[:-1], *cases, head[-1]]), suite
 
 
-def build_junit(run: RunResults) -> junitparser.JUnitXml:
-    import junitparser
-
-    xml = junitparser.JUnitXml(safe_text(f"npuconf {run.run_id}".strip()))
-    answers = clause_answers(run)  # once for every device's suite
-    for serial in run.device_serials:
-        xml.add_testsuite(_suite(run, serial, run.devices.get(serial, {}), answers))
-    xml.update_statistics()  # type: ignore[no-untyped-call]  # junitparser leaves it unannotated
-    return xml
-
-
 def render_junit(run: RunResults) -> bytes:
-    """junit.xml for `run`, as `pretty_xml(build_junit(run))` writes it, byte for byte (`junit_chunks`)."""
+    """junit.xml for `run`, byte for byte as `write_junit` writes it (`junit_chunks`)."""
     return b"".join(junit_chunks(run))
 
 

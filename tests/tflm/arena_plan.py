@@ -2,9 +2,9 @@
 restated in docs/vnpu.md §6): which bytes a graph's temporary buffers need at most.
 
 The vnpu's ``arena`` policy cannot plan (the NDK API carries no tensor lifetimes: its head is a stack,
-arena.py). This module states the planning arithmetic the same policy family uses when lifetimes are
-known, so that the kit can check its arena arithmetic against the real runtime (tests/tflm/
-test_tflm_arena.py): the high-water mark predicted here is the runtime's reported arena head.
+reference_model/policies/arena.py). This module states the planning arithmetic the same policy family
+uses when lifetimes are known, so that the kit can check its arena arithmetic against the real runtime
+(test_tflm_arena.py): the high-water mark predicted here is the runtime's reported arena head.
 Pure Python, no I/O.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .pool import round_up
+from reference_model.policies.pool import round_up
 
 ALIGN = 16
 
