@@ -5,10 +5,9 @@ claim), whatever it would have selected."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .plan_options import OPTION, PlanOptions, read_plan_options
+from .plan_options import OPTION, PlanOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +54,3 @@ def filters_of(options: PlanOptions) -> Filters:
         malformed=tuple(p for (key, _), p in zip(options.malformed, options.problems, strict=True)
                         if OPTION[key].selection),
     )
-
-
-def plan_filters(options: Mapping[str, object]) -> Filters:
-    return filters_of(read_plan_options(options))

@@ -18,7 +18,7 @@ from floor.safe_io import safe_text as safe_text
 from reference_model.divergence import Divergence as Divergence
 from reference_model.divergence import render_value as render_value
 from reference_model.trace import Call, Cb, read_line
-from reference_model.verdicts import Verdict, worst
+from reference_model.verdicts import Verdict
 from reference_model.vocabulary import Op
 
 from .kit import KitFacts, kit_facts
@@ -119,24 +119,6 @@ def counts_by_chapter(run: RunResults) -> dict[str, dict[Verdict, int]]:
     return dict(sorted(out.items()))
 
 
-def counts_by_clause(run: RunResults) -> dict[str, dict[Verdict, int]]:
-    out: dict[str, dict[Verdict, int]] = {}
-    for record in run.results:
-        for clause in record.clauses:
-            out.setdefault(clause, empty_counts())[record.verdict] += 1
-    return dict(sorted(out.items()))
-
-
-def worst_by_clause(run: RunResults) -> dict[str, Verdict]:
-    """Clause → the worst verdict of any scenario citing it, on any device."""
-    out: dict[str, Verdict] = {}
-    for clause, counts in counts_by_clause(run).items():
-        found = worst(v for v, n in counts.items() if n)
-        if found is not None:
-            out[clause] = found
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class Latency:
     """One callback's delay: the `t` of its `cb` minus the `t` of the latest preceding call of its op."""
@@ -180,15 +162,6 @@ def percentile(values: Sequence[int], q: float) -> float:
     ordered = sorted(values)
     k = max(0, math.ceil(q * len(ordered)) - 1)
     return float(ordered[k])
-
-
-def clause_matrix(run: RunResults) -> dict[str, dict[str, list[ResultRecord]]]:
-    """Clause → device → the results of the scenarios citing that clause on that device."""
-    out: dict[str, dict[str, list[ResultRecord]]] = {}
-    for record in run.results:
-        for clause in record.clauses:
-            out.setdefault(clause, {}).setdefault(record.device, []).append(record)
-    return dict(sorted(out.items()))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -194,11 +194,6 @@ def _suite_text(run: RunResults, serial: str, answers: ClauseAnswers) -> tuple[s
     return "".join([*head[:-1], *cases, head[-1]]), suite
 
 
-def render_junit(run: RunResults) -> bytes:
-    """junit.xml for `run`, byte for byte as `write_junit` writes it (`junit_chunks`)."""
-    return b"".join(junit_chunks(run))
-
-
 def junit_chunks(run: RunResults) -> Iterator[bytes]:
     """junit.xml for `run` in UTF-8 pieces, built one device's suite at a time: a suite's element tree is
     serialized and dropped before the next is built, so a run of many devices never holds every test case

@@ -67,11 +67,6 @@ def _groups(run: RunResults) -> dict[str, list[str]]:
     return members
 
 
-def summary_bytes(run: RunResults) -> bytes:
-    """summary.json for `run`, byte for byte as written."""
-    return b"".join(summary_chunks(run))
-
-
 def summary_chunks(run: RunResults) -> Iterator[bytes]:
     """summary.json for `run` in UTF-8 pieces of about 64 KiB (`json.dumps(..., indent=2)` and a newline):
     the indented encoder's output is never held as one string nor as its million small parts."""

@@ -9,7 +9,7 @@ import pytest
 from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario, trace_lines
 
 from reference_model.errors import KitError
-from reference_model.verdicts import RunExit, Verdict
+from reference_model.verdicts import RunExit, Verdict, worst
 from reports.answers.claim import claim_of, problems_of
 from reports.recorded.results import (
     NOT_EXECUTED_REASON,
@@ -17,11 +17,8 @@ from reports.recorded.results import (
     alloc_callback_latencies_ns,
     count_verdicts,
     counts_by_chapter,
-    counts_by_clause,
     counts_by_device,
     safe_text,
-    worst,
-    worst_by_clause,
 )
 
 
@@ -186,11 +183,6 @@ def test_counts_helpers(mixed_run: ResultsBuilder):
     assert by_device["vnpu-1"][Verdict.NOT_EXECUTED] == 1
     assert by_device["emulator-5554"][Verdict.FAIL] == 1
     assert list(counts_by_chapter(run)) == ["alloc", "cookie", "free", "load", "map", "preempt"]
-    assert counts_by_clause(run)["alloc-supported-succeeds"][Verdict.WAIVED] == 1
-    worst_clause = worst_by_clause(run)
-    assert worst_clause["alloc-supported-succeeds"] is Verdict.FAIL
-    assert worst_clause["alloc-callback-once"] is Verdict.PASS
-    assert worst_clause["cookie-replace-deletes-previous"] is Verdict.CRASH
     assert worst([]) is None
     assert worst([Verdict.PASS, Verdict.NOT_APPLICABLE]) is Verdict.NOT_APPLICABLE
 
