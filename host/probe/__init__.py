@@ -31,7 +31,6 @@ from .program import compile_scenario as compile_scenario
 from .program import program_header as program_header
 from .reaping import RUNNING_PROBES as RUNNING_PROBES
 from .reaping import run_contained as run_contained
-from .toolchains import CROSS_TARGETS as CROSS_TARGETS
 from .toolchains import build_for as build_for
 from .toolchains import cross_build_dir as cross_build_dir
 from .toolchains import probe_build_command as probe_build_command

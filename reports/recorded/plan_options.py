@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, get_type_hints
 
+from floor.cross_targets import CROSS_TARGETS
 from reference_model.caps import DEVICE_POLICIES
 from reference_model.profiles import PERSONALITIES, PROFILES, PUBLISHED
 
@@ -29,9 +30,8 @@ _CONSEQUENCE: Final = {True: "its selection is unknown", False: "read as not giv
 # The virtual NPU's personalities (docs/vnpu.md §5) and the allocation policies a device may declare, each
 # first the default: reference_model/profiles.py and caps.py hold them.
 ALLOCATION_POLICIES: Final = DEVICE_POLICIES
-# `--cross`: the keys of host/probe/toolchains.py CROSS_TARGETS, which reports cannot import (a test holds
-# the two equal).
-CROSS_TRIPLES: Final = ("aarch64", "armhf")
+# `--cross`: the cross builds the kit knows (floor/cross_targets.py).
+CROSS_TRIPLES: Final = tuple(CROSS_TARGETS)
 RUN: Final = "run"
 FUZZ: Final = "fuzz"
 PYTEST: Final = "pytest"

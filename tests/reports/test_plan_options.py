@@ -10,7 +10,6 @@ import pytest
 from synthetic_results import ResultsBuilder, load, scenario
 
 from host.cli import build_parser
-from host.probe import CROSS_TARGETS
 from reports.answers.claim import claim_of
 from reports.answers.findings import replay_command
 from reports.recorded.plan_options import OPTION, OPTIONS, PlanOptions, read_plan_options
@@ -66,6 +65,3 @@ def test_the_run_command_takes_each_flag_from_the_table_and_leaves_its_default_t
         if option.flag:
             assert getattr(args, option.key) is None  # filled in by host/options.py after parsing
 
-
-def test_the_cross_triples_are_the_toolchains():
-    assert OPTION["cross"].choices == tuple(CROSS_TARGETS)
