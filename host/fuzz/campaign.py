@@ -33,6 +33,7 @@ from ..suite import load_catalogue
 from ..targets import Target
 from ..targets.adb import AdbTarget
 from ..targets.local import LocalTarget
+from .device_profile import fuzz_profile
 from .execute import ProgramRunner, Result
 from .generate import generate
 from .replay import replay
@@ -603,7 +604,7 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
         raise UsageError(f"--out {out_dir}: already holds a fuzz run; choose a new directory")
     output_dir(out_dir)
     rr = request.run
-    profile = rr.vnpu_profile()
+    profile = fuzz_profile(rr)
     run = _Run(request, out_dir)
     started = time.monotonic()
     if request.budget.seconds is not None:
