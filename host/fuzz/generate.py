@@ -26,7 +26,11 @@ from .caller import PAGE, Caller, item_steps
 # allocation of a program without pressure succeeds on a conforming device, so its buffer can be bound.
 SIZES_PAGES: Final = (1, 1, 2, 3, 4, 8, 16)
 PRIORITIES: Final = (0, 1, 250, 499, 500, 501, 750, 999, 1000)
-AWAIT_MS: Final = 2000
+# The bound of a wait for owed callbacks (the probe scales it by --timeout-multiplier). A conforming device
+# calls back within milliseconds (the vnpu's late onPreempt at most 100 ms after its command), so only a
+# callback that never comes (a defect, or a preemption the device refused) reaches the bound, and a program
+# that meets one sits all of it out.
+AWAIT_MS: Final = 500
 CLOSE_WAIT_MS: Final = 1000  # as the corpus: a conforming owner closes at once, the probe polls until then
 # The clause a generated program names: its steps may exercise any, the judge names the one it breaks.
 PROGRAM_CLAUSE: Final = "alloc-supported-may-fail"

@@ -12,6 +12,7 @@ import yaml
 
 from host.errors import UsageError
 from host.fuzz import Budget, generate, step_count
+from host.fuzz.generate import AWAIT_MS
 from host.fuzz.shrink import normalise
 from host.suite import load_catalogue
 from reference_model.scenario import parse_scenario
@@ -552,7 +553,7 @@ REFUSED = [{"req_create": {"req": "r"}}, {"req_set_onalloc": {"req": "r", "set":
     ([*REFUSED, {"await_alloc": {"count": 1, "timeout_ms": 2000}}],
      [*REFUSED, {"await_alloc": {"count": 1, "timeout_ms": 2000}}, {"sleep_ms": {"ms": 100}}]),
     # ... and a wait for the onAlloc first when the program has none
-    (REFUSED, [*REFUSED, {"await_alloc": {"count": 1, "timeout_ms": 2000}}, {"sleep_ms": {"ms": 100}}]),
+    (REFUSED, [*REFUSED, {"await_alloc": {"count": 1, "timeout_ms": AWAIT_MS}}, {"sleep_ms": {"ms": 100}}]),
     # a shorter pause is lengthened, not doubled; later steps stay after it
     ([*REFUSED, {"await_alloc": {"count": 1, "timeout_ms": 2000}}, {"sleep_ms": {"ms": 20}},
       {"req_free": {"req": "r"}}],
