@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="60s",
         help="a time for the whole command, shrinking included (60s, 2m), or a number of programs (default 60s)",
     )
-    fuzz.add_argument("--batch", type=int, default=50, help="programs per probe batch (default 50)")
+    fuzz.add_argument("--batch", type=int, default=50, help="programs per lane and round (default 50)")
     fuzz.add_argument(
         "--until-found",
         action="store_true",

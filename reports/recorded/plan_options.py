@@ -79,7 +79,8 @@ class PlanOptions:
     timeout_multiplier: float | None = _option(
         "--timeout-multiplier", "every scenario's time budget times this", 1.0, on=EVERYWHERE,
         help="scale every timeout (slow devices)")
-    jobs: int | None = _option("-j", "lanes (probe processes) per device", help="probe processes per device")
+    jobs: int | None = _option("-j", "lanes (probe processes) per device", help="probe processes per device",
+                               on=(RUN, FUZZ))
     cross: str | None = _option(
         "--cross", "the cross-built probe run under qemu (its triple)", choices=CROSS_TRIPLES, target="local",
         help="local target: run a cross build under qemu-user")
