@@ -268,8 +268,8 @@ def call_alloc(ctx: Ctx, s: State, call: Call) -> Out:
         subs[sid] = Submission(req.attrs, req.cookie, call.step, forced.pop(0) if forced else None, live,
                                unsupported, slot=label, position=position, batch=len(slots), overlapped=overlapping,
                                req=slot)
-        if not req.submitted:
-            reqs = {**reqs, slot: evolve(req, submitted=True)}
+        if not req.submitted or req.cookie_after_submit:
+            reqs = {**reqs, slot: evolve(req, submitted=True, cookie_after_submit=False)}
         if req.cookie.token is not None and req.cookie.token in tokens:
             t = tokens[req.cookie.token]
             tokens[req.cookie.token] = evolve(t, holders=t.holders + 1)

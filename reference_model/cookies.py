@@ -121,7 +121,8 @@ def call_set_cookie(ctx: Ctx, s: State, call: Call) -> Out:
     tokens = hold(s2, old, -1)
     owed = old.token if old.token is not None and unborrowed(s2, tokens.get(old.token), old.token, call) else None
     reqs = dict(s2.reqs)
-    reqs[slot] = evolve(req, cookie=ref, attrs=evolve(req.attrs, unset=req.attrs.unset - {"cookie"}))
+    reqs[slot] = evolve(req, cookie=ref, attrs=evolve(req.attrs, unset=req.attrs.unset - {"cookie"}),
+                        cookie_after_submit=req.submitted)
     out = evolve(s2, reqs=reqs, tokens=tokens,
                        inflight=Inflight(call.step, call.op, applied=True, owed_deletion=owed))
     if value is not None and not deleter:

@@ -128,7 +128,10 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
                       sorted({b.cookie.value or "NULL" for b in s.bufs.values() if b.onpreempt}),
                       "an onPreempt carries the cookie the request held when allocAsync() was called; the "
                       "application never made this value")
-    if ev.cookie is not None and any(r.cookie.value == ev.cookie for r in s.reqs.values()) and any(
+    # A request that holds the cookie now, given it after its allocAsync (a cookie it had when submitted,
+    # whose submission brought no buffer, makes the onPreempt one of no buffer at all).
+    if ev.cookie is not None and any(r.cookie.value == ev.cookie and r.cookie_after_submit
+                                     for r in s.reqs.values()) and any(
             b.onpreempt and not b.preempt_cb for b in (*s.bufs.values(), *s.ghosts)):
         return reject("cookie-later-changes-no-effect", f"onPreempt(cookie={ev.cookie})",
                       sorted({b.cookie.value or "NULL" for b in s.bufs.values() if b.onpreempt}),

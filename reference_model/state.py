@@ -124,6 +124,7 @@ class Request:
     cookie: CookieRef
     submitted: bool = False  # allocAsync has taken a snapshot of it
     asked: bool = False  # isSupported has answered for it
+    cookie_after_submit: bool = False  # its cookie was set after its last allocAsync
 
 
 @dataclass(frozen=True)
