@@ -613,3 +613,18 @@ def test_onpreempt_with_a_cookie_set_after_allocasync_names_later_changes():
 
     passes(replaced("c"), caps=VNPU)
     fails(replaced("n"), "cookie-later-changes-no-effect", caps=VNPU)
+
+
+@covers("preemption.on_preempt")
+def test_onpreempt_with_the_cookie_of_a_refused_submission_names_no_buffer():
+    """r1 had cookie c when allocAsync was called and got no buffer; r2's buffer (cookie d) has onPreempt.
+    An onPreempt carrying c is one of no buffer at all, not a later change of r1's cookie (nothing changed)."""
+    b = TB()
+    request(b, "r1", cookie="c", onpreempt=True)
+    b.call("alloc", reqs=["r1"], during=[b.cb("alloc", "c", "ENOMEM", None)])
+    request(b, "r2", cookie="d", onpreempt=True)
+    b.call("alloc", reqs=["r2"], during=[b.cb("alloc", "d", 0, "B1")])
+    b.bind("b", "B1", 0)
+    b.emit(b.cb("preempt", "c"))
+    fails(teardown(b, bufs=["b"], reqs=["r1", "r2"], deleted=["c", "d"]), "preempt-callback-on-forced-dealloc",
+          caps=CAPS_SPONTANEOUS)
