@@ -3,7 +3,7 @@ Fixtures live in conformance/conftest.py."""
 
 from host.options import add_options, add_target_option
 from host.targets.kinds import DEFAULT_KIND, KIND_NAMES
-from reports.plan_options import PYTEST
+from reports.recorded.plan_options import PYTEST
 
 
 def pytest_addoption(parser):

@@ -1,84 +1,93 @@
-"""Fuzzing throughput: generated programs per second against the corpus rate, in the same run.
+"""Fuzzing throughput: generated programs per second, this checkout's and (with --old) another's, in one run.
 
-    python bench/bench_fuzz.py [--programs N] [--seconds S] [--no-virtual]
+    python bench/bench_fuzz.py [--old CHECKOUT] [--seconds S] [--rounds N] [--seed S] [--no-virtual]
 
-For the local target (the probe on this host, the conformant vnpu) and one virtual device (the adb
-target behind a private adb server), each prepared once as `npuconf fuzz` does: generated programs run
-in batches of 50 through the run's DeviceRun (the same compiler, probe batches with a fork per program,
-and judge), until N programs or S seconds; then the whole corpus once through the same DeviceRun. Both
-rates are judged programs (scenarios) per second of wall time; device preparation is not timed.
+On the local target (the probe on this host, the conformant vnpu) and on one virtual device (the adb
+target behind a private adb server), each checkout runs the real command line with its own code, its own
+probe build and its own defaults (lanes, batches, the vnpu's profile):
+
+    npuconf fuzz --target T --seed S --budget <S>s -q --out <dir>
+
+and its fuzz.json gives the programs judged and the device's fuzzing time (generation, probe batches and
+judging; device preparation is not in it). The two checkouts take turns, ROUNDS times per target, so that a
+change of the host's load meets both; the table has every run, each checkout's median, and NEW/OLD.
+OLD is a checkout of the kit (e.g. `git worktree add /tmp/old main`), run as bench/compare_checkouts.py
+runs one.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import json
+import statistics
 import tempfile
-import time
-from collections import Counter
 from pathlib import Path
+from typing import Any
+
+from compare_checkouts import kit
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from host.fuzz import ProgramRunner, generate
-from host.run import RunRequest, open_targets
-from host.suite import load_catalogue, load_corpus
-from host.targets import DEFAULT_CAPACITY, VnpuProfile
-
-BATCH = 50
 
 
-def measure(target_name: str, programs: int, seconds: float) -> dict[str, object]:
-    catalogue = load_catalogue()
-    corpus = load_corpus(known_clauses=catalogue.ids())
-    profile = VnpuProfile(capacity=DEFAULT_CAPACITY, policy="budget", personality="published", declared_capacity=None)
-    with tempfile.TemporaryDirectory() as tmp, open_targets(RunRequest(target=target_name), target_name, Path(tmp),
-                                                            profile) as targets:
-        runner = ProgramRunner(targets[0], catalogue.quotes(), "published-37")
-        device = runner.prepare()
-        verdicts: Counter[str] = Counter()
-        done = 0
-        started = time.monotonic()
-        while done < programs and time.monotonic() - started < seconds:
-            batch = [generate(1, done + i, vnpu_control=device.caps.vnpu_control) for i in range(BATCH)]
-            for result in runner.run_programs(batch):
-                assert result is not None
-                verdicts[result.verdict.value] += 1
-            done += BATCH
-        fuzz_s = time.monotonic() - started
-        started = time.monotonic()
-        compiled = runner.run.compile_for(device, corpus)
-        unrun = runner.run.run_lane(device, compiled)
-        corpus_s = time.monotonic() - started
-        assert unrun is None, unrun
-    return {
-        "target": target_name,
-        "programs": done,
-        "fuzz_s": round(fuzz_s, 2),
-        "programs_per_s": round(done / fuzz_s, 1),
-        "verdicts": dict(verdicts),
-        "corpus": len(compiled),
-        "corpus_s": round(corpus_s, 2),
-        "corpus_per_s": round(len(compiled) / corpus_s, 1),
-    }
+def build(checkout: Path, work: Path) -> None:
+    done = kit(checkout, work, "probe", "build")
+    if done.returncode != 0:
+        raise SystemExit(f"{checkout}: npuconf probe build failed: {done.stderr.strip()[-400:]}")
+
+
+def measure(checkout: Path, work: Path, target: str, seconds: float, seed: int) -> dict[str, Any]:
+    """One `npuconf fuzz` of the checkout: its fuzz.json's rate, lanes and verdicts."""
+    out = Path(tempfile.mkdtemp(prefix=f"fuzz-{target}-", dir=work))
+    done = kit(checkout, work, "fuzz", "--target", target, "--seed", str(seed), "--budget", f"{seconds:g}s", "-q",
+               "--out", str(out))
+    summary_path = out / "fuzz.json"
+    if done.returncode != 0 or not summary_path.is_file():
+        raise SystemExit(f"{checkout}: npuconf fuzz --target {target} ended {done.returncode}: "
+                         f"{(done.stdout + done.stderr).strip()[-400:]}")
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    (device,) = summary["devices"]
+    return {"programs": device["programs"], "fuzzing_s": device["fuzzing_s"], "rate": device["programs_per_s"],
+            "verdicts": summary["verdicts"], "lanes": summary["config"].get("jobs", 1)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--programs", type=int, default=3000)
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--old", type=Path, help="another checkout of the kit, measured in turn with this one")
+    parser.add_argument("--seconds", type=float, default=20.0, help="each fuzz run's budget (default 20)")
+    parser.add_argument("--rounds", type=int, default=2, help="runs per checkout and target (default 2)")
+    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-virtual", action="store_true")
     args = parser.parse_args()
-    rows = [measure("local", args.programs, args.seconds)]
-    if not args.no_virtual:
-        rows.append(measure("virtual", args.programs, args.seconds))
-    print("| target | generated programs | programs/s | verdicts | corpus scenarios | corpus/s |")
-    print("|---|---|---|---|---|---|")
-    for row in rows:
-        verdicts = ", ".join(f"{k} {v}" for k, v in sorted(row["verdicts"].items()))  # type: ignore[attr-defined]
-        print(f"| {row['target']} | {row['programs']} in {row['fuzz_s']} s | {row['programs_per_s']} | {verdicts} | "
-              f"{row['corpus']} in {row['corpus_s']} s | {row['corpus_per_s']} |")
+    checkouts = {"new": ROOT}
+    if args.old is not None:
+        old = args.old.resolve()
+        if not (old / "host" / "__main__.py").is_file():
+            parser.error(f"{old} is not a checkout of the kit (no host/__main__.py)")
+        checkouts = {"old": old, "new": ROOT}
+    targets = ["local"] if args.no_virtual else ["local", "virtual"]
+    with tempfile.TemporaryDirectory(prefix="bench-fuzz-") as tmp:
+        work = Path(tmp)
+        for checkout in checkouts.values():
+            build(checkout, work)
+        runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        print("| target | checkout | lanes | programs | fuzzing s | programs/s | verdicts |")
+        print("|---|---|---|---|---|---|---|", flush=True)
+        for target in targets:
+            for _ in range(args.rounds):
+                for name, checkout in checkouts.items():
+                    row = measure(checkout, work, target, args.seconds, args.seed)
+                    runs.setdefault((target, name), []).append(row)
+                    verdicts = ", ".join(f"{k} {v}" for k, v in sorted(row["verdicts"].items()))
+                    print(f"| {target} | {name} | {row['lanes']} | {row['programs']} | {row['fuzzing_s']:.1f} | "
+                          f"{row['rate']:.1f} | {verdicts} |", flush=True)
+        print()
+        print("| target | " + " | ".join(f"{name} programs/s (median)" for name in checkouts)
+              + (" | new / old |" if "old" in checkouts else " |"))
+        print("|---|" + "---|" * (len(checkouts) + ("old" in checkouts)))
+        for target in targets:
+            medians = {name: statistics.median(r["rate"] for r in runs[(target, name)]) for name in checkouts}
+            ratio = f" | {medians['new'] / medians['old']:.2f} |" if "old" in checkouts else " |"
+            print(f"| {target} | " + " | ".join(f"{medians[name]:.1f}" for name in checkouts) + ratio)
     return 0
 
 

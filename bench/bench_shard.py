@@ -38,7 +38,7 @@ from host.suite import load_catalogue, load_corpus
 from host.targets import VnpuProfile
 from host.targets.adb import AdbTarget
 from host.targets.virtual_device import Fleet, start_fleet, stop_fleet
-from reports.plan_options import PlanOptions
+from reports.recorded.plan_options import PlanOptions
 
 
 def corpus(rounds: int):

@@ -143,6 +143,7 @@ class Outcome:
             "policy": self.policy, "runs": self.runs, "detail": self.describe(), "seconds": round(self.seconds, 2),
             "failing": [list(f) for f in (self.view.failing if self.view else ())],
             "new_gaps": list(self.new_gaps), "exit_code": self.view.exit_code if self.view else None,
+            "explained": self.reason or None,
         }  # fmt: skip
 
 

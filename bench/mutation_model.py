@@ -14,10 +14,11 @@ sees it), then put back.
 The traces it is judged on come from runs made for the purpose:
 - `conformant`: the whole corpus on the published vnpu (`npuconf run --target local`), under each of its
   allocation policies (budget, acl, caching, arena), judged under published-37.
-- `twin`, `twin-aosp`: the corpus on the vnpu's aosp-2026 personality (75 FAIL under published-37), judged
+- `twin`, `twin-aosp`: the corpus on the vnpu's aosp-2026 personality (84 FAIL under published-37), judged
   under published-37 and under the aosp-2026 profile.
 - `kit-defects` (with `--defects`): the FAIL and CRASH records of the kit's own defective implementations
-  (the vnpu's `-DVNPU_DEFECT_*` switches, the violations of tests/adversarial's interposer);
+  (the vnpu's `-DVNPU_DEFECT_*` switches, the violations of tests/adversarial's interposer), up to
+  FAILURES_PER_CLAUSE of each clause per kind of event blamed (failure_kind);
 - `kit-legal` (with `--defects`): the results of the interposer's legal variations (LEGAL, WARNED,
   INCOMPLETE) whose trace behaved otherwise than the conformant vnpu's in that scenario: a rule that
   accepts a legal behaviour the vnpu never shows is told apart only there;
@@ -65,7 +66,8 @@ from reference_model.caps import EXACT_POLICIES
 EQUIVALENTS: Final = Path(__file__).with_name("mutation_equivalent.yaml")
 MUTANT_TIMEOUT_S: Final = 60
 OTHER_POLICIES: Final = EXACT_POLICIES  # the vnpu's allocation policies besides budget
-FAILURES_PER_CLAUSE: Final = 10  # FAIL/CRASH records kept per clause from each of the kit's defective builds
+# FAIL/CRASH records kept from each of the kit's defective builds per clause and per kind of event it was seen at
+FAILURES_PER_CLAUSE: Final = 10
 COMPARE_SWAP: Final[dict[type[ast.cmpop], type[ast.cmpop]]] = {
     ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
     ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
@@ -352,8 +354,8 @@ def load_items(dataset: str, run_dir: Path, profile: str, corpus: Any, catalogue
     from host.run import DeviceFacts
     from host.run.decision import Judging
     from reference_model.caps import DeviceCaps
-    from reports.records import ResultRecord, read_records
-    from reports.results import load_results
+    from reports.recorded.records import ResultRecord, read_records
+    from reports.recorded.results import load_results
 
     run = load_results(run_dir / "results.jsonl")
     stored = read_records(run_dir / "results.jsonl")
@@ -557,17 +559,37 @@ def known_defects(work: Path, log: Callable[[str], None]) -> list[Path]:
     log(f"running the corpus on {len(libraries)} defective implementations of the kit")
     for name, library, args in libraries:
         out = run_corpus(work / name / "run", "--impl", str(library), "-j", "16", *args)
-        per_clause: Counter[str] = Counter()
+        per_kind: Counter[tuple[str, str]] = Counter()
 
-        def failure_kept(result: dict[str, Any], per_clause: Counter[str] = per_clause) -> bool:
+        def failure_kept(result: dict[str, Any], per_kind: Counter[tuple[str, str]] = per_kind) -> bool:
             if result.get("verdict") not in ("FAIL", "CRASH"):
                 return False
-            clause = (result.get("divergence") or {}).get("clause") or ""
-            per_clause[clause] += 1
-            return per_clause[clause] <= FAILURES_PER_CLAUSE  # more of one clause tells the rules little more
+            key = failure_kind(result)
+            per_kind[key] += 1
+            return per_kind[key] <= FAILURES_PER_CLAUSE  # more of one kind tells the rules little more
 
         runs.append(_results_kept(out, work / name / "failures", failure_kept))
     return runs
+
+
+def failure_kind(result: dict[str, Any]) -> tuple[str, str]:
+    """A FAIL or CRASH record's clause and the kind of trace event its divergence blames ("ret fd_check",
+    "deleter", "settle deleters"). One defect fails one clause at many steps: the records kept per clause are
+    spread over the kinds of step, so a failure a single scenario shows (a descriptor found open by a check
+    after a quiet wait, among many found open at teardown) is never dropped for the others."""
+    divergence = result.get("divergence") or {}
+    clause = divergence.get("clause") or ""
+    line, trace = divergence.get("event"), result.get("trace") or ()
+    if not isinstance(line, int) or not 0 < line <= len(trace):
+        return clause, ""
+    try:
+        event = json.loads(trace[line - 1])
+    except ValueError:
+        return clause, ""
+    if not isinstance(event, dict):
+        return clause, ""
+    detail = event.get("op") or event.get("what") or event.get("kind") or ""
+    return clause, f"{event.get('ev', '')} {detail}".strip()
 
 
 def _results_kept(out: Path, kept: Path, keep: Callable[[dict[str, Any]], bool]) -> Path:

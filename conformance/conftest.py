@@ -19,7 +19,7 @@ from host.targets.impl_check import check_impl
 from host.targets.kinds import DEFAULT_KIND, Opening, fleet_targets, target_kind
 from host.targets.virtual_device import Fleet, FleetSupervisor, start_fleet
 from reference_model.errors import KitError
-from reports.plan_options import PlanOptions
+from reports.recorded.plan_options import PlanOptions
 
 _FLEET_KEY = "npuconf_fleet"
 

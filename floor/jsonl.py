@@ -1,5 +1,5 @@
-"""One JSON object as one line of a JSON Lines file (results.jsonl through reports/records.py); JSON text
-from others decoded within bounds (`bounded_json`)."""
+"""One JSON object as one line of a JSON Lines file (results.jsonl through reports/recorded/records.py); JSON text
+from others decoded within bounds (`bounded_json`); JSON values made safe for any reader (`clean_json`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,19 @@ import json
 import re
 from collections.abc import Mapping
 from typing import Final
+
+from .safe_io import safe_text
+
+
+def clean_json(value: object) -> object:
+    """Strings made safe for any UTF-8 reader (lone surrogates and control characters escaped)."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_text(str(k)): clean_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(v) for v in value]
+    return value
 
 
 def dump_line(record: Mapping[str, object]) -> str:

@@ -19,9 +19,9 @@ from floor.safe_io import DISK_ERRNOS, OutputFailed, UnsafeOutput, console_text
 from reference_model.errors import KitError
 from reference_model.profiles import PROFILES
 from reference_model.verdicts import RunExit
-from reports.outputs import DEFAULT_STORE
-from reports.plan_options import CROSS_TRIPLES, FUZZ, RUN
-from reports.store_postgresql import is_postgresql_url
+from reports.recorded.outputs import DEFAULT_STORE
+from reports.recorded.plan_options import CROSS_TRIPLES, FUZZ, RUN
+from reports.store.postgresql import is_postgresql_url
 
 from .errors import InfraError, RunInterrupted
 from .options import add_options, add_target_option, user_path
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="60s",
         help="a time for the whole command, shrinking included (60s, 2m), or a number of programs (default 60s)",
     )
-    fuzz.add_argument("--batch", type=int, default=50, help="programs per probe batch (default 50)")
+    fuzz.add_argument("--batch", type=int, default=50, help="programs per lane and round (default 50)")
     fuzz.add_argument(
         "--until-found",
         action="store_true",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reference_model.errors import KitError
-from reports.run_options import npuconf_command
+from reports.recorded.run_options import npuconf_command
 
 
 class UsageError(KitError):

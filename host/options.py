@@ -1,5 +1,5 @@
 """The options of `npuconf run`, `npuconf fuzz` and the pytest layer, made from the one table of
-reports/plan_options.py (`PlanOptions`): their arguments, their defaults filled in after parsing, the typed
+reports/recorded/plan_options.py (`PlanOptions`): their arguments, their defaults filled in after parsing, the typed
 options a command line gives, and what `--resume` checks against its plan.
 
 The parsers leave the table's options at None, so a value the user typed (even one equal to the default)
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from floor.safe_io import console_text
-from reports.plan_options import OPTION, OPTIONS, PYTEST, PlanOption, PlanOptions
+from reports.recorded.plan_options import OPTION, OPTIONS, PYTEST, PlanOption, PlanOptions
 
 from .errors import UsageError
 

@@ -406,10 +406,13 @@ def on_alloc(ctx: Ctx, s: State, ev: Cb) -> Out:
             continue
         alike += 1
         if not single:
-            # alike submissions need one try; a declared policy may still admit one and refuse another
+            # alike submissions need one try; a declared policy may still admit one and refuse another. What an
+            # answer shows depends on its request as it is then (shown_by_answer), and a live request may still
+            # change: submissions of two live requests are never alike.
             decided = policies.decision(s, sid) if ctx.policy is not None else None
             sig = (sub.attrs, sub.cookie, sub.forced, sub.unsupported, sub.live_at_submit, sub.overlapped,
-                   sub.preemptable, s.inflight is not None and sid in s.inflight.subs, decided[0] if decided else None)
+                   sub.preemptable, s.inflight is not None and sid in s.inflight.subs, decided[0] if decided else None,
+                   sub.req if sub.req in s.reqs else None)
             if sig in seen:
                 continue
             seen.add(sig)

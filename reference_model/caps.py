@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-# The allocation policies a device profile may declare (the virtual NPU offers each), the default first:
-# under the byte budget the model predicts no ENOMEM exactly, under each of the others it does.
-BUDGET: Final = "budget"
-EXACT_POLICIES: Final = ("acl", "caching", "arena")
-DEVICE_POLICIES: Final = (BUDGET, *EXACT_POLICIES)
+from .vocabulary import VNPU_POLICIES
+
+# The allocation policies a device profile may declare (vocabulary.yaml: the virtual NPU offers each), the
+# default first: under the byte budget the model predicts no ENOMEM exactly, under each of the others it does.
+DEVICE_POLICIES: Final = VNPU_POLICIES
+BUDGET: Final = DEVICE_POLICIES[0]
+EXACT_POLICIES: Final = DEVICE_POLICIES[1:]
+if BUDGET != "budget":
+    raise ImportError(f"vocabulary.yaml's first vnpu policy is {BUDGET!r}: the model's default is the byte budget")
 
 
 @dataclass(frozen=True, slots=True)

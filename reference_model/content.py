@@ -25,18 +25,14 @@ FNV_PRIME: Final = 0x100000001B3
 MASK64: Final = 0xFFFFFFFFFFFFFFFF
 
 
-def pattern(seed: int, k: int) -> int:
-    """The byte the probe writes at pattern position k (formats §5)."""
-    return (seed * 131 + k * 7 + (k >> 8) * 13) & 0xFF
-
-
 # Within a 256-byte block (k >> 8 fixed) the pattern is (k * 7) & 0xFF shifted by (seed * 131 + (k >> 8) * 13):
 # one block per shift, so a range is sliced from them instead of computed byte by byte.
 _BLOCKS: Final = tuple(bytes((shift + i * 7) & 0xFF for i in range(256)) for shift in range(256))
 
 
 def pattern_bytes(seed: int, first: int, count: int) -> bytes:
-    """pattern(seed, k) for k in [first, first + count)."""
+    """The bytes the probe writes at pattern positions [first, first + count): at position k,
+    (seed * 131 + k * 7 + (k >> 8) * 13) & 0xFF (formats §5)."""
     parts: list[bytes] = []
     k, end = first, first + count
     while k < end:

@@ -403,11 +403,6 @@ def all_deleted(s: State) -> Reject | None:
     return None
 
 
-def settle_deleters(ctx: Ctx, s: State) -> Out:
-    bad = all_deleted(s)
-    return bad if bad is not None else [s]
-
-
 @clause("cookie-snapshot-at-alloc", "cookie-later-changes-no-effect", "alloc-snapshot-cookie-example",
         "cookie-callback-null-if-unset", "cookie-identify-request", "cookie-raw-integer", "cookie-default-null")
 def unmatched_alloc_cookie(s: State, ev: Cb) -> Reject:

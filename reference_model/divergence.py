@@ -1,6 +1,6 @@
 """The first divergence of a FAIL (docs/formats.md §6, `divergence`): one type from the judge to the reports.
 
-The judge makes it; results.jsonl stores it (`to_json`); the reports read it back (reports/records.py)
+The judge makes it; results.jsonl stores it (`to_json`); the reports read it back (reports/recorded/records.py)
 as the same type, with `observed` and `allowed` as the record holds them (any JSON value).
 """
 

@@ -31,6 +31,9 @@ def load_expectation(ctx: Ctx, s: State, b: Buffer, seg: FileSeg) -> tuple[str, 
     buffer; "any".
     Where preemption can happen without a vnpu command, a "success" load may also be answered ENOENT:
     the buffer was preempted unseen, as a map would show (its onPreempt, if set, is then owed).
+    A descriptor the caller handed over before (to a request or another load) is its owner's, who may have
+    closed it already: "Must be a valid file descriptor" is then the caller's duty unmet, and either answer
+    is allowed ("any").
     """
     if seg.length < 0:
         return "error", "load-length-nonnegative", "R17"  # "Must be non-negative": no consequence stated
@@ -45,6 +48,8 @@ def load_expectation(ctx: Ctx, s: State, b: Buffer, seg: FileSeg) -> tuple[str, 
     if b.maps > 0:
         return "error", "load-no-existing-mapping", "D7" if ctx.profile.load_while_mapped_ok else ""
     f = s.files.get(seg.file)
+    if f is not None and f.handed is not None:
+        return "any", "load-fd-ownership", ""
     outside = f is None or seg.offset + seg.length > f.size or seg.buffer_offset + seg.length > b.size
     if b.preempted or b.loads or outside:
         return "any", "load-async", ""
@@ -230,13 +235,16 @@ def loaded_content(s: State, b: Buffer, ld: Load, success: bool, others: Mapping
     are indeterminate) and the ranges of other loads of the buffer still in flight (``others``). After an
     error the text says nothing of the bytes: the range stays indeterminate, as it has been since the call.
     A load of length 0 changes no byte; a digest of the bytes from its buffer offset on then names
-    load-length-nonnegative.
+    load-length-nonnegative. A descriptor handed over before (load_expectation) may name another file by
+    now: what its load copied is unknown.
     """
     content = b.content
     seg, span = ld.seg, ld.span()
     f = s.files.get(seg.file) if seg.file is not None else None
     if success and seg.length < 0:  # a negative length accepted (R17): the text says nothing of what it wrote
         content = forget(content, max(0, seg.buffer_offset), b.size)
+    if ld.why == "load-fd-ownership":
+        f = None  # its bytes stay indeterminate, as since the call
     if success and f is not None and span is not None:
         # A nonzero offset demonstrates "fileOffset ... starting from the beginning of the file" (an offset of
         # 0 does not: a device ignoring fileOffset loads the same bytes). Bytes that disagree name the offset

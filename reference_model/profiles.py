@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from .vocabulary import VNPU_PERSONALITIES
+
 
 @dataclass(frozen=True, slots=True)
 class Profile:
@@ -70,9 +72,12 @@ AOSP_2026: Final = Profile(
 PROFILES: Final[dict[str, Profile]] = {p.name: p for p in (PUBLISHED, AOSP_2026)}
 # Every profile's name, the normative one first: what `--profile` offers.
 PROFILE_NAMES: Final = tuple(PROFILES)
-# The virtual NPU's personalities (docs/vnpu.md §5), the default first: the published behaviour, and
-# AOSP's, named as its profile is.
-PERSONALITIES: Final = ("published", AOSP_2026.name)
+# The virtual NPU's personalities (vocabulary.yaml, docs/vnpu.md §5), the default first: the published
+# behaviour, and AOSP's, named as its profile is.
+PERSONALITIES: Final = VNPU_PERSONALITIES
+if PERSONALITIES[0] != "published" or PERSONALITIES[1:] != (AOSP_2026.name,):
+    raise ImportError(f"vocabulary.yaml's vnpu personalities {PERSONALITIES} are not the published behaviour "
+                      f"and the {AOSP_2026.name} profile")
 
 
 def get_profile(name: str) -> Profile:

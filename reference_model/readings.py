@@ -5,7 +5,7 @@ readings, tags the history with the reading's ID (the same tag set as AOSP discr
 for readings, ``D<n>`` for discrepancies). A trace whose every history carries such a tag is WARN,
 never FAIL. This table is the one list of reading IDs that can give WARN; docs/model.md quotes the sentence
 each reads. Each reading also names the clauses whose sentences it reads (`clauses`): a WARN that needed
-it is that clause's answer (reports/clause_answers.py). Readings that produce no WARN (R2, R3, R7, R9, R11,
+it is that clause's answer (reports/answers/clause_answers.py). Readings that produce no WARN (R2, R3, R7, R9, R11,
 R12; R15 a map during a load, R16 the bytes of a load's range, which accept every behaviour the text leaves
 open) are described there only.
 """

@@ -47,16 +47,6 @@ def shows(*ids: str) -> Callable[[F], F]:
     return register
 
 
-def shown_clauses() -> Mapping[str, tuple[str, ...]]:
-    """Clause ID -> the functions that can demonstrate it (sorted)."""
-    _load_all()
-    out: dict[str, list[str]] = {}
-    for name, ids in _SHOWS.items():
-        for cid in ids:
-            out.setdefault(cid, []).append(name)
-    return {cid: tuple(sorted(names)) for cid, names in sorted(out.items())}
-
-
 def demonstration_clauses() -> Mapping[str, tuple[str, ...]]:
     """Demonstration name (``module.function``) -> the clause IDs it may show."""
     _load_all()

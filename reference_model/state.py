@@ -351,12 +351,16 @@ def evolve(value: T, **changes: object) -> T:
     """A copy of the frozen ``value`` with ``changes`` to its fields: how a transition makes its new state.
 
     ``dataclasses.replace`` builds the copy through ``__init__`` (a call per field); the judge makes about
-    one copy per trace event, so the copy takes the fields' dict as it is. Frozen forbids assigning an
-    attribute, which this does not do; a name that is not a field is a model bug."""
-    if not _FIELDS[type(value)].issuperset(changes):
-        raise TypeError(f"{type(value).__name__} has no field {sorted(set(changes) - _FIELDS[type(value)])}")
-    copy = object.__new__(type(value))
-    copy.__dict__.update(value.__dict__, **changes)
+    one copy per trace event, so the copy is given a copy of the fields' dict (one block copy, where filling
+    an empty dict grows it field by field). Frozen forbids assigning an attribute; the copy's dict is set
+    before anyone holds the copy. A name that is not a field is a model bug."""
+    cls = type(value)
+    if not _FIELDS[cls].issuperset(changes):
+        raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - _FIELDS[cls])}")
+    fields_of_copy = value.__dict__.copy()
+    fields_of_copy.update(changes)
+    copy = object.__new__(cls)
+    object.__setattr__(copy, "__dict__", fields_of_copy)
     return copy
 
 

@@ -1,7 +1,7 @@
 """Several threads in one trace (formats §5 ``th``): strands, and calls whose effects are not placed yet.
 
 A *strand* is where calls pair: a thread (``main``, ``t<k>``, ``w<N>``), or ``<th>/<depth>`` for a call a
-callback makes inside another call of the same thread (``trace.parse_trace`` assigns them). Each strand
+callback makes inside another call of the same thread (``trace.read_events`` assigns them). Each strand
 has at most one call in flight. The state keeps the in-flight call of the strand being judged in
 ``State.inflight`` and parks the others in ``State.parked``; chapter modules keep seeing one
 ``inflight``: the one of the event's strand.

@@ -1,6 +1,6 @@
 """Trace parsing (docs/formats.md §5): raw JSON lines -> typed events, or a TraceError with its line.
 
-This is the kit's one reader of trace lines: ``read_events``/``parse_trace`` for a whole trace,
+This is the kit's one reader of trace lines: ``read_events`` for a whole trace,
 ``read_line`` for one line out of context, ``closing_scenario`` for the stream reader, and
 ``exit_line`` the one writer (the host's timeout marker). Every event is checked against the schema
 generated from ndk_probe/vocabulary.yaml (``TRACE_EVENTS``): each declared field has a declared type.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, NamedTuple, NoReturn
 
@@ -163,12 +163,6 @@ class TraceError:
 
     def __str__(self) -> str:
         return f"trace line {self.line}: {self.message}"
-
-
-@dataclass(frozen=True, slots=True)
-class Trace:
-    events: tuple[Event, ...]
-    complete: bool  # an `end` event was seen
 
 
 LONG_LINE: Final = 1024
@@ -606,10 +600,10 @@ def exit_line(scenario: str, status: str, *, host: bool, t: int, reason: str | N
 
 
 def read_events(lines: Iterable[object]) -> Iterator[Event | TraceError]:
-    """The events of a trace one at a time, with the envelope checks of ``parse_trace``. A malformed line
-    (or, at the end, a missing begin or exit) ends the stream with its TraceError. Events before it are
-    yielded as they are read, so a consumer that must answer ERROR for any malformed line reads the
-    stream to its end (``first_error``).
+    """The events of a trace one at a time, with the envelope checks (begin first, call and ret paired,
+    nothing after exit, exit present). A malformed line (or, at the end, a missing begin or exit) ends the
+    stream with its TraceError. Events before it are yielded as they are read, so a consumer that must
+    answer ERROR for any malformed line reads the stream to its end (``first_error``).
 
     Calls pair per thread (``th``); a call inside another call of its thread is allowed only from a
     callback (``in_cb``) and gets the strand ``th/<depth>``; a callback or deleter gets the strand of the
@@ -746,15 +740,3 @@ def first_error(stream: Iterator[Event | TraceError]) -> TraceError | None:
         if isinstance(item, TraceError):
             return item
     return None
-
-
-def parse_trace(lines: Sequence[str]) -> Trace | TraceError:
-    """Parse and check the envelope: begin first, call/ret paired, nothing after exit, exit present."""
-    events: list[Event] = []
-    for item in read_events(lines):
-        if isinstance(item, TraceError):
-            return item
-        events.append(item)
-    if isinstance(events[0], ApiMissing):
-        return Trace(tuple(events), False)
-    return Trace(tuple(events), any(isinstance(ev, End) for ev in events))

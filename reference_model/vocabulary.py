@@ -277,6 +277,10 @@ VNPU_COMMANDS: Final[dict[str, VnpuCommandSpec]] = {
     "fail_next": VnpuCommandSpec("fail_next", "errno", ()),
 }
 
+# The virtual NPU's allocation policies and personalities, the default first.
+VNPU_POLICIES: Final[tuple[str, ...]] = ('budget', 'acl', 'caching', 'arena')
+VNPU_PERSONALITIES: Final[tuple[str, ...]] = ('published', 'aosp-2026')
+
 
 class EventKind(StrEnum):
     BEGIN = "begin"

@@ -84,7 +84,7 @@ class Waiver:
 def failing_clauses(divergence_clause: str | None, cited: Iterable[str]) -> tuple[str, ...]:
     """The clauses a failure names: its divergence's clause; without a divergence (a death where none was
     expected, a damaged record) every clause the scenario cites, so that no failure goes unnamed.
-    The same rule gives a clause its FAIL/CRASH answer (reports/clause_answers.py)."""
+    The same rule gives a clause its FAIL/CRASH answer (reports/answers/clause_answers.py)."""
     return (divergence_clause,) if divergence_clause is not None else tuple(cited)
 
 

@@ -61,7 +61,7 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-# The kit's own command as it prints it in replay and resume lines (reports/run_options.py npuconf_words):
+# The kit's own command as it prints it in replay and resume lines (reports/recorded/run_options.py npuconf_words):
 # the npuconf script beside the interpreter running the tests, by its absolute path.
 PRINTED_NPUCONF = shlex.quote(os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "npuconf"))
 

@@ -21,11 +21,11 @@ from typing import Any, Final
 import yaml
 
 from floor.safe_io import append_bytes, output_dir, remove_file, write_text
+from floor.words import counted
 from reference_model.errors import KitError
 from reference_model.verdicts import Verdict
-from reports.fuzz import FuzzDevice, FuzzDivergence, FuzzSummary, write_fuzz_reports
-from reports.plan_options import FUZZ, OPTIONS
-from reports.words import counted
+from reports.recorded.plan_options import FUZZ, OPTIONS
+from reports.renderers.fuzz import FuzzDevice, FuzzDivergence, FuzzSummary, write_fuzz_reports
 
 from ..errors import InfraError, RunInterrupted, UsageError
 from ..probe import Pairs
@@ -33,9 +33,11 @@ from ..run import RunRequest, group_of, now_iso, open_targets, probed_pairs
 from ..suite import load_catalogue
 from ..targets import Target
 from ..targets.adb import AdbTarget
+from ..targets.kinds import target_kind
 from ..targets.local import LocalTarget
 from . import grammar
 from .coverage import Coverage, judgeable_clauses, judged_of
+from .device_profile import fuzz_profile
 from .execute import ProgramRunner, Result
 from .generate import Drawn
 from .replay import replay
@@ -57,7 +59,8 @@ SHRINK_SHARE: Final = 0.5
 # deleters (instead of the target's own settle): a candidate that keeps a leak waits for it each time.
 # The written scenario is run again with the target's own settle before it is reported.
 SHRINK_SETTLE_MS: Final = 300
-# The first batches are small, so that a divergence in the first programs shows early.
+# The first batches are small, so that a divergence in the first programs shows early (with lanes too: a
+# defect that makes every program wait out a settle would otherwise show only after a round of them).
 FIRST_BATCHES: Final = (5, 10, 25)
 # Ctrl-C reaches the probe's processes too: a batch that ends with a CRASH or unrun programs is believed
 # only if no interrupt arrives this long after it (the main thread sets the stop at once).
@@ -184,6 +187,7 @@ def configuration(request: FuzzRequest) -> dict[str, Any]:
         "shrink_bound_s": request.shrink_budget_s,
         "until_found": request.until_found,
         "batch": request.batch,
+        "jobs": lanes(rr),
         "build_dir": _absolute(rr.build_dir),
     }
     for option in OPTIONS:  # the target kind's own fuzz options: devices; serials, adb servers
@@ -191,6 +195,12 @@ def configuration(request: FuzzRequest) -> dict[str, Any]:
             value = options.given(option.key)
             config[option.key] = list(value) if isinstance(value, tuple) else value
     return config
+
+
+def lanes(rr: RunRequest) -> int:
+    """Probe processes per device: `-j`, else the target kind's default, as for `npuconf run`."""
+    jobs = rr.options.jobs
+    return jobs if jobs is not None else target_kind(rr.target).default_lanes(int(rr.options.given("devices")))
 
 
 def exit_code(divergences: int, devices: Sequence[FuzzDevice]) -> int:
@@ -332,7 +342,7 @@ class _Worker:
         request = run.request
         rr = request.run
         self.runner = ProgramRunner(target, run.quotes, str(rr.options.given("profile")),
-                                    float(rr.options.given("timeout_multiplier")))
+                                    float(rr.options.given("timeout_multiplier")), lanes(rr), run.stop)
         self.programs = 0
         self.fuzzing_s = 0.0
         self.verdicts: Counter[str] = Counter()
@@ -405,7 +415,9 @@ class _Worker:
             if self.spent():
                 self.status = "complete"
                 return
-            count = min(request.batch, FIRST_BATCHES[batches]) if batches < len(FIRST_BATCHES) else request.batch
+            # the first rounds small, as for one lane; then a batch per lane
+            first = batches < len(FIRST_BATCHES)
+            count = min(request.batch, FIRST_BATCHES[batches]) if first else request.batch * self.runner.lanes
             batches += 1
             if request.budget.programs is not None:
                 left = -(-(request.budget.programs - self.position) // self.stride) - self.programs
@@ -650,7 +662,7 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
         raise UsageError(f"--out {out_dir}: already holds a fuzz run; choose a new directory")
     output_dir(out_dir)
     rr = request.run
-    profile = rr.vnpu_profile()
+    profile = fuzz_profile(rr)
     run = _Run(request, out_dir)
     started = time.monotonic()
     if request.budget.seconds is not None:

@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from reports.plan_options import FUZZ, OPTION
-from reports.words import counted
+from floor.words import counted
+from reports.recorded.plan_options import FUZZ, OPTION
 
 from ..errors import RunInterrupted, UsageError
 from ..options import apply_defaults
@@ -38,7 +38,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
         raise UsageError(f"--batch {args.batch}: expected a number of programs >= 1")
     apply_defaults(args, FUZZ)
     target = args.target or DEFAULT_KIND
-    check_target_options(args.timeout_multiplier, args.devices, target)
+    check_target_options(args.timeout_multiplier, args.devices, target, 1 if args.jobs is None else args.jobs)
     library_kind = OPTION["impl"].target
     if args.impl is not None and target != library_kind:
         raise UsageError(f"--impl is for --target {library_kind}, not --target {target}")

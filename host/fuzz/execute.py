@@ -1,6 +1,7 @@
 """Running generated programs on one prepared target through the run's own machinery: the same compiler,
 probe batches (a fork per program inside the probe), retries of legally refused allocations and judge
-as `npuconf run` (host.run.DeviceRun). Records stay in memory: a fuzz run writes no results.jsonl."""
+as `npuconf run` (host.run.DeviceRun), on one or more lanes (host.fuzz.lanes). Records stay in memory: a
+fuzz run writes no results.jsonl."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from reference_model.errors import ScenarioInvalid
 from reference_model.scenario import Scenario, parse_scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports.records import Record, ResultRecord
+from reports.recorded.records import Record, ResultRecord
 
 from ..run import DeviceRun
 from ..targets import Device, Target
+from .lanes import run_in_lanes
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,15 +72,18 @@ class _Programs:
 
 
 class ProgramRunner:
-    """A prepared target that runs lists of programs (scenario mappings) and answers one Result each."""
+    """A prepared target that runs lists of programs (scenario mappings) and answers one Result each, on
+    ``lanes`` probe processes at once; ``stop`` set, no more of them start."""
 
     def __init__(self, target: Target, catalogue: Mapping[str, str], profile: str,
-                 timeout_multiplier: float = 1.0) -> None:
+                 timeout_multiplier: float = 1.0, lanes: int = 1, stop: threading.Event | None = None) -> None:
         self.catalogue = dict(catalogue)
         self.known = frozenset(self.catalogue)
         self._collector = _Collector()
         self.run = DeviceRun(_Programs(self.catalogue, profile, timeout_multiplier), target, writer=self._collector)
         self.target = target
+        self.lanes = max(1, lanes)
+        self._stop = stop
 
     def prepare(self) -> Device:
         """Prepare the device and discover its pairs, as `npuconf run` does; a setup error is raised. A device
@@ -100,29 +105,35 @@ class ProgramRunner:
     def parse(self, program: Mapping[str, Any]) -> Scenario:
         return parse_scenario(program, "fuzz", "fuzz", self.known)
 
+    def _parsed(self, program: Mapping[str, Any]) -> Scenario | None:
+        try:
+            return self.parse(program)
+        except ScenarioInvalid:
+            return None
+
     def run_programs(self, programs: Sequence[Mapping[str, Any]]) -> list[Result | None]:
         """Each program's Result, in order; None for a program that does not validate (a shrinking step
         that broke it)."""
-        scenarios: list[Scenario | None] = []
-        for program in programs:
-            try:
-                scenarios.append(self.parse(program))
-            except ScenarioInvalid:
-                scenarios.append(None)
-        valid = [s for s in scenarios if s is not None]
+        scenarios: dict[int, Scenario | None] = {}
         self._collector.records.clear()
-        compiled = self.run.compile_for(self.device, valid)
-        unrun = self.run.run_lane(self.device, compiled) if compiled else None
+
+        def run_chunk(chunk: list[int]) -> str | None:
+            parsed = {k: self._parsed(programs[k]) for k in chunk}
+            scenarios.update(parsed)
+            compiled = self.run.compile_for(self.device, [s for s in parsed.values() if s is not None])
+            unrun = self.run.run_lane(self.device, compiled) if compiled else None
+            return unrun[0] if unrun is not None else None
+
+        stopped = run_in_lanes(programs, self.lanes, run_chunk, self._stop)
         results: list[Result | None] = []
-        missing = {s.id for s in unrun[1]} if unrun is not None else set()
-        for scenario in scenarios:
+        for k, program in enumerate(programs):
+            scenario = scenarios[k] if k in scenarios else self._parsed(program)  # a chunk never started
             if scenario is None:
                 results.append(None)
                 continue
             record = self._collector.records.get(scenario.id)
-            if record is None or scenario.id in missing:
-                reason = unrun[0] if unrun is not None else "no result"
-                results.append(Result(scenario.id, Verdict.NOT_EXECUTED, reason, None, None, ()))
+            if record is None:
+                results.append(Result(scenario.id, Verdict.NOT_EXECUTED, stopped or "no result", None, None, ()))
                 continue
             clause, quote = (record.divergence.clause, record.divergence.quote) if record.divergence else (None, None)
             results.append(Result(scenario.id, record.verdict, record.reason, clause, quote, record.trace,

@@ -14,7 +14,11 @@ from .caller import Caller
 from .cells import item_cells
 from .grammar import Cell
 
-AWAIT_MS: Final = 2000
+# The bound of a wait for owed callbacks (the probe scales it by --timeout-multiplier). A conforming device
+# calls back within milliseconds (the vnpu's late onPreempt at most 100 ms after its command), so only a
+# callback that never comes (a defect, or a preemption the device refused) reaches the bound, and a program
+# that meets one sits all of it out.
+AWAIT_MS: Final = 500
 MAX_LIVE_BUFFERS: Final = 12
 # After a commanded preemption of a buffer without onPreempt: long enough for a callback that should not
 # come to show on a loaded machine (at 20 ms a shrink under CI load kept 16 steps instead of 11); about

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from reports.words import counted
+from floor.words import counted
 
 from .campaign import GROUP_SHRINK_S, GROUP_SHRINKS, OVERRUN_S, Activity, FuzzProgress, FuzzRequest
 

@@ -1,5 +1,5 @@
 """The `npuconf run` commands that replay a fuzz run's scenarios on its recorded configuration
-(session.configuration); reports.run_options builds the options, as for `npuconf run`'s own replay lines."""
+(session.configuration); reports.recorded.run_options builds the options, as for `npuconf run`'s own replay lines."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reports.run_options import replay_options, run_command
+from reports.recorded.run_options import replay_options, run_command
 
 
 def replay(config: dict[str, Any], scenarios: Path, scenario_id: str | None = None,

@@ -3,7 +3,7 @@
 A bundle is a tar.gz holding results.jsonl, junit.xml, report.html, summary.json, atlas.json and
 manifest.json (and manifest.sig when signed). The manifest lists the SHA-256 of every other file, the tree hashes
 of the kit that made it (kit, model, probe sources, suite), the run id, each device's build fingerprint and
-the run's claim (reports/claim.py). What `verify` checks is in verify.py and docs/reports.md.
+the run's claim (reports/answers/claim.py). What `verify` checks is in verify.py and docs/reports.md.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from typing import Any, Final
 
 from floor.safe_io import atomic_output, checked_name, read_unfollowed
 from reference_model.errors import KitError
-from reports.outputs import ATLAS_FILE, HTML_FILE, JUNIT_FILE, RESULTS_FILE, SUMMARY_FILE
-from reports.results import RunResults, read_results_bytes
-from reports.run_reports import write_run_reports
+from reports.answers.claim import claim_of
+from reports.recorded.outputs import ATLAS_FILE, HTML_FILE, JUNIT_FILE, RESULTS_FILE, SUMMARY_FILE
+from reports.recorded.results import RunResults, read_results_bytes
+from reports.renderers.run_reports import write_run_reports
 
 from .. import KIT_VERSION
 from ..suite import checkout_tree_hashes
@@ -85,7 +86,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, sign_key: Path | None = 
             "corpus_hash": plan.corpus_hash,
         },
         "devices": device_fingerprints(run),
-        "claim": run.claim.to_json(),
+        "claim": claim_of(run).to_json(),
         "files": {name: sha256_hex(data) for name, data in sorted(contents.items())},
     }
     contents[MANIFEST] = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()

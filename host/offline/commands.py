@@ -11,13 +11,14 @@ from collections import Counter
 from pathlib import Path
 
 from floor.safe_io import shared_default
-from reports.baseline import BaselineComparison, compare_runs
-from reports.dashboard import write_dashboard
-from reports.merge import merge_runs
-from reports.outputs import DEFAULT_STORE
-from reports.results import load_results
-from reports.run_reports import write_reports
-from reports.store import describe_location, import_runs, is_postgresql_url
+from reports.answers.baseline import BaselineComparison, compare_runs
+from reports.answers.claim import claim_of, problems_of
+from reports.recorded.merge import merge_runs
+from reports.recorded.outputs import DEFAULT_STORE
+from reports.recorded.results import load_results
+from reports.renderers.dashboard import write_dashboard
+from reports.renderers.run_reports import write_reports
+from reports.store.runs import describe_location, import_runs, is_postgresql_url
 
 from ..errors import UsageError
 from ..run import print_answer
@@ -42,7 +43,7 @@ def report_command(args: argparse.Namespace) -> int:
                 "compared and nothing would fail; name a baseline run of the same devices"
             )
         paths = write_reports(results, results.parent, comparison)
-        print(f"{directory}: {load_results(results).claim.headline}")
+        print(f"{directory}: {claim_of(load_results(results)).headline}")
         _print_paths(paths)
         if comparison is not None:
             for line in comparison.lines():
@@ -70,7 +71,7 @@ def rejudge_command(args: argparse.Namespace) -> int:
     plan = done.run.plan
     before = plan.profile if plan else "?"
     print(f"rejudged {done.judged} traces of run {done.run.run_id} with {done.profile} (recorded with {before})")
-    for problem in done.run.problems:
+    for problem in problems_of(done.run):
         print(f"problem: {problem}", file=sys.stderr)
     for note in done.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -95,7 +96,7 @@ def merge_command(dirs: list[Path], out: Path) -> int:
     )
     files = {"results": outcome.path, **write_reports(outcome.path, out)}
     merged = load_results(outcome.path)
-    print_answer(merged.claim, Counter(r.verdict for r in merged.results), files)
+    print_answer(claim_of(merged), Counter(r.verdict for r in merged.results), files)
     return 0  # as for `report DIR`: the reports were written; the answer is printed, not exited with
 
 

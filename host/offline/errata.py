@@ -1,4 +1,4 @@
-"""`npuconf errata RUN... [--out DIR]`: the draft for the spec's owners (reports/errata.py), in HTML and
+"""`npuconf errata RUN... [--out DIR]`: the draft for the spec's owners (reports/renderers/errata.py), in HTML and
 Markdown, from the runs given and the kit's own conformance/errata.yaml."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import yaml
 
 from floor.safe_io import output_dir, write_text
 from reference_model.readings import READING_TABLE
-from reports.errata import (
+from reports.recorded.results import load_results
+from reports.renderers.errata import (
     AtlasRule,
     Errata,
     ErrataSource,
@@ -21,7 +22,6 @@ from reports.errata import (
     render_errata_html,
     render_errata_markdown,
 )
-from reports.results import load_results
 
 from ..errors import UsageError
 from ..suite import REPO_ROOT, load_catalogue, load_yaml_file
@@ -31,7 +31,7 @@ from .run_dir import run_results_path
 ERRATA_SOURCE: Final = REPO_ROOT / "conformance" / "errata.yaml"
 ERRATA_HTML: Final = "errata.html"
 ERRATA_MARKDOWN: Final = "errata.md"
-# What each file says of itself in its first lines (errata.html.j2, reports/errata.py): an existing file
+# What each file says of itself in its first lines (errata.html.j2, reports/renderers/errata.py): an existing file
 # without it is not replaced (own_outputs.py).
 ERRATA_HTML_SIGNATURE: Final = b"<title>npuconf errata draft"
 ERRATA_MARKDOWN_SIGNATURE: Final = b"# Errata draft: android/npumanager/buffer.h"

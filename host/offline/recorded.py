@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from reference_model.caps import DeviceCaps
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
-from reports.results import ResultRecord, RunResults
+from reports.recorded.results import ResultRecord, RunResults
 
 from ..probe import Pairs, ScenarioTrace
 from ..run import (

@@ -20,10 +20,10 @@ from reference_model.profiles import PROFILES
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports.claim import Claim
-from reports.outputs import REPORT_FILES, RESULTS_FILE, present
-from reports.plan_options import OPTION
-from reports.records import (
+from reports.answers.claim import Claim, claim_of
+from reports.recorded.outputs import REPORT_FILES, RESULTS_FILE, present
+from reports.recorded.plan_options import OPTION
+from reports.recorded.records import (
     EndRecord,
     LostRecord,
     Record,
@@ -33,8 +33,8 @@ from reports.records import (
     verdict_counts,
     write_records,
 )
-from reports.results import RunResults, load_results
-from reports.run_reports import write_reports
+from reports.recorded.results import RunResults, load_results
+from reports.renderers.run_reports import write_reports
 
 from ..errors import UsageError
 from ..probe import Pairs
@@ -265,4 +265,5 @@ def rejudge(
     write_records(results, lines)
     paths = {"results": results, **write_reports(results, out_dir)}
     new_run = load_results(results)
-    return RejudgeOutcome(rejudged, out_dir, paths, int(new_run.claim.exit_code), new_run.claim)
+    claim = claim_of(new_run)
+    return RejudgeOutcome(rejudged, out_dir, paths, int(claim.exit_code), claim)

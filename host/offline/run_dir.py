@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports.records import results_file
-from reports.results import Plan, RunResults, load_results
+from reports.recorded.records import results_file
+from reports.recorded.results import Plan, RunResults, load_results
 
 from ..errors import UsageError
 

@@ -1,5 +1,5 @@
 """`npuconf spec [RUN ...] [--out FILE]`: the published header text, each normative sentence marked with
-its clause and coloured by its answer across the runs' devices (reports/spec_page.py)."""
+its clause and coloured by its answer across the runs' devices (reports/renderers/spec_page.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Final
 
 from floor.safe_io import write_text
 from reference_model.rules import cited_clauses
-from reports.results import load_results
-from reports.spec_page import SpecClause, SpecSource, render_spec
+from reports.recorded.results import load_results
+from reports.renderers.spec_page import SpecClause, SpecSource, render_spec
 
 from ..errors import UsageError
 from ..suite import REPO_ROOT, SCENARIO_ROOT, load_catalogue, load_corpus

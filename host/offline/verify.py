@@ -31,18 +31,19 @@ from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.vocabulary import VOCABULARY_HASH
 from reference_model.waivers import Waiver
-from reports.atlas import Atlas, atlas_bytes, run_atlas
-from reports.claim import Claim, ClaimLevel
-from reports.html import html_chunks
-from reports.junit import junit_chunks
-from reports.outputs import ATLAS_FILE, HTML_FILE, JUNIT_FILE, RESULTS_FILE, SUMMARY_FILE
-from reports.plan_filters import filters_of
-from reports.plan_options import PlanOptions, read_plan_options
-from reports.records import EndRecord, LostRecord, Plan, Records, ResultRecord, ResumeRecord, parse_records
-from reports.results import ResultsUnreadable, RunResults, load_results
-from reports.run_options import npuconf_command, portable_command
-from reports.store import parse_date
-from reports.summary import summary_chunks
+from reports.answers.atlas import Atlas, run_atlas
+from reports.answers.claim import Claim, ClaimLevel, claim_of, problems_of
+from reports.recorded.outputs import ATLAS_FILE, HTML_FILE, JUNIT_FILE, RESULTS_FILE, SUMMARY_FILE
+from reports.recorded.plan_filters import filters_of
+from reports.recorded.plan_options import PlanOptions, read_plan_options
+from reports.recorded.records import EndRecord, LostRecord, Plan, Records, ResultRecord, ResumeRecord, parse_records
+from reports.recorded.results import ResultsUnreadable, RunResults, load_results
+from reports.recorded.run_options import npuconf_command, portable_command
+from reports.renderers.atlas_json import atlas_bytes
+from reports.renderers.html import html_chunks
+from reports.renderers.junit import junit_chunks
+from reports.renderers.summary import summary_chunks
+from reports.store.runs import parse_date
 
 from .. import KIT_VERSION
 from ..run import TARGETS, Judging, pointer_bits
@@ -571,7 +572,7 @@ def _rendered(name: str, run: RunResults, submitted: Member, atlas: Callable[[],
     return html_chunks(dataclasses.replace(run, path=path), atlas())
 
 
-# The commands a report prints name where the kit that rendered it is installed (reports/run_options.py
+# The commands a report prints name where the kit that rendered it is installed (reports/recorded/run_options.py
 # npuconf_words: a bundle made by the same kit installed elsewhere names another path): in both the member
 # and the rendering, each such command is compared in its portable form (`portable_command`), every other
 # byte as it is. A command is found where the kit prints one: a failure's `"replay": "..."` in
@@ -900,16 +901,17 @@ def _exit_stamp(trace: Sequence[str]) -> int | None:
 
 def _check_claim(run: RunResults, manifest: Mapping[str, Any], members: Mapping[str, Member]) -> list[Problem]:
     """The claim the bundle states (manifest, summary.json) is the one its results give."""
-    expected = json.loads(json.dumps(run.claim.to_json()))
+    claim = claim_of(run)
+    expected = json.loads(json.dumps(claim.to_json()))
     problems: list[Problem] = []
     if manifest.get("claim") != expected:
         stated = manifest.get("claim")
         level = stated.get("level") if isinstance(stated, dict) else None
-        if isinstance(stated, dict) and level == run.claim.level.value:
+        if isinstance(stated, dict) and level == claim.level.value:
             differ = sorted(k for k in {*expected, *stated} if expected.get(k) != stated.get(k))
             said = f"the manifest's claim ({level}) differs from the one the results give in {', '.join(differ[:3])}"
         else:
-            said = f"the manifest states claim {level!r}, the results give {run.claim.level}"
+            said = f"the manifest states claim {level!r}, the results give {claim.level}"
         problems.append(Problem("claim", said))
     return problems
 
@@ -981,7 +983,7 @@ def _verify(
         run = load_results(member, records=records)
     except ResultsUnreadable as exc:
         raise BundleUnreadable(f"{bundle}: member results.jsonl: {exc.cause}") from None
-    problems.extend(Problem("results", p) for p in run.problems)
+    problems.extend(Problem("results", p) for p in problems_of(run))
     if run.plan is None:
         problems.append(Problem("results", "results.jsonl has no plan record"))
     elif manifest.get("run_id") != run.plan.run_id:
@@ -1019,7 +1021,7 @@ def _verify(
         devices=len(run.device_serials),
         rejudged=derived,
         problems=tuple(problems),
-        claim=run.claim,
+        claim=claim_of(run),
         fingerprints=tuple(device_fingerprints(run).items()),
         run_hashes=run_hashes,
         tree_hashes=tuple((str(k), str(v)) for k, v in tree_hashes.items()),

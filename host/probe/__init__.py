@@ -1,6 +1,11 @@
 """The probe seen from the host: building it (host, sanitizer, cross and NDK builds), compiling scenarios
-into probe programs, running it as a local process, and the trace types a probe run hands back."""
+into probe programs, running it as a local process, the one reader that splits a batch's output into
+per-scenario traces (for every transport), and the trace types a probe run hands back."""
 
+from .batch_reader import BatchReader as BatchReader
+from .batch_reader import Finished as Finished
+from .batch_reader import ProbeEnded as ProbeEnded
+from .batch_reader import Silent as Silent
 from .build import DEFAULT_BUILD_DIR as DEFAULT_BUILD_DIR
 from .build import PROBE_NAME as PROBE_NAME
 from .build import PROBE_SOURCE as PROBE_SOURCE
@@ -10,7 +15,6 @@ from .build import build_probe as build_probe
 from .output import BatchOutcome as BatchOutcome
 from .output import BoundedBytes as BoundedBytes
 from .output import LineSplitter as LineSplitter
-from .output import PendingTrace as PendingTrace
 from .output import RawLine as RawLine
 from .output import ScenarioTrace as ScenarioTrace
 from .output import api_missing_line as api_missing_line
@@ -27,7 +31,6 @@ from .program import compile_scenario as compile_scenario
 from .program import program_header as program_header
 from .reaping import RUNNING_PROBES as RUNNING_PROBES
 from .reaping import run_contained as run_contained
-from .toolchains import CROSS_TARGETS as CROSS_TARGETS
 from .toolchains import build_for as build_for
 from .toolchains import cross_build_dir as cross_build_dir
 from .toolchains import probe_build_command as probe_build_command

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from floor.limits import TraceLimits, over
+from floor.limits import over
 from reference_model.trace import closing_scenario, exit_line
 from reference_model.vocabulary import PROBE_LIST_LINES
 
@@ -122,44 +122,6 @@ class LineSplitter:
             text = raw.decode("utf-8", errors="replace")
             bad = raw[exc.start : exc.start + 1]
             return text, f"a trace line is not valid UTF-8 (byte {exc.start}: {bad!r}); the scenario cannot be judged"
-
-
-class PendingTrace:
-    """The lines of the scenario being read, held within the trace limits; the first problem is kept."""
-
-    def __init__(self, limits: TraceLimits) -> None:
-        self.limits = limits
-        self.lines: list[str] = []
-        self.size = 0
-        self.seen = 0
-        self.problem: str | None = None
-
-    def add(self, line: RawLine) -> str | None:
-        """Hold one line (when within limits); the scenario its `exit` event closes, or None."""
-        text, problem = line
-        self.seen += 1
-        if problem is not None and self.problem is None:
-            self.problem = problem
-        closed = exit_event_scenario(text) if problem is None else None
-        if closed is not None:
-            self.lines.append(text)  # the closing event is always kept: one line past the limits at most
-            return closed
-        if problem is not None:
-            return None
-        self.size += len(text) + 1
-        if self.problem is None and self.size > self.limits.scenario_bytes:
-            self.problem = over("trace_bytes", f"the scenario's trace passed {self.limits.scenario_bytes} bytes")
-        elif self.problem is None and len(self.lines) >= self.limits.scenario_lines:
-            self.problem = over("trace_lines", f"the scenario's trace passed {self.limits.scenario_lines} lines")
-        if self.problem is None:
-            self.lines.append(text)
-        return None
-
-    def reset(self) -> None:
-        self.lines = []
-        self.size = 0
-        self.seen = 0
-        self.problem = None
 
 
 class BoundedBytes:

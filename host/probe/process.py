@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import queue
@@ -15,18 +14,9 @@ from collections.abc import Callable, Sequence
 from typing import IO, Final
 
 from floor.limits import TraceLimits
-from reference_model.trace import missing_functions
 
-from .output import (
-    BatchOutcome,
-    BoundedBytes,
-    LineSplitter,
-    PendingTrace,
-    RawLine,
-    ScenarioTrace,
-    check_listed_op_table,
-    exit_event_scenario,
-)
+from .batch_reader import BatchReader, Finished, ProbeEnded, Silent
+from .output import BatchOutcome, BoundedBytes, LineSplitter, RawLine, ScenarioTrace, check_listed_op_table
 from .reaping import (
     BATCH_TOKEN_VAR,
     RUNNING_PROBES,
@@ -90,6 +80,51 @@ def kill_group(process: subprocess.Popen[bytes]) -> None:
         process.kill()
 
 
+class _PipeStdout:
+    """The local probe's stdout for the batch reader: lines read on a thread into a bounded queue, then the
+    process's end (waited for, killed past 30 s) with its stderr."""
+
+    def __init__(self, process: subprocess.Popen[bytes], limits: TraceLimits) -> None:
+        assert process.stdout is not None and process.stderr is not None
+        self.process = process
+        self.lines: queue.Queue[list[RawLine] | None] = queue.Queue(maxsize=QUEUE_CHUNKS)
+        self.stderr = BoundedBytes(limits.stderr_bytes)
+        self._ended = False
+        self._reader = threading.Thread(target=_reader, args=(process.stdout, self.lines, limits.line_bytes),
+                                        daemon=True)  # fmt: skip
+        self._reader.start()
+        self._stderr_reader = threading.Thread(target=_stderr_reader, args=(process.stderr, self.stderr), daemon=True)
+        self._stderr_reader.start()
+
+    def next_lines(self, deadline: float) -> list[RawLine] | ProbeEnded | None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        try:
+            chunk = self.lines.get(timeout=remaining)
+        except queue.Empty:
+            return None
+        if chunk is not None:
+            return chunk
+        self._ended = True
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            kill_group(self.process)
+        self._stderr_reader.join(timeout=5)
+        return ProbeEnded(self.process.returncode, self.stderr.text())
+
+    def stop(self) -> None:
+        kill_group(self.process)
+
+    def close(self) -> None:
+        """After the process is gone: let the reader threads end (a reader blocked on a full queue too)."""
+        if not self._ended:
+            _drain(self.lines)
+        self._stderr_reader.join(timeout=5)
+        self._reader.join(timeout=5)
+
+
 def run_batch(
     command: Sequence[str],
     program: str,
@@ -101,11 +136,10 @@ def run_batch(
 ) -> BatchOutcome:
     """Run one probe process over a program, handing each scenario's trace to on_trace as it ends.
 
-    The probe enforces each scenario's deadline itself; the host only guards against the probe
-    process as a whole hanging (no line for longer than a scenario's limit plus slack), and against a
-    scenario that floods past the trace limits for longer than its limit. The probe runs in its own
-    process group, killed whole when the batch ends, with what it started in sessions of its own
-    (host/probe/reaping.py).
+    The probe enforces each scenario's deadline itself; the host only guards against the probe process as
+    a whole hanging or flooding: a scenario with no `exit` within its limit plus slack is ERROR and ends
+    the batch. The probe runs in its own process group, killed whole when the batch ends, with what it
+    started in sessions of its own (host/probe/reaping.py).
     """
     limits = limits or TraceLimits.current()
     become_subreaper()
@@ -120,61 +154,17 @@ def run_batch(
         pass_fds=batch_fds(token),
     )
     RUNNING_PROBES.add(process, token)
-    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
-    lines: queue.Queue[list[RawLine] | None] = queue.Queue(maxsize=QUEUE_CHUNKS)
-    reader = threading.Thread(target=_reader, args=(process.stdout, lines, limits.line_bytes), daemon=True)
-    reader.start()
-    stderr_kept = BoundedBytes(limits.stderr_bytes)
-    stderr_thread = threading.Thread(target=_stderr_reader, args=(process.stderr, stderr_kept), daemon=True)
-    stderr_thread.start()
+    assert process.stdin is not None
+    stdout = _PipeStdout(process, limits)
     writer = threading.Thread(target=_feed, args=(process.stdin, program), daemon=True)
     writer.start()
-
-    completed: list[str] = []
-    pending = PendingTrace(limits)
-    backlog: collections.deque[RawLine] = collections.deque()
-    api_missing: tuple[str, ...] | None = None
-    started = time.monotonic()
-    error: str | None = None
+    reader = BatchReader(scenario_ids, [limit + HOST_SLACK_S for limit in per_scenario_limit_s], on_trace, limits)
     try:
-        for index, scenario_id in enumerate(scenario_ids):
-            deadline_s = per_scenario_limit_s[index] + HOST_SLACK_S
-            status = _collect_one(lines, backlog, pending, deadline_s, started)
-            if status == "eof":
-                missing = missing_functions(pending.lines)
-                if missing is not None:
-                    api_missing = missing
-                    break
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    kill_group(process)
-                stderr_thread.join(timeout=5)
-                error = pending.problem or _probe_died_message(process.returncode, stderr_kept.text())
-                on_trace(ScenarioTrace(scenario_id, tuple(pending.lines), _ms_since(started), error))
-                break
-            if status == "hung":
-                kill_group(process)
-                error = f"probe produced no output for {deadline_s:.0f} s (scenario limit plus slack); it was killed"
-                on_trace(ScenarioTrace(scenario_id, tuple(pending.lines), _ms_since(started), error))
-                break
-            if status == "flood":
-                kill_group(process)
-                error = f"{pending.problem}; the probe was killed after the scenario's limit of {deadline_s:.0f} s"
-                on_trace(ScenarioTrace(scenario_id, tuple(pending.lines), _ms_since(started), error))
-                break
-            closed = exit_event_scenario(pending.lines[-1])
-            if closed != scenario_id:
-                error = (
-                    f"probe reported scenario {closed!r} where {scenario_id!r} was expected: the probe is out of step"
-                )
-                on_trace(ScenarioTrace(scenario_id, tuple(pending.lines), _ms_since(started), error))
-                kill_group(process)
-                break
-            on_trace(ScenarioTrace(scenario_id, tuple(pending.lines), _ms_since(started), pending.problem))
-            completed.append(scenario_id)
-            pending.reset()
-            started = time.monotonic()
+        end = reader.read(stdout, time.monotonic())
+        if isinstance(end, Silent):  # the probe keeps each scenario's deadline: silence past it is the probe's fault
+            error = f"probe gave no exit within {end.wait_s:.0f} s (the scenario's limit plus slack); it was killed"
+            on_trace(ScenarioTrace(end.scenario_id, end.lines, _ms_since(end.started), error))
+            end = Finished(error=error)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=30)
     finally:
@@ -183,11 +173,9 @@ def run_batch(
         kill_orphans(token)
         RUNNING_PROBES.discard(process)
         end_batch(token)
-        _drain(lines)
+        stdout.close()
         writer.join(timeout=5)
-        stderr_thread.join(timeout=5)
-        reader.join(timeout=5)
-    return BatchOutcome(tuple(completed), api_missing, error, stderr_kept.text())
+    return BatchOutcome(tuple(reader.closed), end.api_missing, end.error, stdout.stderr.text())
 
 
 def _drain(lines: queue.Queue[list[RawLine] | None]) -> None:
@@ -201,44 +189,12 @@ def _drain(lines: queue.Queue[list[RawLine] | None]) -> None:
             continue
 
 
-def _collect_one(
-    lines: queue.Queue[list[RawLine] | None],
-    backlog: collections.deque[RawLine],
-    pending: PendingTrace,
-    deadline_s: float,
-    started: float,
-) -> str:
-    """Move lines into pending until an exit event: returns 'exit', 'eof', 'hung' or 'flood'.
-
-    `backlog` holds lines read past the last exit event (they belong to the next scenario).
-    """
-    while True:
-        while backlog:
-            if pending.add(backlog.popleft()) is not None:
-                return "exit"
-        if pending.problem is not None and time.monotonic() - started > deadline_s:
-            return "flood"
-        try:
-            chunk = lines.get(timeout=deadline_s)
-        except queue.Empty:
-            return "hung"
-        if chunk is None:
-            lines.put(None)  # later scenarios of the batch see EOF too
-            return "eof"
-        backlog.extend(chunk)
-
-
 def _feed(stdin: IO[bytes], program: str) -> None:
     try:
         stdin.write(program.encode("utf-8"))
         stdin.close()
     except (BrokenPipeError, OSError, ValueError):
         pass
-
-
-def _probe_died_message(returncode: int | None, stderr: str) -> str:
-    last = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
-    return f"probe process ended unexpectedly (exit status {returncode}): {last}"
 
 
 def _ms_since(started: float) -> float:

@@ -6,18 +6,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+
+from floor.cross_targets import CROSS_TARGETS
 
 from ..errors import UsageError
 from ..suite import BUILD_ROOT
 from .build import build_probe
-
-# Debian cross compilers: the kit proves portability to 64-bit and 32-bit ARM (32-bit off_t) with
-# them and runs the result under qemu-user (see `qemu_prefix`).
-CROSS_TARGETS: Final = {
-    "aarch64": ("aarch64-linux-gnu-gcc", "aarch64", "qemu-aarch64", "/usr/aarch64-linux-gnu"),
-    "armhf": ("arm-linux-gnueabihf-gcc", "arm", "qemu-arm", "/usr/arm-linux-gnueabihf"),
-}
 
 
 def qemu_prefix(cross: str) -> list[str]:

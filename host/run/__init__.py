@@ -25,6 +25,7 @@ from .judging import Outcome as Outcome
 from .judging import allocation_refused as allocation_refused
 from .judging import judge_lines as judge_lines
 from .judging import not_run as not_run
+from .lanes import deal_lanes as deal_lanes
 from .plan import RunPlan as RunPlan
 from .plan import RunRequest as RunRequest
 from .plan import check_target_options as check_target_options

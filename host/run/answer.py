@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reference_model.verdicts import Verdict
-from reports.claim import Claim
+from reports.answers.claim import Claim
 
 
 def print_answer(claim: Claim, counts: Mapping[Verdict, int], files: Mapping[str, Path]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from reports.plan_options import RUN
+from reports.recorded.plan_options import RUN
 
 from ..errors import RunInterrupted
 from ..options import apply_defaults

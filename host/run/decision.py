@@ -12,7 +12,7 @@ which rebuild it from a stored record, decide exactly as the run did:
    unreadable line) → ERROR; no `exit` event at all → ERROR;
 6. otherwise the model judges the trace (PASS, WARN, FAIL, CRASH, or ERROR for a malformed trace), a
    FAIL covered by a waiver becomes WAIVED, and a PASS whose allocations the device legally refused
-   is marked so (the run tries it again, reports/claim.py does not count it as exercising).
+   is marked so (the run tries it again, reports/answers/claim.py does not count it as exercising).
 """
 
 from __future__ import annotations

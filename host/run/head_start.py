@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from floor.safe_io import output_dir, shared_default
-from reports.outputs import REPORT_FILES, RESULTS_FILE, present
+from reports.recorded.outputs import REPORT_FILES, RESULTS_FILE, present
 
 from ..errors import UsageError
 from ..targets import Device, Target, VnpuProfile

@@ -26,7 +26,7 @@ from typing import Final
 
 from floor.safe_io import UnsafeOutput, host_state_dir, open_directory, owned_privately, write_text
 from reference_model.verdicts import Verdict
-from reports.results import RunResults
+from reports.recorded.results import RunResults
 
 MARKER: Final = ".npuconf-host"
 _TOKEN: Final = re.compile(r"[0-9a-f]{32}")
@@ -146,11 +146,6 @@ def why_untrusted(run_dir: Path) -> str | None:
     if (entry.get("dev"), entry.get("ino"), entry.get("uid")) != (info.st_dev, info.st_ino, info.st_uid):
         return "it is not the directory this host created there (another inode: it was removed and made again)"
     return None
-
-
-def created_here(run_dir: Path) -> bool:
-    """True when `run_dir` is a directory this user created on this host (`why_untrusted` finds nothing)."""
-    return why_untrusted(run_dir) is None
 
 
 def _prune() -> None:

@@ -14,7 +14,7 @@ from typing import Any, Final
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports.plan_options import OPTION, PlanOptions
+from reports.recorded.plan_options import OPTION, PlanOptions
 
 from ..errors import UsageError
 from ..options import given_options
@@ -135,7 +135,7 @@ def check_target_options(timeout_multiplier: float, devices: int, target: str | 
 @dataclass(frozen=True, slots=True)
 class RunRequest:
     """What `npuconf run` or `npuconf fuzz` is asked to do: the target, the options of the table
-    (reports/plan_options.py; `given` for an option's default) and what the plan does not record."""
+    (reports/recorded/plan_options.py; `given` for an option's default) and what the plan does not record."""
 
     target: str = DEFAULT_KIND  # a kind's name (host/targets/kinds/), or AUTO: adb devices if attached, else virtual
     options: PlanOptions = _NONE_GIVEN

@@ -89,7 +89,7 @@ def prepare_device(target: Target, builds: BuildDiscoveries | None = None) -> De
         "discovery_trace": list(trace.lines) if trace is not None else [],
         "discovery_failed": failed,
         "discovery_source": discovery.source,
-        # The claim (reports/claim.py) reads it: clauses only a 64-bit pointer can exercise are not
+        # The claim (reports/answers/claim.py) reads it: clauses only a 64-bit pointer can exercise are not
         # asked of a 32-bit device.
         "pointer_bits": pointer_bits(info),
     }

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from floor.safe_io import shared_default
 from reference_model.errors import KitError
-from reports.store import DEFAULT_STORE, MeasuredDurations, describe_location, import_runs, measured_durations
-from reports.store_postgresql import is_postgresql_url
+from reports.store.postgresql import is_postgresql_url
+from reports.store.runs import DEFAULT_STORE, MeasuredDurations, describe_location, import_runs, measured_durations
 
 from ..suite import part_tree_hash
 

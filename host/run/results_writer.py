@@ -1,6 +1,6 @@
 """The records a run appends to results.jsonl, built from the run's own values (docs/formats.md §6).
 
-The record types, the writer and the reader are reports/records.py; this module only fills them in.
+The record types, the writer and the reader are reports/recorded/records.py; this module only fills them in.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from reference_model.scenario import Scenario
 from reference_model.vocabulary import VOCABULARY_HASH
-from reports.records import RESULTS_SCHEMA, Plan, PlannedScenario, ResultRecord, ResumeRecord
-from reports.records import ResultsWriter as ResultsWriter
-from reports.store_identity import host_identity
+from reports.recorded.records import RESULTS_SCHEMA, Plan, PlannedScenario, ResultRecord, ResumeRecord
+from reports.recorded.records import ResultsWriter as ResultsWriter
+from reports.store.identity import host_identity
 
 from .. import KIT_VERSION
 from .judging import Outcome

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from floor.safe_io import checked_name, console_text, output_dir, repair_torn_tail
 from reference_model.verdicts import Verdict
-from reports.outputs import RESULTS_FILE
-from reports.plan_options import PlanOptions, read_plan_options
-from reports.results import load_results
-from reports.run_reports import report_paths
+from reports.answers.claim import claim_of
+from reports.recorded.outputs import RESULTS_FILE
+from reports.recorded.plan_options import PlanOptions, read_plan_options
+from reports.recorded.results import load_results
+from reports.renderers.run_reports import report_paths
 
 from ..errors import UsageError
 from ..options import check_resume_options
@@ -150,7 +151,8 @@ def resume_run(
 
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
     paths = {"results": results_path, **report_paths(directory)}
-    return RunOutcome(directory, int(run.claim.exit_code), counts, run.claim, paths, finish)
+    claim = claim_of(run)
+    return RunOutcome(directory, int(claim.exit_code), counts, claim, paths, finish)
 
 
 def _checked_impl(directory: Path, planned_path: str | None, given: Path | None) -> str | None:

@@ -15,8 +15,8 @@ from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports.outputs import RESULTS_FILE
-from reports.records import DeviceRecord, EndRecord, Record
+from reports.recorded.outputs import RESULTS_FILE
+from reports.recorded.records import DeviceRecord, EndRecord, Record
 
 from ..errors import UsageError
 from ..probe import RUNNING_PROBES, CompiledScenario, Pairs, ScenarioTrace, api_missing_line, compile_program
@@ -267,7 +267,7 @@ class DeviceRun:
                 slots=dict(compiled.slots),
                 duration_ms=trace.duration_ms,
                 attempts=attempt,
-                # Passed, but a legal refusal kept it from exercising its clauses (reports/claim.py).
+                # Passed, but a legal refusal kept it from exercising its clauses (reports/answers/claim.py).
                 allocations_refused=refused,
                 logcat=logcat,
             )
@@ -398,7 +398,7 @@ def execute_run(
             _join(_start(runs, "execute"), runs)
             for run in runs:
                 counts.update(run.verdicts)
-        # The end record says the run finished; its answer is derived by every reader (reports/claim.py),
+        # The end record says the run finished; its answer is derived by every reader (reports/answers/claim.py),
         # never stamped here.
         writer.write(EndRecord(now_iso(), {v.value: n for v, n in counts.items()}, lost=dict(writer.lost)))
     if writer.failed is not None:

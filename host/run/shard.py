@@ -32,7 +32,7 @@ from typing import Protocol
 
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
-from reports.records import DeviceRecord, LostRecord
+from reports.recorded.records import DeviceRecord, LostRecord
 
 from ..probe import CompiledScenario
 from ..targets import Device, Target

@@ -16,11 +16,11 @@ from floor.safe_io import output_dir
 from reference_model.errors import KitError
 from reference_model.scenario import Scenario
 from reference_model.verdicts import Verdict
-from reports.claim import Claim
-from reports.outputs import REPORT_FILES, RESULTS_FILE, present
-from reports.results import RunResults, load_results
-from reports.run_options import npuconf_command
-from reports.run_reports import report_paths, write_run_reports
+from reports.answers.claim import Claim, claim_of
+from reports.recorded.outputs import REPORT_FILES, RESULTS_FILE, present
+from reports.recorded.results import RunResults, load_results
+from reports.recorded.run_options import npuconf_command
+from reports.renderers.run_reports import report_paths, write_run_reports
 
 from ..errors import RunInterrupted, UsageError
 from ..suite import (
@@ -171,7 +171,8 @@ def start_run(request: RunRequest, progress: ProgressFn | None = None, ahead: He
             print(f"npuconf: note: {unmatched}", file=sys.stderr)
     counts: Counter[Verdict] = Counter(r.verdict for r in run.results)
     paths = {"results": out_dir / RESULTS_FILE, **report_paths(out_dir)}
-    return RunOutcome(out_dir, int(run.claim.exit_code), counts, run.claim, paths, finish)
+    answer = claim_of(run)
+    return RunOutcome(out_dir, int(answer.exit_code), counts, answer, paths, finish)
 
 
 def report_and_record(run: RunResults, out_dir: Path, store: str | None, record: bool = True) -> None:

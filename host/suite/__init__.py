@@ -1,7 +1,7 @@
 """What the kit runs and judges with, read from this checkout: the scenario corpus, the clause catalogue,
 waiver files, and content hashes of the kit's parts (recorded in plans and bundles)."""
 
-from reports.kit import provide_kit_facts
+from reports.recorded.kit import provide_kit_facts
 
 from .basis import DEVICE_TESTABLE as DEVICE_TESTABLE
 from .basis import basis_of as basis_of
@@ -30,5 +30,5 @@ from .waivers import load_waiver_file as load_waiver_file
 from .waivers import unmatched_devices_note as unmatched_devices_note
 from .waivers import waivers_as_of as waivers_as_of
 
-# The reports compute claims with the kit's own facts, never a record's (reports/kit.py).
+# The reports compute claims with the kit's own facts, never a record's (reports/recorded/kit.py).
 provide_kit_facts(kit_facts)

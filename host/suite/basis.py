@@ -1,6 +1,6 @@
 """The claim basis recorded in every plan: what a conformance claim of this kit requires.
 
-Reports and `verify` judge the claim from the recorded run only (reports/claim.py); the plan
+Reports and `verify` judge the claim from the recorded run only (reports/answers/claim.py); the plan
 therefore carries the catalogue's device-testable clause IDs (testability `device` or
 `death-test`), those of them that apply to a device without NPU buffers (cited by a scenario such a
 device can run: one that requires nothing beyond an unsupported pair or 64-bit pointers), and the
@@ -13,7 +13,7 @@ import functools
 from collections.abc import Iterable
 
 from reference_model.scenario import Scenario
-from reports.kit import ClaimBasis, KitFacts
+from reports.recorded.kit import ClaimBasis, KitFacts
 
 from .catalogue import Catalogue, load_catalogue
 from .checkout import SCENARIO_ROOT
@@ -49,7 +49,7 @@ def claim_basis(catalogue: Catalogue, released: Iterable[Scenario]) -> dict[str,
 
 @functools.cache
 def kit_facts() -> KitFacts:
-    """This checkout's own facts (reports/kit.py), read once per process from its catalogue and corpus."""
+    """This checkout's own facts (reports/recorded/kit.py), read once per process from its catalogue and corpus."""
     catalogue = load_catalogue()
     released = load_corpus(SCENARIO_ROOT, known_clauses=catalogue.ids())
     virtual = frozenset(s.id for s in released if s.requires & VIRTUAL_NEEDS or any(

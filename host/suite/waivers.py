@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from reference_model.waivers import InWords, Waiver, WaiverInvalid, described, parse_waivers
-from reports.plan_options import read_plan_options
+from reports.recorded.plan_options import read_plan_options
 
 from ..errors import UsageError
 from .safe_yaml import load_yaml_file

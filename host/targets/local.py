@@ -17,7 +17,7 @@ from floor.limits import limit, over
 from floor.safe_io import append_bytes, output_dir, write_text
 from floor.user_cache import cache_key, read_entry, write_entry
 from reference_model.vocabulary import PROBE_LIST_LINES
-from reports.run_options import npuconf_command
+from reports.recorded.run_options import npuconf_command
 
 from ..errors import UsageError
 from ..probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch

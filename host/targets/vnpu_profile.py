@@ -1,4 +1,4 @@
-"""The virtual NPU's device profile (docs/vnpu.md): pairs, capacity, policy, personality."""
+"""The virtual NPU's device profile (docs/vnpu.md): pairs, capacity, policy, personality, timing."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from reference_model.profiles import PERSONALITIES as PERSONALITIES
-from reports.plan_options import OPTION
+from reports.recorded.plan_options import OPTION
 
 DEFAULT_PAIRS: Final = ((0, 1), (0, 2), (0, 3), (0, 4), (1, 2))
 DEFAULT_CAPACITY: Final = 256 * 1024 * 1024
@@ -19,6 +19,9 @@ class VnpuProfile:
     policy: str = str(OPTION["policy"].default)
     personality: str = str(OPTION["personality"].default)
     callback_delay_us: int = 0
+    # A late onPreempt (`preempt_late=`) is due once the application has made no API call for this long,
+    # at most PREEMPT_LATE_MS after its command; 0: PREEMPT_LATE_MS after it (docs/vnpu.md §2).
+    preempt_late_quiet_ms: int = 0
     # `npuconf run --capacity`: the capacity the user declares for every device of the run (also for
     # --impl libraries and adb devices, whose capacity clauses are then judged); None: not declared.
     declared_capacity: int | None = None
@@ -39,7 +42,7 @@ class VnpuProfile:
             f"policy={self.policy}\n"
             f"personality={self.personality}\n"
             f"callback_delay_us={self.callback_delay_us}\n"
-        )
+        ) + (f"preempt_late_quiet_ms={self.preempt_late_quiet_ms}\n" if self.preempt_late_quiet_ms else "")
 
 
 CAPACITY_PROP: Final = "debug.npuconf.capacity"  # a device's own declaration (adb target), in bytes

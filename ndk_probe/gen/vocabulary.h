@@ -218,4 +218,47 @@ static const struct npuconf_errno_name NPUCONF_ERRNOS[] = {
 #define NPUCONF_EV_API_MISSING "api_missing"
 #define NPUCONF_EV__COUNT 10
 
+/* callback kinds: X(ID, "kind") */
+#define NPUCONF_CALLBACK_KINDS(X) \
+    X(ALLOC, "alloc") \
+    X(LOAD, "load") \
+    X(PREEMPT, "preempt")
+
+/* cb_action words: X(ID, "word"), the first what an unarmed callback does; a word ending in _ takes a value */
+#define NPUCONF_CB_ACTIONS(X) \
+    X(NONE, "none") \
+    X(FREE_BUF, "free_buf") \
+    X(MAP_UNMAP, "map_unmap") \
+    X(WAIT_RETURN, "wait_return") \
+    X(NEW_REQUEST, "new_request") \
+    X(SET_PRIORITY, "set_priority_") \
+    X(ALLOC, "alloc_") \
+    X(SLEEP, "sleep_") \
+    X(HOLD, "hold_")
+
+/* vnpu control commands: X(key) */
+#define NPUCONF_VNPU_COMMANDS(X) \
+    X(preempt) \
+    X(preempt_late) \
+    X(pressure) \
+    X(delay_ms) \
+    X(callback_thread) \
+    X(fail_next)
+#define NPUCONF_VNPU_CALLBACK_THREAD_CALLER "caller"
+#define NPUCONF_VNPU_CALLBACK_THREAD_OTHER "other"
+
+/* vnpu_policies: X(ID, "name"), the default first */
+#define NPUCONF_VNPU_POLICIES(X) \
+    X(BUDGET, "budget") \
+    X(ACL, "acl") \
+    X(CACHING, "caching") \
+    X(ARENA, "arena")
+#define NPUCONF_VNPU_POLICIES_CHOICES "budget, acl, caching or arena"
+
+/* vnpu_personalities: X(ID, "name"), the default first */
+#define NPUCONF_VNPU_PERSONALITIES(X) \
+    X(PUBLISHED, "published") \
+    X(AOSP_2026, "aosp-2026")
+#define NPUCONF_VNPU_PERSONALITIES_CHOICES "published or aosp-2026"
+
 #endif

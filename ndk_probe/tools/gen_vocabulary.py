@@ -141,6 +141,48 @@ def render_c_trace(vocab: dict) -> list[str]:
     out += [f'#define NPUCONF_EV_{kind.upper()} "{kind}"' for kind in vocab["trace_events"]]
     out.append(f"#define NPUCONF_EV__COUNT {len(vocab['trace_events'])}")
     out.append("")
+    out += render_c_words(vocab)
+    return out
+
+
+def c_id(word: str) -> str:
+    """A word as a C identifier's tail: `aosp-2026` -> AOSP_2026, `sleep_` -> SLEEP."""
+    return word.rstrip("_").replace("-", "_").upper()
+
+
+def _x_macro(name: str, entries: list[str]) -> list[str]:
+    """An X-macro: the C side builds its enum and its word table from it, so a word added here that the
+    code does not handle fails the build (an unhandled enum member, an undeclared handler)."""
+    return [f"#define {name}(X) \\", *(f"    {entry} \\" for entry in entries[:-1]), f"    {entries[-1]}"]
+
+
+def _choices(words: list[str]) -> str:
+    return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
+
+
+def render_c_words(vocab: dict) -> list[str]:
+    """The words the probe and the vnpu read: cb_action words, vnpu commands and their word values, the
+    vnpu's policies and personalities, each as an X-macro of (ID, "word")."""
+    out = ["/* callback kinds: X(ID, \"kind\") */"]
+    out += _x_macro("NPUCONF_CALLBACK_KINDS", [f'X({c_id(w)}, "{w}")' for w in vocab["trace_words"]["callback_kinds"]])
+    out.append("")
+    out.append("/* cb_action words: X(ID, \"word\"), the first what an unarmed callback does; a word ending in _ takes"
+               " a value */")
+    out += _x_macro("NPUCONF_CB_ACTIONS", [f'X({c_id(w)}, "{w}")' for w in vocab["cb_actions"]])
+    out.append("")
+    out.append("/* vnpu control commands: X(key) */")
+    out += _x_macro("NPUCONF_VNPU_COMMANDS", [f"X({key})" for key in vocab["vnpu_commands"]])
+    for key, value in vocab["vnpu_commands"].items():
+        if isinstance(value, list):
+            out += [f'#define NPUCONF_VNPU_{c_id(key)}_{c_id(w)} "{w}"' for w in value]
+    out.append("")
+    for table, macro in (("vnpu_policies", "NPUCONF_VNPU_POLICIES"),
+                         ("vnpu_personalities", "NPUCONF_VNPU_PERSONALITIES")):
+        words = vocab[table]
+        out.append(f"/* {table}: X(ID, \"name\"), the default first */")
+        out += _x_macro(macro, [f'X({c_id(w)}, "{w}")' for w in words])
+        out.append(f'#define {macro}_CHOICES "{_choices(words)}"')
+        out.append("")
     return out
 
 
@@ -171,7 +213,11 @@ def render_py_trace(vocab: dict) -> list[str]:
     for key, value in vocab["vnpu_commands"].items():
         words = tuple(value) if isinstance(value, list) else ()
         out.append(f'    "{key}": VnpuCommandSpec("{key}", "{"words" if words else value}", {words!r}),')
-    out += ["}", "", ""]
+    out += ["}", ""]
+    out.append("# The virtual NPU's allocation policies and personalities, the default first.")
+    out.append(f"VNPU_POLICIES: Final[tuple[str, ...]] = {tuple(vocab['vnpu_policies'])!r}")
+    out.append(f"VNPU_PERSONALITIES: Final[tuple[str, ...]] = {tuple(vocab['vnpu_personalities'])!r}")
+    out += ["", ""]
     out.append("class EventKind(StrEnum):")
     out += [f'    {kind.upper()} = "{kind}"' for kind in vocab["trace_events"]]
     out += ["", "", "@dataclass(frozen=True, slots=True)", "class FieldSpec:"]

@@ -1,5 +1,6 @@
 """Fixtures for the adb tests: private adb servers and virtual devices, always stopped by PID."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from host.targets.virtual_device import FleetSupervisor, adb_env, pid_runs, start_fleet, stop_fleet
+from host.targets.virtual_device import DeviceProfile, FleetSupervisor, adb_env, pid_runs, start_fleet, stop_fleet
 from tests.conftest import ROOT, jsonl_records
 
 
@@ -30,6 +31,13 @@ def slow_corpus(directory, count, sleep_ms=150, timeout_ms=5000):
     ]
     (chapter / "slow.yaml").write_text(json.dumps({"scenarios": scenarios}), encoding="utf-8")
     return directory
+
+
+def device_profile(name, **props):
+    """The profile of the virtual device `name` with `props` set: a phone that does not say it is virtual,
+    strings a device should never get into a shell."""
+    profile = DeviceProfile.default(name)
+    return dataclasses.replace(profile, props={**profile.props, **props})
 
 
 def records(run_dir, kind):

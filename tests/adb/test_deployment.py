@@ -8,7 +8,7 @@ import pytest
 from host.errors import InfraError
 from host.targets import VnpuProfile
 from host.targets.adb import AdbTarget
-from host.targets.virtual_device import DeviceProfile
+from tests.adb.conftest import device_profile
 
 
 def _target(supervisor, launched_virtual):
@@ -31,7 +31,7 @@ def test_a_launched_virtual_device_is_deployed_as_one_read_first(fleet_factory):
 
 
 def test_a_launched_device_that_does_not_say_it_is_virtual_is_refused(fleet_factory):
-    phone = DeviceProfile.default("phone-1").with_props(**{"ro.npuconf.virtual": "0"})
+    phone = device_profile("phone-1", **{"ro.npuconf.virtual": "0"})
     supervisor = fleet_factory(1, names=["phone-1"], profiles=[phone])
     said = "launched as a virtual device, but `getprop` lacks ro.npuconf.virtual=1"
     with pytest.raises(InfraError, match=re.escape(said)):

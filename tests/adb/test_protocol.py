@@ -15,6 +15,7 @@ from host.targets.virtual_device.protocol import (
 )
 from host.targets.virtual_device.sandbox import Sandbox
 from host.targets.virtual_device.shell import parse_service
+from tests.adb.conftest import device_profile
 
 
 def test_message_round_trip_and_checksum_rule():
@@ -67,7 +68,7 @@ def test_paths_map_into_the_sandbox_for_sync_and_shell(tmp_path):
 
 
 def test_profile_answers_getprop_and_pm_and_leaves_shell_syntax_to_the_shell():
-    profile = DeviceProfile.default("virtual-3").with_props(**{"ro.product.model": "m;$(touch x)"})
+    profile = device_profile("virtual-3", **{"ro.product.model": "m;$(touch x)"})
     assert profile.builtin("getprop ro.build.version.sdk") == ("37\n", 0)
     assert profile.builtin("getprop ro.product.model") == ("m;$(touch x)\n", 0)
     everything, status = profile.builtin("getprop")

@@ -16,9 +16,8 @@ from host.run import prepare_device
 from host.suite import load_catalogue, load_corpus
 from host.targets.adb import AdbServerAddress, AdbTarget
 from host.targets.adb_host import server_answers
-from host.targets.virtual_device import DeviceProfile
-from reports.results import load_results
-from tests.adb.conftest import adb_cli, all_pids, assert_stopped, npuconf_popen, records, slow_corpus
+from reports.recorded.results import load_results
+from tests.adb.conftest import adb_cli, all_pids, assert_stopped, device_profile, npuconf_popen, records, slow_corpus
 from tests.conftest import npuconf, wait_until
 
 pytestmark = pytest.mark.slow
@@ -166,13 +165,14 @@ def test_adb_server_restarted_mid_session_keeps_working(fleet_factory, tmp_path)
 
 def test_device_strings_never_reach_a_shell(tmp_path, fleet_factory):
     marks = [tmp_path / f"mark{i}" for i in range(4)]
-    profile = DeviceProfile.default("virtual-1").with_props(
+    profile = device_profile(
+        "virtual-1",
         **{
             "ro.product.model": f"vNPU;$(touch {marks[0]})",
             "ro.build.fingerprint": f"npuconf/`touch {marks[1]}`/x:17",
             "ro.product.manufacturer": f"a'; touch {marks[2]}; '",
             "ro.serialno": f'x"; touch {marks[3]}; "',
-        }
+        },
     )
     supervisor = fleet_factory(1, profiles=[profile])
     server = supervisor.fleet.server.address
@@ -234,7 +234,7 @@ def test_virtual_device_start_on_a_port_when_asked(tmp_path, probe_build):
 def test_default_target_is_adb_when_devices_are_attached_else_virtual(fleet_factory, monkeypatch):
     from host.run import RunRequest, resolve_target
     from host.targets.virtual_device import free_port
-    from reports.plan_options import PlanOptions
+    from reports.recorded.plan_options import PlanOptions
 
     monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", str(free_port()))  # nothing listens there
     monkeypatch.delenv("ADB_SERVER_SOCKET", raising=False)

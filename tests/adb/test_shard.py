@@ -10,7 +10,8 @@ import pytest
 
 from host.suite import load_catalogue, load_corpus
 from host.targets.virtual_device import pid_runs
-from reports.results import load_results
+from reports.answers.claim import claim_of
+from reports.recorded.results import load_results
 from tests.adb.conftest import all_pids, assert_stopped, npuconf_popen, records, slow_corpus
 from tests.conftest import npuconf, wait_until
 
@@ -46,7 +47,7 @@ def test_sharded_run_on_four_devices_runs_each_scenario_exactly_once(tmp_path, p
     _one_group(run_dir)
 
     run = load_results(run_dir)  # the union: one result per scenario for the build
-    assert len(run.results) == len(corpus) and run.answer == "conformant"
+    assert len(run.results) == len(corpus) and claim_of(run).level.value == "conformant"
     assert set(run.groups.values()) == {records(run_dir, "device")[0]["group"]}
     html = (run_dir / "report.html").read_text()
     assert "Shard groups" in html and "virtual-3" in html
@@ -58,7 +59,7 @@ def test_sharded_run_on_four_devices_runs_each_scenario_exactly_once(tmp_path, p
         ["virtual-1", "virtual-2", "virtual-3", "virtual-4"], group)
 
     # The run recorded itself with its durations; a second sharded run balances with them.
-    from reports.store import measured_durations
+    from reports.store.runs import measured_durations
 
     store = tmp_path / "runs" / "npuconf.sqlite"
     durations = measured_durations(store).for_build(plan_fingerprint := records(run_dir, "device")[0]["group"])
@@ -165,7 +166,7 @@ def test_two_adb_servers_join_one_sharded_run(tmp_path, fleet_factory):
 
 def test_a_sharded_run_whose_devices_were_all_lost_resumes_sharded_and_is_recorded(tmp_path, probe_build):
     """Issue 13 too: a resumed run is recorded in the store (its grown results replace the earlier rows)."""
-    from reports.store import open_store
+    from reports.store.runs import open_store
 
     scenarios = slow_corpus(tmp_path / "scenarios", count=12, sleep_ms=150)
     run_dir = tmp_path / "runs" / "run"

@@ -525,6 +525,23 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant("z", "M_DELETE_AT_LAST_UNMAP", "the last unmap of a freed buffer runs its cookie's deleter, though "
            "another buffer still holds the cookie", "cookie-borrowed-in-callbacks"),
+    # A device that forgets a buffer it preempted unseen: the preemption a load shows owes the onPreempt
+    # (the cookie must outlive it), and the sibling still holding the cookie is named where its deletion
+    # came first.
+    Mutant(
+        "n",
+        "M_PREEMPT_FORGOTTEN",
+        "any buffer silently preempted before each loadAsync, its onPreempt never delivered; its free runs the "
+        "cookie's deleter at once, whatever else holds the cookie",
+        "preempt-onpreempt-purpose",
+        also=("cookie-borrowed-in-callbacks",),
+    ),
+    Mutant(
+        "z",
+        "M_ONPREEMPT_AFTER_MAPPED_FREE",
+        "ANpuBuffer_free of a mapped buffer runs its cookie's deleter, then its onPreempt",
+        "cookie-borrowed-in-callbacks",
+    ),
     # With a declared capacity only vnpu commands preempt (docs/model.md §3): the map that finds a silently
     # preempted buffer gone then contradicts the mapping the text promises.
     Mutant(
@@ -577,9 +594,32 @@ WARNED: tuple[Warned, ...] = (
         "R21",
         args=("--capacity", "268435456"),
     ),
+    # The first request goes to the device at once; the others, decided after another thread's call began,
+    # are refused: the earlier call's submissions overlapped too (R21), though its first answer came before.
+    Warned(
+        "u",
+        "W_ALLOC_BUSY_DECIDED_LATE",
+        "allocAsync sends its first request at once and decides the others 20 ms later, refusing them (EBUSY) "
+        "when another thread's allocAsync began meanwhile (capacity declared)",
+        "R21",
+        args=("--capacity", "268435456"),
+    ),
     Warned("u", "W_BAD_FD_NO_FILE", 'a request fd that is neither valid nor -1 means "no file"', "R22"),
     Warned("u", "W_LOAD_BAD_FD_OK", "loadAsync of a negative descriptor answered onLoad(0)", "R22"),
     Warned("u", "W_MAP_EXEC_REFUSED", "a map asking PROT_EXEC refused with EACCES", "R23"),
+    # An error delivered inside a later allocAsync, not its own: no immediately detected error (R1).
+    Warned(
+        "q",
+        "W_ERROR_AT_NEXT_ALLOC",
+        "a failed onAlloc held until the next allocAsync and run inside it on the caller's thread (or 50 ms)",
+        "R1",
+    ),
+    Warned(
+        "q",
+        "W_SUPPORT_LARGE_TRUE",
+        "isSupported says true for a request of 1 MiB or more of a valid pair it lacks (the allocation fails)",
+        "R5",
+    ),
 )
 
 # Allowed by the words of the text, but what they refuse keeps the traces from demonstrating clauses: a
@@ -654,6 +694,20 @@ LEGAL: tuple[Legal, ...] = (
         "L_LOAD_STARTS_LATE",
         "a loadAsync reaches the device 50 ms after it returned: a map made meanwhile is granted, the load then "
         "fails on it",
+    ),
+    Legal(
+        "q",
+        "L_MAP_RETURNS_LATE",
+        "ANpuBuffer_map returns 20 ms after the real library answered: a callback may run before it returns",
+    ),
+    # The preemption a load shows owes the onPreempt, but nothing bounds when while the cookie it would carry
+    # lives (docs/model.md §4, R9): a device keeping both for ever is not told from a late one.
+    Legal(
+        "n",
+        "L_PREEMPTED_COOKIE_KEPT",
+        "a buffer with onPreempt preempted silently before each loadAsync; the onPreempt never comes and the cookie "
+        "is never deleted, so it still may",
+        exit_code=2,
     ),
     Legal("v", "L_SUPPORT_E2BIG", "isSupported returns -1 with E2BIG for lists longer than 8"),
     Legal("v", "L_FREE_EMPTY_REFUSED", "ANpuBuffer_free of an empty list refused with EINVAL"),

@@ -71,6 +71,11 @@ enum mutation {
     W_PRIORITY_NO_RAISE,   /* u: setPriority refuses to raise a buffer's priority, EPERM (R19) */
     W_FREE_BUSY_LOADING,   /* u: ANpuBuffer_free refused with EBUSY while a load of the buffer is in flight (R20) */
     W_ALLOC_BUSY_OVERLAP,  /* u: an allocAsync overlapping another thread's refuses its valid requests, EBUSY (R21) */
+    W_ALLOC_BUSY_DECIDED_LATE, /* u: allocAsync sends its first request at once and decides the others 20 ms later,
+                                  refusing them (EBUSY) when another thread's allocAsync began meanwhile (R21) */
+    W_ERROR_AT_NEXT_ALLOC, /* q: a failed onAlloc is held until the next allocAsync, inside it on the caller's thread
+                              (or 50 ms, then on a thread of its own) (R1) */
+    W_SUPPORT_LARGE_TRUE,  /* q: isSupported says true for a request of 1 MiB or more of a valid pair it lacks (R5) */
     W_BAD_FD_NO_FILE,      /* u: a request fd that is neither valid nor -1 means "no file" (R22) */
     L_SUPPORT_E2BIG,       /* v: isSupported returns -1 with E2BIG for lists longer than 8 */
     M_LOAD_ZERO_TO_EOF,    /* r: a loadAsync of length 0 loads from fileOffset to the end of the file */
@@ -168,6 +173,9 @@ enum mutation {
     M_FREED_MAPPING_ZEROED, /* ANpuBuffer_free zero-fills the first page of each of the buffer's mappings */
     M_SIZE_64M_EIO,        /* a valid request of exactly 64 MiB refused, EIO (a broken size class) */
     M_DELETE_AT_LAST_UNMAP, /* the last unmap of a freed buffer runs its cookie's deleter, other holders or not */
+    M_PREEMPT_FORGOTTEN,   /* n: any buffer silently preempted before each loadAsync, no onPreempt; its free deletes the
+                              cookie at once, other holders or not */
+    M_ONPREEMPT_AFTER_MAPPED_FREE, /* ANpuBuffer_free of a mapped buffer runs its cookie's deleter, then onPreempt */
     /* legal, but what they refuse leaves clauses undemonstrated: the kit must say incomplete, naming them */
     I_SEGMENT_REFUSED,     /* x: every valid request with a file segment answered ENOMEM */
     I_LOAD_OFFSET_EIO,     /* x: every loadAsync with a nonzero fileOffset answered EIO (R8) */
@@ -190,6 +198,9 @@ enum mutation {
     L_PRIORITY_PREEMPTED_ENOENT, /* q: setPriority of a buffer whose onPreempt ran refused, ENOENT */
     L_SEGMENT_CLIPPED,     /* q: a request segment past the file's or the buffer's end loads what exists and fits */
     L_LOAD_STARTS_LATE,    /* q: a loadAsync reaches the device 50 ms after it returned (a queued transfer) */
+    L_MAP_RETURNS_LATE,    /* q: ANpuBuffer_map returns 20 ms after the real library answered (a driver round trip) */
+    L_PREEMPTED_COOKIE_KEPT, /* n: a buffer with onPreempt silently preempted before each loadAsync; the onPreempt is
+                                never delivered and the cookie never deleted, so it may still come */
     L_FRESH_THREAD,        /* every callback and deferrable deleter on a fresh thread */
     L_RANDOM_DELAY,        /* the same, after a random delay of 0..3 ms */
     L_REORDER,             /* the onAllocs of one allocAsync delivered in reverse order, fresh threads */
@@ -224,6 +235,7 @@ static const enum mutation MUT = MUTATION;
  * such a callback still waits, which no trace can tell from a slow call). */
 #define BLOCK_NS (1000L * 1000 * 1000)
 #define SIZE_LIMIT ((int64_t)32 << 10)
+#define LARGE_SIZE ((int64_t)1 << 20) /* W_SUPPORT_LARGE_TRUE: from here a valid pair is answered supported */
 #define PRESSURE_LIMIT ((int64_t)4096)
 #define SIZE_64M ((int64_t)64 << 20)
 #define MAX_MAPS 2
@@ -320,6 +332,7 @@ static int64_t pressure_used;      /* L_ENOMEM_PRESSURE, under mu */
 static bool fail_next_pending;     /* a vnpu fail_next is waiting for the next real request, under mu */
 static unsigned long loads_done;   /* onLoads the application has received (W_BLOCKING_LOAD), under mu */
 static atomic_int allocs_running;  /* allocAsync calls in progress (W_ALLOC_BUSY_OVERLAP) */
+static atomic_ulong alloc_entries; /* allocAsync calls begun (W_ALLOC_BUSY_DECIDED_LATE) */
 static atomic_int late_loads;      /* L_LOAD_STARTS_LATE: loads not yet handed to the real library */
 /* M_DELETE_AT_LAST_UNMAP: buffers freed while mapped, with their holder and the pages still mapped; under mu */
 static struct freed_mapped {
@@ -366,6 +379,7 @@ struct holder {
     atomic_int refs;
     void *cookie;
     ANpuManager_CookieDeleter deleter;
+    atomic_bool kept; /* L_PREEMPTED_COOKIE_KEPT: a buffer of it was preempted without its onPreempt */
 };
 
 struct shim_req {
@@ -418,6 +432,7 @@ struct sub {
     int32_t priority;           /* the request's, at allocAsync (M_PRIORITY_OLD, W_PRIORITY_NO_RAISE) */
     atomic_bool cookie_dropped; /* M_DELETE_AT_FREE */
     atomic_bool preempted;      /* an onPreempt came from the real library */
+    atomic_bool silent;         /* preempted here before a loadAsync, unseen (M_PREEMPT_FORGOTTEN, L_PREEMPTED_COOKIE_KEPT) */
     atomic_bool announced;      /* *_PREEMPT_IN_FREE* delivered its onPreempt: the real one is dropped */
     pthread_mutex_t order_mu;
     pthread_cond_t order_cv;
@@ -547,6 +562,7 @@ static struct holder *holder_new(void *cookie, ANpuManager_CookieDeleter deleter
     struct holder *h = calloc(1, sizeof *h);
     if (h == NULL) abort();
     atomic_init(&h->refs, 1);
+    atomic_init(&h->kept, false);
     h->cookie = cookie;
     h->deleter = deleter;
     if (deleter != NULL) {
@@ -563,6 +579,7 @@ static void run_deleter(struct holder *h) {
     ANpuManager_CookieDeleter d = h->deleter;
     if (MUT == M_FIRST_DELETER && d != NULL) d = atomic_load(&first_deleter);
     if (MUT == M_NO_DELETER || (MUT == M_NO_NULL_DELETER && h->cookie == NULL)) d = NULL;
+    if (MUT == L_PREEMPTED_COOKIE_KEPT && atomic_load(&h->kept)) d = NULL; /* the onPreempt may still come */
     if (d != NULL) d(MUT == M_DELETER_NULL ? NULL : cookie_out(h->cookie));
     if (d != NULL && MUT == M_DELETER_TWICE) d(cookie_out(h->cookie));
     free(h);
@@ -684,7 +701,10 @@ static void deliver(struct job *j) {
     case J_PREEMPT: {
         ANpuManager_PreemptCallback fn = s->on_preempt;
         if (MUT == M_LIVE_CALLBACKS && s->req != NULL) fn = s->req->on_preempt; /* also once freed */
-        if (MUT == M_MAP_ENOENT || atomic_load(&s->announced)) fn = NULL;
+        bool forgotten = (MUT == M_PREEMPT_FORGOTTEN || MUT == L_PREEMPTED_COOKIE_KEPT) && atomic_load(&s->silent);
+        if (MUT == M_MAP_ENOENT || forgotten || atomic_load(&s->announced)) fn = NULL;
+        if (MUT == L_PREEMPTED_COOKIE_KEPT && forgotten && s->on_preempt != NULL && s->holder != NULL)
+            atomic_store(&s->holder->kept, true);
         atomic_store(&s->preempted, true);
         bool twice = false;
         if (fn != NULL && MUT == M_LATE_ONPREEMPT_TWICE) {
@@ -776,8 +796,53 @@ static void *reverse_thread(void *arg) {
     return NULL;
 }
 
+/* W_ERROR_AT_NEXT_ALLOC: failed onAllocs held for the application's next allocAsync, in arrival order, under mu */
+static struct held_job {
+    struct job job;
+    struct held_job *next;
+} *held_jobs;
+
+/* Delivers every held onAlloc on this thread. */
+static void drain_held(void) {
+    pthread_mutex_lock(&mu);
+    struct held_job *h = held_jobs;
+    held_jobs = NULL;
+    pthread_mutex_unlock(&mu);
+    while (h != NULL) {
+        struct held_job *next = h->next;
+        deliver(&h->job);
+        sub_release(h->job.sub);
+        free(h);
+        h = next;
+    }
+}
+
+static void *drain_held_later(void *arg) {
+    (void)arg;
+    sleep_ns(50L * 1000000L); /* no allocAsync came: delivered on a thread of its own */
+    drain_held();
+    return NULL;
+}
+
+static void hold_failed(struct job proto) {
+    struct held_job *h = malloc(sizeof *h);
+    if (h == NULL) abort();
+    atomic_fetch_add(&proto.sub->refs, 1); /* the submission and its cookie stay until delivered */
+    *h = (struct held_job){proto, NULL};
+    pthread_mutex_lock(&mu);
+    struct held_job **tail = &held_jobs;
+    while (*tail != NULL) tail = &(*tail)->next;
+    *tail = h;
+    pthread_mutex_unlock(&mu);
+    spawn(drain_held_later, NULL);
+}
+
 static void dispatch(struct job proto) {
     struct sub *s = proto.sub;
+    if (MUT == W_ERROR_AT_NEXT_ALLOC && proto.kind == J_ALLOC && proto.error != 0) {
+        hold_failed(proto);
+        return;
+    }
     if (!RETIMED) {
         deliver(&proto);
         return;
@@ -1134,6 +1199,8 @@ EXPORT int ANpuManager_isSupported(ANpuManager_AllocRequest *const *requests, si
         if (MUT == L_SUPPORT_BY_SIZE && r->size > SIZE_LIMIT) out[i] = false;
         if (MUT == L_SUPPORT_NO_SEGMENT && r->has_fd) out[i] = false;
         if (MUT == L_SUPPORT_INVALID_TRUE && (r->device < 0 || r->type < 1 || r->type > 4)) out[i] = true;
+        if (MUT == W_SUPPORT_LARGE_TRUE && r->device >= 0 && r->type >= 1 && r->type <= 4 && r->size >= LARGE_SIZE)
+            out[i] = true;
         if (MUT == M_SUPPORT_CACHED) {
             struct shim_req *c = (struct shim_req *)requests[i];
             if (c->support < 0) c->support = out[i];
@@ -1188,6 +1255,7 @@ static int shim_decision(struct shim_req *r, struct sub *s) {
     case I_SEGMENT_REFUSED:
         return valid_fields(r) && r->has_fd && real_supported(r) ? ENOMEM : 0;
     case W_ALLOC_BUSY_OVERLAP:
+    case W_ALLOC_BUSY_DECIDED_LATE:
         return s->batch != NULL && s->batch->busy && valid_fields(r) && !r->has_fd && real_supported(r) ? EBUSY : 0;
     case M_SIZE_64M_EIO:
         return valid_fields(r) && real_supported(r) && r->size == SIZE_64M ? EIO : 0;
@@ -1226,6 +1294,7 @@ static void *fail_thread(void *arg) {
 
 EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, size_t len) {
     real();
+    if (MUT == W_ERROR_AT_NEXT_ALLOC) drain_held(); /* on the caller's thread, inside this call */
     if (requests == NULL || len == 0) {
         R.alloc_async(NULL, len);
         return;
@@ -1247,13 +1316,21 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
     atomic_init(&b->refs, 1);
     /* W_ALLOC_BUSY_OVERLAP: every call lasts 10 ms, so the calls of parallel threads overlap */
     if (MUT == W_ALLOC_BUSY_OVERLAP) b->busy = atomic_fetch_add(&allocs_running, 1) > 0;
+    unsigned long entry = MUT == W_ALLOC_BUSY_DECIDED_LATE ? atomic_fetch_add(&alloc_entries, 1) : 0;
     ANpuManager_AllocRequest **list = calloc(len, sizeof *list);
     struct sub **subs = calloc(len, sizeof *subs);
     int *fail = calloc(len, sizeof *fail);
     bool *sized = calloc(len, sizeof *sized);
     if (list == NULL || subs == NULL || fail == NULL || sized == NULL) abort();
     size_t forwarded = 0;
+    size_t early = 0; /* W_ALLOC_BUSY_DECIDED_LATE: sent before the others were decided */
     for (size_t i = 0; i < len; i++) {
+        if (MUT == W_ALLOC_BUSY_DECIDED_LATE && i == 1) {
+            if (forwarded > 0) R.alloc_async(list, forwarded); /* the first request goes at once */
+            early = forwarded;
+            sleep_ns(20L * 1000000L);
+            b->busy = atomic_load(&alloc_entries) != entry + 1; /* another thread's call began meanwhile */
+        }
         struct shim_req *r = (struct shim_req *)requests[i];
         size_t same = i;
         for (size_t k = 0; k < i; k++)
@@ -1317,7 +1394,7 @@ EXPORT void ANpuManager_allocAsync(ANpuManager_AllocRequest *const *requests, si
             spawn(fail_thread, j);
         }
     }
-    if (forwarded > 0) R.alloc_async(list, forwarded);
+    if (forwarded > early) R.alloc_async(list + early, forwarded - early);
     for (size_t i = 0; i < len; i++) {
         struct shim_req *r = (struct shim_req *)requests[i];
         if (fail[i] != 0) continue;
@@ -1448,12 +1525,16 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
             }
             pthread_mutex_unlock(&mu);
         }
-        if (MUT == M_DELETE_AT_MAPPED_FREE && s->holder != NULL) {
+        bool deleted_mapped = false;
+        if ((MUT == M_DELETE_AT_MAPPED_FREE || MUT == M_ONPREEMPT_AFTER_MAPPED_FREE || MUT == M_PREEMPT_FORGOTTEN) &&
+            s->holder != NULL) {
             pthread_mutex_lock(&mu);
-            ANpuManager_CookieDeleter d = live_maps(e) > 0 ? s->holder->deleter : NULL;
+            bool now = MUT == M_PREEMPT_FORGOTTEN ? atomic_load(&s->silent) : live_maps(e) > 0;
+            ANpuManager_CookieDeleter d = now ? s->holder->deleter : NULL;
             if (d != NULL) s->holder->deleter = NULL; /* deleted now: the last release deletes nothing */
             pthread_mutex_unlock(&mu);
             if (d != NULL) d(cookie_out(s->holder->cookie));
+            deleted_mapped = d != NULL && MUT == M_ONPREEMPT_AFTER_MAPPED_FREE;
         }
         for (size_t i = 0; MUT == M_FREED_MAPPING_REVOKED && i < MAX_MAPPINGS; i++)
             if (e->maps[i].pages_left > 0) (void)mprotect((void *)e->maps[i].start, e->maps[i].end - e->maps[i].start, PROT_NONE);
@@ -1467,7 +1548,7 @@ EXPORT int ANpuBuffer_free(ANpuBuffer *const *buffers_in, size_t len) {
             (void)mprotect(first, PAGE_SZ, e->maps[i].prot);
         }
         if (atomic_load(&s->preempted)) continue; /* its one onPreempt came already */
-        bool announce = MUT == M_PREEMPT_IN_FREE;
+        bool announce = MUT == M_PREEMPT_IN_FREE || deleted_mapped;
         if (MUT == W_PREEMPT_IN_FREE_UNMAPPED) {
             pthread_mutex_lock(&mu);
             announce = live_maps(e) == 0;
@@ -1577,6 +1658,7 @@ EXPORT void *ANpuBuffer_map(ANpuBuffer *buf, void *addr, size_t length, int prot
     }
     void *p = R.map(buf, addr, length, granted, flags, offset);
     int saved = errno;
+    if (MUT == L_MAP_RETURNS_LATE) sleep_ns(20L * 1000000L); /* a callback may run before the map returns */
     if (granted != prot && p != MAP_FAILED) (void)mprotect(p, (length + PAGE_SZ - 1) / PAGE_SZ * PAGE_SZ, prot);
     if (p == MAP_FAILED && MUT == M_MAP_FAIL_NO_ERRNO) saved = 0;
     if (p == MAP_FAILED && saved == ENOENT && MUT == M_PREEMPTED_MAP_EINVAL) saved = EINVAL;
@@ -1840,7 +1922,8 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
     struct stat st;
     if (MUT == M_LOAD_ZERO_TO_EOF && length == 0 && fd >= 0 && fstat(fd, &st) == 0 && st.st_size > file_offset)
         length = st.st_size - file_offset;
-    bool silent_preempt = MUT == L_SILENT_PREEMPT_LOAD && e != NULL && e->sub->on_preempt == NULL;
+    bool silent_preempt = e != NULL && ((MUT == L_SILENT_PREEMPT_LOAD && e->sub->on_preempt == NULL) ||
+                                        MUT == M_PREEMPT_FORGOTTEN || MUT == L_PREEMPTED_COOKIE_KEPT);
     if (e != NULL && ((MUT == I_LOAD_OFFSET_EIO && file_offset != 0 && fd >= 0) || (MUT == W_LOAD_BAD_FD_OK && fd < 0))) {
         struct own_load *ol = malloc(sizeof *ol);
         if (ol == NULL) abort();
@@ -1881,12 +1964,18 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
     unsigned long done_before = loads_done;
     pthread_mutex_unlock(&mu);
     if (silent_preempt && R.control != NULL) {
+        bool was_silent = atomic_exchange(&e->sub->silent, true); /* set before its onPreempt job can run */
         char command[64];
         snprintf(command, sizeof command, "preempt=%p", (void *)buf);
         int saved = errno;
         /* May refuse (mapped, loading: then nothing happened). ENOENT also comes while the real
          * library has not yet marked the buffer delivered (its onAlloc job still finishing): retry. */
-        for (int tries = 0; R.control(command) != 0 && errno == ENOENT && tries < 200; tries++) sleep_ns(1000000L);
+        int done = R.control(command);
+        for (int tries = 0; done != 0 && errno == ENOENT && tries < 200; tries++) {
+            sleep_ns(1000000L);
+            done = R.control(command);
+        }
+        if (done != 0 && !was_silent) atomic_store(&e->sub->silent, false);
         errno = saved;
     }
     if (MUT == M_ONLOAD_FOR_ALLOC) atomic_store(&last_onload, on_load);

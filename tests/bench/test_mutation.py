@@ -17,8 +17,13 @@ import mutation_model  # noqa: E402
 
 # What a sampled mutant may end as: told apart by the corpus (killed, or incomplete naming a clause it kept
 # from being demonstrated), allowed by the text and named by a WARN or explained as legal, explained in
-# bench/mutation_equivalent.yaml, or refused by gcc.
+# bench/mutation_equivalent.yaml, or refused by gcc; or unjudged (TIMEOUT, ERROR: the kit says incomplete)
+# where an entry says why no scenario can make it a FAIL.
 ANSWERED = {"killed", "incomplete", "legal", "warned", "equivalent", "uncompiled"}
+
+
+def _answered(outcome: dict) -> bool:
+    return outcome["status"] in ANSWERED or (outcome["status"] == "unjudged" and bool(outcome["explained"]))
 
 C_SAMPLE = """\
 #include <errno.h>
@@ -109,6 +114,20 @@ def test_a_model_mutant_is_swapped_in_and_put_back():
     assert fn.__code__ is before
 
 
+def test_failures_of_a_defect_are_kept_per_clause_and_kind_of_event():
+    def failing(clause, event, line=2):
+        trace = [json.dumps({"ev": "begin"}), json.dumps(event)]
+        return {"verdict": "FAIL", "divergence": {"clause": clause, "event": line}, "trace": trace}
+
+    at_teardown = failing("load-fd-ownership", {"ev": "ret", "op": "await_closed", "closed": False})
+    at_check = failing("load-fd-ownership", {"ev": "ret", "op": "fd_check", "closed": False})
+    assert mutation_model.failure_kind(at_teardown) == ("load-fd-ownership", "ret await_closed")
+    assert mutation_model.failure_kind(at_check) == ("load-fd-ownership", "ret fd_check")
+    settle = failing("preempt-onpreempt-purpose", {"ev": "settle", "what": "deleters"})
+    assert mutation_model.failure_kind(settle) == ("preempt-onpreempt-purpose", "settle deleters")
+    assert mutation_model.failure_kind(failing("free-returns", {"ev": "ret"}, line=9)) == ("free-returns", "")
+
+
 @pytest.mark.slow
 def test_a_sample_of_twenty_vnpu_mutants_is_each_answered(tmp_path, probe_build):
     out = tmp_path / "sample.json"
@@ -122,5 +141,5 @@ def test_a_sample_of_twenty_vnpu_mutants_is_each_answered(tmp_path, probe_build)
     data = json.loads(out.read_text())
     assert data["totals"]["mutants"] == 20
     unanswered = [f"{m['key']} {m['change']!r}: {m['status']} {m['detail']}" for m in data["mutants"]
-                  if m["status"] not in ANSWERED]  # fmt: skip
+                  if not _answered(m)]  # fmt: skip
     assert not unanswered, "\n".join(unanswered)

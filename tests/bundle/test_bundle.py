@@ -120,7 +120,7 @@ def test_a_bundle_made_by_the_kit_installed_elsewhere_verifies_and_edits_beside_
     """The replay and errata commands in summary.json and report.html name the npuconf that rendered them:
     the same kit installed elsewhere (and a run directory named relative to another working directory)
     still verifies, byte for byte but for those words; a verdict or a command's own options edited do not."""
-    from reports import run_options
+    from reports.recorded import run_options
 
     made_in, verified_in = tmp_path / "lab", tmp_path / "verifier"
     made_in.mkdir()

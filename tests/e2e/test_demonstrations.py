@@ -1,5 +1,5 @@
 """A clause counts only where a trace demonstrated it (docs/reports.md "The claim of a run"), and every output
-gives the one answer `reports.demonstration` decides.
+gives the one answer `reports.answers.demonstration` decides.
 
 On the published vnpu every clause the claim requires there is demonstrated by at least two scenarios; on a
 run with FAIL, CRASH, WAIVED and WARN results, summary.json `not_demonstrated`, report.html's "Clauses not
@@ -16,9 +16,9 @@ from pathlib import Path
 from junitparser import JUnitXml
 
 from host.suite.basis import kit_facts
-from reports.claim import required_clauses
-from reports.clause_answers import clause_answers
-from reports.results import load_results
+from reports.answers.claim import claim_of, required_clauses
+from reports.answers.clause_answers import clause_answers
+from reports.recorded.results import load_results
 from tests.conftest import npuconf
 
 
@@ -41,7 +41,7 @@ def test_every_required_clause_is_demonstrated_by_two_scenarios_on_the_published
     shown = _demonstrating(published_run.path)
     thin = {clause: shown[clause] for clause in required if shown[clause] < 2}
     assert not thin, thin
-    assert run.claim.level.value == "conformant", run.claim.headline
+    assert claim_of(run).level.value == "conformant", claim_of(run).headline
 
 
 def _coverage_rows(html: str) -> set[tuple[str, str]]:

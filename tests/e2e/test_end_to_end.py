@@ -172,8 +172,8 @@ def test_stale_probe_is_error_that_says_rebuild(tmp_path):
 
 def test_every_device_testable_clause_is_pass_on_the_conformant_vnpu(corpus_run):
     from reference_model.verdicts import Verdict
-    from reports.clause_answers import clause_answers
-    from reports.results import load_results
+    from reports.answers.clause_answers import clause_answers
+    from reports.recorded.results import load_results
 
     run_dir, _ = corpus_run
     run = load_results(run_dir / "results.jsonl")

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from host.suite import load_catalogue, load_corpus
+from reports.answers.claim import claim_of
 from tests.conftest import PRINTED_NPUCONF, ROOT, npuconf, npuconf_interruptible, paste
 
 LIBZ = Path("/lib/x86_64-linux-gnu/libz.so.1")
@@ -256,8 +257,8 @@ def test_keyword_run_is_partial_in_summary_junit_report_and_bundle(tmp_path, pro
 
 
 def test_claim_names_clauses_not_demonstrated_and_old_runs_never_claim(tmp_path):
-    from reports.kit import ClaimBasis, KitFacts
-    from reports.results import load_results
+    from reports.recorded.kit import ClaimBasis, KitFacts
+    from reports.recorded.results import load_results
     from tests.store.runs import CLAIM_BASIS, CORPUS, create_then_free_trace, device_info, judged_record, plan
 
     scenario = "requests.create_then_free"
@@ -270,7 +271,7 @@ def test_claim_names_clauses_not_demonstrated_and_old_runs_never_claim(tmp_path)
     record = judged_record("phone-1", info, scenario, create_then_free_trace(), "published-37", "2026-01-01T00:00:01Z")
     run_plan = plan("r1", "2026-01-01T00:00:00Z", ["phone-1"], [scenario], claim_basis=CLAIM_BASIS, corpus_hash=hash_)
     write_results(tmp_path / "a", [run_plan, {"kind": "device", "device": "phone-1", "info": info}, record])
-    claim = load_results(tmp_path / "a", kit).claim
+    claim = claim_of(load_results(tmp_path / "a", kit))
     assert (claim.level, int(claim.exit_code)) == ("incomplete", 2)
     # alloc-async: no scenario cites it; req-free-destroys: cited, but its trace frees a request holding
     # no cookie, so no deleter shows the request destroyed.
@@ -284,16 +285,16 @@ def test_claim_names_clauses_not_demonstrated_and_old_runs_never_claim(tmp_path)
     # A record citing the missing clause itself earns nothing: the clauses come from the kit.
     forged = dict(record, clauses=[*record["clauses"], "alloc-async"])
     write_results(tmp_path / "f", [run_plan, {"kind": "device", "device": "phone-1", "info": info}, forged])
-    assert load_results(tmp_path / "f", kit).claim.gaps == claim.gaps
+    assert claim_of(load_results(tmp_path / "f", kit)).gaps == claim.gaps
     # Nor does a record of a scenario the kit did not release that says it demonstrated the clause.
     made_up = dict(record, scenario="requests.made_up", demonstrated=["alloc-async", "req-free-destroys"])
     write_results(tmp_path / "m", [run_plan, {"kind": "device", "device": "phone-1", "info": info}, record, made_up])
-    assert load_results(tmp_path / "m", kit).claim.gaps == claim.gaps
+    assert claim_of(load_results(tmp_path / "m", kit)).gaps == claim.gaps
 
     # The same run from an older kit (no claim basis in the plan): never conformant.
     old_plan = {k: v for k, v in run_plan.items() if k != "claim_basis"}
     write_results(tmp_path / "b", [old_plan, {"kind": "device", "device": "phone-1", "info": info}, record])
-    claim = load_results(tmp_path / "b", kit).claim
+    claim = claim_of(load_results(tmp_path / "b", kit))
     assert claim.level == "incomplete" and "no claim basis" in claim.headline
 
     # A device without the feature and without pairs: judged on what applies without buffers.
@@ -305,7 +306,7 @@ def test_claim_names_clauses_not_demonstrated_and_old_runs_never_claim(tmp_path)
     bare_kit = KitFacts(cited, ClaimBasis(hash_, testable, shown, frozenset()))
     plan2 = plan("r2", "2026-01-01T00:00:00Z", ["phone-2"], [scenario], claim_basis=CLAIM_BASIS, corpus_hash=hash_)
     write_results(tmp_path / "c", [plan2, {"kind": "device", "device": "phone-2", "info": bare}, record2])
-    claim = load_results(tmp_path / "c", bare_kit).claim
+    claim = claim_of(load_results(tmp_path / "c", bare_kit))
     assert (claim.level, int(claim.exit_code), claim.headline) == (
         "conformant without NPU buffers",
         0,
@@ -320,7 +321,7 @@ def test_claim_names_clauses_not_demonstrated_and_old_runs_never_claim(tmp_path)
         record3 = judged_record("phone-3", narrow, scenario, create_then_free_trace(), "published-37", "2026-01-01")
         plan3 = plan("r3", "2026-01-01T00:00:00Z", ["phone-3"], [scenario], claim_basis=CLAIM_BASIS, corpus_hash=hash_)
         write_results(tmp_path / f"p{bits}", [plan3, {"kind": "device", "device": "phone-3", "info": narrow}, record3])
-        claim = load_results(tmp_path / f"p{bits}", wide_kit).claim
+        claim = claim_of(load_results(tmp_path / f"p{bits}", wide_kit))
         assert claim.level == level, (bits, claim.headline)
 
 
@@ -627,7 +628,7 @@ def test_waiver_with_unknown_ids_is_a_usage_error_and_expired_waivers_are_not_ap
 
 def test_old_results_stay_readable(tmp_path):
     """A results.jsonl of an older kit (no claim basis, no discovery trace) loads and never claims."""
-    from reports.results import load_results
+    from reports.recorded.results import load_results
 
     plan = {
         "kind": "plan",
@@ -642,7 +643,7 @@ def test_old_results_stay_readable(tmp_path):
     result = {"kind": "result", "device": "local", "scenario": "requests.create_then_free", "verdict": "PASS"}
     write_results(tmp_path / "old", [plan, result, {"kind": "end", "exit_code": 0}])
     run = load_results(tmp_path / "old")
-    assert run.claim.level == "incomplete" and int(run.exit_code) == 2
+    assert claim_of(run).level == "incomplete" and int(claim_of(run).exit_code) == 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -704,8 +705,8 @@ def test_legally_refused_allocations_are_retried_a_bounded_recorded_number_of_ti
 
     # In a run that claims, a refused PASS demonstrates nothing of what followed its allocations: the gap says why.
     from host.suite import kit_facts
-    from reports.kit import KitFacts
-    from reports.results import RESULTS_NAME, load_results
+    from reports.recorded.kit import KitFacts
+    from reports.recorded.results import RESULTS_NAME, load_results
 
     records = results(out)
     plan = next(r for r in records if r["kind"] == "plan")
@@ -718,7 +719,7 @@ def test_legally_refused_allocations_are_retried_a_bounded_recorded_number_of_ti
                 virtual_only=frozenset()),
     )
     write_results(tmp_path / "unfiltered", records)
-    claim = load_results(tmp_path / "unfiltered" / RESULTS_NAME, one).claim
+    claim = claim_of(load_results(tmp_path / "unfiltered" / RESULTS_NAME, one))
     if refused:
         assert claim.level == "incomplete"
         assert claim.gaps[0].why == (

@@ -12,6 +12,7 @@ import yaml
 
 from host.errors import UsageError
 from host.fuzz import Budget, generate, step_count
+from host.fuzz.generate import AWAIT_MS
 from host.fuzz.shrink import normalise
 from host.suite import load_catalogue
 from reference_model.scenario import parse_scenario
@@ -153,7 +154,7 @@ def test_a_single_defect_is_found_shrunk_and_replayed(tmp_path, probe_build, def
 
 
 def test_fuzz_report_groups_divergences_by_clause_and_escapes_text(tmp_path):
-    from reports.fuzz import FuzzDivergence, FuzzSummary, write_fuzz_reports
+    from reports.renderers.fuzz import FuzzDivergence, FuzzSummary, write_fuzz_reports
 
     divergence = FuzzDivergence(
         signature="map-must-unmap", verdict="FAIL", clause="map-must-unmap", quote="<quoted> sentence",
@@ -587,7 +588,7 @@ REFUSED = [{"req_create": {"req": "r"}}, {"req_set_onalloc": {"req": "r", "set":
     ([*REFUSED, {"await_alloc": {"count": 1, "timeout_ms": 2000}}],
      [*REFUSED, {"await_alloc": {"count": 1, "timeout_ms": 2000}}, {"sleep_ms": {"ms": 100}}]),
     # ... and a wait for the onAlloc first when the program has none
-    (REFUSED, [*REFUSED, {"await_alloc": {"count": 1, "timeout_ms": 2000}}, {"sleep_ms": {"ms": 100}}]),
+    (REFUSED, [*REFUSED, {"await_alloc": {"count": 1, "timeout_ms": AWAIT_MS}}, {"sleep_ms": {"ms": 100}}]),
     # a shorter pause is lengthened, not doubled; later steps stay after it
     ([*REFUSED, {"await_alloc": {"count": 1, "timeout_ms": 2000}}, {"sleep_ms": {"ms": 20}},
       {"req_free": {"req": "r"}}],

@@ -3,11 +3,13 @@
 Every import statement of every kit module is read with `ast` (also those inside functions), resolved
 to the kit module it names, and checked against the layer order
 
-    reference_model <- floor <- reports <- host (errors) <- host.suite, host.options <- host.probe <- host.targets
-                    <- host.run <- host.offline, host.fuzz, conformance <- host.cli <- host.entry <- host.__main__
+    reference_model <- floor <- reports <- reports.recorded <- reports.answers <- reports.store <- reports.renderers
+                    <- host (errors) <- host.suite, host.options <- host.probe <- host.targets <- host.run
+                    <- host.offline, host.fuzz, conformance <- host.cli <- host.entry <- host.__main__
 
-A module may import its own room freely and lower rooms through their package (`host.targets`, not
-`host.targets.adb.target`), or through a public module the room names: the rest of a room is private.
+A module may import its own room freely and lower rooms of host through their package (`host.targets`, not
+`host.targets.adb.target`), or through a public module the room names: the rest of a room is private. The
+rooms of reports export nothing from their packages: their modules are imported by name.
 """
 
 from __future__ import annotations
@@ -22,21 +24,25 @@ PACKAGES = ("reference_model", "floor", "reports", "host", "conformance")
 # room -> layer; the longest matching prefix decides a module's room.
 LAYERS: dict[str, int] = {
     "reference_model": 0,
-    "floor": 1,  # safe file I/O, bounds, JSON lines, the user cache: every room's floor
-    "reports": 2,
-    "host": 3,  # host/__init__.py (KIT_VERSION) and host/errors.py
-    "host.errors": 3,
-    "host.suite": 4,
-    "host.options": 4,  # the option table's command lines: the CLI parses them without loading a run
-    "host.probe": 5,
-    "host.targets": 6,
-    "host.run": 7,
-    "host.fuzz": 8,
-    "host.offline": 8,
-    "conformance": 8,
-    "host.cli": 9,
-    "host.entry": 10,  # the console script: imports the command line under a Ctrl-C guard
-    "host.__main__": 11,  # `python -m host`: runs the console script
+    "floor": 1,  # safe file I/O, bounds, JSON lines, the user cache, counts in words: every room's floor
+    "reports": 2,  # reports/__init__.py: what the rooms above it are for; it imports nothing
+    "reports.recorded": 3,  # results.jsonl's records, a run as values, the plan's options, runs merged
+    "reports.answers": 4,  # the claim, each clause's answer, findings, the atlas, a baseline comparison
+    "reports.store": 5,  # runs and their answers kept in one database
+    "reports.renderers": 6,  # junit.xml, report.html, summary.json, atlas.json and the other pages
+    "host": 7,  # host/__init__.py (KIT_VERSION) and host/errors.py
+    "host.errors": 7,
+    "host.suite": 8,
+    "host.options": 8,  # the option table's command lines: the CLI parses them without loading a run
+    "host.probe": 9,
+    "host.targets": 10,
+    "host.run": 11,
+    "host.fuzz": 12,
+    "host.offline": 12,
+    "conformance": 12,
+    "host.cli": 13,
+    "host.entry": 14,  # the console script: imports the command line under a Ctrl-C guard
+    "host.__main__": 15,  # `python -m host`: runs the console script
 }
 
 # Each kind of target is a public module of host.targets: the package exports only the seam, since a
@@ -146,22 +152,27 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def import_problem(module: str, target: str) -> str | None:
+    """Why `module` may not import `target` (None: it may)."""
+    own_room, target_room = room(module), room(target)
+    if target_room == own_room:
+        return None
+    if LAYERS[target_room] > LAYERS[own_room]:
+        return f"{own_room} (layer {LAYERS[own_room]}) reaches up to {target_room} (layer {LAYERS[target_room]})"
+    if LAYERS[target_room] == LAYERS[own_room] and {own_room, target_room} != {"host", "host.errors"}:
+        return f"{own_room} and {target_room} are side by side; neither may import the other"
+    if target_room.startswith("host.") and target not in {target_room, "host.errors", *PUBLIC_MODULES}:
+        return f"reaches inside {target_room}; import it from the package `{target_room}`"
+    return None
+
+
 def layer_violations() -> list[str]:
     problems = []
     for module in MODULES:
-        own_room = room(module)
         for line, target in sorted(set(imported_modules(module))):
-            target_room = room(target)
-            where = f"{MODULES[module].relative_to(ROOT)}:{line}: {module} imports {target}"
-            if target_room == own_room:
-                continue
-            if LAYERS[target_room] > LAYERS[own_room]:
-                problems.append(f"{where}: {own_room} (layer {LAYERS[own_room]}) reaches up to {target_room} "
-                                f"(layer {LAYERS[target_room]})")
-            elif LAYERS[target_room] == LAYERS[own_room] and {own_room, target_room} != {"host", "host.errors"}:
-                problems.append(f"{where}: {own_room} and {target_room} are side by side; neither may import the other")
-            elif target_room.startswith("host.") and target not in {target_room, "host.errors", *PUBLIC_MODULES}:
-                problems.append(f"{where}: reaches inside {target_room}; import it from the package `{target_room}`")
+            problem = import_problem(module, target)
+            if problem is not None:
+                problems.append(f"{MODULES[module].relative_to(ROOT)}:{line}: {module} imports {target}: {problem}")
     return problems
 
 
@@ -187,16 +198,31 @@ def test_the_checker_sees_circles_and_upward_imports():
     assert LAYERS[room("host.run.start")] < LAYERS[room("host.offline.bundle")]
 
 
+def test_an_upward_import_between_the_rooms_of_reports_fails():
+    # The three imports the flat reports/ had and its rooms refuse: the run's values asking for its claim,
+    # the atlas writing its JSON with summary.json's helper, the store below the page that reads it.
+    assert import_problem("reports.recorded.results", "reports.answers.claim") is not None
+    assert import_problem("reports.answers.atlas", "reports.renderers.summary") is not None
+    assert import_problem("reports.store.runs", "reports.renderers.dashboard") is not None
+    assert "reaches up" in (import_problem("reports.recorded.records", "reports.renderers.html") or "")
+    # ... and downward ones pass: a renderer reads the store, the answers and the records.
+    assert import_problem("reports.renderers.dashboard", "reports.store.runs") is None
+    assert import_problem("reports.store.runs", "reports.answers.atlas") is None
+    assert import_problem("reports.answers.claim", "reports.recorded.results") is None
+    assert import_problem("host.offline.commands", "reports.renderers.run_reports") is None
+    order = [LAYERS[r] for r in ("floor", "reports.recorded", "reports.answers", "reports.store", "reports.renderers",
+                                 "host")]
+    assert order == sorted(order) and len(set(order)) == len(order)
+
+
 def test_relative_imports_are_resolved():
     found = {target for _, target in imported_modules("host.targets.adb.deployment")}
     assert {"host.errors", "host.probe", "host.targets.virtual_device", "host.targets.adb.transport"} <= found
     reaching = {room(t) for m in MODULES if room(m) == "reference_model" for _, t in imported_modules(m)}
     assert reaching <= {"reference_model"}
-    assert {room(t) for m in MODULES if room(m) == "reports" for _, t in imported_modules(m)} <= {
-        "reports",
-        "floor",
-        "reference_model",
-    }
+    reports = {room(t) for m in MODULES if room(m).partition(".")[0] == "reports" for _, t in imported_modules(m)}
+    assert reports <= {"reports.recorded", "reports.answers", "reports.store", "reports.renderers", "floor",
+                       "reference_model"}
     # The floor stands on nothing of the kit but the root of its errors.
     below_floor = {t for m in MODULES if room(m) == "floor" for _, t in imported_modules(m) if room(t) != "floor"}
     assert below_floor <= {"reference_model.errors"}

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from host.targets.kinds import KIND_NAMES, KINDS, own_options, target_kind
-from reports.plan_options import OPTIONS
+from reports.recorded.plan_options import OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 ROOMS = ("host", "reports", "conformance")

@@ -141,10 +141,11 @@ def standin(tmp_path, probe_build):
 
 @pytest.fixture(scope="session")
 def finished_run(tmp_path_factory, probe_build):
-    """A small finished run on the local target (vnpu), to copy and edit."""
+    """A small finished run on the local target (vnpu), to copy and edit. One lane: its results are
+    written in the order their traces' clocks end, which the date checks compare record to record."""
     run_dir = tmp_path_factory.mktemp("finished") / "run"
     state = tmp_path_factory.mktemp("state")
-    done = cli("run", "--target", "local", "-k", SELECT, "--out", run_dir, "-q",
+    done = cli("run", "--target", "local", "-j", "1", "-k", SELECT, "--out", run_dir, "-q",
                env={"NPUCONF_STATE_DIR": str(state)})
     assert done.returncode == 0, text(done)
     return run_dir

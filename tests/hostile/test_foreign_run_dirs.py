@@ -242,8 +242,8 @@ def test_control_characters_from_run_data_never_reach_the_console(tmp_path, stat
 
 def test_lone_surrogate_in_a_device_value_is_recorded_not_a_crash(tmp_path):
     from host.run.results_writer import ResultsWriter
-    from reports.records import DeviceRecord
-    from reports.results import load_results
+    from reports.recorded.records import DeviceRecord
+    from reports.recorded.results import load_results
 
     path = tmp_path / "results.jsonl"
     with ResultsWriter(path) as writer:

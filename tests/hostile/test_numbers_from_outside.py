@@ -69,7 +69,7 @@ def test_non_finite_duration_is_refused_and_never_reaches_junit(run_copy, tmp_pa
 
 
 def test_the_record_reader_skips_a_line_past_the_digit_limit(run_copy):
-    from reports.records import read_records
+    from reports.recorded.records import read_records
 
     line = _edit_result(run_copy, _long_integer_duration)
     records = read_records(run_copy)

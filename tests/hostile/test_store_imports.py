@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from reports.store import import_runs, open_store
+from reports.store.runs import import_runs, open_store
 from tests.hostile.conftest import cli
 from tests.store.conftest import pg_server, store_location  # noqa: F401  (both engines)
 from tests.store.runs import resume_line, simple_run, verdict_record
@@ -124,7 +124,7 @@ def other_submitter(store, monkeypatch, name):
     if not store.startswith("postgresql://"):
         # another local user: the submitter is the kernel's uid (an environment variable changes nothing,
         # test_the_sqlite_submitter_is_the_kernels_user_not_logname), so stand in for that user's process
-        monkeypatch.setattr("reports.store_sqlite.local_submitter", lambda: f"{name}@{socket.gethostname()}")
+        monkeypatch.setattr("reports.store.sqlite.local_submitter", lambda: f"{name}@{socket.gethostname()}")
         return store
     import psycopg
 
@@ -202,7 +202,7 @@ def test_the_sqlite_submitter_is_the_kernels_user_not_logname(tmp_path):
 
 def test_durations_beyond_any_measurement_steer_no_lanes(tmp_path, store_location):  # noqa: F811
     """Issue 39: a row with duration_ms 1e308 made every lab's --shard lanes 2 to 8 times slower."""
-    from reports.store import measured_durations
+    from reports.store.runs import measured_durations
 
     run_dir = failing_run(tmp_path / "run")
     path = run_dir / "results.jsonl"

@@ -3,7 +3,7 @@
 
 import pytest
 
-from reports.store_postgresql import redacted
+from reports.store.postgresql import redacted
 from tests.hostile.conftest import cli, text
 from tests.store.conftest import pg_server  # noqa: F401  (the private PostgreSQL server)
 

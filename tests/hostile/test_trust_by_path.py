@@ -153,10 +153,10 @@ def test_an_unfinished_runs_token_cannot_be_read_by_another_user(shared, state, 
     run = shared / "run"
     run.mkdir()
     monkeypatch.setenv("NPUCONF_STATE_DIR", state["NPUCONF_STATE_DIR"])
-    from host.run.ownership import MARKER, claim, created_here
+    from host.run.ownership import MARKER, claim, why_untrusted
 
     token = claim(run)
-    assert created_here(run)
+    assert why_untrusted(run) is None
     assert stat.S_IMODE(os.stat(run / MARKER).st_mode) == 0o600
     assert token not in as_nobody(READ, run / MARKER).stdout
     entry = json.loads((Path(state["NPUCONF_STATE_DIR"]) / "runs" / token).read_text())

@@ -16,7 +16,8 @@ import pytest
 
 from host.offline import make_bundle
 from host.run.runner import execute_run
-from reports.results import load_results
+from reports.answers.claim import claim_of
+from reports.recorded.results import load_results
 from tests.hostile.conftest import cli, text
 from tests.hostile.test_bundle_bounds import _rebundled
 from tests.run.test_shard_local import FailingAfter, _corpus, _plan, _target
@@ -150,7 +151,7 @@ def test_removing_the_one_lost_record_of_a_sharded_run_hides_no_lost_device(tmp_
     plan, lines = _sharded_run_that_lost_a_device(tmp_path)
     assert [json.loads(line)["kind"] for line in lines].count("lost") == 1
     (plan.out_dir / "results.jsonl").write_text("".join(line for line in lines if json.loads(line)["kind"] != "lost"))
-    assert "lost device local-lost" in load_results(plan.out_dir).claim.headline  # the end record says it too
+    assert "lost device local-lost" in claim_of(load_results(plan.out_dir)).headline  # the end record says it too
     bundle = make_bundle(plan.out_dir, tmp_path / "sharded.tar.gz").path
     done, said = _verify(bundle)
     assert done.returncode == 1, said

@@ -267,9 +267,9 @@ def test_fleet_of_a_killed_run_is_stopped_by_the_next_run(tmp_path, probe_build)
 
 
 def test_abi_string_leading_outside_is_an_error_never_a_path(tmp_path, fleet_factory):
-    from host.targets.virtual_device import DeviceProfile
+    from tests.adb.conftest import device_profile
 
-    profile = DeviceProfile.default("virtual-1").with_props(**{"ro.product.cpu.abilist": "../../../../tmp/evil-abi"})
+    profile = device_profile("virtual-1", **{"ro.product.cpu.abilist": "../../../../tmp/evil-abi"})
     server = fleet_factory(1, profiles=[profile]).fleet.server.address
     run_dir = tmp_path / "run"
     done = cli("run", "--target", "adb", "--adb-server", server, "-k", "support.empty_list",

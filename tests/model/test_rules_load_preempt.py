@@ -42,6 +42,29 @@ def test_load_expectations():
     warns(loaded("EIO"), "R8")  # "is done or has encountered an error": success is not promised
 
 
+def _loaded_twice(second_answer, second_bytes=None) -> TB:
+    """A descriptor handed to a load, answered, then handed to a second load: the first load's owner may
+    have closed it (and the number may name another file by now)."""
+    b = TB()
+    allocated(b)
+    b.call("file_new", file="f", size=4096, seed=7)
+    b.call("buf_load", buf="b", fd="f", file_offset=0, length=100, buffer_offset=0, onload=True)
+    b.emit(b.cb("load", None, 0, "B1"))
+    b.call("buf_load", buf="b", fd="f", file_offset=0, length=100, buffer_offset=0, onload=True)
+    b.emit(b.cb("load", None, second_answer, "B1"))
+    b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
+    if second_bytes is not None:
+        b.extra(digest=second_bytes).call("map_read", map="m", offset=0, length=100)
+    return teardown(b, bufs=["b"], reqs=["r"], maps=["m"])
+
+
+@covers("loading.load_expectation", "loading.loaded_content")
+def test_a_descriptor_handed_over_again_may_be_closed_already():
+    passes(_loaded_twice("EBADF"))  # its owner closed it after the first load: "Must be a valid file descriptor"
+    passes(_loaded_twice(0, digest(7, 0, 100)))  # still open: the file's bytes
+    passes(_loaded_twice(0, digest(9, 0, 100)))  # the number names another file by now: the text says nothing
+
+
 @covers("loading.errornum_is_errno")
 def test_onload_errornum_is_a_positive_errno():
     passes(loaded("EBUSY", mapped=True, read=False))
@@ -590,3 +613,18 @@ def test_onpreempt_with_a_cookie_set_after_allocasync_names_later_changes():
 
     passes(replaced("c"), caps=VNPU)
     fails(replaced("n"), "cookie-later-changes-no-effect", caps=VNPU)
+
+
+@covers("preemption.on_preempt")
+def test_onpreempt_with_the_cookie_of_a_refused_submission_names_no_buffer():
+    """r1 had cookie c when allocAsync was called and got no buffer; r2's buffer (cookie d) has onPreempt.
+    An onPreempt carrying c is one of no buffer at all, not a later change of r1's cookie (nothing changed)."""
+    b = TB()
+    request(b, "r1", cookie="c", onpreempt=True)
+    b.call("alloc", reqs=["r1"], during=[b.cb("alloc", "c", "ENOMEM", None)])
+    request(b, "r2", cookie="d", onpreempt=True)
+    b.call("alloc", reqs=["r2"], during=[b.cb("alloc", "d", 0, "B1")])
+    b.bind("b", "B1", 0)
+    b.emit(b.cb("preempt", "c"))
+    fails(teardown(b, bufs=["b"], reqs=["r1", "r2"], deleted=["c", "d"]), "preempt-callback-on-forced-dealloc",
+          caps=CAPS_SPONTANEOUS)

@@ -11,11 +11,12 @@ import pytest
 from reference_model.caps import DeviceCaps
 from reference_model.judge import AMBIGUITY_BOUND, judge
 from reference_model.scenario import parse_scenario
-from reference_model.trace import Call, Cb, Ret, TraceError, parse_trace
+from reference_model.trace import Call, Cb, Ret, TraceError
 from reference_model.verdicts import Verdict
 
 from .builder import CATALOGUE
 from .coverage import covers
+from .parsed_trace import parse_trace
 
 VNPU = DeviceCaps(supported_pairs=frozenset({(0, 1)}), capacity_bytes=1 << 28, policy="budget", vnpu_control=True)
 SMALL = DeviceCaps(supported_pairs=frozenset({(0, 1)}), capacity_bytes=8192, policy="budget", vnpu_control=True)

@@ -8,12 +8,13 @@ import pytest
 
 from reference_model.caps import DeviceCaps
 from reference_model.errors import ScenarioInvalid
-from reference_model.trace import missing_functions, parse_trace
+from reference_model.trace import missing_functions
 from reference_model.verdicts import Verdict
 from reference_model.waivers import find_waiver, parse_waivers
 
 from .builder import PAIR, TB, allocated, teardown
 from .coverage import covers
+from .parsed_trace import parse_trace
 
 
 def conforming() -> TB:

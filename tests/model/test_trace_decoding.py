@@ -16,12 +16,12 @@ from reference_model.trace import (
     _decode_reference,
     _event,
     parse_line,
-    parse_trace,
     read_events,
 )
 from reference_model.verdicts import Verdict
 
 from .builder import TB, allocated, teardown
+from .parsed_trace import parse_trace
 
 
 def conforming() -> TB:

@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from host.probe import CROSS_TARGETS, build_for
+from floor.cross_targets import CROSS_TARGETS
+from host.probe import build_for
 from host.suite.checkout import SCENARIO_ROOT
 from host.suite.corpus import load_corpus
 from tests.conftest import npuconf

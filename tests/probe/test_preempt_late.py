@@ -1,14 +1,18 @@
 """`vnpu preempt_late=` (docs/vnpu.md §7): the buffer is preempted at once, as by `preempt=`, and only its
 onPreempt comes PREEMPT_LATE_MS later than it would. Run through the real probe and libvnpu: the map made
 between the command and the callback fails ENOENT, the callback comes at least that late, a malformed or
-unpreemptable target is refused as `preempt=` refuses it, and the model judges the whole trace PASS."""
+unpreemptable target is refused as `preempt=` refuses it, and the model judges the whole trace PASS. On a
+device whose profile sets `preempt_late_quiet_ms` (fuzzing's) it comes once the API calls have stopped that long."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pytest
 
+from host.probe import program_header
 from reference_model.vocabulary import PREEMPT_LATE_MS
 from tests.conftest import npuconf
 
@@ -120,3 +124,57 @@ def test_preempt_late_of_an_allocation_in_flight_calls_back_after_its_onalloc(tm
     assert alloc["error"] == 0 and alloc["buf"] is not None
     assert alloc["t"] < preempt["t"]
     assert preempt["t"] - calls[10]["t"] >= PREEMPT_LATE_MS * 1_000_000, preempt["t"] - calls[10]["t"]
+
+
+QUIET_SETUP = """req_create r0
+req_set_device r0 0
+req_set_type r0 1
+req_set_size r0 4096
+req_set_onalloc r0 1
+req_set_onpreempt r0 1
+cookie_new c0
+req_set_cookie r0 c0 1
+alloc r0
+await_alloc 1 2000
+bind b0 cookie:c0
+vnpu preempt_late=b0
+"""
+
+
+def _late_onpreempt(probe_build, tmp_path, quiet_ms, steps):
+    """The trace of QUIET_SETUP and ``steps`` on a vnpu whose profile sets preempt_late_quiet_ms (0: unset):
+    the calls by step, and the onPreempt."""
+    profile = tmp_path / "p.conf"
+    profile.write_text(f"preempt_late_quiet_ms={quiet_ms}\n" if quiet_ms else "")
+    program = tmp_path / "p.txt"
+    program.write_text(program_header() + "\nscenario t.quiet 10000\n" + QUIET_SETUP + steps + "end\n")
+    done = subprocess.run([str(probe_build.probe), str(program)], capture_output=True, text=True, timeout=60,
+                          check=False, env=dict(os.environ, NPUCONF_VNPU_PROFILE=str(profile)))
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    calls = {e["step"]: e for e in events if e["ev"] == "call"}
+    (callback,) = [e for e in events if e["ev"] == "cb" and e["kind"] == "preempt"]
+    return calls, callback
+
+
+@pytest.mark.parametrize("quiet_ms", [0, 20])
+def test_a_quiet_device_delivers_the_late_onpreempt_once_the_calls_stop(probe_build, tmp_path, quiet_ms):
+    """With preempt_late_quiet_ms (docs/vnpu.md §2) the onPreempt comes that long after the last API call, the
+    free right after the command still before it; without, PREEMPT_LATE_MS after the command, after the
+    call that ends a 60 ms pause."""
+    calls, callback = _late_onpreempt(probe_build, tmp_path, quiet_ms,
+                                      "buf_free b0\nsleep_ms 60\nreq_create r1\nawait_preempt 1 2000\n")
+    free, after_pause = calls[12], calls[14]
+    assert free["t"] < callback["t"]
+    assert callback["t"] - free["t"] >= quiet_ms * 1_000_000
+    assert (callback["t"] < after_pause["t"]) == bool(quiet_ms), (callback["t"] - calls[11]["t"]) / 1e6
+
+
+def test_calls_hold_a_quiet_device_late_onpreempt_back_up_to_preempt_late_ms(probe_build, tmp_path):
+    """Calls 10 ms apart keep a 40 ms quiet period from passing: the onPreempt comes after the last of them."""
+    steps = "".join(f"sleep_ms 10\nreq_set_size r0 {4096 * (k + 2)}\n" for k in range(6))
+    calls, callback = _late_onpreempt(probe_build, tmp_path, 40, steps + "await_preempt 1 2000\n")
+    command, last = calls[11], calls[23]
+    assert last["op"] == "req_set_size"
+    assert last["t"] < callback["t"]
+    assert callback["t"] - command["t"] >= min(last["t"] - command["t"] + 40_000_000, PREEMPT_LATE_MS * 1_000_000)

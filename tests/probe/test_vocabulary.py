@@ -55,11 +55,11 @@ def test_cb_action_grammar_matches_the_scenario_reader_and_the_probe_parser():
         sys.path.pop(0)
 
     assert CB_KINDS == CALLBACK_KINDS
-    parser = (ROOT / "ndk_probe" / "src" / "probe" / "program.c").read_text()
+    # The probe's parser takes its words from the header's X-macro (a word it does not handle fails the
+    # build: -Wswitch over the generated enum), which --check keeps current.
     header = (ROOT / "ndk_probe" / "gen" / "vocabulary.h").read_text()
     examples = {ArgKind.I32: ["-5", "1000"], ArgKind.REQ: ["r0"]}
     for spec in CB_ACTIONS:
-        assert f'"{spec.word}"' in parser, spec.word  # the probe's parser knows the word
         if spec.value is None:
             values = [""]
         elif spec.min is not None and spec.max is not None:
@@ -69,7 +69,6 @@ def test_cb_action_grammar_matches_the_scenario_reader_and_the_probe_parser():
             # The bounds reach the probe through the generated header, which --check keeps current.
             macro = cb_action_macro(spec.word)
             assert f"#define {macro}_MIN {spec.min}\n" in header and f"#define {macro}_MAX {spec.max}\n" in header
-            assert f"{macro}_MIN" in parser and f"{macro}_MAX" in parser
         else:
             values = examples[spec.value]
         for value in values:
@@ -77,14 +76,11 @@ def test_cb_action_grammar_matches_the_scenario_reader_and_the_probe_parser():
     assert CB_ACTION.match("explode") is None
 
 
-def test_vnpu_command_grammar_matches_the_vnpu():
-    import re
-
+def test_every_vnpu_command_is_documented_for_implementers():
+    # The vnpu dispatches on the generated X-macro (a command without its handler fails the build); the
+    # public header's comment is prose, written by hand.
     from reference_model.vocabulary import VNPU_COMMANDS
 
-    source = (ROOT / "ndk_probe" / "src" / "vnpu" / "vnpu_control.c").read_text()
     header = (ROOT / "ndk_probe" / "include" / "npuconf" / "vnpu_control.h").read_text()
-    assert set(re.findall(r'KEY\("([a-z_]+)"\)', source)) == set(VNPU_COMMANDS)
-    for key, spec in VNPU_COMMANDS.items():
-        assert f" *   {key}=" in header, key  # documented for implementers
-        assert all(f'"{word}"' in source for word in spec.words)
+    for key in VNPU_COMMANDS:
+        assert f" *   {key}=" in header, key

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reports.kit import ClaimBasis, KitFacts
-from reports.results import RunResults, load_results
+from reports.recorded.kit import ClaimBasis, KitFacts
+from reports.recorded.results import RunResults, load_results
 
 
 def trace_lines(scenario: str, *, alloc_latencies_ns: tuple[int, ...] = (), status: str = "ok") -> list[str]:
@@ -218,7 +218,7 @@ def populate_mixed(builder: ResultsBuilder) -> ResultsBuilder:
 
 def synthetic_kit(path: Path) -> KitFacts:
     """The kit a synthetic run is judged against: its own plan's scenarios and claim basis. These runs
-    cite made-up clauses, so the test stands in for the kit (reports/kit.py) with the plan it wrote."""
+    cite made-up clauses, so the test stands in for the kit (reports/recorded/kit.py) with the plan it wrote."""
     plan: dict[str, Any] = {}
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:

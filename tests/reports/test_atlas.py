@@ -1,4 +1,4 @@
-"""The behaviour atlas (reports/atlas.py): what each device chose where the text leaves it free, from the
+"""The behaviour atlas (reports/answers/atlas.py): what each device chose where the text leaves it free, from the
 recorded traces; the published vnpu and the aosp-2026 twin side by side show the twin's documented
 differences (docs/vnpu.md §5)."""
 
@@ -11,9 +11,9 @@ import pytest
 from synthetic_results import ResultsBuilder, load, scenario
 
 import host.suite  # noqa: F401  (provides the kit's facts)
-from reports.atlas import Aspect, Atlas, AtlasRow, device_atlas, run_atlas, side_by_side
-from reports.html import render_html
-from reports.results import load_results
+from reports.answers.atlas import Aspect, Atlas, AtlasRow, device_atlas, run_atlas, side_by_side
+from reports.recorded.results import load_results
+from reports.renderers.html import html_chunks
 
 CALLER = "caller's thread (inside the API call)"
 
@@ -160,7 +160,7 @@ def test_two_devices_side_by_side_in_report_html(builder: ResultsBuilder):
     assert [c.answer if c else None for c in order.cells] == ["not in request order"] * 2
     errors = atlas.row(Aspect.CALLBACK_ERROR, f"onAlloc for ca in {sid}")  # the scenario's name for c0
     assert errors is not None and [c.answer if c else None for c in errors.cells] == ["EINVAL", "ENOSYS"]
-    page = render_html(run, atlas)
+    page = b"".join(html_chunks(run, atlas)).decode("utf-8")
     assert '<section id="atlas" class="atlas">' in page
     assert '<tr class="differs"><td class="q">onAlloc with an error</td>' in page
     assert '<td class="odd"' in page  # the inline device's answer is marked against the first column's

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from synthetic_results import ResultsBuilder, load
 
-from reports.run_reports import write_run_reports
+from reports.renderers.run_reports import write_run_reports
 from tests.chromium import chromium, console_lines, needs_chromium
 from tests.conftest import PRINTED_NPUCONF
 

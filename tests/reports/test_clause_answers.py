@@ -1,4 +1,4 @@
-"""The answer of each clause (reports.clause_answers) on the aosp-2026 twin: FAIL/CRASH only where a
+"""The answer of each clause (reports.answers.clause_answers) on the aosp-2026 twin: FAIL/CRASH only where a
 failure names the clause, and the matrix, summary.json, junit.xml and the store all show that answer."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import host.suite  # noqa: F401  (provides the kit's facts)
 from reference_model.readings import READING_CLAUSES, READINGS
 from reference_model.verdicts import Verdict
-from reports.clause_answers import clause_answers, named_clauses, readings_of_reason
-from reports.results import load_results
+from reports.answers.clause_answers import clause_answers, named_clauses, readings_of_reason
+from reports.recorded.results import load_results
 from tests.conftest import npuconf  # the twin run: tests/reports/conftest.py
 
 
@@ -27,11 +27,16 @@ def _named(run_dir: Path, *verdicts: str) -> set[str]:
     return out
 
 
+def _with_verdict(answers, *verdicts):
+    """The clauses whose answer is one of `verdicts` on some device."""
+    return {c for c, row in answers.by_clause.items() if any(a.verdict in verdicts for a in row.values())}
+
+
 def test_failing_clauses_are_exactly_those_the_failures_name(twin):
     run = load_results(twin / "results.jsonl")
     answers = clause_answers(run)
     fails = _named(twin, "FAIL")
-    assert set(answers.with_verdict(Verdict.FAIL)) == fails
+    assert _with_verdict(answers, Verdict.FAIL) == fails
     # D3 and D12 are WARN readings (R4, R10), no longer FAILs; map-preempt-window-enoent fails since the twin
     # maps a buffer whose preemption notice has not arrived (D24, docs/vnpu.md §5.1 F9); req-file-fd-default
     # no longer fails: a request fd neither valid nor -1 taken as "no file" (D11) is WARN R22;
@@ -44,7 +49,7 @@ def test_failing_clauses_are_exactly_those_the_failures_name(twin):
     assert "load-onload-invoked" in fails
     assert {"req-device-default-negative", "req-type-default-unknown"} <= fails
     assert "req-prot-default-read" in fails
-    assert set(answers.with_verdict(Verdict.FAIL, Verdict.CRASH)) == _named(twin, "FAIL", "CRASH")
+    assert _with_verdict(answers, Verdict.FAIL, Verdict.CRASH) == _named(twin, "FAIL", "CRASH")
     assert len(_named(twin, "FAIL", "CRASH")) == 16  # a crash names the clause of the step that died
     # cookie-clear is cited by a scenario that failed on req-device-negative-einval: not a failure of it
     assert answers.worst("cookie-clear") is Verdict.PASS

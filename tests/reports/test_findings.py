@@ -1,10 +1,10 @@
-"""reports.findings: failure order, the line a verdict rests on, replay commands, clauses not demonstrated."""
+"""reports.answers.findings: failure order, the line a verdict rests on, replay commands, clauses not demonstrated."""
 
 from __future__ import annotations
 
 from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario, trace_lines
 
-from reports.findings import coverage_gaps, findings, focus_line, replay_command, trace_excerpt
+from reports.answers.findings import coverage_gaps, findings, focus_line, replay_command, trace_excerpt
 from tests.conftest import PRINTED_NPUCONF
 
 

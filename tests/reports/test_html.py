@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario, trace_lines
 
-from reports.html import format_ns, render_html, write_html
+from reports.renderers.html import format_ns, html_chunks, write_html
 from tests.conftest import PRINTED_NPUCONF
 
 HOSTILE = "<script>alert(1)</script>\x01\x1b[31m\ud800"
@@ -35,7 +35,7 @@ class _Collector(HTMLParser):
 
 
 def _html(builder: ResultsBuilder) -> str:
-    return render_html(load(builder.write()))
+    return b"".join(html_chunks(load(builder.write()))).decode("utf-8")
 
 
 def test_answer_and_counts_lead(mixed_run: ResultsBuilder):

@@ -9,10 +9,26 @@ from pathlib import Path
 from junitparser import Error, Failure, Skipped, xunit2
 from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario
 
-from reports.junit import build_junit, pretty_xml, write_junit
-from reports.results import safe_text
+from reports.answers.clause_answers import answering_clauses, clause_answers
+from reports.recorded.results import safe_text
+from reports.renderers.junit import _suite_head, _testcase, pretty_xml, write_junit
 
 HOSTILE = "<script>alert(1)</script>\x01\x1b[31mred\x00&amp;\ud800"
+
+
+def build_junit(run):
+    """junit.xml as one junitparser tree, every device's suite whole: what `write_junit` streams, suite by
+    suite, must serialize to the same bytes."""
+    import junitparser
+
+    xml = junitparser.JUnitXml(safe_text(f"npuconf {run.run_id}".strip()))
+    answers = clause_answers(run)
+    for serial in run.device_serials:
+        suite = _suite_head(run, serial, run.devices.get(serial, {}), answers)
+        suite.add_testcases([_testcase(r, answering_clauses(run, r)) for r in run.for_device(serial)])
+        xml.add_testsuite(suite)
+    xml.update_statistics()
+    return xml
 
 
 def _junit(builder: ResultsBuilder, tmp_path: Path) -> xunit2.JUnitXml:
@@ -167,7 +183,7 @@ def test_hostile_device_text_yields_valid_xml(builder: ResultsBuilder, tmp_path:
 
 
 def test_the_file_is_written_as_junitparser_pretty_prints_it(mixed_run: ResultsBuilder, tmp_path: Path):
-    """reports/junit.py serializes the tree itself (the DOM round trip was most of a report's time):
+    """reports/renderers/junit.py serializes the tree itself (the DOM round trip was most of a report's time):
     byte for byte what `JUnitXml.write(pretty=True)` writes, hostile text and line breaks included."""
     run = load(mixed_run.write())
     xml = build_junit(run)

@@ -1,9 +1,9 @@
-"""The pages' one palette: every verdict has its colour in reports/html.py, and no template spells one."""
+"""The pages' one palette: every verdict has its colour in reports/renderers/html.py, and no template spells one."""
 
 import re
 
 from reference_model.verdicts import Verdict
-from reports.html import TEMPLATES_DIR, VERDICT_COLOURS, colour_variables
+from reports.renderers.html import TEMPLATES_DIR, VERDICT_COLOURS, colour_variables
 
 
 def test_every_verdict_has_a_colour():

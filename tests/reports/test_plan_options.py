@@ -1,4 +1,4 @@
-"""reports.plan_options: one table of the plan's options, their flags and types; a value of another type is a
+"""reports.recorded.plan_options: one table of the plan's options, their flags and types; a value of another type is a
 named problem wherever the plan is read, and is never trusted by the claim, the replay lines or verify."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from synthetic_results import ResultsBuilder, load, scenario
 
 from host.cli import build_parser
-from host.probe import CROSS_TARGETS
-from reports.findings import replay_command
-from reports.plan_options import OPTION, OPTIONS, PlanOptions, read_plan_options
+from reports.answers.claim import claim_of
+from reports.answers.findings import replay_command
+from reports.recorded.plan_options import OPTION, OPTIONS, PlanOptions, read_plan_options
 from tests.conftest import PRINTED_NPUCONF
 
 # What `npuconf run` records (host/run/start.py), every option set.
@@ -56,7 +56,7 @@ def test_the_report_names_a_malformed_option_and_the_replay_line_leaves_it_out(b
     assert replay_command(run, run.results[0]) == (
         f"{PRINTED_NPUCONF} run --target local --personality aosp-2026 --scenario alloc.x"
     )
-    assert dict(run.claim.configuration)["impl"] == "vnpu"
+    assert dict(claim_of(run).configuration)["impl"] == "vnpu"
 
 
 def test_the_run_command_takes_each_flag_from_the_table_and_leaves_its_default_to_it():
@@ -65,6 +65,3 @@ def test_the_run_command_takes_each_flag_from_the_table_and_leaves_its_default_t
         if option.flag:
             assert getattr(args, option.key) is None  # filled in by host/options.py after parsing
 
-
-def test_the_cross_triples_are_the_toolchains():
-    assert OPTION["cross"].choices == tuple(CROSS_TARGETS)

@@ -1,5 +1,5 @@
-"""reports.records: every record kind typed once; what the run writes reads back and writes again byte for byte,
-and a tool that rewrites a record keeps the fields it does not know."""
+"""reports.recorded.records: every record kind typed once; what the run writes reads back and writes again byte
+for byte, and a tool that rewrites a record keeps the fields it does not know."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from synthetic_results import ResultsBuilder, scenario
 
-from reports.records import (
+from reports.recorded.records import (
     KINDS,
     DeviceRecord,
     EndRecord,
@@ -20,7 +20,6 @@ from reports.records import (
     encoded,
     parse_line,
     read_records,
-    split_lines,
 )
 
 
@@ -28,7 +27,9 @@ def test_a_whole_run_reads_back_and_writes_again_byte_for_byte(twin: Path):
     data = (twin / "results.jsonl").read_bytes()
     records = read_records(twin)
     assert records.problems == ()
-    assert len(records.lines) == len(split_lines(data))
+    lines = data.split(b"\n")
+    assert lines.pop() == b""
+    assert len(records.lines) == len(lines)
     assert b"".join(encoded(record) for _, record in records.lines) == data
     kinds = {type(record) for _, record in records.lines}
     assert {Plan, DeviceRecord, ResultRecord, EndRecord} <= kinds

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from synthetic_results import ResultsBuilder, load, scenario, trace_lines
 
-from reports.run_reports import write_run_reports
+from reports.renderers.run_reports import write_run_reports
 from tests.chromium import chromium, console_lines, needs_chromium
 
 pytestmark = [pytest.mark.chromium, needs_chromium]

@@ -9,18 +9,16 @@ import pytest
 from synthetic_results import DIVERGENCE, ResultsBuilder, load, scenario, trace_lines
 
 from reference_model.errors import KitError
-from reference_model.verdicts import RunExit, Verdict
-from reports.results import (
+from reference_model.verdicts import RunExit, Verdict, worst
+from reports.answers.claim import claim_of, problems_of
+from reports.recorded.results import (
     NOT_EXECUTED_REASON,
     ResultsUnreadable,
     alloc_callback_latencies_ns,
     count_verdicts,
     counts_by_chapter,
-    counts_by_clause,
     counts_by_device,
     safe_text,
-    worst,
-    worst_by_clause,
 )
 
 
@@ -40,8 +38,8 @@ def test_mixed_run_is_read_in_plan_order(mixed_run: ResultsBuilder):
     assert fail.duration_ms == 12.5
     waived = next(r for r in run.results if r.verdict is Verdict.WAIVED)
     assert waived.waiver is not None and waived.waiver.startswith("known AOSP bug b/123")
-    assert run.answer == "non-conformant"
-    assert run.exit_code is RunExit.NON_CONFORMANT
+    assert claim_of(run).level.value == "non-conformant"
+    assert claim_of(run).exit_code is RunExit.NON_CONFORMANT
 
 
 def test_not_executed_for_planned_pairs_without_results(mixed_run: ResultsBuilder):
@@ -60,8 +58,8 @@ def test_a_device_without_any_result_is_all_not_executed(builder: ResultsBuilder
     builder.result("a", "alloc.x", "PASS").result("a", "free.y", "PASS").end()
     run = load(builder.write())
     assert [r.verdict for r in run.for_device("lost")] == [Verdict.NOT_EXECUTED] * 2
-    assert run.answer == "incomplete"
-    assert run.exit_code is RunExit.INCOMPLETE
+    assert claim_of(run).level.value == "incomplete"
+    assert claim_of(run).exit_code is RunExit.INCOMPLETE
 
 
 def test_corrupted_lines_are_reported_with_their_number_and_skipped(builder: ResultsBuilder):
@@ -130,16 +128,16 @@ def test_missing_plan_makes_the_run_incomplete(builder: ResultsBuilder):
     run = load(builder.write())
     assert run.plan is None
     assert any("no plan record" in p for p in run.problems)
-    assert run.answer == "incomplete"
-    assert run.exit_code is RunExit.INCOMPLETE
+    assert claim_of(run).level.value == "incomplete"
+    assert claim_of(run).exit_code is RunExit.INCOMPLETE
 
 
 def test_empty_file_and_empty_plan_are_incomplete(tmp_path: Path, builder: ResultsBuilder):
     empty = tmp_path / "results.jsonl"
     empty.write_text("")
-    assert load(empty).answer == "incomplete"
+    assert claim_of(load(empty)).level.value == "incomplete"
     builder.plan([], [])
-    assert load(builder.write()).answer == "incomplete"
+    assert claim_of(load(builder.write())).level.value == "incomplete"
 
 
 def test_plan_must_come_first_and_only_once(builder: ResultsBuilder):
@@ -157,14 +155,15 @@ def test_end_record_disagreeing_with_results_is_a_problem(builder: ResultsBuilde
     builder.plan(["a"], [scenario("alloc.x")]).result("a", "alloc.x", "FAIL", divergence=DIVERGENCE).end(exit_code=0)
     run = load(builder.write())
     assert run.end is not None and run.end.exit_code == 0
-    assert run.exit_code is RunExit.NON_CONFORMANT
-    assert any("line 3: the end record says exit code 0, the results give 1" in p for p in run.problems)
+    assert claim_of(run).exit_code is RunExit.NON_CONFORMANT
+    assert run.problems == ()  # the records are sound; their end record disagrees with the claim
+    assert any("line 3: the end record says exit code 0, the results give 1" in p for p in problems_of(run))
 
 
 def test_run_directory_is_accepted(builder: ResultsBuilder):
     builder.plan(["a"], [scenario("alloc.x")]).result("a", "alloc.x", "PASS").end()
     path = builder.write()
-    assert load(path.parent).answer == "conformant"
+    assert claim_of(load(path.parent)).level.value == "conformant"
 
 
 def test_unreadable_results_raise_a_kit_error(tmp_path: Path):
@@ -184,11 +183,6 @@ def test_counts_helpers(mixed_run: ResultsBuilder):
     assert by_device["vnpu-1"][Verdict.NOT_EXECUTED] == 1
     assert by_device["emulator-5554"][Verdict.FAIL] == 1
     assert list(counts_by_chapter(run)) == ["alloc", "cookie", "free", "load", "map", "preempt"]
-    assert counts_by_clause(run)["alloc-supported-succeeds"][Verdict.WAIVED] == 1
-    worst_clause = worst_by_clause(run)
-    assert worst_clause["alloc-supported-succeeds"] is Verdict.FAIL
-    assert worst_clause["alloc-callback-once"] is Verdict.PASS
-    assert worst_clause["cookie-replace-deletes-previous"] is Verdict.CRASH
     assert worst([]) is None
     assert worst([Verdict.PASS, Verdict.NOT_APPLICABLE]) is Verdict.NOT_APPLICABLE
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from synthetic_results import ResultsBuilder, load, scenario
 
-from reports.run_reports import write_run_reports
-from reports.summary import SUMMARY_SCHEMA, write_summary
+from reports.renderers.run_reports import write_run_reports
+from reports.renderers.summary import SUMMARY_SCHEMA, write_summary
 from tests.conftest import PRINTED_NPUCONF
 
 

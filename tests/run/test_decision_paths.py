@@ -32,8 +32,8 @@ from host.targets.local import LocalTarget
 from reference_model.judge import Judgement
 from reference_model.verdicts import Verdict
 from reference_model.waivers import Waiver
-from reports.plan_options import PlanOptions
-from reports.results import load_results
+from reports.recorded.plan_options import PlanOptions
+from reports.recorded.results import load_results
 from tests.conftest import ROOT
 
 CATALOGUE = load_catalogue()

@@ -6,7 +6,7 @@ import threading
 
 from host.run import record
 from host.run.record import Estimates
-from reports.store import import_runs, measured_durations, open_store
+from reports.store.runs import import_runs, measured_durations, open_store
 from tests.store.runs import PASS_SCENARIO, simple_run
 
 

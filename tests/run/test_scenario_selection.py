@@ -10,7 +10,7 @@ import pytest
 from host.errors import UsageError
 from host.suite import check_scenario_ids, load_catalogue, load_corpus, select
 from host.suite.checkout import SCENARIO_ROOT
-from reports.run_options import run_command
+from reports.recorded.run_options import run_command
 from tests.conftest import PRINTED_NPUCONF, npuconf
 
 SHORT, LONG = "free.empty_list", "free.empty_list_after_buffers"  # SHORT is part of LONG

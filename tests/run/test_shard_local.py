@@ -12,14 +12,15 @@ from host.run.runner import execute_run
 from host.suite import claim_basis, load_catalogue, load_corpus, select
 from host.targets import VnpuProfile
 from host.targets.local import LocalTarget
-from reports.plan_options import PlanOptions
-from reports.results import load_results
-from reports.run_reports import write_run_reports
+from reports.answers.claim import claim_of
+from reports.recorded.plan_options import PlanOptions
+from reports.recorded.results import load_results
+from reports.renderers.run_reports import write_run_reports
 
 
 def _exit_code(plan):
     """The run's exit code as every reader derives it (the end record states none)."""
-    return int(load_results(plan.out_dir).claim.exit_code)
+    return int(claim_of(load_results(plan.out_dir)).exit_code)
 
 
 class FailingAfter(LocalTarget):
@@ -52,7 +53,7 @@ def _plan(tmp_path, scenarios):
         catalogue=dict(catalogue.quotes()),
         target_name="local",
         # A subset of the corpus, as `-k` would choose it: a partial run, whose answer is exit 0 when
-        # nothing failed (reports/claim.py).
+        # nothing failed (reports/answers/claim.py).
         options=PlanOptions(keyword="a subset chosen by the test", profile="published-37", shard=True),
         claim_basis=claim_basis(catalogue, load_corpus(known_clauses=catalogue.ids())),
     )
@@ -106,7 +107,7 @@ def test_a_target_lost_mid_run_gives_its_scenarios_to_the_others(tmp_path, probe
     (record,) = [r for r in records if r["kind"] == "lost"]
     assert record["device"] == "local-lost" and "device went away" in record["reason"]
     assert run.problems == ()
-    claim = run.claim
+    claim = claim_of(run)
     assert claim.level == "incomplete" and "lost device local-lost mid-run" in claim.headline
     assert claim.to_json()["lost_devices"] == [{"device": "local-lost", "reason": record["reason"]}]
     assert records[-1]["kind"] == "end" and "exit_code" not in records[-1]  # derived, never stamped

@@ -65,7 +65,7 @@ def test_a_local_run_imports_no_adb_library_and_the_cli_no_report_library(tmp_pa
     probe = (
         "import sys\n"
         "import host.cli\n"
-        "print(sorted(m for m in ('jinja2', 'junitparser', 'adbutils', 'reports.store', 'reports.atlas')\n"
+        "print(sorted(m for m in ('jinja2', 'junitparser', 'adbutils', 'reports.store.runs', 'reports.answers.atlas')\n"
         "             if m in sys.modules))\n"
         "host.cli.main(sys.argv[1:])\n"
         "print(sorted(m for m in ('adbutils', 'requests', 'PIL', 'cryptography') if m in sys.modules))\n"

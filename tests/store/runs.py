@@ -15,7 +15,7 @@ from host.run import GRID, caps_from_info, judge_lines, not_run, result_record
 from host.suite import claim_basis, load_catalogue, load_corpus
 from reference_model.verdicts import Verdict
 from reference_model.vocabulary import VOCABULARY_HASH
-from reports.store_identity import host_identity
+from reports.store.identity import host_identity
 
 D2_SCENARIO = "requests.default_device_is_rejected_with_einval"
 PASS_SCENARIO = "requests.create_then_free"

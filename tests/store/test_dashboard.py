@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from reports.dashboard import build_dashboard, write_dashboard
-from reports.store import import_runs, open_store
+from reports.renderers.dashboard import build_dashboard, write_dashboard
+from reports.store.runs import import_runs, open_store
 from tests.chromium import chromium, console_lines, needs_chromium
 from tests.conftest import npuconf
 from tests.store.runs import (

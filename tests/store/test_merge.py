@@ -2,8 +2,9 @@
 
 import json
 
-from reports.merge import merge_runs
-from reports.results import load_results
+from reports.answers.claim import claim_of
+from reports.recorded.merge import merge_runs
+from reports.recorded.results import load_results
 from tests.conftest import npuconf
 from tests.store.runs import device_info, plan, verdict_record, write
 
@@ -56,7 +57,7 @@ def test_newest_result_wins_and_plans_are_united(tmp_path):
     assert outcome.inputs == ("run-1", "run-2")
     raw_plan = json.loads(outcome.path.read_text().splitlines()[0])
     assert [m["run_id"] for m in raw_plan["merged_from"]] == ["run-1", "run-2"]
-    assert merged.answer == "incomplete"  # the NOT_EXECUTED pair
+    assert claim_of(merged).level.value == "incomplete"  # the NOT_EXECUTED pair
     assert merged.problems == ()
 
 
@@ -85,7 +86,7 @@ def test_merged_scenario_filters_are_united_and_stay_partial(tmp_path):
         ]))  # fmt: skip
     merged = load_results(merge_runs(runs, tmp_path / "merged").path)
     assert merged.plan is not None and merged.plan.options["scenario_ids"] == [A, B]
-    assert f"filtered with --scenario {A} --scenario {B}" in merged.claim.partial
+    assert f"filtered with --scenario {A} --scenario {B}" in claim_of(merged).partial
 
 
 def test_cli_prints_the_merged_answer_as_run_does_and_exits_as_report_does(tmp_path):
@@ -106,7 +107,7 @@ def test_cli_prints_the_merged_answer_as_run_does_and_exits_as_report_does(tmp_p
     done = npuconf("report", first, second, "--merge", tmp_path / "merged", timeout=60)
     assert done.returncode == 0, done.stderr
     assert "verdicts: PASS 3, NOT_EXECUTED 1" in done.stdout.splitlines(), done.stdout
-    assert load_results(tmp_path / "merged" / "results.jsonl").claim.headline in done.stdout.splitlines()
+    assert claim_of(load_results(tmp_path / "merged" / "results.jsonl")).headline in done.stdout.splitlines()
 
 
 def test_each_input_keeps_its_configuration_and_its_replay_lines(tmp_path):
@@ -132,7 +133,7 @@ def test_each_input_keeps_its_configuration_and_its_replay_lines(tmp_path):
     )
     outcome = merge_runs([impl, vnpu], tmp_path / "merged")
     merged = load_results(outcome.path)
-    configuration = dict(merged.claim.configuration)
+    configuration = dict(claim_of(merged).configuration)
     assert configuration["impl"] == "/opt/libmine.so (run-impl) + vnpu (run-vnpu)", configuration
     assert configuration["personality"] == "published (run-impl) + aosp-2026 (run-vnpu)", configuration
     assert npuconf("report", outcome.path.parent).returncode == 0

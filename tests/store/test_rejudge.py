@@ -8,7 +8,8 @@ import pytest
 from host.errors import UsageError
 from host.offline import rejudge
 from host.run import caps_from_info
-from reports.results import load_results
+from reports.answers.claim import claim_of
+from reports.recorded.results import load_results
 from tests.conftest import npuconf
 from tests.store.runs import D2_SCENARIO, NA_SCENARIO, PASS_SCENARIO, d2_run, verdict_record, write
 
@@ -186,7 +187,7 @@ def test_the_waiver_file_a_rejudge_applied_is_recorded_as_its_configuration(tmp_
     )
     waived = rejudge(run_dir, waivers_file=waivers, out=tmp_path / "waived")
     run = load_results(waived.out_dir)
-    assert dict(run.claim.configuration)["waivers"] == str(waivers)
+    assert dict(claim_of(run).configuration)["waivers"] == str(waivers)
     assert run.plan.options["waivers_as_of"] == dt.date.today().isoformat()
     assert sum(r.verdict == "WAIVED" for r in run.results) == 1
     summary = json.loads(waived.paths["summary"].read_text())

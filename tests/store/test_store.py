@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from reports.store import STORE_SCHEMA, StoreError, import_runs, measured_durations, open_store
+from reports.store.runs import STORE_SCHEMA, StoreError, import_runs, measured_durations, open_store
 from tests.conftest import npuconf
 from tests.store.runs import d2_run, resume_line, simple_run, write
 
@@ -107,7 +107,7 @@ def test_a_schema_1_store_is_migrated_in_place(tmp_path):
     """Stores written before the engines (schema 1, user_version 1) keep their rows and gain the new columns."""
     run_dir = d2_run(tmp_path / "run")
     store = tmp_path / "old.sqlite"
-    from reports.store import MIGRATIONS
+    from reports.store.runs import MIGRATIONS
 
     with sqlite3.connect(store) as conn:
         for statement in MIGRATIONS[0]:

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from reports.store import STORE_SCHEMA, open_store
+from reports.store.runs import STORE_SCHEMA, open_store
 from tests.conftest import ROOT
 from tests.store.runs import PASS_SCENARIO as A
 from tests.store.runs import simple_run

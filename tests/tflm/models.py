@@ -1,5 +1,5 @@
 """Small TensorFlow Lite models built at test time with the tflite-micro wheel's own model builder, and
-their graphs as the kit's arena planner sees them (reference_model/policies/arena_plan.py)."""
+their graphs as the arena planner of the cross-check sees them (arena_plan.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import tflite_micro
 from tflite_micro.tensorflow.lite.micro.compression import model_editor as me
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as fb
 
-from reference_model.policies.arena_plan import GraphOp, GraphTensor
+from tests.tflm.arena_plan import GraphOp, GraphTensor
 
 SINE = Path(tflite_micro.__file__).parent / "python" / "tflite_micro" / "sine_float.tflite"
 _ITEM = {fb.TensorType.FLOAT32: 4, fb.TensorType.INT8: 1, fb.TensorType.INT32: 4, fb.TensorType.UINT8: 1}

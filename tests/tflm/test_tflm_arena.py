@@ -3,7 +3,7 @@
 Runs only where the pinned ``tflite-micro`` wheel is installed (``pip install -e .[tflm]``); skips with
 the reason otherwise. On the shipped sine model and on random models built here with the wheel's own
 model builder, the head the runtime reports must be exactly the high-water mark that
-reference_model/policies/arena_plan.py predicts, and head, tail and total must obey the arena policy's
+arena_plan.py predicts, and head, tail and total must obey the arena policy's
 layout (16-byte alignment, total = head + tail, both fit an arena of exactly that size).
 """
 
@@ -18,9 +18,9 @@ import pytest
 pytest.importorskip("tflite_micro", reason="tflite-micro is not installed (pip install -e '.[tflm]')")
 
 from reference_model.policies import arena
-from reference_model.policies.arena_plan import head_bytes, planned_buffers
 from reference_model.policies.pool import Pool
 from tests.conftest import ROOT
+from tests.tflm.arena_plan import head_bytes, planned_buffers
 from tests.tflm.models import SINE, graph_of, random_model
 
 pytestmark = pytest.mark.slow

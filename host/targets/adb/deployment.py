@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from floor.safe_io import UnsafeOutput, checked_name
-from reports.run_options import npuconf_command
+from reports.recorded.run_options import npuconf_command
 
 from ...errors import InfraError, UsageError
 from ...probe import PROBE_NAME, VNPU_NAME, check_listed_op_table

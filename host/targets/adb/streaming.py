@@ -10,23 +10,22 @@ import secrets
 import shlex
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Final
 
 from floor.limits import TraceLimits
-from reference_model.trace import missing_functions
 
 from ...errors import InfraError
 from ...probe import (
     PROBE_NAME,
     BatchOutcome,
+    BatchReader,
     BoundedBytes,
     LineSplitter,
-    PendingTrace,
+    ProbeEnded,
     RawLine,
     ScenarioTrace,
+    Silent,
     host_exit_line,
 )
 from ..adb_clients import V2_HEADER, Cancel, v2_length
@@ -49,25 +48,20 @@ class _Aborted(Exception):
     """The watchdog aborted the stream while the reader waited to queue a line."""
 
 
-
-@dataclass(frozen=True, slots=True)
-class _Event:
-    kind: str  # "lines", "exit", "eof"
-    text: str = ""  # eof: why the stream broke
-    code: int = 0
-    # "lines": (text, problem) in order; a problem (a line over a limit or not UTF-8) makes its scenario ERROR
-    lines: tuple[RawLine, ...] = ()
+class StreamBroken(InfraError):
+    """The probe's stream broke without an exit status (device gone, adb server restarted)."""
 
 
 class _ProbeStream:
-    """A shell v2 stream read on its own thread: stdout lines (those of one frame together), the exit
-    status, or EOF, into a queue, which `next_event` reads in order."""
+    """A shell v2 stream read on its own thread: stdout lines (those of one frame together), then the probe's
+    end or the broken stream, into a queue, which `next_lines` reads in order (the batch reader's
+    `ProbeStdout`)."""
 
-    def __init__(self, transport: DeviceTransport, command: str) -> None:
-        self.events: queue.Queue[_Event] = queue.Queue(maxsize=EVENT_QUEUE)
-        self._lines: deque[RawLine] = deque()  # of the last "lines" event, not read yet
+    def __init__(self, transport: DeviceTransport, command: str, kill: Callable[[], None] | None = None) -> None:
+        self.events: queue.Queue[tuple[RawLine, ...] | ProbeEnded | StreamBroken] = queue.Queue(maxsize=EVENT_QUEUE)
         self.limits = TraceLimits.current()
         self.stderr = BoundedBytes(self.limits.stderr_bytes)
+        self._kill = kill  # kills the probe on the device when the stream alone may not
         self._connection = transport.connect(COMMAND_TIMEOUT_S)
         adb_serial = transport.adb_serial
         self._aborted = False
@@ -86,7 +80,7 @@ class _ProbeStream:
                     status = connection.read_exact(min(length, 1)) if length else b""
                     connection.skip(length - len(status))
                     self._put_lines(splitter.end())
-                    self._put(_Event("exit", code=status[0] if status else 255))
+                    self._put(ProbeEnded(status[0] if status else 255, self.stderr.text()))
                     return
                 # a frame is read in pieces as they arrive: the splitter and the stderr buffer keep within
                 # their limits, so nothing a header announces is allocated before its bytes are there
@@ -98,13 +92,13 @@ class _ProbeStream:
         except adb_errors() as exc:
             reason = "aborted" if self._aborted else f"{type(exc).__name__}: {exc}"
             with contextlib.suppress(_Aborted):
-                self._put(_Event("eof", reason))
+                self._put(StreamBroken(reason))
         except _Aborted:
             pass
         finally:
             connection.close()
 
-    def _put(self, event: _Event) -> None:
+    def _put(self, event: tuple[RawLine, ...] | ProbeEnded | StreamBroken) -> None:
         """Queue an event; while the queue is full, wait (the reader never holds more than EVENT_QUEUE)."""
         while True:
             if self._aborted:
@@ -117,22 +111,27 @@ class _ProbeStream:
 
     def _put_lines(self, lines: list[RawLine]) -> None:
         for start in range(0, len(lines), LINES_PER_EVENT):
-            self._put(_Event("lines", lines=tuple(lines[start : start + LINES_PER_EVENT])))
+            self._put(tuple(lines[start : start + LINES_PER_EVENT]))
 
-    def next_event(self, deadline: float) -> _Event | RawLine | None:
-        """The next line, else the next exit or eof; None when nothing came before `deadline` (monotonic)."""
-        while not self._lines:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            try:
-                event = self.events.get(timeout=remaining)
-            except queue.Empty:
-                return None
-            if event.kind != "lines":
-                return event
-            self._lines.extend(event.lines)
-        return self._lines.popleft()
+    def next_lines(self, deadline: float) -> tuple[RawLine, ...] | ProbeEnded | None:
+        """The next lines of a frame, else the probe's end; None when nothing came before `deadline` (monotonic).
+        Raises StreamBroken when the stream broke without an exit status."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        try:
+            event = self.events.get(timeout=remaining)
+        except queue.Empty:
+            return None
+        if isinstance(event, StreamBroken):
+            raise event
+        return event
+
+    def stop(self) -> None:
+        """The batch reader gave up on the probe: the stream is broken and the probe killed by its PID file."""
+        self.abort()
+        if self._kill is not None:
+            self._kill()
 
     def abort(self) -> None:
         """Break the stream from the watchdog: the device side sees CLSE and kills the probe."""
@@ -141,10 +140,6 @@ class _ProbeStream:
 
     def stderr_text(self) -> str:
         return self.stderr.text()
-
-    def stderr_tail(self) -> str:
-        text = self.stderr_text().strip()
-        return text.splitlines()[-1] if text else "no message"
 
 
 def split_program(program: str) -> tuple[str, list[str]]:
@@ -259,7 +254,8 @@ class BatchRunner:
         """One probe process over scenarios[start:]. Returns the outcome, or the index to resume at."""
         token = secrets.token_hex(6)
         began = time.monotonic()
-        first_wait = limits_s[start] * HOST_WAIT_FACTOR + HOST_WAIT_EXTRA_S
+        waits_s = [limit_s * HOST_WAIT_FACTOR + HOST_WAIT_EXTRA_S for limit_s in limits_s[start:]]
+        first_wait = waits_s[0]  # the push counts toward the first scenario's wait
         program = (header + "".join(blocks[start:])).encode()
         transport = self.transport
         try:
@@ -267,68 +263,30 @@ class BatchRunner:
             cancel = Cancel()
             bounded(lambda: transport.sync_send(program, destination, 0o644, first_wait, cancel), first_wait, "push",
                     cancel)  # fmt: skip
-            stream = _ProbeStream(transport, self._probe_command(token))
+            stream = _ProbeStream(transport, self._probe_command(token), lambda: self._kill_probe(token))
         except TimeoutError:
             self._timed_out(scenario_ids[start], (), began, first_wait, on_trace, completed)
             return start + 1
         except adb_errors() as exc:
             transport.recover(f"starting the probe: {exc}")
             return start
-        pending = PendingTrace(stream.limits)
-        index = start
+        reader = BatchReader(scenario_ids[start:], waits_s, on_trace, stream.limits,
+                             on_closed=lambda _: self._note_progress())  # fmt: skip
         try:
-            while index < len(scenario_ids):
-                scenario_id = scenario_ids[index]
-                wait_s = limits_s[index] * HOST_WAIT_FACTOR + HOST_WAIT_EXTRA_S
-                event = stream.next_event(began + wait_s)
-                if event is None and pending.problem is not None:  # a flood past a limit, for the whole wait
-                    stream.abort()
-                    self._kill_probe(token)
-                    error = f"{pending.problem}; the probe was stopped after {wait_s:.1f} s"
-                    on_trace(ScenarioTrace(scenario_id, tuple(pending.lines), (time.monotonic() - began) * 1000, error))
-                    return BatchOutcome(tuple(completed), None, error, stream.stderr_text())
-                if event is None:  # the watchdog: nothing conclusive within the wait
-                    stream.abort()
-                    self._kill_probe(token)
-                    self._timed_out(scenario_id, pending.lines, began, wait_s, on_trace, completed)
-                    return index + 1
-                if isinstance(event, tuple):  # a line
-                    closed = pending.add(event)
-                    if closed is None:
-                        continue
-                    if closed != scenario_id:
-                        stream.abort()
-                        error = f"probe reported scenario {closed!r} where {scenario_id!r} was expected"
-                        lines = tuple(pending.lines)
-                        on_trace(ScenarioTrace(scenario_id, lines, (time.monotonic() - began) * 1000, error))
-                        return BatchOutcome(tuple(completed), None, error)
-                    self._note_progress()
-                    lines, problem = tuple(pending.lines), pending.problem
-                    on_trace(ScenarioTrace(scenario_id, lines, (time.monotonic() - began) * 1000.0, problem))
-                    completed.append(scenario_id)
-                    pending.reset()
-                    index += 1
-                    began = time.monotonic()
-                    continue
-                if event.kind == "exit":
-                    missing = missing_functions(pending.lines)
-                    if missing is not None:
-                        return BatchOutcome(tuple(completed), missing, None, stream.stderr_text())
-                    error = (
-                        f"probe process ended unexpectedly (exit status {event.code}): {stream.stderr_tail()}"
-                        if event.code != 0
-                        else "probe process ended before every scenario ran"
-                    )
-                    error = pending.problem or error
-                    lines = tuple(pending.lines)
-                    on_trace(ScenarioTrace(scenario_id, lines, (time.monotonic() - began) * 1000.0, error))
-                    return BatchOutcome(tuple(completed), None, error, stream.stderr_text())
-                # eof: the stream broke without an exit status (device gone, adb server restarted)
-                transport.recover(event.text)
-                return index
-            # every scenario reported: let the probe finish, without waiting on a slow device
-            stream.next_event(time.monotonic() + 2.0)
-            return BatchOutcome(tuple(completed), None, None, stream.stderr_text())
+            try:
+                end = reader.read(stream, began)
+            except StreamBroken as exc:  # the interrupted scenario runs again once the transport is back
+                completed.extend(reader.closed)
+                transport.recover(str(exc))
+                return start + len(reader.closed)
+            completed.extend(reader.closed)
+            if isinstance(end, Silent):  # the watchdog: nothing conclusive within the wait
+                self._timed_out(end.scenario_id, end.lines, end.started, end.wait_s, on_trace, completed)
+                return start + len(reader.closed) + 1
+            if end.error is None and end.api_missing is None:  # every scenario reported: let the probe finish,
+                with contextlib.suppress(StreamBroken):  # without waiting on a slow device
+                    stream.next_lines(time.monotonic() + 2.0)
+            return BatchOutcome(tuple(completed), end.api_missing, end.error, stream.stderr_text())
         finally:
             stream.abort()
 
@@ -351,4 +309,3 @@ class BatchRunner:
         elapsed_ms = (time.monotonic() - began) * 1000.0
         on_trace(ScenarioTrace(scenario_id, (*pending, line), elapsed_ms, timed_out=reason))
         completed.append(scenario_id)
-

@@ -210,9 +210,6 @@ class DeviceTransport:
             time.sleep(0.1)
         raise DeviceLost(f"{self.serial}: gone from adb server {self.server} ({why})")
 
-    def push(self, data: bytes, destination: str, mode: int = 0o755) -> None:
-        self.push_all({destination: data}, mode)
-
     def push_all(self, files: Mapping[str, bytes], mode: int = 0o755) -> None:
         """Push each file (destination -> bytes) over one sync session, recovered once after a broken link."""
         self.retrying(

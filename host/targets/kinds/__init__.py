@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from reports.plan_options import PlanOptions
+from reports.recorded.plan_options import PlanOptions
 
 from ...errors import UsageError
 from . import adb, local, virtual

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from reports.plan_options import PlanOptions
+from reports.recorded.plan_options import PlanOptions
 
 from ...errors import UsageError
 from ..base import Target

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
 
-from reports.plan_options import OPTIONS, PlanOptions
+from reports.recorded.plan_options import OPTIONS, PlanOptions
 
 from ..base import Target
 from ..vnpu_profile import VnpuProfile

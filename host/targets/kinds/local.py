@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from reports.plan_options import PlanOptions
+from reports.recorded.plan_options import PlanOptions
 
 from ...errors import UsageError
 from ..base import Target

@@ -7,7 +7,7 @@ import contextlib
 from pathlib import Path
 
 from floor.safe_io import remove_file
-from reports.run_options import npuconf_command
+from reports.recorded.run_options import npuconf_command
 
 from ...errors import UsageError
 from .fleet import read_state, start_fleet, stop_fleet

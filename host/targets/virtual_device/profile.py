@@ -62,9 +62,6 @@ class DeviceProfile:
         }
         return DeviceProfile(props=props)
 
-    def with_props(self, **changes: str) -> DeviceProfile:
-        return DeviceProfile({**self.props, **changes}, self.system_features, self.adb_features, self.extra)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "props": dict(self.props),

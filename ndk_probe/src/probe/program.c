@@ -575,9 +575,39 @@ void program_free(struct probe_program *prog) {
     memset(prog, 0, sizeof *prog);
 }
 
-static const char *const CB_KIND_NAMES[CB_KIND__COUNT] = {"alloc", "load", "preempt"};
+#define CB_KIND_NAME(id, name) [CB_KIND_##id] = name,
+static const char *const CB_KIND_NAMES[CB_KIND__COUNT] = {NPUCONF_CALLBACK_KINDS(CB_KIND_NAME)};
+#undef CB_KIND_NAME
 
 const char *program_cb_kind_name(enum probe_cb_kind kind) { return CB_KIND_NAMES[kind]; }
+
+/* The value after a cb_action word that takes one (nothing after the others). */
+static bool cb_action_value(const char *value, struct probe_cb_action *out) {
+    int64_t priority;
+    switch (out->act) {
+    case CB_ACT_SET_PRIORITY:
+        if (!parse_i32(value, &priority)) {
+            return false;
+        }
+        out->priority = (int32_t)priority;
+        return true;
+    case CB_ACT_ALLOC:
+        return program_parse_slot(value, ARG_REQ, &out->req_slot);
+    case CB_ACT_SLEEP:
+        return parse_u64(value, &out->sleep_ms) && out->sleep_ms >= NPUCONF_CB_SLEEP_MIN &&
+               out->sleep_ms <= NPUCONF_CB_SLEEP_MAX;
+    case CB_ACT_HOLD:
+        return parse_u64(value, &out->sleep_ms) && out->sleep_ms >= NPUCONF_CB_HOLD_MIN &&
+               out->sleep_ms <= NPUCONF_CB_HOLD_MAX;
+    case CB_ACT_NONE:
+    case CB_ACT_FREE_BUF:
+    case CB_ACT_MAP_UNMAP:
+    case CB_ACT_WAIT_RETURN:
+    case CB_ACT_NEW_REQUEST:
+        return true;
+    }
+    return false;
+}
 
 bool program_cb_action(const char *kind, const char *action, struct probe_cb_action *out) {
     memset(out, 0, sizeof *out);
@@ -589,46 +619,23 @@ bool program_cb_action(const char *kind, const char *action, struct probe_cb_act
         return false;
     }
     out->kind = (enum probe_cb_kind)k;
-    static const char prio[] = "set_priority_";
-    static const char alloc[] = "alloc_";
-    static const char sleep[] = "sleep_";
-    static const char hold[] = "hold_";
-    if (strcmp(action, "none") == 0) {
-        out->act = CB_ACT_NONE;
-    } else if (strcmp(action, "free_buf") == 0) {
-        out->act = CB_ACT_FREE_BUF;
-    } else if (strcmp(action, "map_unmap") == 0) {
-        out->act = CB_ACT_MAP_UNMAP;
-    } else if (strcmp(action, "wait_return") == 0) {
-        out->act = CB_ACT_WAIT_RETURN;
-    } else if (strcmp(action, "new_request") == 0) {
-        out->act = CB_ACT_NEW_REQUEST;
-    } else if (strncmp(action, prio, sizeof prio - 1) == 0) {
-        int64_t v;
-        if (!parse_i32(action + sizeof prio - 1, &v)) {
-            return false;
+    static const struct {
+        const char *word;
+        enum probe_cb_act act;
+    } words[] = {
+#define CB_WORD(id, word) {word, CB_ACT_##id},
+        NPUCONF_CB_ACTIONS(CB_WORD)
+#undef CB_WORD
+    };
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        size_t n = strlen(words[i].word);
+        bool takes_value = words[i].word[n - 1] == '_';
+        if (takes_value ? strncmp(action, words[i].word, n) == 0 : strcmp(action, words[i].word) == 0) {
+            out->act = words[i].act;
+            return cb_action_value(action + n, out);
         }
-        out->act = CB_ACT_SET_PRIORITY;
-        out->priority = (int32_t)v;
-    } else if (strncmp(action, alloc, sizeof alloc - 1) == 0) {
-        if (!program_parse_slot(action + sizeof alloc - 1, ARG_REQ, &out->req_slot)) {
-            return false;
-        }
-        out->act = CB_ACT_ALLOC;
-    } else if (strncmp(action, sleep, sizeof sleep - 1) == 0 || strncmp(action, hold, sizeof hold - 1) == 0) {
-        bool slept = action[0] == 's';
-        uint64_t ms;
-        uint64_t least = slept ? NPUCONF_CB_SLEEP_MIN : NPUCONF_CB_HOLD_MIN;
-        uint64_t most = slept ? NPUCONF_CB_SLEEP_MAX : NPUCONF_CB_HOLD_MAX;
-        if (!parse_u64(action + (slept ? sizeof sleep : sizeof hold) - 1, &ms) || ms < least || ms > most) {
-            return false;
-        }
-        out->act = slept ? CB_ACT_SLEEP : CB_ACT_HOLD;
-        out->sleep_ms = ms;
-    } else {
-        return false;
     }
-    return true;
+    return false;
 }
 
 void program_raw_cookie_text(const struct probe_arg *arg, char out[32]) {

@@ -80,23 +80,17 @@ struct probe_program {
 bool program_parse(char *text, size_t len, struct probe_program *prog, char *err, size_t errlen);
 void program_free(struct probe_program *prog);
 /* What a cb_action step asks callbacks to do (its `kind` and `action` text arguments). */
-enum probe_cb_kind { CB_KIND_ALLOC, CB_KIND_LOAD, CB_KIND_PREEMPT, CB_KIND__COUNT };
+#define PROBE_CB_KIND(id, name) CB_KIND_##id,
+enum probe_cb_kind { NPUCONF_CALLBACK_KINDS(PROBE_CB_KIND) CB_KIND__COUNT };
+#undef PROBE_CB_KIND
 /* CB_ACT_WAIT_RETURN: the callback waits, bounded, until no allocAsync/loadAsync is in flight (issue 11 e).
  * CB_ACT_SLEEP: the callback sleeps sleep_<ms> (x the timeout multiplier) before it returns.
  * CB_ACT_HOLD: the callback waits until the scenario's steps are done (teardown begins), at most hold_<ms>
  * (x the timeout multiplier): a callback that still runs while the program goes on, ended by the program.
  * CB_ACT_NEW_REQUEST: the callback creates a request, sets its cookie (NULL, no deleter) and frees it. */
-enum probe_cb_act {
-    CB_ACT_NONE,
-    CB_ACT_FREE_BUF,
-    CB_ACT_SET_PRIORITY,
-    CB_ACT_MAP_UNMAP,
-    CB_ACT_ALLOC,
-    CB_ACT_WAIT_RETURN,
-    CB_ACT_SLEEP,
-    CB_ACT_HOLD,
-    CB_ACT_NEW_REQUEST
-};
+#define PROBE_CB_ACT(id, word) CB_ACT_##id,
+enum probe_cb_act { NPUCONF_CB_ACTIONS(PROBE_CB_ACT) }; /* from vocabulary.yaml; CB_ACT_NONE first (0) */
+#undef PROBE_CB_ACT
 
 struct probe_cb_action {
     enum probe_cb_kind kind;

@@ -9,13 +9,6 @@
 #include "npuconf/vnpu_control.h"
 #include "vnpu_internal.h"
 
-/* The errno names are the vocabulary's (one source of truth); the op table is not needed here. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-const-variable"
-#pragma GCC diagnostic ignored "-Wunused-variable"
-#include "vocabulary.h"
-#pragma GCC diagnostic pop
-
 /* How much later than usual the onPreempt of `preempt_late=` is due (docs/vnpu.md §7): long enough
  * for the application's next calls (a free, a map) to come before it, short enough for the probe's
  * settle budget (2 s; 300 ms while the fuzzer shrinks). The value is the vocabulary's, which the
@@ -85,45 +78,63 @@ static int errno_by_name(const char *name, int *out) {
     return EINVAL;
 }
 
+/* One handler per command of the vocabulary (command_<key>): a command added there without its handler
+ * fails the build, and so does a handler no command names (unused). */
+static int command_preempt(struct vnpu_device *dev, const char *arg) { return cmd_preempt(dev, arg, 0); }
+
+static int command_preempt_late(struct vnpu_device *dev, const char *arg) {
+    return cmd_preempt(dev, arg, (uint64_t)VNPU_PREEMPT_LATE_MS * 1000000u);
+}
+
+static int command_pressure(struct vnpu_device *dev, const char *arg) {
+    uint64_t n;
+    return parse_u64(arg, 10, &n) ? cmd_pressure(dev, n) : EINVAL;
+}
+
+static int command_delay_ms(struct vnpu_device *dev, const char *arg) {
+    uint64_t n;
+    if (!parse_u64(arg, 10, &n) || n > UINT32_MAX)
+        return EINVAL;
+    vnpu_lock(dev);
+    dev->delay_ms = n;
+    vnpu_unlock(dev);
+    return 0;
+}
+
+static int command_callback_thread(struct vnpu_device *dev, const char *arg) {
+    bool caller = strcmp(arg, NPUCONF_VNPU_CALLBACK_THREAD_CALLER) == 0;
+    if (!caller && strcmp(arg, NPUCONF_VNPU_CALLBACK_THREAD_OTHER) != 0)
+        return EINVAL;
+    vnpu_lock(dev);
+    dev->callback_caller = caller;
+    vnpu_unlock(dev);
+    return 0;
+}
+
+static int command_fail_next(struct vnpu_device *dev, const char *arg) {
+    int e;
+    if (errno_by_name(arg, &e) != 0)
+        return EINVAL;
+    vnpu_lock(dev);
+    dev->fail_next = e;
+    vnpu_unlock(dev);
+    return 0;
+}
+
 /* command is "<key>=<arg>", eq its first '='. */
 static int run(struct vnpu_device *dev, const char *command, const char *eq) {
+    static const struct {
+        const char *key;
+        int (*handle)(struct vnpu_device *dev, const char *arg);
+    } commands[] = {
+#define COMMAND(key) {#key, command_##key},
+        NPUCONF_VNPU_COMMANDS(COMMAND)
+#undef COMMAND
+    };
     size_t klen = (size_t)(eq - command);
-    const char *arg = eq + 1;
-    uint64_t n;
-#define KEY(k) (klen == sizeof(k) - 1 && strncmp(command, k, klen) == 0)
-    if (KEY("preempt"))
-        return cmd_preempt(dev, arg, 0);
-    if (KEY("preempt_late"))
-        return cmd_preempt(dev, arg, (uint64_t)VNPU_PREEMPT_LATE_MS * 1000000u);
-    if (KEY("pressure"))
-        return parse_u64(arg, 10, &n) ? cmd_pressure(dev, n) : EINVAL;
-    if (KEY("delay_ms")) {
-        if (!parse_u64(arg, 10, &n) || n > UINT32_MAX)
-            return EINVAL;
-        vnpu_lock(dev);
-        dev->delay_ms = n;
-        vnpu_unlock(dev);
-        return 0;
-    }
-    if (KEY("callback_thread")) {
-        bool caller = strcmp(arg, "caller") == 0;
-        if (!caller && strcmp(arg, "other") != 0)
-            return EINVAL;
-        vnpu_lock(dev);
-        dev->callback_caller = caller;
-        vnpu_unlock(dev);
-        return 0;
-    }
-    if (KEY("fail_next")) {
-        int e;
-        if (errno_by_name(arg, &e) != 0)
-            return EINVAL;
-        vnpu_lock(dev);
-        dev->fail_next = e;
-        vnpu_unlock(dev);
-        return 0;
-    }
-#undef KEY
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strlen(commands[i].key) == klen && strncmp(command, commands[i].key, klen) == 0)
+            return commands[i].handle(dev, eq + 1);
     return EINVAL;
 }
 

@@ -52,6 +52,7 @@ struct vnpu_device *vnpu_dev(void) {
         fprintf(stderr, "vnpu: bad device profile: %s\n", g_profile_err);
         _exit(VNPU_BAD_PROFILE_EXIT);
     }
+    atomic_store_explicit(&g_dev.last_call_ns, vnpu_now_ns(), memory_order_relaxed);
     return &g_dev;
 }
 

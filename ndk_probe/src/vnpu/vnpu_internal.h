@@ -19,8 +19,17 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "android/npumanager/buffer.h"
+
+/* The vocabulary's names (one source of truth: errno names, policies, personalities, commands); its op
+ * table is not needed here. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-const-variable"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#include "vocabulary.h"
+#pragma GCC diagnostic pop
 
 /* Only the 18 API functions and vnpu_control leave the library (-fvisibility=hidden). */
 #define VNPU_API __attribute__((visibility("default")))
@@ -34,8 +43,14 @@ struct vnpu_device;
 
 /* ---- profile (vnpu_profile.c) ---- */
 
-enum vnpu_personality { VNPU_PUBLISHED, VNPU_AOSP_2026 };
-enum vnpu_policy_kind { VNPU_POLICY_BUDGET, VNPU_POLICY_ACL, VNPU_POLICY_CACHING, VNPU_POLICY_ARENA };
+/* From vocabulary.yaml (vnpu_personalities, vnpu_policies), the default first: VNPU_PUBLISHED and
+ * VNPU_AOSP_2026; VNPU_POLICY_BUDGET ... A policy added there and not handled fails the build (-Wswitch). */
+#define VNPU_PERSONALITY(id, name) VNPU_##id,
+enum vnpu_personality { NPUCONF_VNPU_PERSONALITIES(VNPU_PERSONALITY) };
+#undef VNPU_PERSONALITY
+#define VNPU_POLICY(id, name) VNPU_POLICY_##id,
+enum vnpu_policy_kind { NPUCONF_VNPU_POLICIES(VNPU_POLICY) };
+#undef VNPU_POLICY
 
 struct vnpu_pair {
     int32_t device;
@@ -49,6 +64,7 @@ struct vnpu_profile {
     enum vnpu_policy_kind policy;
     enum vnpu_personality personality;
     uint64_t callback_delay_us;
+    uint64_t preempt_late_quiet_ms; /* 0: a late onPreempt is due PREEMPT_LATE_MS after its command */
 };
 
 /* Fills *out from $NPUCONF_VNPU_PROFILE (defaults when unset). Returns 0, or -1 with a
@@ -240,6 +256,9 @@ enum vnpu_job_kind { VNPU_JOB_ALLOC, VNPU_JOB_LOAD, VNPU_JOB_PREEMPT };
 struct vnpu_job {
     struct vnpu_job *next;
     uint64_t due_ns;
+    /* A late onPreempt on a device with preempt_late_quiet_ms: due once no API call has come for
+     * quiet_ns (not before earliest_ns), due_ns at the latest. 0: due at due_ns. */
+    uint64_t quiet_ns, earliest_ns;
     enum vnpu_job_kind kind;
     ANpuBuffer *buf;            /* NULL for an allocation that failed at admission */
     struct vnpu_cookie *cookie; /* failed allocation only: the submission's reference */
@@ -276,6 +295,8 @@ struct vnpu_device {
     uint64_t delay_ms;
     bool callback_caller;
     int fail_next;
+    /* when the last API call began (vnpu_dev), read by the worker for a quiet device's late onPreempt */
+    _Atomic uint64_t last_call_ns;
     /* worker */
     struct vnpu_job *head, *tail;
     bool worker_started;
@@ -295,6 +316,12 @@ static inline bool vnpu_aosp(const struct vnpu_device *dev) { return dev->profil
 static inline void vnpu_lock(struct vnpu_device *dev) { pthread_mutex_lock(&dev->lock); }
 
 static inline void vnpu_unlock(struct vnpu_device *dev) { pthread_mutex_unlock(&dev->lock); }
+
+static inline uint64_t vnpu_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* How long an asynchronous load takes at least. A real NPU copies the segment over a bus; without this
  * floor the worker finished a small load within microseconds and whether the application's next call

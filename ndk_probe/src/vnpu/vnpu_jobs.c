@@ -222,10 +222,15 @@ void vnpu_job_run(struct vnpu_device *dev, struct vnpu_job *job) {
     free(job);
 }
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+/* When a job may run: its due time; a late onPreempt on a quiet device as soon as the application has
+ * made no API call for quiet_ns, since the next calls are what must come before it. */
+static uint64_t job_due_locked(const struct vnpu_device *dev, const struct vnpu_job *job) {
+    if (job->quiet_ns == 0)
+        return job->due_ns;
+    uint64_t quiet = atomic_load_explicit(&dev->last_call_ns, memory_order_relaxed) + job->quiet_ns;
+    if (quiet < job->earliest_ns)
+        quiet = job->earliest_ns;
+    return quiet < job->due_ns ? quiet : job->due_ns;
 }
 
 static void *worker_main(void *arg) {
@@ -237,10 +242,11 @@ static void *worker_main(void *arg) {
             pthread_cond_wait(&dev->wake, &dev->lock);
             continue;
         }
-        uint64_t now = mono_ns();
-        if (job->due_ns > now) {
-            /* FIFO: later jobs wait behind a delayed one, so delivery order is submission order. */
-            struct timespec until = {(time_t)(job->due_ns / 1000000000u), (long)(job->due_ns % 1000000000u)};
+        uint64_t due = job_due_locked(dev, job);
+        if (due > vnpu_now_ns()) {
+            /* FIFO: later jobs wait behind a delayed one, so delivery order is submission order. An API
+             * call meanwhile moves a quiet job's due time on: it is looked at again when this one comes. */
+            struct timespec until = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
             pthread_cond_timedwait(&dev->wake, &dev->lock, &until);
             continue;
         }
@@ -284,8 +290,14 @@ void vnpu_enqueue_locked(struct vnpu_device *dev, struct vnpu_job *job) { vnpu_e
  * orders the model relies on (onAlloc before that buffer's onLoad and onPreempt, callbacks in
  * submission order); it only delays the later callbacks, which the text allows. */
 void vnpu_enqueue_late_locked(struct vnpu_device *dev, struct vnpu_job *job, uint64_t extra_ns) {
-    uint64_t delay_ns = dev->delay_ms * 1000000u + dev->profile.callback_delay_us * 1000u + extra_ns;
-    job->due_ns = mono_ns() + delay_ns;
+    uint64_t delay_ns = dev->delay_ms * 1000000u + dev->profile.callback_delay_us * 1000u;
+    uint64_t now = vnpu_now_ns();
+    job->due_ns = now + delay_ns + extra_ns;
+    /* An onPreempt queued late is preempt_late='s (a load's floor is not: it keeps its 5 ms). */
+    if (job->kind == VNPU_JOB_PREEMPT && extra_ns > 0 && dev->profile.preempt_late_quiet_ms > 0) {
+        job->quiet_ns = dev->profile.preempt_late_quiet_ms * 1000000u;
+        job->earliest_ns = now + delay_ns;
+    }
     job->next = NULL;
     if (dev->tail != NULL)
         dev->tail->next = job;

@@ -1,7 +1,7 @@
-/* The device profile: which (device, type) pairs exist, the capacity, the allocation policy,
- * the personality and a callback delay, read once from $NPUCONF_VNPU_PROFILE. A profile that
- * does not parse is an error, never a silent fallback to defaults: a kit run against a device
- * other than the one described would judge the wrong thing. */
+/* The device profile: which (device, type) pairs exist, the capacity, the allocation policy, the
+ * personality, a callback delay and when a late onPreempt comes, read once from
+ * $NPUCONF_VNPU_PROFILE. A profile that does not parse is an error, never a silent fallback to
+ * defaults: a kit run against a device other than the one described would judge the wrong thing. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -73,35 +73,46 @@ static const char *apply_key(struct vnpu_profile *p, const char *key, char *valu
         return parse_u64(value, UINT64_MAX, &p->capacity) ? NULL : "expected a decimal byte count";
     if (strcmp(key, "callback_delay_us") == 0)
         return parse_u64(value, UINT32_MAX, &p->callback_delay_us) ? NULL : "expected a decimal microsecond count";
+    if (strcmp(key, "preempt_late_quiet_ms") == 0)
+        return parse_u64(value, UINT32_MAX, &p->preempt_late_quiet_ms) ? NULL : "expected a decimal millisecond count";
     if (strcmp(key, "policy") == 0) {
         static const struct {
             const char *name;
             enum vnpu_policy_kind kind;
-        } policies[] = {{"budget", VNPU_POLICY_BUDGET},
-                        {"acl", VNPU_POLICY_ACL},
-                        {"caching", VNPU_POLICY_CACHING},
-                        {"arena", VNPU_POLICY_ARENA}};
+        } policies[] = {
+#define POLICY(id, name) {name, VNPU_POLICY_##id},
+            NPUCONF_VNPU_POLICIES(POLICY)
+#undef POLICY
+        };
         for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
             if (strcmp(value, policies[i].name) == 0) {
                 p->policy = policies[i].kind;
                 return NULL;
             }
-        return "expected budget, acl, caching or arena";
+        return "expected " NPUCONF_VNPU_POLICIES_CHOICES;
     }
     if (strcmp(key, "personality") == 0) {
-        if (strcmp(value, "published") == 0)
-            p->personality = VNPU_PUBLISHED;
-        else if (strcmp(value, "aosp-2026") == 0)
-            p->personality = VNPU_AOSP_2026;
-        else
-            return "expected published or aosp-2026";
-        return NULL;
+        static const struct {
+            const char *name;
+            enum vnpu_personality kind;
+        } personalities[] = {
+#define PERSONALITY(id, name) {name, VNPU_##id},
+            NPUCONF_VNPU_PERSONALITIES(PERSONALITY)
+#undef PERSONALITY
+        };
+        for (size_t i = 0; i < sizeof personalities / sizeof personalities[0]; i++)
+            if (strcmp(value, personalities[i].name) == 0) {
+                p->personality = personalities[i].kind;
+                return NULL;
+            }
+        return "expected " NPUCONF_VNPU_PERSONALITIES_CHOICES;
     }
     return "unknown key";
 }
 
 int vnpu_profile_load(struct vnpu_profile *out, char *err, size_t errlen) {
-    static const char *const keys[] = {"pairs", "capacity", "policy", "personality", "callback_delay_us"};
+    static const char *const keys[] = {"pairs",       "capacity",          "policy",
+                                       "personality", "callback_delay_us", "preempt_late_quiet_ms"};
     bool seen[sizeof keys / sizeof keys[0]] = {false};
     set_defaults(out);
     const char *path = getenv(VNPU_PROFILE_ENV);
