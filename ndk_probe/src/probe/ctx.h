@@ -45,8 +45,9 @@ struct probe_map_slot {
     size_t buf;      /* registry index of the mapped buffer */
     size_t nranges;  /* 0: nothing of it is mapped */
     struct probe_map_range ranges[PROBE_MAP_RANGES];
-    /* The file object /proc/self/maps showed at `base` when it was made (scenarios with a map_gone step
-     * only): what map_gone looks for once the scenario unmapped it. */
+    /* The file object /proc/self/maps showed at `base` when it was made (scenarios with a map_gone or a
+     * map_prot step only): what map_gone looks for once the scenario unmapped it, and what map_prot
+     * compares the pages with once the first ones are unmapped. */
     bool identified;
     unsigned dev_major, dev_minor;
     unsigned long inode;

@@ -233,16 +233,22 @@ void op_map_prot(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
         op_skip(res, "length 0");
         return;
     }
-    uintptr_t base = page_down((uintptr_t)ctx->map[st->args[0].v.slot].base), lo, hi;
+    const struct probe_map_slot *m = &ctx->map[st->args[0].v.slot];
+    uintptr_t base = page_down((uintptr_t)m->base), lo, hi;
     page_span((uintptr_t)p, len, &lo, &hi);
     FILE *f = open_own_maps(res);
     if (f == NULL) {
         return;
     }
-    /* The lines are sorted by address: the one holding `base` comes before those of [lo, hi). */
+    /* The object the mapping showed when it was made; else the line holding `base` (the lines are sorted by
+     * address: it comes before those of [lo, hi)), which a scenario that unmapped the first pages has not. */
     char text[4352];
     struct maps_line ref = {0}, l;
-    bool have_ref = false, mapped = true;
+    bool have_ref = m->identified, mapped = true;
+    if (have_ref) {
+        ref = (struct maps_line){
+            .start = base, .off = m->base_off, .dev_major = m->dev_major, .dev_minor = m->dev_minor, .inode = m->inode};
+    }
     unsigned all = NPUCONF_PROT_READ | NPUCONF_PROT_WRITE | NPUCONF_PROT_EXEC, any = 0;
     uintptr_t pos = lo;
     while (fgets(text, sizeof text, f) != NULL) {
@@ -274,7 +280,7 @@ void op_map_prot(struct probe_ctx *ctx, const struct probe_step *st, struct op_r
     jb_u64(&res->extra, "prot_any", any);
 }
 
-/* Whether the scenario has a step `op`: the mapping identity map_gone needs costs a read of
+/* Whether the scenario has a step `op`: the mapping identity map_gone and map_prot need costs a read of
  * /proc/self/maps per map, paid only by the scenarios that look. */
 static bool scenario_has(const struct probe_scenario *sc, enum npuconf_op op) {
     for (size_t i = 0; sc != NULL && i < sc->nsteps; i++) {
@@ -296,7 +302,7 @@ static unsigned long long offset_at(const struct maps_line *l, uintptr_t base) {
 }
 
 static void map_identify(const struct probe_ctx *ctx, struct probe_map_slot *m) {
-    if (!scenario_has(ctx->sc, OP_MAP_GONE)) {
+    if (!scenario_has(ctx->sc, OP_MAP_GONE) && !scenario_has(ctx->sc, OP_MAP_PROT)) {
         return;
     }
     FILE *f = fopen("/proc/self/maps", "re");
