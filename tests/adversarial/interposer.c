@@ -1882,7 +1882,9 @@ static void *private_load_thread(void *arg) {
 }
 
 /* L_LOAD_STARTS_LATE: a load handed to the real library only 50 ms after loadAsync returned; a map made
- * meanwhile is granted, and the load then meets it. A free waits until the loads queued have started. */
+ * meanwhile is granted, and the load then meets it. A free waits until the loads queued have started. A
+ * load asked while the buffer is mapped is handed over at once: the mapping exists first, and the text
+ * answers that load with an error whatever happens to the mapping before the load would start. */
 struct late_load {
     ANpuBuffer *buf;
     int fd;
@@ -1962,6 +1964,7 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
     while (*tail != NULL) tail = &(*tail)->next;
     *tail = pl;
     unsigned long done_before = loads_done;
+    bool mapped_at_call = e != NULL && live_maps(e) > 0;
     pthread_mutex_unlock(&mu);
     if (silent_preempt && R.control != NULL) {
         bool was_silent = atomic_exchange(&e->sub->silent, true); /* set before its onPreempt job can run */
@@ -1982,7 +1985,7 @@ EXPORT void ANpuBuffer_loadAsync(ANpuBuffer *buf, int fd, int64_t file_offset, i
     if (MUT == M_LOAD_NOTHING && give >= 0 && length > 0) length = 0;
     if (MUT == M_LOAD_MOVES_POSITION && give >= 0 && length > 0) (void)lseek(give, file_offset + length, SEEK_SET);
     if (MUT == M_LOAD_IGNORES_BUFFER_OFFSET && buffer_offset > 0) buffer_offset = 0;
-    if (MUT == L_LOAD_STARTS_LATE) {
+    if (MUT == L_LOAD_STARTS_LATE && !mapped_at_call) {
         struct late_load *late = malloc(sizeof *late);
         if (late == NULL) abort();
         *late = (struct late_load){buf, give, file_offset, length, buffer_offset};
