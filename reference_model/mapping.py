@@ -40,7 +40,7 @@ def failure_sets_errno(ret: Ret, cid: str) -> Reject | None:
 
 @clause("map-after-preempt-enoent", "map-preempt-window-enoent", "preempt-map-enoent",
         "preempt-map-fails-after-callback", "preempt-window-before-callback")
-def map_preempted(ctx: Ctx, b: Buffer, ret: Ret) -> Reject | str | None:
+def map_preempted(ctx: Ctx, b: Buffer, ret: Ret, after_callback: bool) -> Reject | str | None:
     """Spec: "When the buffer is preempted, any subsequent attempt to map the buffer will fail with errno set
     to ENOENT." (preempt-map-enoent)
     Spec: "If the app calls ANpuBuffer_map() during this time window, it will still get -1 with errno set to
@@ -48,20 +48,23 @@ def map_preempted(ctx: Ctx, b: Buffer, ret: Ret) -> Reject | str | None:
 
     Returns None when accepted under the published text, a discrepancy tag when accepted as AOSP
     behaviour (D1: ENOMEM; D24: success while the AOSP client has not had the notice of a commanded
-    preemption, i.e. before its onPreempt and before a map showed ENOMEM), or the rejection.
+    preemption or of one by commanded pressure, i.e. before its onPreempt and before a map showed ENOMEM),
+    or the rejection.
+    ``after_callback``: the onPreempt ran before the map was called (one that came while the map was in
+    flight leaves the map inside the window).
     """
     if ret.ret == -1 and ret.errno == "ENOENT":
         return None
     if ret.ret == -1 and ret.errno == "ENOMEM" and ctx.profile.preempt_map_enomem:
         return "D1"
-    if (ret.ret == 0 and ctx.profile.preempt_notice_window and b.vnpu_preempted and not b.preempt_cb
-            and not b.notified):
+    if (ret.ret == 0 and ctx.profile.preempt_notice_window and (b.vnpu_preempted or b.preemptable)
+            and not after_callback and not b.notified):
         return "D24"
-    cid = "preempt-map-fails-after-callback" if b.preempt_cb else "map-preempt-window-enoent"
+    cid = "preempt-map-fails-after-callback" if after_callback else "map-preempt-window-enoent"
     if ret.ret == -1:
-        cid = "preempt-map-enoent" if b.preempt_cb else "map-after-preempt-enoent"
+        cid = "preempt-map-enoent" if after_callback else "map-after-preempt-enoent"
     return reject(cid, "mapped" if ret.ret == 0 else f"MAP_FAILED, errno {ret.errno}", ["MAP_FAILED, errno ENOENT"],
-                  f"{b.handle} was preempted" + (" and its onPreempt ran" if b.preempt_cb else ""))
+                  f"{b.handle} was preempted" + (" and its onPreempt ran" if after_callback else ""))
 
 
 @clause("map-prot-subset", "map-prot-param-subset", "map-maps-buffer", "map-args-like-mmap", "req-prot-default-read")
@@ -170,7 +173,8 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     length, prot, flags, offset = (arg_int(call, "length"), arg_int(call, "prot"), arg_int(call, "flags"),
                                    arg_int(call, "offset"))
     if b.preempted:
-        res = map_preempted(ctx, b, ret)
+        after_callback = b.preempt_cb and not (s.inflight is not None and handle in s.inflight.preempt_met)
+        res = map_preempted(ctx, b, ret, after_callback)
         if isinstance(res, Reject):
             return res
         if res:
@@ -180,7 +184,7 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
             if res == "D1" and not b.notified:
                 bufs = {**s.bufs, handle: evolve(b, notified=True)}
             out = evolve(s, bufs=bufs, inflight=None, dids=dids)
-            return [show(out, *preempted_map_shown(b)) if res is None else out]
+            return [show(out, *preempted_map_shown(after_callback)) if res is None else out]
         return [_mapped(s, call, handle, b, dids, Mapping_(handle, offset, length, prot, bool(flags & MAP_SHARED)))]
     load_met = s.inflight is not None and any(buf == handle for buf, _, _ in s.inflight.overtaken)
     alts, cid, why = map_outcome(ctx, b, length, prot, flags, offset, load_met)
@@ -188,6 +192,8 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     tag = alts.get(key, alts.get(ANY_ERRNO) if ret.ret == -1 else None)
     if tag is None:
         shown = sorted("mapped" if k == "success" else f"MAP_FAILED, {k}" for k in alts)
+        if ret.ret == -1 and cid == "map-maps-buffer" and b.preemptable and "ENOENT" in alts:
+            return unseen_preemption_errno(b, ret, shown)
         return reject(cid, "mapped" if ret.ret == 0 else f"MAP_FAILED, errno {ret.errno}", shown, why)
     if tag:
         dids = dids | {tag}
@@ -200,12 +206,25 @@ def ret_map(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
     return [show(out, "map-returns")]
 
 
+@clause("map-preempt-window-enoent")
+def unseen_preemption_errno(b: Buffer, ret: Ret, shown: list[str]) -> Reject:
+    """Spec: "If the app calls ANpuBuffer_map() during this time window, it will still get -1 with errno set to
+    ENOENT, even though when ANpuManager_OnPreempt has not been called yet." (map-preempt-window-enoent)
+
+    A valid map of a buffer that a vnpu command may have preempted, its onPreempt not observed, fails only
+    because it was; the errno of that failure is ENOENT. (Where preemption may come at any time, as on a
+    real device, a failing map is no sign of one: map_outcome names map-maps-buffer.)"""
+    return reject("map-preempt-window-enoent", f"MAP_FAILED, errno {ret.errno}", shown,
+                  f"{b.handle} may have been preempted by the vnpu command, its onPreempt not yet observed: a "
+                  "valid map of it fails only then, with ENOENT")
+
+
 @shows("map-after-preempt-enoent", "preempt-map-enoent", "map-preempt-window-enoent", "preempt-window-before-callback",
         "preempt-map-fails-after-callback")
-def preempted_map_shown(b: Buffer) -> tuple[str, ...]:
+def preempted_map_shown(after_callback: bool) -> tuple[str, ...]:
     """What a map of a preempted buffer answered ENOENT demonstrates: the errno after preemption, and
     whether it came within the window before onPreempt or after the callback."""
-    when = (("preempt-map-fails-after-callback",) if b.preempt_cb
+    when = (("preempt-map-fails-after-callback",) if after_callback
             else ("map-preempt-window-enoent", "preempt-window-before-callback"))
     return ("map-after-preempt-enoent", "preempt-map-enoent", "map-returns", *when)
 
@@ -336,11 +355,20 @@ def ret_unmap(ctx: Ctx, s: State, call: Call, ret: Ret) -> Out:
 def call_access(ctx: Ctx, s: State, call: Call) -> Out:
     """map_read / map_write / buf_map: the access is in flight until its ret; an onLoad observed meanwhile
     is recorded on it (loading.overtake), since the access may have met that load's copy (reading R16) or
-    the map may have met the load (reading R15). With no load in flight in a scenario whose calls are all
-    made by main, no load can start before the ret: nothing will be recorded, so no call state is kept."""
-    if ctx.one_thread and not s.loads:
+    the map may have met the load (reading R15). An onPreempt observed during a buf_map is recorded on it
+    too (preemption.met_by_maps): the map may have been decided before the callback. With no load in
+    flight in a scenario whose calls are all made by main, no load can start before the ret: unless the
+    mapped buffer may still get its onPreempt, nothing will be recorded, so no call state is kept."""
+    if ctx.one_thread and not s.loads and not (call.op == "buf_map" and onpreempt_may_come(s, call)):
         return [s]
     return [evolve(s, inflight=Inflight(call.step, call.op))]
+
+
+def onpreempt_may_come(s: State, call: Call) -> bool:
+    """Whether the buffer a buf_map names may still get an onPreempt."""
+    handle = arg_handle(call, "buf")
+    b = s.bufs.get(handle) if handle is not None else None
+    return b is not None and b.onpreempt and not b.preempt_cb
 
 
 def _live_map(s: State, call: Call, access: str) -> tuple[str, Mapping_]:

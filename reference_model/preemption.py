@@ -78,6 +78,16 @@ def announced_owed(b: Buffer) -> bool:
     return b.owes_onpreempt()
 
 
+def met_by_maps(s: State, handle: str) -> tuple[Inflight | None, tuple[tuple[str, Inflight], ...]]:
+    """The in-flight calls with the onPreempt of ``handle`` recorded as come during them: a buf_map in
+    flight may have been decided before the callback."""
+
+    def mark(inf: Inflight) -> Inflight:
+        return evolve(inf, preempt_met=(*inf.preempt_met, handle)) if inf.op == "buf_map" else inf
+
+    return (mark(s.inflight) if s.inflight is not None else None), tuple((st, mark(inf)) for st, inf in s.parked)
+
+
 @clause("cookie-later-changes-no-effect", "cookie-snapshot-at-alloc", "cookie-borrowed-in-callbacks",
         "preempt-callback-on-forced-dealloc")
 def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
@@ -100,7 +110,9 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
         bufs = dict(s.bufs)
         bufs[handle] = evolve(b, preempted=True, preempt_cb=True)
         tokens = hold(s, b.cookie, -1) if b.freed and b.awaits_late_onpreempt() else s.tokens
-        after = evolve(s, bufs=bufs, tokens=tokens, dids=s.dids | {res} if res else s.dids)
+        inflight, parked = met_by_maps(s, handle)
+        after = evolve(s, bufs=bufs, tokens=tokens, dids=s.dids | {res} if res else s.dids, inflight=inflight,
+                       parked=parked)
         out.append(borrow(ctx, show(after, *onpreempt_shown(b, res), *victim_order_shown(s, b)), b.cookie, ev))
     for i, g in enumerate(s.ghosts):
         if g.cookie.value != ev.cookie:

@@ -263,6 +263,9 @@ class Inflight:
     # start, end) of each; the access may have met the copy, so those bytes are indeterminate to it (R16),
     # and the map may have met the load (R15).
     overtaken: tuple[tuple[str, int, int], ...] = ()
+    # Buffers whose onPreempt came while this buf_map was in flight: the map may have been decided before
+    # the callback, so it is not one "after this callback is invoked".
+    preempt_met: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

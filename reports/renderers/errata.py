@@ -237,6 +237,8 @@ def _reading_behaviour(reading: str, clauses: Sequence[str], device: _Device) ->
             taken += 1
             if taken == SHOWN_SCENARIOS:
                 break
+    if not lines:  # callbacks a run may or may not see (a late onPreempt): this time none came
+        summary += "; no trace of them shows the calls or callbacks it reads"
     scenarios = tuple(dict.fromkeys(r.scenario for r in (warned or failing or citing)))
     return DeviceBehaviour(device.label, summary, scenarios, tuple(lines))
 

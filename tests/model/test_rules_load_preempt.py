@@ -511,17 +511,19 @@ def test_zero_length_load_changes_no_byte():
     fails(build(5), "load-length-nonnegative")
 
 
-def window_map(*, notified: bool, cb_first: bool) -> TB:
-    """A commanded preemption whose onPreempt comes late, a map of the buffer before (or after) it, and, with
-    ``notified``, a map that already failed ENOMEM (the AOSP client had the notice) before the map that succeeds."""
+def window_map(*, notified: bool, cb_first: bool, cb_during: bool = False) -> TB:
+    """A commanded preemption whose onPreempt comes late, a map of the buffer before (or after, or while the map
+    is in flight) it, and, with ``notified``, a map that already failed ENOMEM (the AOSP client had the notice)
+    before the map that succeeds."""
     b = TB()
     allocated(b, cookie="c", onpreempt=True)
     b.call("vnpu", command="preempt=b", during=[b.cb("preempt", "c")] if cb_first else [])
     if notified:
         b.call("buf_map", map="m0", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=-1,
                errno="ENOMEM")
-    b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0)
-    if not cb_first:
+    b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0,
+           during=[b.cb("preempt", "c")] if cb_during else [])
+    if not cb_first and not cb_during:
         b.emit(b.cb("preempt", "c"))
     b.call("buf_unmap", map="m", offset=0, length=8192)
     return teardown(b, bufs=["b"], reqs=["r"], deleted=["c"])
@@ -537,6 +539,30 @@ def test_map_before_the_notice_succeeds_only_under_aosp_d24():
     fails(window_map(notified=False, cb_first=True), "preempt-map-fails-after-callback", caps=VNPU,
           profile="aosp-2026")
     fails(window_map(notified=True, cb_first=False), "map-preempt-window-enoent", caps=VNPU, profile="aosp-2026")
+    # an onPreempt that came while the map was in flight: the map may have been decided before it
+    j = passes(window_map(notified=False, cb_first=False, cb_during=True), caps=VNPU, profile="aosp-2026")
+    assert j.discrepancy == "D24", j  # the onPreempt came before the map returned: not while mapped
+    fails(window_map(notified=False, cb_first=False, cb_during=True), "map-preempt-window-enoent", caps=VNPU)
+
+
+def pressed_map(errno: str | None) -> TB:
+    """Memory pressure that may take the buffer, then a map of it answered before any onPreempt."""
+    b = TB()
+    allocated(b, cookie="c", onpreempt=True)
+    b.call("vnpu", command="pressure=268435456")
+    b.call("buf_map", map="m", buf="b", length=8192, prot=["READ"], flags=["SHARED"], offset=0, ret=-1, errno=errno)
+    b.emit(b.cb("preempt", "c"))
+    b.call("vnpu", command="pressure=0")
+    return teardown(b, bufs=["b"], reqs=["r"], deleted=["c"])
+
+
+@covers("mapping.unseen_preemption_errno")
+def test_a_map_refused_after_pressure_names_the_window_errno():
+    passes(pressed_map("ENOENT"), caps=VNPU)
+    # the refusal says the buffer was preempted; its errno is then ENOENT, whether or not onPreempt came yet
+    fails(pressed_map("ENOMEM"), "map-preempt-window-enoent", caps=VNPU)
+    j = passes(pressed_map("ENOMEM"), caps=VNPU, profile="aosp-2026")
+    assert j.discrepancy is not None and "D1" in j.discrepancy, j
 
 
 def wedged(*, map_answer: tuple[int, str | None]) -> TB:

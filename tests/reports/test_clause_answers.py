@@ -16,13 +16,18 @@ from reports.answers.clause_answers import clause_answers, named_clauses, readin
 from reports.recorded.results import load_results
 from tests.conftest import npuconf  # the twin run: tests/reports/conftest.py
 
+# The twin's notice of a preemption by memory pressure races this scenario's map (D24): whichever comes first
+# decides whether it passes or which of these clauses its failure names (docs/vnpu.md, D24).
+RACING = "preemption.pressure_victim_announced_by_map_left_to_teardown"
+RACING_CLAUSES = {"map-preempt-window-enoent", "map-after-preempt-enoent", "preempt-never-while-mapped"}
 
-def _named(run_dir: Path, *verdicts: str) -> set[str]:
+
+def _named(run_dir: Path, *verdicts: str, skip: str = "") -> set[str]:
     """The clauses the failures name: a divergence's clause, else (a crash) the clauses the kit's corpus cites."""
     run = load_results(run_dir / "results.jsonl")
     out: set[str] = set()
     for r in run.results:
-        if str(r.verdict) in verdicts:
+        if str(r.verdict) in verdicts and r.scenario != skip:
             out |= {r.divergence.clause} if r.divergence else set(run.kit.clauses_of(r.scenario))
     return out
 
@@ -37,6 +42,8 @@ def test_failing_clauses_are_exactly_those_the_failures_name(twin):
     answers = clause_answers(run)
     fails = _named(twin, "FAIL")
     assert _with_verdict(answers, Verdict.FAIL) == fails
+    assert fails - _named(twin, "FAIL", skip=RACING) <= RACING_CLAUSES
+    fails = _named(twin, "FAIL", skip=RACING)
     # D3 and D12 are WARN readings (R4, R10), no longer FAILs; map-preempt-window-enoent fails since the twin
     # maps a buffer whose preemption notice has not arrived (D24, docs/vnpu.md §5.1 F9); req-file-fd-default
     # no longer fails: a request fd neither valid nor -1 taken as "no file" (D11) is WARN R22;
@@ -50,7 +57,7 @@ def test_failing_clauses_are_exactly_those_the_failures_name(twin):
     assert {"req-device-default-negative", "req-type-default-unknown"} <= fails
     assert "req-prot-default-read" in fails
     assert _with_verdict(answers, Verdict.FAIL, Verdict.CRASH) == _named(twin, "FAIL", "CRASH")
-    assert len(_named(twin, "FAIL", "CRASH")) == 16  # a crash names the clause of the step that died
+    assert len(_named(twin, "FAIL", "CRASH", skip=RACING)) == 16  # a crash names the clause of the step that died
     # cookie-clear is cited by a scenario that failed on req-device-negative-einval: not a failure of it
     assert answers.worst("cookie-clear") is Verdict.PASS
 
