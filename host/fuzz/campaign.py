@@ -242,7 +242,7 @@ class _Run:
         self.results = out_dir / RESULTS_FILE
         self.stop = threading.Event()  # Ctrl-C: stop now, shrinking included
         self.enough = threading.Event()  # --until-found: a divergence is written; stop at the next batch
-        self.shrinking: tuple[str, str] | None = None  # --until-found: the one group that is shrunk
+        self.shrinking: tuple[str, int] | None = None  # --until-found: (device, batch) whose groups are shrunk
         self.shrunk_at: float | None = None  # --until-found: when that group's last shrink ended
         self.lock = threading.Lock()
         # By (build, signature): the devices of one build (host.run.group_of) share a group, shrunk once.
@@ -261,15 +261,16 @@ class _Run:
         with self.lock:
             append_bytes(self.results, line.encode("utf-8", errors="replace"))
 
-    def claim_shrink(self, build: str, signature: str) -> bool:
-        """Whether a new group may be shrunk: always, except under --until-found once another group was
-        (the run stops at the first divergence; the others found meanwhile are kept as generated)."""
+    def claim_shrink(self, device: str, batch: int) -> bool:
+        """Whether a new group may be shrunk: always, except under --until-found, where only the groups of
+        the batch that found the first divergence are: the run stops at that batch, whose programs' order is
+        the lanes' (any of its groups could have been the first); those found later stay as generated."""
         with self.lock:
             if not self.request.until_found:
                 return True
             if self.shrinking is None:
-                self.shrinking = (build, signature)
-            return self.shrinking == (build, signature)
+                self.shrinking = (device, batch)
+            return self.shrinking == (device, batch)
 
     def first_written(self) -> bool:
         """Sets `enough`; True for the first divergence written (the one that ends an --until-found run)."""
@@ -344,6 +345,7 @@ class _Worker:
         self.runner = ProgramRunner(target, run.quotes, str(rr.options.given("profile")),
                                     float(rr.options.given("timeout_multiplier")), lanes(rr), run.stop)
         self.programs = 0
+        self.batches = 0  # batches run so far (FIRST_BATCHES, then a batch per lane)
         self.fuzzing_s = 0.0
         self.verdicts: Counter[str] = Counter()
         self.build = self.name  # the device's build (host.run.group_of), once it is prepared
@@ -404,7 +406,6 @@ class _Worker:
 
     def _loop(self) -> None:
         run, request = self.run, self.run.request
-        batches = 0
         while True:
             if run.stop.is_set():
                 self.status = "interrupted"
@@ -416,9 +417,9 @@ class _Worker:
                 self.status = "complete"
                 return
             # the first rounds small, as for one lane; then a batch per lane
-            first = batches < len(FIRST_BATCHES)
-            count = min(request.batch, FIRST_BATCHES[batches]) if first else request.batch * self.runner.lanes
-            batches += 1
+            first = self.batches < len(FIRST_BATCHES)
+            count = min(request.batch, FIRST_BATCHES[self.batches]) if first else request.batch * self.runner.lanes
+            self.batches += 1
             if request.budget.programs is not None:
                 left = -(-(request.budget.programs - self.position) // self.stride) - self.programs
                 count = min(count, left)
@@ -453,7 +454,8 @@ class _Worker:
                     divergent.append((program, result, self.programs))
             for program, result, programs in divergent:
                 # --until-found: once a divergence is written, others are kept as generated, not shrunk.
-                self._divergent(program, result, programs, shrink_it=not run.enough.is_set() and self._time_to_shrink())
+                self._divergent(program, result, programs, shrink_it=not run.enough.is_set() and self._time_to_shrink(),
+                                batch=self.batches)
             if self.status == "lost":
                 return
             self._settle_unless_met_again()
@@ -474,7 +476,7 @@ class _Worker:
                        pointer64=self.pointer64, pair=self.pair, unsupported=self.unsupported, capacity=self.capacity)
                 for i in range(count)]
 
-    def _divergent(self, program: Program, found: Result, programs: int, shrink_it: bool) -> None:
+    def _divergent(self, program: Program, found: Result, programs: int, shrink_it: bool, batch: int = 0) -> None:
         run = self.run
         known = run.get(self.build, found.signature)
         if known is not None:
@@ -498,7 +500,7 @@ class _Worker:
             return
         # The evidence as the probe wrote it: the divergent program's whole trace (bounded like a run's).
         run.append("found", **dataclasses.asdict(divergence), trace=list(found.trace))
-        if not shrink_it or not run.claim_shrink(self.build, found.signature):
+        if not shrink_it or not run.claim_shrink(self.name, batch):
             return
         shrunk = self._shrink_and_write(program, found, divergence)
         current = run.get(self.build, found.signature)
