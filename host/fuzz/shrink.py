@@ -200,7 +200,8 @@ def _names(steps: list[dict[str, Any]], op: str, key: str) -> list[str]:
 
 def _argument_edits(program: Program) -> Iterator[Program]:
     """Edits of one step's arguments that keep the step count: a batch allocAsync of one request,
-    priorities at the default."""
+    priorities at the default, a protection of PROT_READ alone (a request's then is the default, and
+    chunk removal can drop its setter)."""
     steps = program["steps"]
     for i, item in enumerate(steps):
         if "parallel" in item:
@@ -211,6 +212,8 @@ def _argument_edits(program: Program) -> Iterator[Program]:
             edits += [{"reqs": [r]} for r in args["reqs"]]
         if op in ("req_set_priority", "buf_set_priority") and args["priority"] != 500:
             edits.append({"priority": 500})
+        if op in ("req_set_prot", "buf_map") and isinstance(args["prot"], list) and args["prot"] != ["READ"]:
+            edits.append({"prot": ["READ"]})
         for edit in edits:
             yield _replace_step(program, i, {op: dict(args, **edit)})
 

@@ -548,6 +548,31 @@ def test_the_shrinker_keeps_programs_legal_and_small(predicate, most):
     assert tried == len(ran) and tried > 0
 
 
+def _read_through_a_wider_mapping(steps):
+    ops = {next(iter(s)) for s in steps}
+    wide = any("buf_map" in s and s["buf_map"]["prot"] not in (["READ"], 1) for s in steps)
+    return "map_read" in ops and ("req_set_prot" in ops or wide)
+
+
+def test_the_shrinker_narrows_a_protection_to_read_and_drops_the_setter():
+    """A read through a mapping needs no more than PROT_READ: the map's protection narrows, and the
+    request's setProt (then the default) goes."""
+    import time
+
+    from host.fuzz.execute import Result
+    from host.fuzz.shrink import shrink
+    from reference_model.verdicts import Verdict
+
+    def reads(steps):
+        return any("map_read" in s for s in steps)
+
+    program = _first(_read_through_a_wider_mapping)
+    run, _ = _fake_target(reads)
+    shrunk, _ = shrink(program, Result(program["id"], Verdict.FAIL, "", "x", None, {}), run, time.monotonic() + 60)
+    steps = flat_steps_of(shrunk)
+    assert reads(steps) and not _read_through_a_wider_mapping(steps), shrunk["steps"]
+
+
 def _refused_with_onpreempt(steps):
     """An allocAsync of a request with onPreempt set and without the pair's device or type (its onAlloc
     fails on a conforming device): written without host.fuzz.legal, which the tests below check."""
