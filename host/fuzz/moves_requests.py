@@ -290,8 +290,11 @@ def _segment_request(s: Pen) -> None:
     s.add("req_set_onalloc", req=r, set=True)
     kind = s.rng.choice(["zero", "odd", "file_offset", "buffer_offset", "no_file", "ignored", "negative", "past"])
     if kind in ("no_file", "ignored"):
-        bad = -s.rng.randint(1, 5) if kind == "ignored" else 0
-        s.add("req_set_file", req=r, fd={"fd": -1}, file_offset=bad, length=bad, buffer_offset=bad)
+        # one ignored field out of range at a time: a device that checks it then fails that field's sentence
+        fields = {"file_offset": 0, "length": 0, "buffer_offset": 0}
+        if kind == "ignored":
+            fields[s.rng.choice(sorted(fields))] = -s.rng.randint(1, 5)
+        s.add("req_set_file", req=r, fd={"fd": -1}, **fields)
         f = ""
     else:
         length = {"zero": 0, "odd": PAGE + 100, "negative": -1, "past": (pages + 1) * PAGE}.get(kind, PAGE)
