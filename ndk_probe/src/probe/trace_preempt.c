@@ -110,10 +110,25 @@ void trace_preempt_commanded(size_t index) {
     trace_unlock(st);
 }
 
+/* The onPreempts seen that no command owed. */
+static uint64_t spare_locked(const struct trace_state *st) {
+    uint64_t spare = 0;
+    for (size_t i = 0; i < st->npcs; i++) {
+        const struct trace_pcookie *pc = &st->pcs[i];
+        spare += pc->seen > pc->owed ? pc->seen - pc->owed : 0;
+    }
+    return spare;
+}
+
 void trace_preempt_lowest(void) {
     struct trace_state *st = trace_lock();
     for (size_t i = 0; i < st->nbufs; i++) {
         if (st->bufs[i].live && st->bufs[i].may_onpreempt && !st->bufs[i].commanded) {
+            /* An onPreempt that came before the first such command (e.g. inside a free, which a device
+             * may deliver) must not end the wait for its victim's. */
+            if (st->owed_any == 0) {
+                st->spare_floor = spare_locked(st);
+            }
             st->owed_any++; /* the victim is not named: one onPreempt of any cookie */
             break;
         }
@@ -122,13 +137,14 @@ void trace_preempt_lowest(void) {
 }
 
 static void preempts_locked(struct trace_state *st, uint64_t *expected, uint64_t *got) {
-    uint64_t exp = st->owed_any, have = 0, spare = 0;
+    uint64_t exp = st->owed_any, have = 0;
     for (size_t i = 0; i < st->npcs; i++) {
         const struct trace_pcookie *pc = &st->pcs[i];
         exp += pc->owed;
         have += pc->seen < pc->owed ? pc->seen : pc->owed;
-        spare += pc->seen > pc->owed ? pc->seen - pc->owed : 0;
     }
+    uint64_t spare = spare_locked(st);
+    spare = spare > st->spare_floor ? spare - st->spare_floor : 0;
     have += spare < st->owed_any ? spare : st->owed_any;
     *expected = exp;
     *got = have;

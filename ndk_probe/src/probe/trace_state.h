@@ -94,7 +94,8 @@ struct trace_state {
     size_t nreqs, capreqs;
     struct trace_pcookie *pcs;
     size_t npcs, cappcs;
-    uint64_t owed_any; /* onPreempts owed by preempt=lowest: any cookie's */
+    uint64_t owed_any;    /* onPreempts owed by preempt=lowest: any cookie's */
+    uint64_t spare_floor; /* onPreempts no command owed, seen before the first preempt=lowest: not its */
 };
 
 /* ---- the writer and its lock (trace_writer.c) ---- */

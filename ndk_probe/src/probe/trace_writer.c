@@ -50,6 +50,7 @@ void trace_reset(const struct probe_api *api) {
     st->nreqs = 0;
     st->npcs = 0;
     st->owed_any = 0;
+    st->spare_floor = 0;
     trace_unlock(st);
 }
 
