@@ -726,17 +726,17 @@ def _group_found(k: int):
 
 
 def _scripted_worker(tmp_path, outcomes):
-    """A real session worker (the group bookkeeping under test) whose shrink is scripted: each shrink takes
+    """A real campaign worker (the group bookkeeping under test) whose shrink is scripted: each shrink takes
     the next (replayed of 3, steps after, seconds) of ``outcomes`` and writes its scenario file. Returns the
     run, the worker and the program ids shrunk so far."""
     import dataclasses
     from types import SimpleNamespace
 
-    from host.fuzz import campaign as session
+    from host.fuzz import campaign
 
-    request = SimpleNamespace(seed=1, until_found=True, budget=session.Budget(programs=100))
-    run = session._Run(request, tmp_path)  # type: ignore[arg-type]
-    worker = session._Worker.__new__(session._Worker)
+    request = SimpleNamespace(seed=1, until_found=True, budget=campaign.Budget(programs=100))
+    run = campaign._Run(request, tmp_path)  # type: ignore[arg-type]
+    worker = campaign._Worker.__new__(campaign._Worker)
     worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"
     worker.build = "local"
     shrunk_programs: list[str] = []
@@ -759,9 +759,9 @@ def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tm
     """A divergence with two routes, one racy: the first shrunk scenario replays 1 of 3; the group's next
     programs are shrunk too (GROUP_SHRINKS at most, 3 here) and the scenario that replays 3 of 3, then the
     shorter, is kept (the others' files go); --until-found ends after the group's last shrink."""
-    from host.fuzz import campaign as session
+    from host.fuzz import campaign
 
-    monkeypatch.setattr(session, "GROUP_SHRINKS", 3)
+    monkeypatch.setattr(campaign, "GROUP_SHRINKS", 3)
     run, worker, _ = _scripted_worker(tmp_path, [(1, 11, 0.0), (3, 13, 0.0), (3, 12, 0.0)])
     kept = []
     for k in range(3):
@@ -804,13 +804,13 @@ def test_until_found_ends_once_its_group_is_not_met_again(tmp_path):
     GROUP_SHRINK_S after its shrink instead of at the budget's end."""
     import time
 
-    from host.fuzz import campaign as session
+    from host.fuzz import campaign
 
     run, worker, _ = _scripted_worker(tmp_path, [(3, 5, 0.0)])
     worker._divergent(_GROUP_PROGRAM, _group_found(0), 1, shrink_it=True)
     worker._settle_unless_met_again()
     assert not run.enough.is_set() and worker.status == "running"  # its shrinks are not spent yet
-    run.shrunk_at = time.monotonic() - session.GROUP_SHRINK_S
+    run.shrunk_at = time.monotonic() - campaign.GROUP_SHRINK_S
     worker._settle_unless_met_again()
     assert run.enough.is_set() and worker.status == "found"
 
@@ -820,9 +820,9 @@ def test_a_clause_is_shrunk_once_per_build_whichever_device_finds_it_again(tmp_p
     counted, and once the group's shrinks are spent no device shrinks it again."""
     import copy
 
-    from host.fuzz import campaign as session
+    from host.fuzz import campaign
 
-    monkeypatch.setattr(session, "GROUP_SHRINKS", 1)
+    monkeypatch.setattr(campaign, "GROUP_SHRINKS", 1)
     run, first, shrunk_programs = _scripted_worker(tmp_path, [(3, 5, 0.0)])
     second = copy.copy(first)
     second.name = "virtual-2"  # another device of the build
@@ -836,22 +836,22 @@ def test_a_clause_is_shrunk_once_per_build_whichever_device_finds_it_again(tmp_p
 def test_shrinking_takes_at_most_its_share_of_a_time_budget(tmp_path):
     """Under a 10 s budget a shrink starts only while the shrinking so far is under SHRINK_SHARE of it: a
     divergence found after that stays as generated; a count budget sets no share."""
-    from host.fuzz import campaign as session
+    from host.fuzz import campaign
 
     run, worker, _ = _scripted_worker(tmp_path, [])
     assert worker._time_to_shrink()
-    run.shrunk_for("local", "FAIL:x", 10 * session.SHRINK_SHARE)
+    run.shrunk_for("local", "FAIL:x", 10 * campaign.SHRINK_SHARE)
     assert worker._time_to_shrink()  # a count budget: no share
-    run.request.budget = session.Budget(seconds=10.0)
+    run.request.budget = campaign.Budget(seconds=10.0)
     assert not worker._time_to_shrink()
 
 
 def test_a_group_is_not_shrunk_again_once_its_shrinking_took_long(tmp_path):
     """A slow shrink (every candidate of the defect waits out a settle) is not repeated: --until-found ends
     after the first shrink once the group's shrinking time reached GROUP_SHRINK_S."""
-    from host.fuzz import campaign as session
+    from host.fuzz import campaign
 
-    run, worker, shrunk_programs = _scripted_worker(tmp_path, [(3, 5, session.GROUP_SHRINK_S + 1)] * 2)
+    run, worker, shrunk_programs = _scripted_worker(tmp_path, [(3, 5, campaign.GROUP_SHRINK_S + 1)] * 2)
     for k in range(2):
         worker._divergent(_GROUP_PROGRAM, _group_found(k), k + 1, shrink_it=True)
         assert run.enough.is_set() and worker.status == "found"
