@@ -549,9 +549,11 @@ class _Worker:
         return (group.shrinks < GROUP_SHRINKS and self.run.shrinking_time(self.build, group.signature) < GROUP_SHRINK_S
                 and self._time_to_shrink())
 
-    def _confirm_reserve(self) -> float:
-        """Time kept before the deadline for the replay confirmations: REPLAYS runs of a program."""
-        return REPLAYS * (self.program_s() or 0.2)
+    def _confirm_reserve(self, found: Result | None = None) -> float:
+        """Time kept before the deadline for the replay confirmations: REPLAYS runs of a program, of the
+        divergent one when it ran longer than most (one that waits out a settle for a callback its device
+        never delivers does so in each replay too)."""
+        return REPLAYS * max(self.program_s() or 0.2, traced_s(found.trace) if found is not None else 0.0)
 
     def _time_to_shrink(self) -> bool:
         left = self.run.left()
@@ -581,7 +583,7 @@ class _Worker:
         run, request = self.run, self.run.request
         deadline = started + request.shrink_budget_s
         if run.deadline is not None:
-            deadline = min(deadline, run.deadline - self._confirm_reserve())
+            deadline = min(deadline, run.deadline - self._confirm_reserve(found))
         group, groups = run.group_place(self.build, found.signature)
         self.activity = Activity(self.name, "shrinking", found.clause or found.verdict.value, group, groups,
                                  deadline=deadline)
@@ -635,6 +637,23 @@ class _Worker:
             detail=self.detail,
             stream=stream,
         )
+
+
+def traced_s(trace: Sequence[str]) -> float:
+    """Seconds from a trace's first event to its last (0 when they carry no time)."""
+    if not trace:
+        return 0.0
+    first, last = _event_time(trace[0]), _event_time(trace[-1])
+    return (last - first) / 1e9 if first is not None and last is not None and last >= first else 0.0
+
+
+def _event_time(line: str) -> int | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    t = event.get("t") if isinstance(event, dict) else None
+    return t if isinstance(t, int) else None
 
 
 @contextmanager
