@@ -173,10 +173,27 @@ def _answer_load(ctx: Ctx, s: State, ev: Cb, lid: int, ld: Load) -> Out:
         bufs = dict(s.bufs)
         bufs[ld.buf] = evolve(b, loads=b.loads - 1,
                                      content=loaded_content(s, b, ld, ev.error is None, loads))
+    ghosts, kept = s.ghosts, False
+    if b is None and unseen:
+        ghosts, kept = preempted_after_free(s.ghosts, ld.buf)
     inflight, parked = overtake(s, ld)
-    out = evolve(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, -1), dids=dids,
-                       inflight=inflight, parked=parked)
+    out = evolve(s, loads=loads, files=files, bufs=bufs, tokens=hold(s, ld.cookie, 0 if kept else -1), dids=dids,
+                       inflight=inflight, parked=parked, ghosts=ghosts)
     return [borrow(ctx, show(out, *load_answer_shown(ld, ev)), ld.cookie, ev)]
+
+
+@clause("preempt-after-free-race")
+def preempted_after_free(ghosts: tuple[Buffer, ...], handle: str) -> tuple[tuple[Buffer, ...], bool]:
+    """Spec: "Note: On race conditions, the preemption callback may be invoked after the caller has already freed
+    the buffer." (preempt-after-free-race)
+
+    A freed buffer with onPreempt set whose load, answered after the free, reported a preemption (ENOENT): its
+    onPreempt may still come, so the device may keep its cookie for it. The ghost takes over the load's hold
+    of the cookie (returned True); the onPreempt stays optional, the buffer being freed."""
+    for i, g in enumerate(ghosts):
+        if g.handle == handle and g.onpreempt and not g.preempt_cb and not g.awaits_late_onpreempt():
+            return (*ghosts[:i], evolve(g, preempted=True, announced=True), *ghosts[i + 1:]), True
+    return ghosts, False
 
 
 @shows("load-callback-on-done", "load-callback-errornum", "load-callback-cookie", "load-callback-same-buf",

@@ -135,6 +135,27 @@ def test_unseen_preemption_shown_by_a_load_answered_after_the_free():
     passes(freed_while_loading("EIO"))
 
 
+def freed_while_loading_with_onpreempt(deleted: bool) -> TB:
+    """A buffer with onPreempt and a cookie with a deleter, freed while its load is in flight; the onLoad,
+    after the free, says ENOENT."""
+    b = TB()
+    allocated(b, cookie="c", onpreempt=True, deleter=True)
+    b.call("file_new", file="f", size=8192, seed=7)
+    b.call("buf_load", buf="b", fd="f", file_offset=0, length=8192, buffer_offset=0, onload=True)
+    b.call("buf_free", bufs=["b"])
+    b.emit(b.cb("load", "c", "ENOENT", "B1"))
+    return teardown(b, reqs=["r"], deleted=["c"] if deleted else [])
+
+
+@covers("loading.preempted_after_free")
+def test_a_preemption_shown_after_the_free_lets_the_device_keep_the_cookie():
+    # the preemption the onLoad shows may still bring its onPreempt: the cookie may be kept for it, or deleted
+    passes(freed_while_loading_with_onpreempt(deleted=False))
+    passes(freed_while_loading_with_onpreempt(deleted=True))
+    # where nothing preempts without a vnpu command the ENOENT shows none: the cookie is owed its deleter
+    fails(freed_while_loading_with_onpreempt(deleted=False), "cookie-deleter-called", caps=VNPU)
+
+
 def test_second_mapping_refused_warns():
     b = TB()
     allocated(b)
