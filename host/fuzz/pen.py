@@ -12,6 +12,7 @@ from typing import Any, Final
 from .answers import PAGE
 from .caller import Caller
 from .cells import item_cells
+from .device_profile import LATE_QUIET_MS
 from .grammar import Cell
 
 # The bound of a wait for owed callbacks (the probe scales it by --timeout-multiplier). A conforming device
@@ -28,6 +29,12 @@ PREEMPT_PAUSE_MS: Final = 100
 # once, its onPreempt comes PREEMPT_LATE_MS later, after the steps that follow (a free, a map), in one step.
 # Without it, a defect shown only by a late onPreempt (a cookie deleted at the free) is a race.
 LATE_SHARE: Final = 0.5
+# The pause after a `preempt_late=` of a buffer without onPreempt: the fuzz run's vnpu delivers a late
+# onPreempt once the program has been quiet for LATE_QUIET_MS (host.fuzz.device_profile), and a pause is
+# quiet, so one that must not come is due LATE_QUIET_MS into it and has PREEMPT_PAUSE_MS to show, as after
+# `preempt=`. A written scenario gets PREEMPT_PAUSE_MS + PREEMPT_LATE_MS (host.fuzz.shrink.normalise), for
+# `npuconf run`'s vnpu, where it comes PREEMPT_LATE_MS after the command.
+LATE_PAUSE_MS: Final = PREEMPT_PAUSE_MS + LATE_QUIET_MS
 CLOSE_WAIT_MS: Final = 1000  # as the corpus: a conforming owner closes at once, the probe polls until then
 
 
