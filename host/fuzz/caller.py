@@ -822,7 +822,9 @@ def _vnpu(c: Caller, a: Mapping[str, Any]) -> None:
     buf = c.bufs[value]
     if c.live_mapped(value):
         return  # never while mapped (preempt-never-while-mapped): the command is refused
-    if buf.maybe_mapped:
+    if buf.maybe_mapped or (buf.loading and not buf.preempted):
+        # Maybe mapped, or maybe loading: the published vnpu refuses a buffer with a load in flight (EBUSY)
+        # where aosp-2026 preempts it, so its onPreempt may come or not; none is owed.
         buf.preempted = True
         if buf.onpreempt and not buf.surely_preempted:
             c.preempts_exact = False
@@ -835,13 +837,26 @@ def _vnpu(c: Caller, a: Mapping[str, Any]) -> None:
     buf.preempted = buf.surely_preempted = True
 
 
+def lowest_victims(c: Caller) -> list[Buf]:
+    """The buffers `preempt=lowest` may take now: the bound ones unmapped and not preempted yet."""
+    return [b for name, b in c.bufs.items() if not c.live_mapped(name) and not b.preempted]
+
+
+def lowest_certain(c: Caller) -> bool:
+    """Whether the onPreempt of whichever buffer `preempt=lowest` takes is owed: every candidate has
+    onPreempt in its snapshot (and is not maybe mapped), and no buffer the program did not bind may be the
+    victim. Otherwise the probe's teardown cannot tell either and waits out its whole settle for one."""
+    unbound = bool(c.retired) or any((s.ok and not s.bound) or s.unknown or s.taken for s in c.subs)
+    return not unbound and all(b.onpreempt and not b.maybe_mapped for b in lowest_victims(c))
+
+
 def _lowest(c: Caller) -> None:
     """`preempt=lowest`: the device preempts one unmapped buffer of its choice (the lowest priority), so every
     unmapped buffer may be preempted now. One onPreempt is owed when whichever it takes has onPreempt in its
-    snapshot: every bound unmapped buffer has, and no buffer the program did not bind may be the victim."""
-    candidates = [b for name, b in c.bufs.items() if not c.live_mapped(name) and not b.preempted]
+    snapshot (``lowest_certain``)."""
+    candidates = lowest_victims(c)
     unbound = bool(c.retired) or any((s.ok and not s.bound) or s.unknown or s.taken for s in c.subs)
-    certain = candidates and all(b.onpreempt and not b.maybe_mapped for b in candidates) and not unbound
+    certain = bool(candidates) and lowest_certain(c)
     for b in candidates:
         b.preempted = True
     if certain:

@@ -20,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from reference_model.vocabulary import PREEMPT_LATE_MS
-
 from . import moves_buffers, moves_contexts, moves_requests
 from .answers import CERTAIN_BYTES, PAGE
 from .caller import item_steps
@@ -29,6 +27,7 @@ from .grammar import Cell
 from .pen import (
     AWAIT_MS,
     CLOSE_WAIT_MS,
+    LATE_PAUSE_MS,
     LATE_SHARE,
     MAX_LIVE_BUFFERS,
     PREEMPT_PAUSE_MS,
@@ -302,7 +301,7 @@ def _preempt(s: Pen) -> None:
         # No onPreempt in the submission's snapshot: none may come (req-onpreempt-default-null, also when
         # the request's onPreempt was set after allocAsync). A short pause lets one that comes anyway show
         # in the trace before teardown, whatever steps follow (the shrinker keeps it: shrink._keep_pauses).
-        s.add("sleep_ms", ms=PREEMPT_PAUSE_MS + (PREEMPT_LATE_MS if late else 0))
+        s.add("sleep_ms", ms=LATE_PAUSE_MS if late else PREEMPT_PAUSE_MS)
 
 
 def _pressure(s: Pen) -> None:

@@ -1,8 +1,10 @@
 """One round of fuzz programs on several probe processes of a device at once (lanes).
 
-Generated programs are bound by their waits (the pause after a preemption, a late onPreempt, a load, a
-wait for a callback that never comes), not by the CPU, so lanes overlap them, as `npuconf run`'s lanes
-overlap the corpus's (host/run/lanes.py). Each lane's probe is a process of its own (on the local target
+On the fuzz run's vnpu a generated program waits little (host.fuzz.device_profile): the kit's own CPU
+(judging, drawing the candidates) bounds the rate, and lanes keep the probes busy meanwhile. Elsewhere (an
+--impl library) programs are bound by their waits (the pause after a preemption, a late onPreempt, a load,
+a wait for a callback that never comes), so lanes overlap them, as `npuconf run`'s lanes overlap the
+corpus's (host/run/lanes.py). Each lane's probe is a process of its own (on the local target
 and on virtual devices each loads its own virtual NPU) and every program still runs in a forked child of
 its own, so no program's verdict depends on another's. The round is cut into chunks the lanes take in
 turn, the programs that pause dealt out among them first: a lane held by a long chunk leaves the rest of

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from reference_model.vocabulary import PREEMPT_LATE_MS
-
 from .answers import PAGE
+from .caller import lowest_certain
 from .pen import (
     AWAIT_MS,
     CLOSE_WAIT_MS,
+    LATE_PAUSE_MS,
     LATE_SHARE,
     PREEMPT_PAUSE_MS,
     SMALL_PAGES,
@@ -311,7 +311,7 @@ def preempt_now(s: Pen, b: str) -> None:
     if s.model.preempts > owed:
         s.add("await_preempt", count=s.model.preempts, timeout_ms=AWAIT_MS)
     else:
-        s.add("sleep_ms", ms=PREEMPT_PAUSE_MS + (PREEMPT_LATE_MS if late else 0))
+        s.add("sleep_ms", ms=LATE_PAUSE_MS if late else PREEMPT_PAUSE_MS)
 
 
 def _preempt_window(s: Pen) -> None:
@@ -336,7 +336,7 @@ def _preempt_window(s: Pen) -> None:
     if s.model.preempts > owed:
         s.add("await_preempt", count=s.model.preempts, timeout_ms=AWAIT_MS)
     else:
-        s.add("sleep_ms", ms=PREEMPT_PAUSE_MS + (PREEMPT_LATE_MS if late else 0))
+        s.add("sleep_ms", ms=LATE_PAUSE_MS if late else PREEMPT_PAUSE_MS)
     if b in s.model.bufs and s.chance(0.6):
         s.add("buf_map", map=s.name("m"), buf=b, length=PAGE, prot=prot, flags=["SHARED"], offset=0)
 
@@ -439,6 +439,9 @@ MOVES: Final = (
     Move(_during_load, 3, has_buffer(), loads=True),
     Move(_preempt_mapped, 2, lambda s: not s.model.pressure and has_buffer(readable=True)(s), control=True),
     Move(_preempt_window, 2, lambda s: not s.model.pressure and has_buffer()(s), control=True),
-    Move(_lowest, 2, lambda s: can_bind(s) and "preempt" not in s.model.armed, control=True),
+    # Only where the victim's onPreempt is owed whichever buffer it is (every other candidate has one):
+    # with a victim maybe without one, the probe's teardown would wait out its settle for it.
+    Move(_lowest, 2, lambda s: can_bind(s) and "preempt" not in s.model.armed and lowest_certain(s.model),
+         control=True),
     Move(_fill, 2, lambda s: can_bind(s) and (s.model.room or 0) >= 4 * PAGE),
 )

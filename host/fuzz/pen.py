@@ -12,6 +12,7 @@ from typing import Any, Final
 from .answers import PAGE
 from .caller import Caller
 from .cells import item_cells
+from .device_profile import LATE_QUIET_MS
 from .grammar import Cell
 
 # The bound of a wait for owed callbacks (the probe scales it by --timeout-multiplier). A conforming device
@@ -21,13 +22,20 @@ from .grammar import Cell
 AWAIT_MS: Final = 500
 MAX_LIVE_BUFFERS: Final = 12
 # After a commanded preemption of a buffer without onPreempt: long enough for a callback that should not
-# come to show on a loaded machine (at 20 ms a shrink under CI load kept 16 steps instead of 11); about
-# 2 % of programs have one, so the rate drops by well under half.
+# come to show on a loaded machine (at 20 ms a shrink under CI load kept 16 steps instead of 11). On the
+# fuzz run's vnpu a pause ends as soon as the device has nothing left to call back (`due_when_waiting`,
+# host.fuzz.device_profile), so this is the bound where the device cannot say (an --impl library).
 PREEMPT_PAUSE_MS: Final = 100
 # About half of the commanded preemptions are `preempt_late=` (docs/vnpu.md §7): the buffer is preempted at
 # once, its onPreempt comes PREEMPT_LATE_MS later, after the steps that follow (a free, a map), in one step.
 # Without it, a defect shown only by a late onPreempt (a cookie deleted at the free) is a race.
 LATE_SHARE: Final = 0.5
+# The pause after a `preempt_late=` of a buffer without onPreempt: the fuzz run's vnpu delivers a late
+# onPreempt as the pause begins, or (a device the probe cannot tell) once the program has been quiet for
+# LATE_QUIET_MS (host.fuzz.device_profile), so one that must not come has PREEMPT_PAUSE_MS to show after
+# that, as after `preempt=`. A written scenario gets PREEMPT_PAUSE_MS + PREEMPT_LATE_MS
+# (host.fuzz.shrink.normalise), for `npuconf run`'s vnpu, where it comes PREEMPT_LATE_MS after the command.
+LATE_PAUSE_MS: Final = PREEMPT_PAUSE_MS + LATE_QUIET_MS
 CLOSE_WAIT_MS: Final = 1000  # as the corpus: a conforming owner closes at once, the probe polls until then
 
 

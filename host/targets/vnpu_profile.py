@@ -22,6 +22,9 @@ class VnpuProfile:
     # A late onPreempt (`preempt_late=`) is due once the application has made no API call for this long,
     # at most PREEMPT_LATE_MS after its command; 0: PREEMPT_LATE_MS after it (docs/vnpu.md §2).
     preempt_late_quiet_ms: int = 0
+    # A load's onLoad and a late onPreempt are due as soon as the application waits for callbacks (the
+    # probe tells the vnpu, `vnpu_waiting`), not after the load's 5 ms or the quiet time (docs/vnpu.md §2).
+    due_when_waiting: bool = False
     # `npuconf run --capacity`: the capacity the user declares for every device of the run (also for
     # --impl libraries and adb devices, whose capacity clauses are then judged); None: not declared.
     declared_capacity: int | None = None
@@ -42,7 +45,8 @@ class VnpuProfile:
             f"policy={self.policy}\n"
             f"personality={self.personality}\n"
             f"callback_delay_us={self.callback_delay_us}\n"
-        ) + (f"preempt_late_quiet_ms={self.preempt_late_quiet_ms}\n" if self.preempt_late_quiet_ms else "")
+        ) + (f"preempt_late_quiet_ms={self.preempt_late_quiet_ms}\n" if self.preempt_late_quiet_ms else "") + (
+            "due_when_waiting=1\n" if self.due_when_waiting else "")
 
 
 CAPACITY_PROP: Final = "debug.npuconf.capacity"  # a device's own declaration (adb target), in bytes

@@ -178,3 +178,41 @@ def test_calls_hold_a_quiet_device_late_onpreempt_back_up_to_preempt_late_ms(pro
     assert last["op"] == "req_set_size"
     assert last["t"] < callback["t"]
     assert callback["t"] - command["t"] >= min(last["t"] - command["t"] + 40_000_000, PREEMPT_LATE_MS * 1_000_000)
+
+
+def _waiting_device(probe_build, tmp_path, due_when_waiting, steps):
+    """As _late_onpreempt, on a vnpu whose profile sets a 90 ms quiet period and, or not, due_when_waiting."""
+    profile = tmp_path / "p.conf"
+    profile.write_text("preempt_late_quiet_ms=90\n" + ("due_when_waiting=1\n" if due_when_waiting else ""))
+    program = tmp_path / "p.txt"
+    program.write_text(program_header() + "\nscenario t.waiting 10000\n" + QUIET_SETUP + steps + "end\n")
+    done = subprocess.run([str(probe_build.probe), str(program)], capture_output=True, text=True, timeout=60,
+                          check=False, env=dict(os.environ, NPUCONF_VNPU_PROFILE=str(profile)))
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    calls = {e["step"]: e for e in events if e["ev"] == "call"}
+    rets = {e["step"]: e for e in events if e["ev"] == "ret"}
+    (callback,) = [e for e in events if e["ev"] == "cb" and e["kind"] == "preempt"]
+    return calls, rets, callback
+
+
+@pytest.mark.parametrize("due_when_waiting", [False, True])
+def test_a_device_due_when_waiting_calls_back_as_the_program_waits(probe_build, tmp_path, due_when_waiting):
+    """With due_when_waiting (docs/vnpu.md §2, fuzzing's) the late onPreempt comes once the probe waits for it,
+    after the free that follows the command, without the quiet period; without, the quiet period passes first."""
+    calls, _, callback = _waiting_device(probe_build, tmp_path, due_when_waiting, "buf_free b0\nawait_preempt 1 2000\n")
+    free, wait = calls[12], calls[13]
+    assert free["t"] < callback["t"]
+    assert (callback["t"] - free["t"] < 90_000_000) == due_when_waiting, (callback["t"] - free["t"]) / 1e6
+    assert callback["t"] > wait["t"]
+
+
+@pytest.mark.parametrize("due_when_waiting", [False, True])
+def test_a_pause_ends_once_a_device_due_when_waiting_is_idle(probe_build, tmp_path, due_when_waiting):
+    """A pause (sleep_ms) on such a device ends once the device has nothing left to call back: the late
+    onPreempt came within it; on any other, it lasts its whole time (and the onPreempt comes within it too)."""
+    calls, rets, callback = _waiting_device(probe_build, tmp_path, due_when_waiting,
+                                            "buf_free b0\nsleep_ms 500\nreq_create r1\n")
+    pause, after = calls[13], calls[14]
+    assert pause["t"] < callback["t"] < after["t"]
+    assert (rets[13]["dur_ns"] < 400_000_000) == due_when_waiting, rets[13]["dur_ns"] / 1e6

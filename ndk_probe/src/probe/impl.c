@@ -118,6 +118,8 @@ enum impl_status impl_load(const char *path, struct probe_api *api) {
         return IMPL_MISSING;
     }
     resolve(lib, VNPU_CONTROL_SYMBOL, &api->vnpu_control);
+    resolve(lib, VNPU_WAITING_SYMBOL, &api->vnpu_waiting);
+    resolve(lib, VNPU_WAIT_IDLE_SYMBOL, &api->vnpu_wait_idle);
 #ifdef __ANDROID__
     /* Callbacks travel over binder; the library never starts a pool itself. */
     void *binder = dlopen("libbinder_ndk.so", RTLD_NOW | RTLD_LOCAL);

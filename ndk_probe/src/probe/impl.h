@@ -39,6 +39,8 @@
 struct probe_api {
     PROBE_API_FUNCTIONS(PROBE_API_MEMBER)
     vnpu_control_fn vnpu_control;             /* optional: absent on real devices */
+    vnpu_waiting_fn vnpu_waiting;             /* optional: the vnpu's, told as the probe starts to wait */
+    vnpu_wait_idle_fn vnpu_wait_idle;         /* optional: the vnpu's, a pause that ends once it is idle */
     bool (*binder_set_max_threads)(uint32_t); /* Android: libbinder_ndk.so, optional */
     void (*binder_start_pool)(void);
 };

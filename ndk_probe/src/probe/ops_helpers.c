@@ -130,9 +130,15 @@ void op_vnpu(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
 }
 
 void op_sleep_ms(struct probe_ctx *ctx, const struct probe_step *st, struct op_result *res) {
-    (void)ctx;
     /* Not scaled by the multiplier: a sleep orders events, it is not a budget. */
-    probe_sleep_ns(probe_scaled_ns(st->args[0].v.u64, 1.0));
+    uint64_t ns = probe_scaled_ns(st->args[0].v.u64, 1.0);
+    /* A vnpu whose profile says so (fuzz runs) ends the pause once it is idle: whatever it would call
+     * back before the next step has been called back (and traced) by then. */
+    uint64_t start = probe_now_ns();
+    if (ctx->api->vnpu_wait_idle == NULL || !ctx->api->vnpu_wait_idle(ns)) {
+        uint64_t spent = probe_now_ns() - start;
+        probe_sleep_ns(spent < ns ? ns - spent : 0);
+    }
     op_int_result(res, 0);
 }
 

@@ -154,10 +154,16 @@ bool trace_wait_preempts(uint64_t budget_ns, uint64_t *expected, uint64_t *got) 
     struct timespec deadline = probe_deadline_ts(budget_ns);
     struct trace_state *st = trace_lock();
     preempts_locked(st, expected, got);
+    bool told = false; /* as in trace_wait */
     while (*got < *expected) {
-        if (!trace_sleep_until_locked(st, &deadline)) {
+        if (!told) {
+            told = true;
+            trace_tell_waiting_locked(st);
+        } else if (!trace_sleep_until_locked(st, &deadline)) {
             preempts_locked(st, expected, got);
             break;
+        } else {
+            told = false;
         }
         preempts_locked(st, expected, got);
     }

@@ -110,6 +110,9 @@ void trace_sleep_locked(struct trace_state *st);
 bool trace_sleep_until_locked(struct trace_state *st, const struct timespec *deadline);
 /* Wakes every waiter: a counter, a callback or a preemption changed. */
 void trace_wake_all_locked(struct trace_state *st);
+/* Tells the device the application now waits for callbacks (vnpu_waiting, where the library has it),
+ * the lock released meanwhile: a waiter calls it before it sleeps, then checks its condition again. */
+void trace_tell_waiting_locked(struct trace_state *st);
 /* Makes room for `need` elements in a growing array (aborts when memory runs out). */
 void *trace_grow(void *arr, size_t *cap, size_t need, size_t elem);
 

@@ -19,10 +19,17 @@ uint64_t trace_count(enum trace_counter c) {
 bool trace_wait(enum trace_counter c, uint64_t target, uint64_t budget_ns, uint64_t *got) {
     struct timespec deadline = probe_deadline_ts(budget_ns);
     struct trace_state *st = trace_lock();
+    bool told = false; /* the device was told this program waits, since the last wake */
     while (st->counts[c] < target) {
+        if (!told) {
+            told = true;
+            trace_tell_waiting_locked(st);
+            continue;
+        }
         if (!trace_sleep_until_locked(st, &deadline)) {
             break;
         }
+        told = false;
     }
     *got = st->counts[c];
     trace_unlock(st);

@@ -103,6 +103,16 @@ bool trace_sleep_until_locked(struct trace_state *st, const struct timespec *dea
 
 void trace_wake_all_locked(struct trace_state *st) { pthread_cond_broadcast(&st->cv); }
 
+void trace_tell_waiting_locked(struct trace_state *st) {
+    const struct probe_api *api = st->api;
+    if (api == NULL || api->vnpu_waiting == NULL) {
+        return;
+    }
+    pthread_mutex_unlock(&st->mu);
+    api->vnpu_waiting();
+    pthread_mutex_lock(&st->mu);
+}
+
 void *trace_grow(void *arr, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) {
         return arr;

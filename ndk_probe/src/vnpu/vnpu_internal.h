@@ -65,6 +65,7 @@ struct vnpu_profile {
     enum vnpu_personality personality;
     uint64_t callback_delay_us;
     uint64_t preempt_late_quiet_ms; /* 0: a late onPreempt is due PREEMPT_LATE_MS after its command */
+    uint64_t due_when_waiting;      /* 1: loads and late onPreempts due once the app waits (vnpu_waiting) */
 };
 
 /* Fills *out from $NPUCONF_VNPU_PROFILE (defaults when unset). Returns 0, or -1 with a
@@ -259,6 +260,9 @@ struct vnpu_job {
     /* A late onPreempt on a device with preempt_late_quiet_ms: due once no API call has come for
      * quiet_ns (not before earliest_ns), due_ns at the latest. 0: due at due_ns. */
     uint64_t quiet_ns, earliest_ns;
+    /* A load or a late onPreempt on a device with due_when_waiting: due once the application waits
+     * (vnpu_waiting), not before earliest_ns. */
+    bool when_waiting;
     enum vnpu_job_kind kind;
     ANpuBuffer *buf;            /* NULL for an allocation that failed at admission */
     struct vnpu_cookie *cookie; /* failed allocation only: the submission's reference */
@@ -297,11 +301,15 @@ struct vnpu_device {
     int fail_next;
     /* when the last API call began (vnpu_dev), read by the worker for a quiet device's late onPreempt */
     _Atomic uint64_t last_call_ns;
+    /* when the application last said it waits (vnpu_waiting; 0: not since the last callback), under lock */
+    uint64_t waiting_ns;
     /* worker */
     struct vnpu_job *head, *tail;
     bool worker_started;
     pthread_mutex_t lock; /* the one vnpu lock (see the top of this file) */
     pthread_cond_t wake;  /* CLOCK_MONOTONIC; signals the worker */
+    bool running;         /* the worker runs a job (its callbacks) */
+    pthread_cond_t ran;   /* CLOCK_MONOTONIC; the worker ran a job, or found its queue empty */
 };
 
 /* The one process-wide device: initialised at the first API call; a bad profile ends the

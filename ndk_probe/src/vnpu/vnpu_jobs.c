@@ -225,12 +225,22 @@ void vnpu_job_run(struct vnpu_device *dev, struct vnpu_job *job) {
 /* When a job may run: its due time; a late onPreempt on a quiet device as soon as the application has
  * made no API call for quiet_ns, since the next calls are what must come before it. */
 static uint64_t job_due_locked(const struct vnpu_device *dev, const struct vnpu_job *job) {
-    if (job->quiet_ns == 0)
-        return job->due_ns;
-    uint64_t quiet = atomic_load_explicit(&dev->last_call_ns, memory_order_relaxed) + job->quiet_ns;
-    if (quiet < job->earliest_ns)
-        quiet = job->earliest_ns;
-    return quiet < job->due_ns ? quiet : job->due_ns;
+    uint64_t due = job->due_ns;
+    uint64_t last_call = atomic_load_explicit(&dev->last_call_ns, memory_order_relaxed);
+    if (job->quiet_ns != 0) {
+        uint64_t quiet = last_call + job->quiet_ns;
+        if (quiet < job->earliest_ns)
+            quiet = job->earliest_ns;
+        if (quiet < due)
+            due = quiet;
+    }
+    /* due_when_waiting: the application waits (vnpu_waiting), and has made no call since. */
+    if (job->when_waiting && dev->waiting_ns != 0 && dev->waiting_ns >= last_call) {
+        uint64_t now_due = dev->waiting_ns > job->earliest_ns ? dev->waiting_ns : job->earliest_ns;
+        if (now_due < due)
+            due = now_due;
+    }
+    return due;
 }
 
 static void *worker_main(void *arg) {
@@ -239,6 +249,7 @@ static void *worker_main(void *arg) {
     for (;;) {
         struct vnpu_job *job = dev->head;
         if (job == NULL) {
+            pthread_cond_broadcast(&dev->ran);
             pthread_cond_wait(&dev->wake, &dev->lock);
             continue;
         }
@@ -253,9 +264,13 @@ static void *worker_main(void *arg) {
         dev->head = job->next;
         if (dev->head == NULL)
             dev->tail = NULL;
+        dev->running = true;
         vnpu_unlock(dev);
         vnpu_job_run(dev, job);
         vnpu_lock(dev);
+        dev->running = false;
+        dev->waiting_ns = 0; /* a callback may have ended the wait: the application says again */
+        pthread_cond_broadcast(&dev->ran);
     }
     return NULL;
 }
@@ -296,6 +311,12 @@ void vnpu_enqueue_late_locked(struct vnpu_device *dev, struct vnpu_job *job, uin
     /* An onPreempt queued late is preempt_late='s (a load's floor is not: it keeps its 5 ms). */
     if (job->kind == VNPU_JOB_PREEMPT && extra_ns > 0 && dev->profile.preempt_late_quiet_ms > 0) {
         job->quiet_ns = dev->profile.preempt_late_quiet_ms * 1000000u;
+        job->earliest_ns = now + delay_ns;
+    }
+    /* A load's floor and a late onPreempt keep the steps that follow in their window; once the
+     * application waits, those steps have come. */
+    if (extra_ns > 0 && dev->profile.due_when_waiting) {
+        job->when_waiting = true;
         job->earliest_ns = now + delay_ns;
     }
     job->next = NULL;

@@ -75,6 +75,8 @@ static const char *apply_key(struct vnpu_profile *p, const char *key, char *valu
         return parse_u64(value, UINT32_MAX, &p->callback_delay_us) ? NULL : "expected a decimal microsecond count";
     if (strcmp(key, "preempt_late_quiet_ms") == 0)
         return parse_u64(value, UINT32_MAX, &p->preempt_late_quiet_ms) ? NULL : "expected a decimal millisecond count";
+    if (strcmp(key, "due_when_waiting") == 0)
+        return parse_u64(value, 1, &p->due_when_waiting) ? NULL : "expected 0 or 1";
     if (strcmp(key, "policy") == 0) {
         static const struct {
             const char *name;
@@ -111,8 +113,8 @@ static const char *apply_key(struct vnpu_profile *p, const char *key, char *valu
 }
 
 int vnpu_profile_load(struct vnpu_profile *out, char *err, size_t errlen) {
-    static const char *const keys[] = {"pairs",       "capacity",          "policy",
-                                       "personality", "callback_delay_us", "preempt_late_quiet_ms"};
+    static const char *const keys[] = {
+        "pairs", "capacity", "policy", "personality", "callback_delay_us", "preempt_late_quiet_ms", "due_when_waiting"};
     bool seen[sizeof keys / sizeof keys[0]] = {false};
     set_defaults(out);
     const char *path = getenv(VNPU_PROFILE_ENV);
