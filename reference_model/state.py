@@ -342,12 +342,8 @@ INITIAL: Final = State(
 )
 
 T = TypeVar("T")
-# The field names of each value class (evolve's check).
-_FIELDS: Final[dict[type, frozenset[str]]] = {
-    cls: frozenset(f.name for f in fields(cls))
-    for cls in (FileSeg, Attrs, CookieRef, Token, Borrow, Request, Submission, Buffer, Mapping_, FileState, Load,
-                Inflight, State)
-}
+_new_object: Final = object.__new__
+_set_attribute: Final = object.__setattr__
 
 
 def evolve(value: T, **changes: object) -> T:
@@ -356,14 +352,16 @@ def evolve(value: T, **changes: object) -> T:
     ``dataclasses.replace`` builds the copy through ``__init__`` (a call per field); the judge makes about
     one copy per trace event, so the copy is given a copy of the fields' dict (one block copy, where filling
     an empty dict grows it field by field). Frozen forbids assigning an attribute; the copy's dict is set
-    before anyone holds the copy. A name that is not a field is a model bug."""
-    cls = type(value)
-    if not _FIELDS[cls].issuperset(changes):
-        raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - _FIELDS[cls])}")
+    before anyone holds the copy. The dict holds exactly the value's fields, so a change that makes it
+    grow names no field: a model bug."""
     fields_of_copy = value.__dict__.copy()
+    count = len(fields_of_copy)
     fields_of_copy.update(changes)
-    copy = object.__new__(cls)
-    object.__setattr__(copy, "__dict__", fields_of_copy)
+    if len(fields_of_copy) != count:
+        cls = type(value)
+        raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - {f.name for f in fields(cls)})}")
+    copy = _new_object(type(value))
+    _set_attribute(copy, "__dict__", fields_of_copy)
     return copy
 
 
