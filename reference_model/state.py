@@ -350,14 +350,17 @@ def evolve(value: T, **changes: object) -> T:
     """A copy of the frozen ``value`` with ``changes`` to its fields: how a transition makes its new state.
 
     ``dataclasses.replace`` builds the copy through ``__init__`` (a call per field); the judge makes about
-    one copy per trace event, so the copy is given a copy of the fields' dict (one block copy, where filling
-    an empty dict grows it field by field). Frozen forbids assigning an attribute; the copy's dict is set
-    before anyone holds the copy. The dict holds exactly the value's fields, so a change that makes it
-    grow names no field: a model bug."""
-    fields_of_copy = value.__dict__.copy()
-    count = len(fields_of_copy)
-    fields_of_copy.update(changes)
-    if len(fields_of_copy) != count:
+    one copy per trace event, so the copy is given a new dict of the fields, built in one step. Frozen
+    forbids assigning an attribute; the copy's dict is set before anyone holds the copy. The dict holds
+    exactly the value's fields, so a change that makes it grow names no field: a model bug.
+
+    The dict is built anew, not copied with ``dict.copy``: the copy of a value's own dict keeps that
+    dict's layout (keys shared with the class), and CPython does not specialise reading an attribute
+    from such a dict once it is an object's ``__dict__``, so every later field read of the copy took
+    the slow path."""
+    fields_of_value = value.__dict__
+    fields_of_copy = {**fields_of_value, **changes}
+    if len(fields_of_copy) != len(fields_of_value):
         cls = type(value)
         raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - {f.name for f in fields(cls)})}")
     copy = _new_object(type(value))
