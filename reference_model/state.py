@@ -9,7 +9,7 @@ scenario's *live* objects, whatever the trace length.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from .content import EMPTY, Content
@@ -361,8 +361,7 @@ def evolve(value: T, **changes: object) -> T:
     fields_of_value = value.__dict__
     fields_of_copy = {**fields_of_value, **changes}
     if len(fields_of_copy) != len(fields_of_value):
-        cls = type(value)
-        raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - {f.name for f in fields(cls)})}")
+        raise TypeError(f"{type(value).__name__} has no field {sorted(fields_of_copy.keys() - fields_of_value.keys())}")
     copy = _new_object(type(value))
     _set_attribute(copy, "__dict__", fields_of_copy)
     return copy
