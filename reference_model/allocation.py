@@ -576,7 +576,7 @@ def shown_by_answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb, exp: 
     now = s.reqs.get(sub.req)
     if now is None:
         out += ["alloc-free-request-after-call", "alloc-elements-modify-after-return"]
-    elif now.attrs != a or now.cookie != sub.cookie:
+    elif (now.attrs, now.cookie) != (a, sub.cookie):  # the pair compares its members by identity first
         out.append("alloc-elements-modify-after-return")
         if ev.cookie is not None and now.cookie.value != ev.cookie:
             out += ["cookie-later-changes-no-effect", "alloc-snapshot-cookie-example"]

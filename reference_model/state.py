@@ -9,7 +9,7 @@ scenario's *live* objects, whatever the trace length.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from .content import EMPTY, Content
@@ -342,28 +342,28 @@ INITIAL: Final = State(
 )
 
 T = TypeVar("T")
-# The field names of each value class (evolve's check).
-_FIELDS: Final[dict[type, frozenset[str]]] = {
-    cls: frozenset(f.name for f in fields(cls))
-    for cls in (FileSeg, Attrs, CookieRef, Token, Borrow, Request, Submission, Buffer, Mapping_, FileState, Load,
-                Inflight, State)
-}
+_new_object: Final = object.__new__
+_set_attribute: Final = object.__setattr__
 
 
 def evolve(value: T, **changes: object) -> T:
     """A copy of the frozen ``value`` with ``changes`` to its fields: how a transition makes its new state.
 
     ``dataclasses.replace`` builds the copy through ``__init__`` (a call per field); the judge makes about
-    one copy per trace event, so the copy is given a copy of the fields' dict (one block copy, where filling
-    an empty dict grows it field by field). Frozen forbids assigning an attribute; the copy's dict is set
-    before anyone holds the copy. A name that is not a field is a model bug."""
-    cls = type(value)
-    if not _FIELDS[cls].issuperset(changes):
-        raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - _FIELDS[cls])}")
-    fields_of_copy = value.__dict__.copy()
-    fields_of_copy.update(changes)
-    copy = object.__new__(cls)
-    object.__setattr__(copy, "__dict__", fields_of_copy)
+    one copy per trace event, so the copy is given a new dict of the fields, built in one step. Frozen
+    forbids assigning an attribute; the copy's dict is set before anyone holds the copy. The dict holds
+    exactly the value's fields, so a change that makes it grow names no field: a model bug.
+
+    The dict is built anew, not copied with ``dict.copy``: the copy of a value's own dict keeps that
+    dict's layout (keys shared with the class), and CPython does not specialise reading an attribute
+    from such a dict once it is an object's ``__dict__``, so every later field read of the copy took
+    the slow path."""
+    fields_of_value = value.__dict__
+    fields_of_copy = {**fields_of_value, **changes}
+    if len(fields_of_copy) != len(fields_of_value):
+        raise TypeError(f"{type(value).__name__} has no field {sorted(fields_of_copy.keys() - fields_of_value.keys())}")
+    copy = _new_object(type(value))
+    _set_attribute(copy, "__dict__", fields_of_copy)
     return copy
 
 

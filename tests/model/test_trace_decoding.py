@@ -117,6 +117,8 @@ def test_evolve_gives_ordinary_frozen_values():
     b = Buffer("B1", 4096, 3, NO_COOKIE, False, 500)
     assert evolve(b, maps=2) == dataclasses.replace(b, maps=2)
     assert hash(evolve(b, maps=2)) == hash(dataclasses.replace(b, maps=2))
+    with pytest.raises(TypeError, match=r"Buffer has no field \['mapz'\]"):
+        evolve(b, maps=2, mapz=3)
 
 
 FREQUENT = {
