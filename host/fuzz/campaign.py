@@ -242,7 +242,7 @@ class _Run:
         self.results = out_dir / RESULTS_FILE
         self.stop = threading.Event()  # Ctrl-C: stop now, shrinking included
         self.enough = threading.Event()  # --until-found: a divergence is written; stop at the next batch
-        self.shrinking: tuple[str, int] | None = None  # --until-found: (device, batch) whose groups are shrunk
+        self.first_group: tuple[str, str] | None = None  # --until-found: the group shrunk first
         self.shrunk_at: float | None = None  # --until-found: when that group's last shrink ended
         self.lock = threading.Lock()
         # By (build, signature): the devices of one build (host.run.group_of) share a group, shrunk once.
@@ -261,16 +261,16 @@ class _Run:
         with self.lock:
             append_bytes(self.results, line.encode("utf-8", errors="replace"))
 
-    def claim_shrink(self, device: str, batch: int) -> bool:
-        """Whether a new group may be shrunk: always, except under --until-found, where only the groups of
-        the batch that found the first divergence are: the run stops at that batch, whose programs' order is
-        the lanes' (any of its groups could have been the first); those found later stay as generated."""
+    def shrink_limit(self, build: str, signature: str) -> int:
+        """How many programs of a group are shrunk at most: GROUP_SHRINKS; under --until-found only the first
+        group shrunk has more than one (the run ends once it has had them), and every other group found
+        before the run ends is shrunk once: the defect a run looks for may show first under another clause."""
         with self.lock:
             if not self.request.until_found:
-                return True
-            if self.shrinking is None:
-                self.shrinking = (device, batch)
-            return self.shrinking == (device, batch)
+                return GROUP_SHRINKS
+            if self.first_group is None:
+                self.first_group = (build, signature)
+            return GROUP_SHRINKS if self.first_group == (build, signature) else 1
 
     def first_written(self) -> bool:
         """Sets `enough`; True for the first divergence written (the one that ends an --until-found run)."""
@@ -453,9 +453,8 @@ class _Worker:
                 if result.divergent:
                     divergent.append((program, result, self.programs))
             for program, result, programs in divergent:
-                # --until-found: once a divergence is written, others are kept as generated, not shrunk.
-                self._divergent(program, result, programs, shrink_it=not run.enough.is_set() and self._time_to_shrink(),
-                                batch=self.batches)
+                # --until-found: once the run has enough (its first group settled), others stay as generated.
+                self._divergent(program, result, programs, shrink_it=not run.enough.is_set() and self._time_to_shrink())
             if self.status == "lost":
                 return
             self._settle_unless_met_again()
@@ -476,7 +475,7 @@ class _Worker:
                        pointer64=self.pointer64, pair=self.pair, unsupported=self.unsupported, capacity=self.capacity)
                 for i in range(count)]
 
-    def _divergent(self, program: Program, found: Result, programs: int, shrink_it: bool, batch: int = 0) -> None:
+    def _divergent(self, program: Program, found: Result, programs: int, shrink_it: bool) -> None:
         run = self.run
         known = run.get(self.build, found.signature)
         if known is not None:
@@ -500,8 +499,9 @@ class _Worker:
             return
         # The evidence as the probe wrote it: the divergent program's whole trace (bounded like a run's).
         run.append("found", **dataclasses.asdict(divergence), trace=list(found.trace))
-        if not shrink_it or not run.claim_shrink(self.name, batch):
+        if not shrink_it:
             return
+        run.shrink_limit(self.build, found.signature)  # the first group shrunk under --until-found
         shrunk = self._shrink_and_write(program, found, divergence)
         current = run.get(self.build, found.signature)
         run.put(self.build, dataclasses.replace(shrunk, count=current.count if current is not None else 1))
@@ -539,14 +539,16 @@ class _Worker:
         self._found_if_settled(kept)
 
     def _found_if_settled(self, shrunk: FuzzDivergence) -> None:
-        """--until-found ends the run once a group is not shrunk again (the budget's end ends it too, with
-        the scenarios kept so far)."""
+        """--until-found ends the run once its first group is not shrunk again (the budget's end ends it too,
+        with the scenarios kept so far)."""
         run = self.run
-        if run.request.until_found and not self._shrinks_left(shrunk) and run.first_written():
+        if (run.request.until_found and run.first_group == (self.build, shrunk.signature)
+                and not self._shrinks_left(shrunk) and run.first_written()):
             self.status = "found"
 
     def _shrinks_left(self, group: FuzzDivergence) -> bool:
-        return (group.shrinks < GROUP_SHRINKS and self.run.shrinking_time(self.build, group.signature) < GROUP_SHRINK_S
+        limit = self.run.shrink_limit(self.build, group.signature)
+        return (group.shrinks < limit and self.run.shrinking_time(self.build, group.signature) < GROUP_SHRINK_S
                 and self._time_to_shrink())
 
     def _confirm_reserve(self, found: Result | None = None) -> float:

@@ -777,26 +777,25 @@ def test_a_group_keeps_the_scenario_that_replays_most_often_then_the_shortest(tm
     assert again is not None and (again.steps_after, again.count, again.shrinks) == (12, 4, 3)
 
 
-def test_until_found_shrinks_the_groups_of_the_first_batch_only(tmp_path):
-    """--until-found stops at the batch of the first divergence: a divergence of another clause in that
-    batch is shrunk too (the lanes, not the finding, ordered the batch), one found in a later batch while the
-    first group still has shrinks left is kept as generated; without --until-found it is shrunk as well."""
+def test_until_found_shrinks_other_groups_once_until_the_first_settles(tmp_path):
+    """--until-found: a group of another clause found while the first group still has shrinks left is shrunk
+    once, and does not end the run; without --until-found every group is shrunk up to GROUP_SHRINKS."""
     from types import SimpleNamespace
 
     def found(clause: str, program: int) -> SimpleNamespace:
         return SimpleNamespace(signature=f"FAIL:{clause}", verdict=Verdict.FAIL, clause=clause, quote="q",
                                reason="r", program_id=f"fuzz.s1_{program}", trace=())
 
-    for until_found, shrunk in ((True, ["fuzz.s1_0", "fuzz.s1_7"]), (False, ["fuzz.s1_0", "fuzz.s1_7", "fuzz.s1_9"])):
+    for until_found, shrunk in ((True, ["fuzz.s1_0", "fuzz.s1_7"]), (False, ["fuzz.s1_0", "fuzz.s1_7", "fuzz.s1_8"])):
         run, worker, shrunk_programs = _scripted_worker(tmp_path / str(until_found), [(3, 5, 0.0)] * 3)
         run.request.until_found = until_found
-        worker._divergent(_GROUP_PROGRAM, _group_found(0), 1, shrink_it=True, batch=2)
-        worker._divergent(_GROUP_PROGRAM, found("y", 7), 2, shrink_it=True, batch=2)
-        worker._divergent(_GROUP_PROGRAM, found("z", 9), 3, shrink_it=True, batch=3)
+        worker._divergent(_GROUP_PROGRAM, _group_found(0), 1, shrink_it=True)
+        worker._divergent(_GROUP_PROGRAM, found("y", 7), 2, shrink_it=True)
+        worker._divergent(_GROUP_PROGRAM, found("y", 8), 3, shrink_it=True)  # y again: shrunk once only
         assert shrunk_programs == shrunk
-        same_batch, later = run.get("local", "FAIL:y"), run.get("local", "FAIL:z")
-        assert same_batch is not None and same_batch.shrunk and not run.enough.is_set()
-        assert later is not None and later.shrunk is not until_found
+        other = run.get("local", "FAIL:y")
+        assert other is not None and other.shrunk and not run.enough.is_set()
+        assert other.count == 2
 
 
 def test_until_found_ends_once_its_group_is_not_met_again(tmp_path):

@@ -174,10 +174,10 @@ def test_until_found_stops_once_the_first_divergence_is_shrunk(tmp_path, probe_b
     assert summary["fuzzing_s"] < 60
     (device,) = summary["devices"]
     assert device["status"] == "found"
-    # the groups of the batch that found the first divergence are shrunk, none found later
-    shrunk = {r["signature"] for r in records(out, "shrunk")}
-    first_batch = {d["signature"] for d in summary["divergences"] if d["found_after_s"] == first["found_after_s"]}
-    assert first["signature"] in shrunk and shrunk <= first_batch, (shrunk, summary["divergences"])
+    # the first group is shrunk up to GROUP_SHRINKS times; a group of another clause found meanwhile once
+    shrunk = [r["signature"] for r in records(out, "shrunk")]
+    assert shrunk[0] == first["signature"], shrunk
+    assert all(shrunk.count(s) == 1 for s in shrunk if s != first["signature"]), shrunk
     assert "--until-found" in done.stdout
 
 
