@@ -159,7 +159,7 @@ bool trace_wait_preempts(uint64_t budget_ns, uint64_t *expected, uint64_t *got) 
         if (!told) {
             told = true;
             trace_tell_waiting_locked(st);
-        } else if (!trace_sleep_until_locked(st, &deadline)) {
+        } else if (!trace_nap_locked(st, &deadline)) {
             preempts_locked(st, expected, got);
             break;
         } else {

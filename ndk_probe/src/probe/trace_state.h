@@ -108,6 +108,10 @@ void trace_emit_locked(struct trace_state *st, struct jbuf *ev);
 void trace_sleep_locked(struct trace_state *st);
 /* The same, or until the CLOCK_MONOTONIC deadline: false once it has passed. */
 bool trace_sleep_until_locked(struct trace_state *st, const struct timespec *deadline);
+/* As trace_sleep_until_locked, but where the device is told of waits (vnpu_waiting) at most
+ * TRACE_TELL_AGAIN_NS at a time, then true as if woken, so that the waiter tells it again: a job the
+ * device ran without a callback the probe sees clears what it was told. False once `deadline` passed. */
+bool trace_nap_locked(struct trace_state *st, const struct timespec *deadline);
 /* Wakes every waiter: a counter, a callback or a preemption changed. */
 void trace_wake_all_locked(struct trace_state *st);
 /* Tells the device the application now waits for callbacks (vnpu_waiting, where the library has it),

@@ -26,7 +26,7 @@ bool trace_wait(enum trace_counter c, uint64_t target, uint64_t budget_ns, uint6
             trace_tell_waiting_locked(st);
             continue;
         }
-        if (!trace_sleep_until_locked(st, &deadline)) {
+        if (!trace_nap_locked(st, &deadline)) {
             break;
         }
         told = false;

@@ -101,6 +101,22 @@ bool trace_sleep_until_locked(struct trace_state *st, const struct timespec *dea
     return pthread_cond_timedwait(&st->cv, &st->mu, deadline) != ETIMEDOUT;
 }
 
+#define TRACE_TELL_AGAIN_NS 5000000u
+
+bool trace_nap_locked(struct trace_state *st, const struct timespec *deadline) {
+    if (st->api == NULL || st->api->vnpu_waiting == NULL) {
+        return trace_sleep_until_locked(st, deadline);
+    }
+    struct timespec nap = probe_deadline_ts(TRACE_TELL_AGAIN_NS);
+    bool nap_first =
+        nap.tv_sec < deadline->tv_sec || (nap.tv_sec == deadline->tv_sec && nap.tv_nsec < deadline->tv_nsec);
+    if (!nap_first) {
+        return trace_sleep_until_locked(st, deadline);
+    }
+    (void)trace_sleep_until_locked(st, &nap);
+    return true;
+}
+
 void trace_wake_all_locked(struct trace_state *st) { pthread_cond_broadcast(&st->cv); }
 
 void trace_tell_waiting_locked(struct trace_state *st) {
