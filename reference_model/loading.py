@@ -11,7 +11,7 @@ from .cookies import borrow, callback_cookie_alive, cookie_value_shown, hold
 from .crashes import load_without_onload_crashes
 from .requests import file_hold, file_segment
 from .rules import Reject, clause, shows
-from .state import Buffer, FileSeg, FileState, Inflight, Load, State, done, evolve, show
+from .state import Buffer, FileSeg, FileState, Inflight, Load, State, done, each_in_flight, evolve, show
 from .trace import Call, Cb, Ret
 
 
@@ -301,7 +301,7 @@ def overtake(s: State, ld: Load) -> tuple[Inflight | None, tuple[tuple[str, Infl
             return inf
         return evolve(inf, overtaken=(*inf.overtaken, (ld.buf, *span)))
 
-    return (mark(s.inflight) if s.inflight is not None else None), tuple((st, mark(inf)) for st, inf in s.parked)
+    return each_in_flight(s, mark)
 
 
 @clause("load-callback-errornum", "preempt-after-free-race")

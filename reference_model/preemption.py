@@ -13,7 +13,7 @@ from . import policies
 from ._context import PRIORITY_RANGE, Ctx, Out, reject
 from .cookies import all_deleted, borrow, callback_cookie_alive, changed_value, cookie_value_shown, hold
 from .rules import Reject, clause, shows
-from .state import Buffer, Inflight, State, evolve, show
+from .state import Buffer, Inflight, State, each_in_flight, evolve, show
 from .trace import Call, Cb, End, Ret
 
 
@@ -85,7 +85,7 @@ def met_by_maps(s: State, handle: str) -> tuple[Inflight | None, tuple[tuple[str
     def mark(inf: Inflight) -> Inflight:
         return evolve(inf, preempt_met=(*inf.preempt_met, handle)) if inf.op == "buf_map" else inf
 
-    return (mark(s.inflight) if s.inflight is not None else None), tuple((st, mark(inf)) for st, inf in s.parked)
+    return each_in_flight(s, mark)
 
 
 @clause("cookie-later-changes-no-effect", "cookie-snapshot-at-alloc", "cookie-borrowed-in-callbacks",

@@ -8,7 +8,7 @@ scenario's *live* objects, whatever the trace length.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -342,6 +342,13 @@ INITIAL: Final = State(
 )
 
 T = TypeVar("T")
+
+
+def each_in_flight(s: State, mark: Callable[[Inflight], Inflight]) -> tuple[Inflight | None,
+                                                                            tuple[tuple[str, Inflight], ...]]:
+    """The calls in flight, on main's strand and on the parked ones, each passed through ``mark``: what a
+    callback observed before their rets records on them."""
+    return (mark(s.inflight) if s.inflight is not None else None), tuple((st, mark(inf)) for st, inf in s.parked)
 _new_object: Final = object.__new__
 _set_attribute: Final = object.__setattr__
 

@@ -92,8 +92,15 @@ def _check_every_entry(page: str, markdown: str, devices: set[str], traces: dict
         if section.startswith("Readings that read no sentence"):
             continue
         for part in ("**Sentence", "\n> ", "**Reading the kit applies**: ", "**Why**: ", "**What each device did**",
-                     " trace line ", "**AOSP module**", "**Proposed wording**:"):
+                     "**AOSP module**", "**Proposed wording**:"):
             assert part in section, (section.splitlines()[0], part)
+        # each device either cites trace lines or says no trace showed what the reading reads (a late callback)
+        did = section.split("**What each device did**:", 1)[1].split("**AOSP module**", 1)[0]
+        blocks = re.split(r"^(?=- `)", did.strip(), flags=re.M)
+        assert len([b for b in blocks if b]) == len(devices), (section[:60], did)
+        for block in filter(None, blocks):
+            assert (re.search(r"^  - `[^`]+` trace line \d+: ", block, re.M)
+                    or "no trace of them shows the calls or callbacks it reads" in block.splitlines()[0]), block
 
 
 def _traces(run: Path, label=lambda serial: serial) -> dict[str, dict[str, list[str]]]:
