@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, default_sigint
 from tests.hostile.conftest import cli, records, text, write_records
 from tests.vnpu_builds import vnpu_with
 
@@ -172,11 +172,12 @@ def test_resume_of_own_run_with_impl_needs_no_impl_again(tmp_path, probe_build, 
     """An interrupted run of this user's, in its registered directory: its library loads again unasked."""
     run_dir = tmp_path / "own"
     build = standin({"support.empty_list": "sleep", "seconds": 60})
+    # default_sigint: a test session started in the background would pass its ignored SIGINT on
     running = subprocess.Popen(
         [sys.executable, "-m", "host", "run", "--target", "local", "--impl", probe_build.vnpu, "--build-dir", build,
          "-k", "support.empty_list", "--out", run_dir, "-q"],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), **state_env),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     # interrupted once the plan and the device's record are written (the plan's line alone may reach the file
