@@ -703,7 +703,9 @@ def test_an_adversary_is_found_shrunk_and_replayed(tmp_path, probe_build, mutati
     assert named, (mutation, list(found))
     divergence = found[named[0]]
     most = MUTANT_SHRUNK_STEPS.get(mutation, MAX_SHRUNK_STEPS)
-    assert divergence["replays"] and divergence["steps_after"] <= most, divergence
+    told = {k: divergence.get(k) for k in ("steps_after", "replayed", "replay_runs", "cut_short", "shrinks",
+                                           "shrink_s", "candidates", "shrunk_reason")}
+    assert divergence["replays"] and divergence["steps_after"] <= most, told
     scenario = yaml.safe_load(Path(divergence["scenario"]).read_text())
     assert check_program(scenario) is None
 
