@@ -58,9 +58,14 @@ def preempt_allowed(ctx: Ctx, s: State, b: Buffer, ev: Cb) -> Reject | str | Non
         return reject("preempt-callback-on-forced-dealloc", f"onPreempt for {b.handle}",
                       ["no onPreempt: nothing preempted this buffer"],
                       "the device declares its capacity and no vnpu command preempted the buffer")
-    if not b.preempted and ev.thread == "caller" and s.inflight is not None and s.inflight.op == "buf_free":
+    if not b.preempted and inside_free(s, ev):
         return "R13"
     return tag
+
+
+def inside_free(s: State, ev: Cb) -> bool:
+    """Whether the callback runs on the calling thread inside an ANpuBuffer_free()."""
+    return ev.thread == "caller" and s.inflight is not None and s.inflight.op == "buf_free"
 
 
 @clause("preempt-callback-on-forced-dealloc", "preempt-onpreempt-purpose", "preempt-map-enoent")
@@ -123,6 +128,13 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
             continue
         if not g.handle:  # the ghost of an allocation answered ECANCELED (aosp-2026 only)
             res = res or "D14"
+        if inside_free(s, ev) and (g.preemptable or g.vnpu_preempted):
+            # The free's own callback, not necessarily the notice of the command's preemption, which the device
+            # may still be delivering (and then drop): the cookie may stay held for it. No second onPreempt.
+            ghosts = (*s.ghosts[:i], evolve(g, preempt_cb=True, notice_hold=True), *s.ghosts[i + 1:])
+            after = evolve(s, ghosts=ghosts, dids=s.dids | {res} if res else s.dids)
+            out.append(borrow(ctx, show(after, *onpreempt_shown(g, res)), g.cookie, ev))
+            continue
         ghosts = s.ghosts[:i] + s.ghosts[i + 1:]
         tokens = hold(s, g.cookie, -1) if g.awaits_late_onpreempt() else s.tokens
         after = evolve(s, ghosts=ghosts, tokens=tokens, dids=s.dids | {res} if res else s.dids)

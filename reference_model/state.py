@@ -178,11 +178,16 @@ class Buffer:
     mapped_hold: bool = False  # freed while mapped: it may hold its cookie until its last unmap
     unset: frozenset[str] = frozenset()  # the request fields it kept at their defaults (Attrs.unset)
     freed_in_teardown: bool = False  # freed by the probe's teardown, after the settles, not by the scenario
+    # Its onPreempt came inside its free, on the calling thread, after a vnpu command preempted it or may
+    # have: the device may still hold the cookie for its own notice of that preemption.
+    notice_hold: bool = False
 
     def optional_hold(self) -> bool:
         """A freed buffer whose hold of its cookie the device may keep or drop: one still mapped (its memory
-        lives until the last unmap), or one whose late onPreempt may still come but is no longer owed."""
-        return self.freed and (self.mapped_hold or (self.awaits_late_onpreempt() and not self.owes_onpreempt()))
+        lives until the last unmap), one whose late onPreempt may still come but is no longer owed, or one
+        whose notice of a commanded preemption the device may still be delivering (notice_hold)."""
+        return self.freed and (self.mapped_hold or self.notice_hold
+                               or (self.awaits_late_onpreempt() and not self.owes_onpreempt()))
 
     def owes_onpreempt(self) -> bool:
         """A preemption the application saw (ENOENT) owes its onPreempt, unless the scenario freed the buffer
@@ -192,10 +197,11 @@ class Buffer:
         return self.announced and not self.preempt_cb and (not self.freed or self.freed_in_teardown)
 
     def awaits_late_onpreempt(self) -> bool:
-        """A preempted buffer whose onPreempt has not come: once freed, the callback may still arrive
-        (owed when the application saw the preemption, optional when a vnpu command did it), and the
-        cookie must outlive it, so the buffer keeps holding the cookie."""
-        return self.onpreempt and not self.preempt_cb and (self.announced or self.vnpu_preempted)
+        """A buffer preempted, or that a vnpu command may have preempted (pressure=, preempt=lowest), whose
+        onPreempt has not come: once freed, the callback may still arrive (owed when the application saw
+        the preemption, optional when a command did or may have done it), and the cookie must outlive it,
+        so the buffer keeps holding the cookie."""
+        return self.onpreempt and not self.preempt_cb and (self.announced or self.vnpu_preempted or self.preemptable)
 
 
 @dataclass(frozen=True)
