@@ -14,11 +14,15 @@ from .rules import Reject
 from .scenario import Step
 from .state import Buffer, State
 from .trace import Call
+from .vocabulary import Priority
 
 Out = list[State] | Reject
 
 TYPE_VALID: Final = range(1, 5)
-PRIORITY_RANGE: Final = range(0, 1001)
+# [ANPUBUFFER_PRIORITY_MIN, ANPUBUFFER_PRIORITY_MAX], inclusive (buffer.h, through vocabulary.yaml)
+PRIORITY_RANGE: Final = range(Priority.MIN, Priority.MAX + 1)
+PRIORITY_BOUNDS: Final = (PRIORITY_RANGE.start, PRIORITY_RANGE.stop - 1)
+PRIORITY_SPAN: Final = f"[{PRIORITY_RANGE.start}, {PRIORITY_RANGE.stop - 1}]"
 ANY_ERRNO: Final = "any errno"
 
 

@@ -13,7 +13,9 @@ from typing import Final
 from . import policies
 from ._context import (
     ANY_ERRNO,
+    PRIORITY_BOUNDS,
     PRIORITY_RANGE,
+    PRIORITY_SPAN,
     TYPE_VALID,
     Ctx,
     Out,
@@ -103,7 +105,7 @@ def invalid_request(ctx: Ctx, a: Attrs) -> Expect | None:
         return Expect(alts, cid, f"the request has an invalid {what}")
     if a.priority not in PRIORITY_RANGE:
         e = Expect({"EINVAL": "", ANY_ERRNO: "R4"}, "priority-request-range",
-                   f"priority {a.priority} is outside [0, 1000]")
+                   f"priority {a.priority} is outside {PRIORITY_SPAN}")
         # "must be within the range" is the caller's duty; the text gives no consequence for its breach
         return _merge(e, valid_outcome(ctx, a, None, 0, 0), "D3" if p.priority_unchecked else "R4")
     if a.prot & ~PROT_VALID:
@@ -597,7 +599,7 @@ def shown_by_answer(ctx: Ctx, s: State, sid: int, sub: Submission, ev: Cb, exp: 
         if released_memory_needed(ctx, s, a):
             out.append("free-memory-after-last-unmap")  # it fits only because the last unmap released memory
     if "priority" not in a.unset and a.priority in PRIORITY_RANGE:
-        out += ["priority-request-range", *(("priority-range-inclusive",) if a.priority in (0, 1000) else ())]
+        out += ["priority-request-range", *(("priority-range-inclusive",) if a.priority in PRIORITY_BOUNDS else ())]
     if "prot" not in a.unset and not a.prot & ~PROT_VALID:
         out.append("req-prot-values")
     if a.file is None:

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from ._context import PRIORITY_RANGE, Ctx, Out, arg_handle, arg_int, errno_set, live_buffer, reject
+from ._context import (
+    PRIORITY_BOUNDS,
+    PRIORITY_RANGE,
+    PRIORITY_SPAN,
+    Ctx,
+    Out,
+    arg_handle,
+    arg_int,
+    errno_set,
+    live_buffer,
+    reject,
+)
 from .rules import Reject, clause, shows
 from .state import Buffer, State, done, evolve, show
 from .trace import Call, Ret
@@ -33,9 +44,9 @@ def set_priority_result(ctx: Ctx, b: Buffer, value: int, ret: Ret) -> Reject | s
         if ret.ret == -1 and ret.errno != "EINVAL":
             return "R19"  # "-1 on error" lists no errors; EINVAL would call a priority of the range invalid
         # MIN or MAX refused as invalid contradicts "inclusive" first
-        cid = "priority-set-range" if value in (PRIORITY_RANGE.start, PRIORITY_RANGE.stop - 1) else "priority-set"
+        cid = "priority-set-range" if value in PRIORITY_BOUNDS else "priority-set"
         return reject(cid, f"ret={ret.ret} errno={ret.errno}", ["0"],
-                      f"priority {value} is within [0, 1000] and {b.handle} is live")
+                      f"priority {value} is within {PRIORITY_SPAN} and {b.handle} is live")
     if ret.ret == -1:
         return None
     # "must be within the range" is the caller's duty with no stated consequence: accepting is WARN R4
@@ -65,6 +76,6 @@ def set_priority_shown(value: int, ret: Ret) -> tuple[str, ...]:
     MIN or MAX, that the range is inclusive), and the return sentence each time (a refusal of a priority
     outside the range is the kit's reading of a caller's duty: it shows nothing the text promises)."""
     if value in PRIORITY_RANGE and ret.ret == 0:
-        bounds = ("priority-range-inclusive", "priority-set-range") if value in (0, 1000) else ()
+        bounds = ("priority-range-inclusive", "priority-set-range") if value in PRIORITY_BOUNDS else ()
         return ("priority-set", "priority-set-returns", *bounds)
     return ("priority-set-returns",)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from .content import EMPTY, Content
-from .vocabulary import PAGE_SIZE, PROT_BITS
+from .vocabulary import PAGE_SIZE, PROT_BITS, Priority
 
 if TYPE_CHECKING:
     from .policies.pool import Pool
@@ -72,7 +72,7 @@ class Attrs:
 
 
 SET_BY_SETTERS: Final = frozenset({"device", "type", "size", "priority", "prot", "file", "cookie", "onpreempt"})
-DEFAULT_ATTRS: Final = Attrs(device=-1, type=0, size=0, priority=500, prot=PROT_READ, file=None,
+DEFAULT_ATTRS: Final = Attrs(device=-1, type=0, size=0, priority=int(Priority.DEFAULT), prot=PROT_READ, file=None,
                              onalloc=False, onpreempt=False, unset=SET_BY_SETTERS)
 
 
