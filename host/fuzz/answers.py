@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from reference_model.vocabulary import PAGE_SIZE, PROT_BITS
+from reference_model.vocabulary import PAGE_SIZE, PROT_BITS, Priority
 
 PAGE: Final = PAGE_SIZE
 GRANTED: Final = "granted"
@@ -25,7 +25,8 @@ PAIR: Final = "pair"
 INVALID: Final = "invalid"
 UNSUPPORTED: Final = "unsupported"
 OTHER: Final = "other"
-PRIORITY_RANGE: Final = (0, 1000)  # ANPUBUFFER_PRIORITY_MIN .. MAX, inclusive
+PRIORITY_RANGE: Final = (int(Priority.MIN), int(Priority.MAX))  # ANPUBUFFER_PRIORITY_MIN .. MAX, inclusive
+PRIORITY_DEFAULT: Final = int(Priority.DEFAULT)
 # Sizes up to this many bytes are granted on any device that grants the pair at all: far below the vnpu's
 # default capacity, so that every buffer of a program without pressure fits at once.
 CERTAIN_BYTES: Final = 16 * PAGE

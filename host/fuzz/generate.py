@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from . import moves_buffers, moves_contexts, moves_requests
-from .answers import CERTAIN_BYTES, PAGE
+from .answers import CERTAIN_BYTES, PAGE, PRIORITY_DEFAULT, PRIORITY_RANGE
 from .caller import item_steps
 from .grammar import Cell
 from .pen import (
@@ -42,7 +42,9 @@ from .pen import (
 )
 
 SIZES_PAGES: Final = (1, 1, 2, 3, 4, 8, 16)
-PRIORITIES: Final = (0, 1, 250, 499, 500, 501, 750, 999, 1000)
+_LOW, _HIGH = PRIORITY_RANGE
+PRIORITIES: Final = (_LOW, _LOW + 1, 250, PRIORITY_DEFAULT - 1, PRIORITY_DEFAULT, PRIORITY_DEFAULT + 1, 750, _HIGH - 1,
+                     _HIGH)
 # The clause a generated program names: its steps may exercise any, the judge names the one it breaks.
 PROGRAM_CLAUSE: Final = "alloc-supported-may-fail"
 # Without a supported pair (discovery failed) requests take these numbers; their allocations may fail or

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .answers import PAGE
+from .answers import PAGE, PRIORITY_DEFAULT, PRIORITY_RANGE
 from .caller import lowest_certain
 from .pen import (
     AWAIT_MS,
@@ -28,8 +28,9 @@ from .pen import (
     quiet,
 )
 
-PRIORITY_CLASSES: Final = (0, 1000, -1, 1001, 300)
-LOWEST_PRIORITIES: Final = (0, 1, 250, 500, 750, 999, 1000)
+_LOW, _HIGH = PRIORITY_RANGE
+PRIORITY_CLASSES: Final = (_LOW, _HIGH, _LOW - 1, _HIGH + 1, 300)  # min, max, below, above, another valid one
+LOWEST_PRIORITIES: Final = (_LOW, _LOW + 1, 250, PRIORITY_DEFAULT, 750, _HIGH - 1, _HIGH)
 # After a commanded preemption a conforming device refuses (the buffer is mapped), as the corpus waits.
 MAPPED_PREEMPT_PAUSE_MS: Final = 20
 ODD_BYTES: Final = (1, 7, 100, 4095)
