@@ -266,9 +266,9 @@ def loaded_content(s: State, b: Buffer, ld: Load, success: bool, others: Mapping
         # A nonzero offset demonstrates "fileOffset ... starting from the beginning of the file" (an offset of
         # 0 does not: a device ignoring fileOffset loads the same bytes). Bytes that disagree name the offset
         # first wherever it decides where they come from: a nonzero one, or any once the application moved
-        # the descriptor's position.
-        shows = [*(("load-file-offset",) if seg.offset else ()), "load-async",
-                 *(("load-buffer-offset-nonnegative",) if seg.buffer_offset else ())]
+        # the descriptor's position; then a nonzero buffer offset, which decides where they go.
+        shows = [*(("load-file-offset",) if seg.offset else ()),
+                 *(("load-buffer-offset-nonnegative",) if seg.buffer_offset else ()), "load-async"]
         if not seg.offset and f.position not in (None, 0):
             shows = [NAMED_ONLY + "load-file-offset", *shows]
         content = write(content, *span, f.seed, seg.buffer_offset - seg.offset, ",".join(shows))

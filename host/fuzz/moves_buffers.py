@@ -8,6 +8,7 @@ effective protection, what is left mapped, the descriptor's position."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any, Final
 
 from .answers import PAGE, PRIORITY_DEFAULT, PRIORITY_RANGE
@@ -40,10 +41,12 @@ def _readable_prot(prot: frozenset[str]) -> list[str]:
     return [p for p in ("READ", "WRITE") if p in prot]
 
 
-def look(s: Pen, b: str) -> None:
+def look(s: Pen, b: str, cuts: tuple[int, ...] = ()) -> None:
     """The buffer looked at whole: mapped whole with its protection, the mapping's effective protection,
     every byte read back (written and read again where writable), unmapped whole, and what is left mapped
-    of it (nothing). Nothing when a conforming device may refuse the map (a load in flight, preempted)."""
+    of it (nothing). Nothing when a conforming device may refuse the map (a load in flight, preempted).
+    ``cuts``: byte offsets the first read back is split at (a load's range apart from the bytes around it,
+    so that a digest that disagrees names the sentence of the part it covers)."""
     buf = s.model.bufs[b]
     prot = _readable_prot(buf.prot)
     if not buf.pages or buf.preempted or buf.loading or "READ" not in prot:
@@ -56,7 +59,9 @@ def look(s: Pen, b: str) -> None:
         s.add("buf_unmap", map=m, offset=0, length=length)
         return
     s.add("map_prot", map=m, offset=0, length=length)
-    s.add("map_read", map=m, offset=0, length=length)
+    bounds = [0, *sorted({c for c in cuts if 0 < c < length}), length]
+    for lo, hi in pairwise(bounds):
+        s.add("map_read", map=m, offset=lo, length=hi - lo)
     if "WRITE" in prot and s.chance(0.3):
         s.add("map_write", map=m, offset=0, length=length, seed=s.rng.randint(1, 1000))
         s.add("map_read", map=m, offset=0, length=length)
@@ -214,12 +219,14 @@ def _load_class(s: Pen) -> None:
     f = s.name("f")
     args = _load_arguments(s, f, s.model.bufs[b].pages)
     s.add("buf_load", buf=b, onload=True, **args)
-    _after_load(s, b, f if isinstance(args["fd"], str) else None)
+    at, length = args["buffer_offset"], args["length"]
+    _after_load(s, b, f if isinstance(args["fd"], str) else None, (at, at + length) if length >= 0 else ())
 
 
-def _after_load(s: Pen, b: str, f: str | None) -> None:
-    """After a load: its onLoad awaited, the descriptor's position, the whole buffer read back; at times the
-    buffer freed and its descriptor awaited closed by its owner (load-fd-ownership)."""
+def _after_load(s: Pen, b: str, f: str | None, span: tuple[int, ...] = ()) -> None:
+    """After a load: its onLoad awaited, the descriptor's position, the whole buffer read back (the load's
+    ``span`` apart from the bytes around it); at times the buffer freed and its descriptor awaited closed
+    by its owner (load-fd-ownership)."""
     if not s.model.loads_known:
         return
     s.add("await_load", count=s.model.loads, timeout_ms=AWAIT_MS)
@@ -227,7 +234,7 @@ def _after_load(s: Pen, b: str, f: str | None) -> None:
         s.add("fd_check", file=f)
     if b not in s.model.bufs:
         return
-    look(s, b)
+    look(s, b, span)
     if f is not None and s.chance(0.3) and not s.model.live_mapped(b):
         s.add("buf_free", bufs=[b])
         if f in s.model.released_files:

@@ -409,6 +409,25 @@ def test_generated_programs_reach_the_new_actions():
         "integer handed over again"}
 
 
+def test_a_load_is_read_back_apart_from_the_bytes_around_it():
+    """After a load of one argument class the buffer is read back in parts: before its range, the range, and
+    after it, so a digest that disagrees names the sentence of its part (the length for bytes after it)."""
+    split = 0
+    for index in range(300):
+        steps = flat_steps_of(generate(1, index, vnpu_control=True))
+        for k, step in enumerate(steps):
+            ((op, args),) = step.items()
+            if op != "buf_load" or not isinstance(args["fd"], str) or args["length"] <= 0:
+                continue
+            start, end = args["buffer_offset"], args["buffer_offset"] + args["length"]
+            reads = [(a["offset"], a["offset"] + a["length"]) for s in steps[k + 1:] for o, a in s.items()
+                     if o == "map_read"]
+            if end % 4096 and reads and reads[0][0] == 0:
+                assert (start, end) in reads[:3] and any(lo == end for lo, _ in reads[:3]), (index, args, reads)
+                split += 1
+    assert split >= 5
+
+
 def test_about_half_of_the_commanded_preemptions_are_late():
     """`preempt_late=` (the vnpu's late onPreempt, one step) for about half of those that preempt a buffer the
     program names, unmapped (one of a mapped buffer is refused, and has no onPreempt to make late;

@@ -82,6 +82,10 @@ def test_a_load_read_back_demonstrates_its_offsets_and_an_error_demonstrates_non
     assert wrong.verdict is Verdict.FAIL and wrong.divergence is not None
     assert wrong.divergence.clause == "load-file-offset"
     assert wrong.demonstrated == ()
+    # With the file read from its start, wrong bytes at buffer offset 4096 name that offset (a device loading
+    # to the buffer's start leaves others there), not the summary sentence.
+    elsewhere = _loaded(file_offset=0, read=digest(9, 4096, 4096 * 2)).judge()
+    assert elsewhere.divergence is not None and elsewhere.divergence.clause == "load-buffer-offset-nonnegative"
 
 
 def test_a_refused_allocation_demonstrates_nothing_of_what_would_follow():
