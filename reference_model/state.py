@@ -355,6 +355,8 @@ def each_in_flight(s: State, mark: Callable[[Inflight], Inflight]) -> tuple[Infl
     """The calls in flight, on main's strand and on the parked ones, each passed through ``mark``: what a
     callback observed before their rets records on them."""
     return (mark(s.inflight) if s.inflight is not None else None), tuple((st, mark(inf)) for st, inf in s.parked)
+
+
 _new_object: Final = object.__new__
 _set_attribute: Final = object.__setattr__
 
