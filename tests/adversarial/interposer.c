@@ -689,6 +689,10 @@ static void deliver(struct job *j) {
         ANpuManager_LoadCallback stale = atomic_load(&last_onload);
         if (MUT == M_ONLOAD_FOR_ALLOC && j->error == 0 && s->has_fd && stale != NULL) stale(sub_cookie(s), 0, j->buf);
         if (MUT == M_PREEMPT_ON_FAILED && j->error != 0 && s->on_preempt != NULL) s->on_preempt(sub_cookie(s));
+        /* A failed submission is done with the cookie once its onAlloc returned: the real library's hold on
+         * the submission may outlast this delivery on another thread (RETIMED), and must not keep the
+         * application's cookie past a later setCookie that has to delete it. */
+        if (RETIMED && j->error != 0 && !atomic_exchange(&s->cookie_dropped, true)) holder_release(s->holder, true);
         note_alloc_done(s);
         if (j->error != 0 && s->fd != NULL && FDS_KEPT) {
             /* nothing to free later: the failed submission no longer needs the fd */
