@@ -132,11 +132,10 @@ def on_preempt(ctx: Ctx, s: State, ev: Cb) -> Out:
             # The free's own callback, not necessarily the notice of the command's preemption, which the device
             # may still be delivering (and then drop): the cookie may stay held for it. No second onPreempt.
             ghosts = (*s.ghosts[:i], evolve(g, preempt_cb=True, notice_hold=True), *s.ghosts[i + 1:])
-            after = evolve(s, ghosts=ghosts, dids=s.dids | {res} if res else s.dids)
-            out.append(borrow(ctx, show(after, *onpreempt_shown(g, res)), g.cookie, ev))
-            continue
-        ghosts = s.ghosts[:i] + s.ghosts[i + 1:]
-        tokens = hold(s, g.cookie, -1) if g.awaits_late_onpreempt() else s.tokens
+            tokens = s.tokens
+        else:
+            ghosts = s.ghosts[:i] + s.ghosts[i + 1:]
+            tokens = hold(s, g.cookie, -1) if g.awaits_late_onpreempt() else s.tokens
         after = evolve(s, ghosts=ghosts, tokens=tokens, dids=s.dids | {res} if res else s.dids)
         out.append(borrow(ctx, show(after, *onpreempt_shown(g, res)), g.cookie, ev))
     if out:
