@@ -93,13 +93,10 @@ def npuconf(*args, cwd=None, timeout=300):
 
 @pytest.fixture(scope="session")
 def probe_build():
-    """The host build of the probe and libvnpu (built once; .ci/setup normally did it already)."""
-    from host.probe import DEFAULT_BUILD_DIR, ProbeBuild, build_probe
+    """The host build of the probe and libvnpu (made here when missing or stale; .ci/setup normally did it)."""
+    from host.probe import DEFAULT_BUILD_DIR, current_build
 
-    build = ProbeBuild(DEFAULT_BUILD_DIR)
-    if not build.exists():
-        build = build_probe(DEFAULT_BUILD_DIR)
-    return build
+    return current_build(DEFAULT_BUILD_DIR)
 
 
 @dataclasses.dataclass(frozen=True)

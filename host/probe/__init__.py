@@ -12,6 +12,7 @@ from .build import PROBE_SOURCE as PROBE_SOURCE
 from .build import VNPU_NAME as VNPU_NAME
 from .build import ProbeBuild as ProbeBuild
 from .build import build_probe as build_probe
+from .build import current_build as current_build
 from .output import BatchOutcome as BatchOutcome
 from .output import BoundedBytes as BoundedBytes
 from .output import LineSplitter as LineSplitter

@@ -20,7 +20,7 @@ from reference_model.vocabulary import PROBE_LIST_LINES
 from reports.recorded.run_options import npuconf_command
 
 from ..errors import UsageError
-from ..probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, build_probe, check_op_table, run_batch
+from ..probe import DEFAULT_BUILD_DIR, BatchOutcome, ProbeBuild, ScenarioTrace, check_op_table, current_build, run_batch
 from .impl_check import check_impl
 from .vnpu_profile import VnpuProfile, declared_capacity
 
@@ -75,12 +75,7 @@ class LocalTarget:
         ]
 
     def prepare(self) -> dict[str, Any]:
-        if not self.build.exists():
-            if self.exec_prefix:
-                arch = {"qemu-aarch64": "aarch64", "qemu-arm": "armhf"}.get(self.exec_prefix[0], "ARCH")
-                build = npuconf_command("probe", "build", "--cross", arch)
-                raise UsageError(f"{self.build_dir}: no cross build there; run `{build}` first")
-            build_probe(self.build_dir)
+        self._build_if_needed()
         library = self.impl if self.impl is not None else self.build.vnpu
         facts = self._facts = self._build_facts(library)
         output_dir(self.work_dir)
@@ -106,6 +101,14 @@ class LocalTarget:
             info |= {"model": self.impl.name, "fingerprint": f"local/{self.impl.name}:{facts['library']}"}
             info |= declared_capacity(self.profile.declared_capacity)
         return info
+
+    def _build_if_needed(self) -> None:
+        """The host build is made (again) here when missing or stale; a cross build is the user's to make."""
+        made_by = None
+        if self.exec_prefix:
+            arch = {"qemu-aarch64": "aarch64", "qemu-arm": "armhf"}.get(self.exec_prefix[0], "ARCH")
+            made_by = npuconf_command("probe", "build", "--cross", arch)
+        current_build(self.build_dir, made_by)
 
     def _build_facts(self, library: Path) -> dict[str, str]:
         """The probe's and the library's digests, the probe's op table checked against the vocabulary.

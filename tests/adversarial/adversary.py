@@ -808,13 +808,10 @@ def killers(clause: str) -> list[Mutant]:
 
 
 def real_library() -> Path:
-    """The libvnpu of the host build (`npuconf probe build`), built here if missing."""
-    from host.probe import DEFAULT_BUILD_DIR, ProbeBuild, build_probe
+    """The libvnpu of the host build (`npuconf probe build`), made here when missing or stale."""
+    from host.probe import DEFAULT_BUILD_DIR, current_build
 
-    build = ProbeBuild(ROOT / DEFAULT_BUILD_DIR)
-    if not build.exists():
-        build = build_probe(ROOT / DEFAULT_BUILD_DIR)
-    return build.vnpu.resolve()
+    return current_build(ROOT / DEFAULT_BUILD_DIR).vnpu.resolve()
 
 
 def build(mutation: str, out_dir: Path, real_lib: Path) -> Path:

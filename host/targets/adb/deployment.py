@@ -17,7 +17,7 @@ from floor.safe_io import UnsafeOutput, checked_name
 from reports.recorded.run_options import npuconf_command
 
 from ...errors import InfraError, UsageError
-from ...probe import PROBE_NAME, VNPU_NAME, check_listed_op_table
+from ...probe import PROBE_NAME, VNPU_NAME, check_listed_op_table, current_build
 from ..virtual_device import NPU_FEATURE, VIRTUAL_PROP
 from ..vnpu_profile import CAPACITY_PROP, VnpuProfile, declared_capacity
 from .transport import DeviceTransport
@@ -143,13 +143,8 @@ def _choose_build(
 
 
 def _virtual_build(build_root: Path, host_build: Path | None) -> Path:
-    """A virtual device runs the host build (the probe and libvnpu)."""
-    build = host_build or build_root / "probe"
-    if not (build / PROBE_NAME).is_file() or not (build / VNPU_NAME).is_file():
-        raise UsageError(
-            f"{build}: no host probe build for the virtual device; run `{npuconf_command('probe', 'build')}`"
-        )
-    return build
+    """A virtual device runs the host build (the probe and libvnpu), made first when missing or stale."""
+    return current_build(host_build or build_root / "probe").directory
 
 
 # What the device holds of the files the kit installs (whichever build and target): their SHA-256.
