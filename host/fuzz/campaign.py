@@ -227,6 +227,9 @@ def _scenario(program: Program, found: Result, seed: int, shrunk: bool = True) -
     return {key: out[key] for key in ("id", "title", "clauses", "requires", "timeout_ms", "steps")}
 
 
+_Divergent = tuple[Program, Result, int]  # a divergent program, its result, its position on the device
+
+
 class _Stopped(Exception):
     """Raised into the shrinker when the run is interrupted: the divergence stays unshrunk."""
 
@@ -437,7 +440,7 @@ class _Worker:
                 self.status = "interrupted"  # the batch's end may be the interrupt's, not the device's
                 return
             self.fuzzing_s += elapsed
-            divergent: list[tuple[Program, Result, int]] = []
+            divergent: list[_Divergent] = []
             for one, result in zip(drawn, results, strict=True):
                 program = one.program
                 if result is None:
@@ -452,12 +455,35 @@ class _Worker:
                                                          result.demonstrated))
                 if result.divergent:
                     divergent.append((program, result, self.programs))
-            for program, result, programs in divergent:
-                # --until-found: once the run has enough (its first group settled), others stay as generated.
-                self._divergent(program, result, programs, shrink_it=not run.enough.is_set() and self._time_to_shrink())
+            self._batch_divergent(divergent)
             if self.status == "lost":
                 return
             self._settle_unless_met_again()
+
+    def _batch_divergent(self, divergent: list[_Divergent]) -> None:
+        """A batch's divergent programs, each group new to the build shrunk first. --until-found: a group new
+        to the run is shrunk once with the time left, whatever shrinking took so far (the defect a run looks
+        for may show under any of its groups; only a group's further shrinks keep to the share), also when a
+        shrink of this batch settles the first group: the batch ran before the run had enough. Batches after
+        that leave theirs as generated."""
+        run = self.run
+        ended = run.enough.is_set()
+        for program, result, programs in self._new_groups_first(divergent):
+            first_shrink = run.request.until_found and run.get(self.build, result.signature) is None
+            shrink_it = not ended and self._time_to_shrink(share=not first_shrink)
+            self._divergent(program, result, programs, shrink_it=shrink_it)
+
+    def _new_groups_first(self, divergent: list[_Divergent]) -> list[_Divergent]:
+        """The batch's divergences, the first program of each group new to the build before the others."""
+        new: list[_Divergent] = []
+        again: list[_Divergent] = []
+        signatures: set[str] = set()
+        for one in divergent:
+            signature = one[1].signature
+            fresh = signature not in signatures and self.run.get(self.build, signature) is None
+            (new if fresh else again).append(one)
+            signatures.add(signature)
+        return new + again
 
     def _settle_unless_met_again(self) -> None:
         """--until-found ends the run once the group is shrunk and no program met it again for GROUP_SHRINK_S:
@@ -557,9 +583,11 @@ class _Worker:
         never delivers does so in each replay too)."""
         return REPLAYS * max(self.program_s() or 0.2, traced_s(found.trace) if found is not None else 0.0)
 
-    def _time_to_shrink(self) -> bool:
+    def _time_to_shrink(self, share: bool = True) -> bool:
+        """Whether a shrink may start: the replays' time left before the deadline, and (``share``) the
+        shrinking so far under its share of the budget."""
         left = self.run.left()
-        return (left is None or left > self._confirm_reserve()) and not self.run.shrinking_share_spent()
+        return (left is None or left > self._confirm_reserve()) and not (share and self.run.shrinking_share_spent())
 
     def _run_candidates(self, programs: Sequence[Program]) -> list[Result | None]:
         results = self._run_unless_stopped(programs)

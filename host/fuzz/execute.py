@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,8 @@ class ProgramRunner:
         self.target = target
         self.lanes = max(1, lanes)
         self._stop = stop
+        self.program_s: float | None = None  # a program's run time in a probe batch, smoothed (lanes.chunks)
+        self._timing = threading.Lock()
 
     def prepare(self) -> Device:
         """Prepare the device and discover its pairs, as `npuconf run` does; a setup error is raised. A device
@@ -111,6 +114,12 @@ class ProgramRunner:
         except ScenarioInvalid:
             return None
 
+    def _ran(self, seconds: float, programs: int) -> None:
+        """One probe batch's time per program, into the smoothed figure (lanes write it in turn)."""
+        each = seconds / programs
+        with self._timing:
+            self.program_s = each if self.program_s is None else 0.7 * self.program_s + 0.3 * each
+
     def run_programs(self, programs: Sequence[Mapping[str, Any]]) -> list[Result | None]:
         """Each program's Result, in order; None for a program that does not validate (a shrinking step
         that broke it)."""
@@ -121,10 +130,13 @@ class ProgramRunner:
             parsed = {k: self._parsed(programs[k]) for k in chunk}
             scenarios.update(parsed)
             compiled = self.run.compile_for(self.device, [s for s in parsed.values() if s is not None])
+            started = time.monotonic()
             unrun = self.run.run_lane(self.device, compiled) if compiled else None
+            if compiled and unrun is None:
+                self._ran(time.monotonic() - started, len(compiled))
             return unrun[0] if unrun is not None else None
 
-        stopped = run_in_lanes(programs, self.lanes, run_chunk, self._stop)
+        stopped = run_in_lanes(programs, self.lanes, run_chunk, self._stop, self.program_s)
         results: list[Result | None] = []
         for k, program in enumerate(programs):
             scenario = scenarios[k] if k in scenarios else self._parsed(program)  # a chunk never started

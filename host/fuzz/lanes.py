@@ -23,8 +23,9 @@ from ..run import deal_lanes
 # Chunks per lane and round, so that the lanes share the round's long programs out among themselves.
 CHUNKS_PER_LANE: Final = 3
 # A probe batch costs a process start, and on a virtual device an adb round trip: at least this many
-# programs share it.
+# programs share it, or fewer that run this long (a program that waits out its timeouts runs alone).
 MIN_CHUNK: Final = 10
+MIN_CHUNK_S: Final = 0.5
 # What a program costs besides the pauses it asks for (ms), so that chunks without one still balance.
 STEPS_MS: Final = 3.0
 
@@ -43,22 +44,24 @@ def paused_ms(program: Mapping[str, Any]) -> float:
     return float(total)
 
 
-def chunks(programs: Sequence[Mapping[str, Any]], lanes: int) -> list[list[int]]:
-    """The round's positions cut into about CHUNKS_PER_LANE chunks per lane, none under MIN_CHUNK programs;
-    the programs that pause dealt out first, each chunk in the round's order. One lane takes them all."""
-    if lanes <= 1 or len(programs) <= MIN_CHUNK:
+def chunks(programs: Sequence[Mapping[str, Any]], lanes: int, program_s: float | None = None) -> list[list[int]]:
+    """The round's positions cut into about CHUNKS_PER_LANE chunks per lane, none under MIN_CHUNK programs
+    (fewer when a program has taken ``program_s`` so far, so that a chunk still runs MIN_CHUNK_S); the programs
+    that pause dealt out first, each chunk in the round's order. One lane takes them all."""
+    smallest = MIN_CHUNK if not program_s else max(1, min(MIN_CHUNK, math.ceil(MIN_CHUNK_S / program_s)))
+    if lanes <= 1 or len(programs) <= smallest:
         return [list(range(len(programs)))] if programs else []
-    count = min(lanes * CHUNKS_PER_LANE, math.ceil(len(programs) / MIN_CHUNK))
+    count = min(lanes * CHUNKS_PER_LANE, math.ceil(len(programs) / smallest))
     estimates = {str(k): STEPS_MS + paused_ms(p) for k, p in enumerate(programs)}
     return deal_lanes(list(range(len(programs))), count, str, estimates)
 
 
 def run_in_lanes(programs: Sequence[Mapping[str, Any]], lanes: int, run_chunk: ChunkFn,
-                 stop: threading.Event | None = None) -> str | None:
-    """Every chunk of ``programs`` through ``run_chunk``, ``lanes`` at a time. The first chunk that stops
+                 stop: threading.Event | None = None, program_s: float | None = None) -> str | None:
+    """Every chunk of ``programs`` (``chunks``) through ``run_chunk``, ``lanes`` at a time. The first chunk that stops
     (its probe, or the device, gone) ends the handing out, as does ``stop``: None when every chunk ran,
     else why not."""
-    pending = chunks(programs, lanes)
+    pending = chunks(programs, lanes, program_s)
     guard = threading.Lock()
     stopped: list[str] = []
 

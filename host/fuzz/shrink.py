@@ -147,14 +147,23 @@ def _pause_at(steps: list[dict[str, Any]], at: int, ms: int = PREEMPT_PAUSE_MS) 
         steps.insert(at, {"sleep_ms": {"ms": ms}})
 
 
-def _chunk_removals(program: Program, size: int) -> Iterator[Program]:
+def _chunk_removals(program: Program, size: int, first: int = 0) -> Iterator[Program]:
+    """The program without each chunk of ``size`` steps, from the chunk at step ``first`` round to those
+    before it: after a removal that kept the divergence, the chunks before it, which did not, come last."""
     steps = program["steps"]
-    for start in range(0, len(steps), size):
-        if size >= len(steps):
-            return
+    if size >= len(steps):
+        return
+    starts, at = range(0, len(steps), size), first - first % size
+    for start in [s for s in starts if s >= at] + [s for s in starts if s < at]:
         out = dict(program)
         out["steps"] = steps[:start] + steps[start + size :]
         yield out
+
+
+def _first_change(before: list[Any], after: list[Any]) -> int:
+    """The position of the first step that differs between two step lists."""
+    pairs = enumerate(zip(before, after, strict=False))
+    return next((i for i, (a, b) in pairs if a != b), min(len(before), len(after)))
 
 
 def _parallel_edits(program: Program) -> Iterator[Program]:
@@ -377,16 +386,19 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float,
     clock = _Clock(run, deadline, capacity)
     tried = 0
     size = max(1, len(current["steps"]) // 2)
+    first = 0  # where the last removal that kept the divergence was
     while time.monotonic() < deadline:
-        candidates = list(_chunk_removals(current, size))
+        candidates = list(_chunk_removals(current, size, first))
         better, ran = _first_match(candidates, same, clock, current) if candidates else (None, 0)
         tried += ran
         if better is not None:
+            first = _first_change(current["steps"], better["steps"])
             current = better
             size = min(size, max(1, len(current["steps"]) // 2))
             continue
         if size > 1:
             size //= 2
+            first = 0
             continue
         for edit in EDITS:
             if time.monotonic() >= deadline:
@@ -399,4 +411,5 @@ def shrink(program: Program, found: Result, run: RunFn, deadline: float,
             break
         current = better
         size = max(1, len(current["steps"]) // 4)
+        first = 0
     return current, tried

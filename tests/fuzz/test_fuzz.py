@@ -568,6 +568,22 @@ def test_the_shrinker_keeps_programs_legal_and_small(predicate, most):
     assert tried == len(ran) and tried > 0
 
 
+def test_chunk_removals_start_where_the_last_removal_kept_the_divergence():
+    """After a removal at step 4 kept the divergence, the next round tries the chunks from there on first and
+    those before it, which did not go, last (the chunk holding step ``first`` included)."""
+    from host.fuzz.shrink import _chunk_removals, _first_change
+
+    program = {"id": "p", "steps": [{"sleep_ms": {"ms": k}} for k in range(8)]}
+
+    def removed(first: int) -> list[int]:
+        return [_first_change(program["steps"], c["steps"]) for c in _chunk_removals(program, 2, first)]
+
+    assert removed(0) == [0, 2, 4, 6]
+    assert removed(4) == [4, 6, 0, 2]
+    assert removed(5) == [4, 6, 0, 2]
+    assert list(_chunk_removals(program, 8)) == []
+
+
 def _read_through_a_wider_mapping(steps):
     ops = {next(iter(s)) for s in steps}
     wide = any("buf_map" in s and s["buf_map"]["prot"] not in (["READ"], 1) for s in steps)
@@ -817,6 +833,61 @@ def test_until_found_shrinks_other_groups_once_until_the_first_settles(tmp_path)
         other = run.get("local", "FAIL:y")
         assert other is not None and other.shrunk and not run.enough.is_set()
         assert other.count == 2
+
+
+def _found(clause: str, program: int):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(signature=f"FAIL:{clause}", verdict=Verdict.FAIL, clause=clause, quote="q", reason="r",
+                           program_id=f"fuzz.s1_{program}", trace=(), divergent=True)
+
+
+def test_a_group_the_ending_batch_found_is_shrunk_once(tmp_path):
+    """--until-found: the batch whose first shrink settles the run (a slow one, over GROUP_SHRINK_S and the
+    budget's shrinking share) also found another clause: that group is shrunk once before the run ends (the
+    defect looked for may show under it); a batch after the end leaves its groups as generated."""
+    from host.fuzz import campaign
+
+    slow = 10 * campaign.GROUP_SHRINK_S
+    run, worker, shrunk_programs = _scripted_worker(tmp_path, [(3, 5, slow), (3, 7, 0.0)])
+    run.request.budget = campaign.Budget(seconds=slow)  # the first shrink takes more than the share
+    worker._batch_divergent([(_GROUP_PROGRAM, _found("x", 0), 1), (_GROUP_PROGRAM, _found("x", 1), 2),
+                             (_GROUP_PROGRAM, _found("y", 2), 3)])
+    assert run.enough.is_set() and worker.status == "found"
+    assert shrunk_programs == ["fuzz.s1_0", "fuzz.s1_2"]
+    y = run.get("local", "FAIL:y")
+    assert y is not None and y.shrunk and y.steps_after == 7
+    worker._batch_divergent([(_GROUP_PROGRAM, _found("z", 3), 4)])  # after the end: kept as generated
+    z = run.get("local", "FAIL:z")
+    assert shrunk_programs == ["fuzz.s1_0", "fuzz.s1_2"] and z is not None and not z.shrunk
+
+
+def test_until_found_shrinks_each_new_group_once_past_the_share(tmp_path, monkeypatch):
+    """--until-found under a time budget whose shrinking share two slow shrinks spent: a third clause found
+    later is still shrunk once (it may be the defect looked for), while the first group is not shrunk again;
+    without --until-found the share holds for every group."""
+    from host.fuzz import campaign
+
+    monkeypatch.setattr(campaign, "GROUP_SHRINK_S", 1000.0)  # the first group is not settled by its time
+    for until_found, shrunk in ((True, ["fuzz.s1_0", "fuzz.s1_1", "fuzz.s1_3"]), (False, ["fuzz.s1_0", "fuzz.s1_1"])):
+        run, worker, shrunk_programs = _scripted_worker(tmp_path / str(until_found), [(3, 5, 40.0)] * 4)
+        run.request.until_found = until_found
+        run.request.budget = campaign.Budget(seconds=100.0)
+        worker._batch_divergent([(_GROUP_PROGRAM, _found("x", 0), 1), (_GROUP_PROGRAM, _found("y", 1), 2)])
+        worker._batch_divergent([(_GROUP_PROGRAM, _found("x", 2), 3), (_GROUP_PROGRAM, _found("z", 3), 4)])
+        assert shrunk_programs == shrunk
+        assert not run.enough.is_set()
+
+
+def test_a_batch_shrinks_its_new_groups_before_a_known_group_again(tmp_path):
+    """A batch that meets the first group again and finds another: the new group's one shrink comes before
+    the first group's next, so that a group's repeated shrinks do not take the time the other one needs."""
+    run, worker, shrunk_programs = _scripted_worker(tmp_path, [(3, 5, 0.0)] * 4)
+    worker._batch_divergent([(_GROUP_PROGRAM, _found("x", 0), 1)])
+    worker._batch_divergent([(_GROUP_PROGRAM, _found("x", 1), 2), (_GROUP_PROGRAM, _found("y", 2), 3),
+                             (_GROUP_PROGRAM, _found("y", 3), 4)])
+    assert shrunk_programs == ["fuzz.s1_0", "fuzz.s1_2", "fuzz.s1_1"]
+    assert not run.enough.is_set()
 
 
 def test_until_found_ends_once_its_group_is_not_met_again(tmp_path):

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from host.fuzz import generate
-from host.fuzz.lanes import CHUNKS_PER_LANE, MIN_CHUNK, chunks, paused_ms, run_in_lanes
+from host.fuzz.lanes import CHUNKS_PER_LANE, MIN_CHUNK, MIN_CHUNK_S, chunks, paused_ms, run_in_lanes
 from tests.conftest import npuconf
 
 
@@ -44,6 +44,17 @@ def test_chunks_share_out_the_pausing_programs_and_keep_the_round_order():
 
 def test_a_small_round_is_not_cut_below_min_chunk():
     assert len(chunks(_round(3 * MIN_CHUNK), 8)) == 3
+
+
+def test_slow_programs_are_cut_into_smaller_chunks():
+    """Programs that have taken long so far (each waits out its timeouts) run a few to a chunk, down to one,
+    so that the lanes wait side by side; fast ones keep MIN_CHUNK."""
+    programs = _round(8)
+    assert chunks(programs, 8, program_s=1.0) == [[k] for k in range(8)]
+    assert sorted(len(c) for c in chunks(programs, 8, program_s=MIN_CHUNK_S / 4)) == [4, 4]
+    assert chunks(programs, 8, program_s=MIN_CHUNK_S / (2 * MIN_CHUNK)) == [list(range(8))]
+    assert chunks(programs, 8, program_s=None) == [list(range(8))]
+    assert chunks(programs, 1, program_s=1.0) == [list(range(8))]
 
 
 def test_paused_ms_adds_the_sleeps_and_reads_any_mapping():
@@ -102,3 +113,31 @@ def test_fuzzing_on_lanes_judges_every_program_of_a_count_budget(tmp_path, probe
     summary = json.loads((out / "fuzz.json").read_text())
     assert summary["programs"] == 300 and summary["verdicts"] == {"PASS": 300}
     assert summary["config"]["jobs"] == 4
+
+
+def test_the_runner_times_its_programs_and_cuts_slow_ones_apart(tmp_path, probe_build, monkeypatch):
+    """A real runner on the local target: after programs that pause 200 ms each, it knows a program's time in
+    a probe batch, and its next round goes to the lanes a program or two per chunk."""
+    from host.fuzz import execute, lanes
+    from host.probe import DEFAULT_BUILD_DIR
+    from host.suite import load_catalogue
+    from host.targets import VnpuProfile
+    from host.targets.local import LocalTarget
+    from reference_model.profiles import PUBLISHED
+    from reference_model.verdicts import Verdict
+
+    target = LocalTarget(profile=VnpuProfile(), work_dir=tmp_path / "work", build_dir=DEFAULT_BUILD_DIR)
+    runner = execute.ProgramRunner(target, load_catalogue().quotes(), PUBLISHED.name, lanes=4)
+    runner.prepare()
+    slow = [{"id": f"slow{k}", "title": "t", "clauses": ["req-prot-default-read"], "requires": [],
+             "steps": [{"req_create": {"req": "r"}}, {"sleep_ms": {"ms": 200}}, {"req_free": {"req": "r"}}]}
+            for k in range(4)]
+    assert runner.program_s is None
+    first = runner.run_programs(slow)
+    assert [r.verdict if r else None for r in first] == [Verdict.PASS] * 4, first
+    assert runner.program_s is not None and runner.program_s >= 0.2
+    cuts: list[list[list[int]]] = []
+    real_chunks = lanes.chunks
+    monkeypatch.setattr(lanes, "chunks", lambda *a: cuts.append(real_chunks(*a)) or list(cuts[-1]))
+    runner.run_programs([dict(p, id=f"{p['id']}-again") for p in slow])
+    assert len(cuts) == 1 and max(len(c) for c in cuts[0]) <= 3 and len(cuts[0]) >= 2, (cuts, runner.program_s)
