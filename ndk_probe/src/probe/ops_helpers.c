@@ -113,6 +113,8 @@ void op_vnpu(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
     if (preempt && index != TRACE_NO_BUF) {
         trace_preempt_targeted(index, true);
     }
+    bool lowest = preempt && index == TRACE_NO_BUF && strcmp(command + (late ? 13 : 8), "lowest") == 0;
+    uint64_t spare_before = lowest ? trace_preempt_spare() : 0;
     int ret;
     API_CALL(res, ret = ctx->api->vnpu_control(command));
     op_int_result(res, ret);
@@ -123,8 +125,8 @@ void op_vnpu(struct probe_ctx *ctx, const struct probe_step *st, struct op_resul
         } else {
             trace_preempt_targeted(index, false);
         }
-    } else if (ret == 0 && preempt && strcmp(command + (late ? 13 : 8), "lowest") == 0) {
-        trace_preempt_lowest();
+    } else if (ret == 0 && lowest) {
+        trace_preempt_lowest(spare_before);
     }
     free(owned);
 }

@@ -136,7 +136,11 @@ void trace_submitted(ANpuManager_AllocRequest *const *reqs, size_t n);
 void trace_preempt_commanded(size_t index);
 /* Around the command: the buffer it names, so an onPreempt delivered inside the call acts on it. */
 void trace_preempt_targeted(size_t index, bool on);
-void trace_preempt_lowest(void);
+/* Before a preempt=lowest: the onPreempts seen so far that no command owed. After it returned 0,
+ * trace_preempt_lowest with that count: those are not its victim's, while one delivered inside the call
+ * (the device may call back before the command returns) is. */
+uint64_t trace_preempt_spare(void);
+void trace_preempt_lowest(uint64_t spare_before);
 /* Teardown: waits until, per cookie, as many onPreempts were seen as commanded preemptions owe (and
  * preempt=lowest's from any cookie's surplus), or `budget_ns` passes. Returns whether reached. */
 bool trace_wait_preempts(uint64_t budget_ns, uint64_t *expected, uint64_t *got);

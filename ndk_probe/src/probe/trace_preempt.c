@@ -120,14 +120,21 @@ static uint64_t spare_locked(const struct trace_state *st) {
     return spare;
 }
 
-void trace_preempt_lowest(void) {
+uint64_t trace_preempt_spare(void) {
+    struct trace_state *st = trace_lock();
+    uint64_t spare = spare_locked(st);
+    trace_unlock(st);
+    return spare;
+}
+
+void trace_preempt_lowest(uint64_t spare_before) {
     struct trace_state *st = trace_lock();
     for (size_t i = 0; i < st->nbufs; i++) {
         if (st->bufs[i].live && st->bufs[i].may_onpreempt && !st->bufs[i].commanded) {
             /* An onPreempt that came before the first such command (e.g. inside a free, which a device
              * may deliver) must not end the wait for its victim's. */
             if (st->owed_any == 0) {
-                st->spare_floor = spare_locked(st);
+                st->spare_floor = spare_before;
             }
             st->owed_any++; /* the victim is not named: one onPreempt of any cookie */
             break;
