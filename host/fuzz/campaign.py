@@ -305,9 +305,12 @@ class _Run:
             self.divergences[(build, known.signature)] = current.seen_again()
 
     def shrunk_for(self, build: str, signature: str, seconds: float) -> None:
-        """Add to a group's shrinking time."""
+        """Add to a group's shrinking time. A shrink of the first group (--until-found) restarts the wait for
+        it to be met again; the other groups' shrinks do not hold the run up."""
         with self.lock:
             self.shrinking_s[(build, signature)] = self.shrinking_s.get((build, signature), 0.0) + seconds
+            if (build, signature) == self.first_group:
+                self.shrunk_at = time.monotonic()
 
     def shrinking_time(self, build: str, signature: str) -> float:
         with self.lock:
@@ -533,7 +536,6 @@ class _Worker:
         run.put(self.build, dataclasses.replace(shrunk, count=current.count if current is not None else 1))
         run.append("shrunk", **dataclasses.asdict(shrunk))
         run.shrunk_for(self.build, found.signature, shrunk.shrink_s)
-        run.shrunk_at = time.monotonic()
         self._found_if_settled(shrunk)
 
     def _seen_again(self, program: Program, found: Result, known: FuzzDivergence, shrink_it: bool) -> None:
@@ -551,7 +553,6 @@ class _Worker:
         again = self._shrink_and_write(program, found, dataclasses.replace(
             known, program=found.program_id, steps_before=step_count(program)))
         run.shrunk_for(self.build, found.signature, again.shrink_s)
-        run.shrunk_at = time.monotonic()
         current = run.get(self.build, found.signature) or known
         better = (again.replayed, -again.steps_after) > (current.replayed, -current.steps_after)
         kept, dropped = (again, current) if better else (current, again)

@@ -879,6 +879,22 @@ def test_until_found_shrinks_each_new_group_once_past_the_share(tmp_path, monkey
         assert not run.enough.is_set()
 
 
+def test_other_groups_shrinks_do_not_hold_an_until_found_run_up(tmp_path):
+    """The wait for the first group to be met again runs from that group's last shrink: another clause's
+    shrink meanwhile does not restart it, so a run that keeps finding new clauses still ends."""
+    import time
+
+    from host.fuzz import campaign
+
+    run, worker, shrunk_programs = _scripted_worker(tmp_path, [(3, 5, 0.0)] * 2)
+    worker._batch_divergent([(_GROUP_PROGRAM, _found("x", 0), 1)])
+    run.shrunk_at = time.monotonic() - campaign.GROUP_SHRINK_S  # x shrunk a while ago, not met since
+    worker._batch_divergent([(_GROUP_PROGRAM, _found("y", 1), 2)])
+    assert shrunk_programs == ["fuzz.s1_0", "fuzz.s1_1"]
+    worker._settle_unless_met_again()
+    assert run.enough.is_set() and worker.status == "found"
+
+
 def test_a_batch_shrinks_its_new_groups_before_a_known_group_again(tmp_path):
     """A batch that meets the first group again and finds another: the new group's one shrink comes before
     the first group's next, so that a group's repeated shrinks do not take the time the other one needs."""
