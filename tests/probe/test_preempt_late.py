@@ -224,7 +224,7 @@ def test_an_onpreempt_inside_preempt_lowest_is_its_victims(probe_build, tmp_path
     the command owes. It waited out its whole budget when the onPreempts seen before the command were counted
     after it returned, which took a second from about one fuzz program in thirty."""
     setup = QUIET_SETUP.replace("vnpu preempt_late=b0\n", "")
-    runs = 20
+    runs = 50
     program = tmp_path / "p.txt"
     program.write_text(program_header() + "".join(
         f"\nscenario t.lowest{k} 10000\n{setup}vnpu preempt=lowest\nawait_preempt 1 2000\nend" for k in range(runs))
