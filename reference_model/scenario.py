@@ -44,6 +44,9 @@ THREADS_MAX: Final = 16
 FILE_NEW_MAX_BYTES: Final = 64 * 2**20
 # Ops the compiler writes around a parallel block; a scenario never names them itself.
 BLOCK_OPS: Final = frozenset({Op.PAR_BEGIN, Op.PAR_END})
+# A step's op by its name, with its spec and its argument names (looked up, not built, for every step).
+_STEP_SPECS: Final = {op.value: (op, spec, frozenset(a.name for a in spec.args)) for op, spec in OPS.items()}
+_HANDLE_KINDS: Final = frozenset({ArgKind.REQ, ArgKind.BUF, ArgKind.MAP, ArgKind.FILE})
 CB_KINDS: Final = ("alloc", "load", "preempt")
 CB_ACTION: Final = re.compile(
     r"(none|free_buf|map_unmap|wait_return|new_request|set_priority_(-?[0-9]+)|alloc_([a-z][a-z0-9_]*)|(?:sleep|hold)_([1-9][0-9]{0,3}))\Z")
@@ -218,44 +221,44 @@ def _parse_step(raw: object, source: str, sid: str, where: str, requires: frozen
     if not isinstance(raw, Mapping) or len(raw) != 1:
         raise ScenarioInvalid(source, sid, where, raw, "a mapping with exactly one op name as key")
     (name, raw_args), = raw.items()
-    try:
-        op = Op(name)
-    except ValueError:
-        raise ScenarioInvalid(source, sid, where, name, "an op of ndk_probe/vocabulary.yaml") from None
+    found = _STEP_SPECS.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise ScenarioInvalid(source, sid, where, name, "an op of ndk_probe/vocabulary.yaml")
+    op, spec, known = found
     if op in BLOCK_OPS:
         raise ScenarioInvalid(source, sid, where, name, f"an op other than par_begin/par_end (write {PARALLEL}: "
                                                         "[[steps...], ...])")
-    spec = OPS[op]
     args = {} if raw_args is None else raw_args
+    at = f"{where}.{name}"
     if not isinstance(args, Mapping):
-        raise ScenarioInvalid(source, sid, f"{where}.{name}", raw_args, "a mapping of arguments")
-    known = {a.name for a in spec.args}
+        raise ScenarioInvalid(source, sid, at, raw_args, "a mapping of arguments")
     for key in args:
         if key not in known:
             expected = "one of " + ", ".join(sorted(known)) if known else "no arguments"
-            raise ScenarioInvalid(source, sid, f"{where}.{name}.{key}", key, expected)
+            raise ScenarioInvalid(source, sid, f"{at}.{key}", key, expected)
     values: list[tuple[str, ArgValue]] = []
     for arg in spec.args:
-        field = f"{where}.{name}.{arg.name}"
         if arg.name not in args:
-            raise ScenarioInvalid(source, sid, field, None, f"a value of kind {arg.kind}")
-        values.append((arg.name, _check_arg(arg, args[arg.name], source, sid, field, requires)))
+            raise ScenarioInvalid(source, sid, f"{at}.{arg.name}", None, f"a value of kind {arg.kind}")
+        values.append((arg.name, _check_arg(arg, args[arg.name], source, sid, at, requires)))
     if op is Op.FILE_NEW:
         given = dict(values)["size"]
         size = SYMBOLIC_INTS.get(given) if isinstance(given, str) else given
         if not isinstance(size, int) or size > FILE_NEW_MAX_BYTES:
-            raise ScenarioInvalid(source, sid, f"{where}.{name}.size", given,
+            raise ScenarioInvalid(source, sid, f"{at}.size", given,
                                   f"a file size of at most {FILE_NEW_MAX_BYTES} bytes (64 MiB)")
     return Step(op, tuple(values))
 
 
-def _check_arg(arg: ArgSpec, value: object, source: str, sid: str, field: str, requires: frozenset[str]) -> ArgValue:
+def _check_arg(arg: ArgSpec, value: object, source: str, sid: str, at: str, requires: frozenset[str]) -> ArgValue:
+    """The argument's value as the step keeps it; ScenarioInvalid naming ``at`` (the step's field) and the
+    argument when it is not of its kind."""
     kind = arg.kind
 
     def bad(expected: str) -> ScenarioInvalid:
-        return ScenarioInvalid(source, sid, field, value, expected)
+        return ScenarioInvalid(source, sid, f"{at}.{arg.name}", value, expected)
 
-    if kind in (ArgKind.REQ, ArgKind.BUF, ArgKind.MAP, ArgKind.FILE):
+    if kind in _HANDLE_KINDS:
         if not isinstance(value, str) or not HANDLE.match(value):
             raise bad("a handle name matching [a-z][a-z0-9_]*")
         return value

@@ -440,11 +440,11 @@ def draw(seed: int, index: int, *, vnpu_control: bool, loads: bool = True, point
 
 
 def _program(s: Pen, seed: int, index: int, variant: int) -> dict[str, Any]:
-    ops = {op for item in s.steps for op, _ in item_steps(item)}
-    uses = {str(value) for item in s.steps for _, args in item_steps(item) if isinstance(args, dict)
-            for value in args.values()}
+    steps = [step for item in s.steps for step in item_steps(item)]
+    ops = {op for op, _ in steps}
     requires = ["supported-pair"] if s.pair else []
-    if any(value.startswith("$unsupported.") for value in uses):
+    if any(type(value) is str and value.startswith("$unsupported.") for _, args in steps if isinstance(args, dict)
+           for value in args.values()):
         requires.append("unsupported-pair")
     if any(sub.ok and sub.bytes > CERTAIN_BYTES for sub in s.model.subs):
         requires.append("capacity")  # a buffer bound because it fits the declared capacity
