@@ -443,7 +443,7 @@ def _program(s: Pen, seed: int, index: int, variant: int) -> dict[str, Any]:
     steps = [step for item in s.steps for step in item_steps(item)]
     ops = {op for op, _ in steps}
     requires = ["supported-pair"] if s.pair else []
-    if any(type(value) is str and value.startswith("$unsupported.") for _, args in steps if isinstance(args, dict)
+    if any(isinstance(value, str) and value.startswith("$unsupported.") for _, args in steps if isinstance(args, dict)
            for value in args.values()):
         requires.append("unsupported-pair")
     if any(sub.ok and sub.bytes > CERTAIN_BYTES for sub in s.model.subs):
