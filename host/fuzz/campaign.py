@@ -490,8 +490,12 @@ class _Worker:
 
     def _settle_unless_met_again(self) -> None:
         """--until-found ends the run once the group is shrunk and no program met it again for GROUP_SHRINK_S:
-        a rare route is not waited for until the budget's end."""
+        a rare route is not waited for until the budget's end, unless its kept scenario replayed in none of
+        its runs (another of its programs may still give one that does)."""
         run = self.run
+        first = run.get(*run.first_group) if run.first_group is not None else None
+        if first is not None and first.replayed == 0:
+            return
         if (run.request.until_found and run.shrunk_at is not None
                 and time.monotonic() - run.shrunk_at >= GROUP_SHRINK_S and run.first_written()):
             self.status = "found"
@@ -574,9 +578,12 @@ class _Worker:
             self.status = "found"
 
     def _shrinks_left(self, group: FuzzDivergence) -> bool:
+        """Whether the group's next program is shrunk too: its count of shrinks and its shrinking time
+        (GROUP_SHRINKS, GROUP_SHRINK_S) not spent, and time to shrink. A group whose kept scenario replayed
+        in none of its runs has nothing to show yet: its shrinking time does not end its shrinks."""
         limit = self.run.shrink_limit(self.build, group.signature)
-        return (group.shrinks < limit and self.run.shrinking_time(self.build, group.signature) < GROUP_SHRINK_S
-                and self._time_to_shrink())
+        in_time = group.replayed == 0 or self.run.shrinking_time(self.build, group.signature) < GROUP_SHRINK_S
+        return group.shrinks < limit and in_time and self._time_to_shrink()
 
     def _confirm_reserve(self, found: Result | None = None) -> float:
         """Time kept before the deadline for the replay confirmations: REPLAYS runs of a program, of the

@@ -70,6 +70,22 @@ def test_normalise_recounts_the_waits_after_an_edit():
     assert step_count(out) == 3
 
 
+def test_normalise_keeps_the_unsupported_pair_a_step_still_names():
+    """A program that still sets `$unsupported.*` keeps `unsupported-pair` (without it the written scenario,
+    the whole program when no candidate was smaller, would not load); once no step names it, it goes."""
+    from reference_model.scenario import parse_scenario
+
+    program = {
+        "id": "fuzz.x", "title": "t", "clauses": ["alloc-async"], "requires": ["supported-pair", "unsupported-pair"],
+        "timeout_ms": 20000,
+        "steps": [{"req_create": {"req": "r"}}, {"req_set_type": {"req": "r", "type": "$unsupported.type"}}],
+    }
+    out = normalise(program)
+    assert out["requires"] == ["supported-pair", "unsupported-pair"]
+    parse_scenario(out, "fuzz", "fuzz")
+    assert normalise(dict(program, steps=program["steps"][:1]))["requires"] == ["supported-pair"]
+
+
 @pytest.mark.parametrize(("text", "seconds", "programs"), [("60s", 60.0, None), ("2m", 120.0, None),
                                                             ("500", None, 500), ("1.5s", 1.5, None)])
 def test_budget_is_a_time_or_a_count(text, seconds, programs):
@@ -938,6 +954,28 @@ def test_a_clause_is_shrunk_once_per_build_whichever_device_finds_it_again(tmp_p
     kept = run.get("local", "FAIL:x")
     assert shrunk_programs == ["fuzz.s1_0"] and kept is not None and (kept.count, kept.shrinks) == (2, 1)
     assert len(run.snapshot()) == 1
+
+
+def test_a_slow_shrink_that_never_replayed_is_shrunk_again(tmp_path):
+    """A slow shrink whose scenario replayed in none of its runs (a route that showed the divergence only
+    under the shrinker's short settle) does not end --until-found: the group's next program is shrunk, and
+    the scenario that replays is kept; the not-met-again clock does not end the run meanwhile either."""
+    import time
+
+    from host.fuzz import campaign
+
+    slow = campaign.GROUP_SHRINK_S + 1
+    run, worker, shrunk_programs = _scripted_worker(tmp_path, [(0, 29, slow), (3, 18, slow), (3, 9, slow)])
+    worker._divergent(_GROUP_PROGRAM, _group_found(0), 1, shrink_it=True)
+    assert not run.enough.is_set() and worker.status == "running"
+    run.shrunk_at = time.monotonic() - campaign.GROUP_SHRINK_S  # not met again since
+    worker._settle_unless_met_again()
+    assert not run.enough.is_set() and worker.status == "running"
+    worker._divergent(_GROUP_PROGRAM, _group_found(1), 2, shrink_it=True)
+    kept = run.get("local", "FAIL:x")
+    assert shrunk_programs == ["fuzz.s1_0", "fuzz.s1_1"] and kept is not None
+    assert (kept.replayed, kept.steps_after, kept.shrinks) == (3, 18, 2)
+    assert run.enough.is_set() and worker.status == "found"  # a scenario that replays, and its time spent
 
 
 def test_shrinking_takes_at_most_its_share_of_a_time_budget(tmp_path):
