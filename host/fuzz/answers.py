@@ -37,6 +37,12 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def names_unsupported_pair(args: Any) -> bool:
+    """Whether a step's arguments name the device or type of a pair the device does not support
+    (`$unsupported.*`): its program requires `unsupported-pair`."""
+    return isinstance(args, dict) and any(isinstance(v, str) and v.startswith("$unsupported.") for v in args.values())
+
+
 def device_value(value: Any) -> str:
     if value == "$pair.device":
         return PAIR

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from . import moves_buffers, moves_contexts, moves_requests
-from .answers import CERTAIN_BYTES, PAGE, PRIORITY_DEFAULT, PRIORITY_RANGE
+from .answers import CERTAIN_BYTES, PAGE, PRIORITY_DEFAULT, PRIORITY_RANGE, names_unsupported_pair
 from .caller import item_steps
 from .grammar import Cell
 from .pen import (
@@ -443,8 +443,7 @@ def _program(s: Pen, seed: int, index: int, variant: int) -> dict[str, Any]:
     steps = [step for item in s.steps for step in item_steps(item)]
     ops = {op for op, _ in steps}
     requires = ["supported-pair"] if s.pair else []
-    if any(isinstance(value, str) and value.startswith("$unsupported.") for _, args in steps if isinstance(args, dict)
-           for value in args.values()):
+    if any(names_unsupported_pair(args) for _, args in steps):
         requires.append("unsupported-pair")
     if any(sub.ok and sub.bytes > CERTAIN_BYTES for sub in s.model.subs):
         requires.append("capacity")  # a buffer bound because it fits the declared capacity

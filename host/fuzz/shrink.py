@@ -34,7 +34,7 @@ from typing import Any, Final
 
 from reference_model.vocabulary import PREEMPT_LATE_MS
 
-from .answers import PAGE
+from .answers import PAGE, names_unsupported_pair
 from .caller import PREEMPT_KEYS
 from .execute import Result
 from .legal import check, preempted_without_onpreempt, refusable_with_onpreempt
@@ -72,12 +72,6 @@ def _wide_cookie(step: dict[str, Any]) -> bool:
     return isinstance(cookie, int) and not isinstance(cookie, bool) and cookie >= 1 << 32
 
 
-def _unsupported_reference(step: dict[str, Any]) -> bool:
-    """A step naming the device or type of a pair the device does not support (`$unsupported.*`)."""
-    ((_, args),) = step.items()
-    return isinstance(args, dict) and any(isinstance(v, str) and v.startswith("$unsupported.") for v in args.values())
-
-
 def normalise(program: Program) -> Program:
     """Recompute the wait counts and `requires` after an edit; drop waits for nothing; keep the pause after
     an event after which an onPreempt must not come (``_keep_pauses``)."""
@@ -109,7 +103,7 @@ def normalise(program: Program) -> Program:
     _keep_pauses(out, allocs)
     ops = {next(iter(step)) for step in flat_steps(out)}
     requires = ["supported-pair"] if "supported-pair" in program.get("requires", ()) else []
-    if any(_unsupported_reference(step) for step in flat_steps(out)):
+    if any(names_unsupported_pair(args) for step in flat_steps(out) for args in step.values()):
         requires.append("unsupported-pair")
     if ops & {"buf_load", "file_new"}:
         requires.append("load")
