@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from reference_model.scenario import PAIR_REFERENCES
 from reference_model.vocabulary import PAGE_SIZE, PROT_BITS, Priority
 
 PAGE: Final = PAGE_SIZE
@@ -39,8 +40,9 @@ def is_int(value: Any) -> bool:
 
 def names_unsupported_pair(args: Any) -> bool:
     """Whether a step's arguments name the device or type of a pair the device does not support
-    (`$unsupported.*`): its program requires `unsupported-pair`."""
-    return isinstance(args, dict) and any(isinstance(v, str) and v.startswith("$unsupported.") for v in args.values())
+    (`$unsupported.*`): its program requires `unsupported-pair`, as the scenario parser's table says."""
+    return isinstance(args, dict) and any(
+        isinstance(v, str) and PAIR_REFERENCES.get(v) == "unsupported-pair" for v in args.values())
 
 
 def device_value(value: Any) -> str:
