@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import signal
 import threading
@@ -38,11 +39,12 @@ from ..targets.local import LocalTarget
 from . import grammar
 from .coverage import Coverage, judgeable_clauses, judged_of
 from .device_profile import fuzz_profile
+from .draw_ahead import Drawer, Order, Pending
 from .execute import ProgramRunner, Result
 from .generate import Drawn
 from .replay import replay
 from .shrink import Program, shrink, step_count
-from .steer import Scorer, choose, kit_prior
+from .steer import kit_prior
 
 SCENARIO_DIR: Final = "scenarios"
 # Divergent programs as generated, written the moment they are found (outside SCENARIO_DIR, so that
@@ -258,6 +260,7 @@ class _Run:
         # What the programs reached and what the judge gave for them; set once the devices are prepared.
         self.coverage = Coverage(frozenset())
         self.prior = kit_prior()
+        self.drawer = Drawer(self.prior)  # set for the devices once they are prepared
 
     def append(self, kind: str, **record: Any) -> None:
         line = json.dumps({"kind": kind, "at": now_iso(), **record}, sort_keys=False) + "\n"
@@ -369,6 +372,7 @@ class _Worker:
         self.pair = True
         self.unsupported = False  # a pair the device does not support was found (`$unsupported.*`)
         self.capacity: int | None = None  # the capacity the device declares
+        self.next: Pending | None = None  # the next batch's programs, drawn while this batch runs
 
     # -- preparation ---------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -407,11 +411,13 @@ class _Worker:
             self.status = "interrupted"
         except Exception as exc:  # a generator or harness bug: reported once the reports are written
             self.status, self.detail, self.error = "failed", f"{type(exc).__name__}: {exc}", exc
+        if self.next is not None:
+            self.next.cancel()
         self.run.append("device", device=self.name, status=self.status, detail=self.detail, programs=self.programs,
                         fuzzing_s=round(self.fuzzing_s, 3))
 
     def _loop(self) -> None:
-        run, request = self.run, self.run.request
+        run = self.run
         while True:
             if run.stop.is_set():
                 self.status = "interrupted"
@@ -422,19 +428,12 @@ class _Worker:
             if self.spent():
                 self.status = "complete"
                 return
-            # the first rounds small, as for one lane; then a batch per lane
-            first = self.batches < len(FIRST_BATCHES)
-            count = min(request.batch, FIRST_BATCHES[self.batches]) if first else request.batch * self.runner.lanes
+            time_left = run.left()
+            count = self._batch_size(self.batches, self.programs, time_left)
             self.batches += 1
-            if request.budget.programs is not None:
-                left = -(-(request.budget.programs - self.position) // self.stride) - self.programs
-                count = min(count, left)
-            time_left, program_s = run.left(), self.program_s()
-            if time_left is not None and program_s:
-                # the batch ends about when the budget does, not a whole batch after it
-                count = max(1, min(count, int(time_left / program_s)))
             started = time.monotonic()
             drawn = self._draw(count)
+            self._order_next(count, time_left)
             batch = [d.program for d in drawn]
             results = self.runner.run_programs(batch)
             elapsed = time.monotonic() - started
@@ -500,13 +499,48 @@ class _Worker:
                 and time.monotonic() - run.shrunk_at >= GROUP_SHRINK_S and run.first_written()):
             self.status = "found"
 
+    def _batch_size(self, batches: int, programs: int, time_left: float | None) -> int:
+        """The programs of the batch after ``batches`` batches and ``programs`` programs, with ``time_left``
+        of a time budget: the first batches small, as for one lane, then a batch per lane; none past a
+        programs budget, and a batch that ends about when a time budget does, not a whole batch after it."""
+        request = self.run.request
+        first = batches < len(FIRST_BATCHES)
+        count = min(request.batch, FIRST_BATCHES[batches]) if first else request.batch * self.runner.lanes
+        if request.budget.programs is not None:
+            count = min(count, -(-(request.budget.programs - self.position) // self.stride) - programs)
+        program_s = self.program_s()
+        if time_left is not None and program_s:
+            count = max(1, min(count, int(time_left / program_s)))
+        return count
+
+    def _indices(self, count: int, after: int = 0) -> tuple[int, ...]:
+        return tuple(self.index(self.programs + after + i) for i in range(count))
+
+    def _order(self, indices: tuple[int, ...]) -> Order:
+        """Programs ``indices`` chosen on the campaign's coverage as it stands now."""
+        capabilities = {"vnpu_control": self.control, "pointer64": self.pointer64, "pair": self.pair,
+                        "unsupported": self.unsupported, "capacity": self.capacity}
+        return Order(self.run.request.seed, indices, capabilities, self.run.coverage.snapshot())
+
     def _draw(self, count: int) -> list[Drawn]:
-        """The batch's programs: for each index, the best of its candidates (host.fuzz.steer), scored on one
-        snapshot of the campaign's coverage."""
-        scorer = Scorer(self.run.coverage, self.run.prior)
-        return [choose(scorer, self.run.request.seed, self.index(self.programs + i), vnpu_control=self.control,
-                       pointer64=self.pointer64, pair=self.pair, unsupported=self.unsupported, capacity=self.capacity)
-                for i in range(count)]
+        """The batch's programs: for each index, the best of its candidates (host.fuzz.steer), scored on the
+        coverage as it stood when the batch before began (its order, host.fuzz.draw_ahead); the first batch
+        on the coverage as it stands."""
+        indices = self._indices(count)
+        pending, self.next = self.next, None
+        if pending is None or pending.order.indices[:1] != indices[:1]:
+            if pending is not None:
+                pending.cancel()
+            pending = self.run.drawer.order(self._order(indices))
+        return pending.programs(indices)
+
+    def _order_next(self, count: int, time_left: float | None) -> None:
+        """Order the next batch's programs, to be drawn while this batch (``count`` programs) runs."""
+        program_s = self.program_s()
+        then = time_left - count * program_s if time_left is not None and program_s else time_left
+        size = self._batch_size(self.batches, self.programs + count, then)
+        if size > 0:
+            self.next = self.run.drawer.order(self._order(self._indices(size, after=count)))
 
     def _divergent(self, program: Program, found: Result, programs: int, shrink_it: bool) -> None:
         run = self.run
@@ -744,6 +778,7 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
                    devices=[{"device": w.name, "position": w.position, "stride": w.stride, "status": w.status,
                              "detail": w.detail} for w in workers])
         active = [w for w in workers if w.status == "running"]
+        run.drawer = Drawer(run.prior, processes=min(len(active), max(1, (os.cpu_count() or 1) - 1)))
         interrupted = False
         threads: list[threading.Thread] = []
         try:
@@ -768,6 +803,8 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
             for worker in active:
                 if worker.status == "running":
                     worker.status = "interrupted"
+        finally:
+            run.drawer.close()
         with _no_interrupt():
             summary = _summary(run, workers, started, "interrupted" if interrupted else None)
             paths = write_fuzz_reports(summary, out_dir)

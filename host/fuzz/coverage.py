@@ -43,6 +43,16 @@ def judged_of(verdict: Verdict, clause: str | None, reason: str, demonstrated: I
     return out
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The counts the steering reads (host.fuzz.steer.Scorer), as they stood at one moment: what a batch's
+    programs are chosen on. Plain counters, so that it travels to the drawing process."""
+
+    reached: Counter[Cell]
+    judged: Counter[Judged]
+    together: dict[Cell, Counter[Judged]]
+
+
 @dataclass
 class Coverage:
     """A campaign's coverage so far, shared by its devices (a lock guards it)."""
@@ -64,6 +74,11 @@ class Coverage:
                 if judged:
                     self.together.setdefault(cell, Counter()).update(judged)
             self.judged.update(judged)
+
+    def snapshot(self) -> Snapshot:
+        with self.lock:
+            return Snapshot(Counter(self.reached), Counter(self.judged),
+                            {cell: Counter(pairs) for cell, pairs in self.together.items()})
 
     def missed(self) -> list[Cell]:
         """The cells the grammar allows on these devices that no program reached."""

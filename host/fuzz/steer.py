@@ -20,7 +20,7 @@ from reference_model.vocabulary import Op
 
 from ..suite import load_catalogue, load_corpus
 from .cells import program_cells
-from .coverage import SHOWN, Coverage, Judged
+from .coverage import SHOWN, Judged, Snapshot
 from .generate import Drawn, draw
 from .grammar import Cell
 
@@ -31,13 +31,12 @@ Prior = Mapping[Cell, Mapping[str, float]]
 
 
 class Scorer:
-    """The weights of cells, from one snapshot of the coverage (taken once per batch)."""
+    """The weights of cells, from one snapshot of the coverage (Coverage.snapshot, taken once per batch)."""
 
-    def __init__(self, coverage: Coverage, prior: Prior) -> None:
-        with coverage.lock:
-            self.reached = Counter(coverage.reached)
-            self.judged = Counter(coverage.judged)
-            self.together = {cell: Counter(pairs) for cell, pairs in coverage.together.items()}
+    def __init__(self, snapshot: Snapshot, prior: Prior) -> None:
+        self.reached = snapshot.reached
+        self.judged = snapshot.judged
+        self.together = snapshot.together
         self.prior = prior
         self.memo: dict[Cell, float] = {}
 

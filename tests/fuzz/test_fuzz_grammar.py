@@ -92,7 +92,7 @@ def test_seed_0_reaches_every_allowed_cell_within_a_bounded_number_of_programs()
     coverage = Coverage(ALLOWED)
     prior = kit_prior()
     for start in range(0, SEED_0_PROGRAMS, BATCH):
-        scorer = Scorer(coverage, prior)
+        scorer = Scorer(coverage.snapshot(), prior)
         for index in range(start, start + BATCH):
             drawn = choose(scorer, 0, index, vnpu_control=True, pointer64=True, unsupported=True)
             coverage.record(drawn.cells, set())
