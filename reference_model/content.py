@@ -115,9 +115,10 @@ def shown_clauses(clauses: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _digest(pieces: Pieces, memo: DigestMemo) -> int:
-    found = memo.get(pieces)
-    if found is not None:
-        return found
+    try:
+        return memo[pieces]  # a host's memo may also compute the digests it has not kept (dict.__missing__)
+    except KeyError:
+        pass
     h = FNV_OFFSET
     for seed, first, count in pieces:
         h = fnv1a64(pattern_bytes(seed, first, count), h)

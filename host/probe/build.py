@@ -22,6 +22,7 @@ PROBE_SOURCE: Final = REPO_ROOT / "ndk_probe"
 DEFAULT_BUILD_DIR: Final = BUILD_ROOT / "probe"
 PROBE_NAME: Final = "npuconf-probe"
 VNPU_NAME: Final = "libvnpu.so"
+DIGEST_NAME: Final = "libnpuconf_digest.so"  # the judge's pattern digests (host/run/digests.py); host builds only
 # Written into a build directory after each build that succeeded: a source changed after it makes the
 # build stale (a checkout updated without building again).
 BUILT_STAMP: Final = "npuconf-built"
@@ -41,6 +42,10 @@ class ProbeBuild:
     @property
     def vnpu(self) -> Path:
         return self.directory / VNPU_NAME
+
+    @property
+    def digest(self) -> Path:
+        return self.directory / DIGEST_NAME
 
     def exists(self) -> bool:
         return self.probe.is_file() and self.vnpu.is_file()
