@@ -64,6 +64,8 @@ SHRINK_SETTLE_MS: Final = 300
 # The first batches are small, so that a divergence in the first programs shows early (with lanes too: a
 # defect that makes every program wait out a settle would otherwise show only after a round of them).
 FIRST_BATCHES: Final = (5, 10, 25)
+# A campaign of this many programs starts its drawing process (host.fuzz.draw_ahead) as it prepares its devices.
+WARM_FROM_PROGRAMS: Final = 1000
 # Ctrl-C reaches the probe's processes too: a batch that ends with a CRASH or unrun programs is believed
 # only if no interrupt arrives this long after it (the main thread sets the stop at once).
 INTERRUPT_SETTLE_S: Final = 0.25
@@ -260,7 +262,7 @@ class _Run:
         # What the programs reached and what the judge gave for them; set once the devices are prepared.
         self.coverage = Coverage(frozenset())
         self.prior = kit_prior()
-        self.drawer = Drawer(self.prior)  # set for the devices once they are prepared
+        self.drawer = Drawer(self.prior)  # the campaign's (_drawing)
 
     def append(self, kind: str, **record: Any) -> None:
         line = json.dumps({"kind": kind, "at": now_iso(), **record}, sort_keys=False) + "\n"
@@ -748,6 +750,20 @@ def _threads(workers: Sequence[_Worker], method: str) -> list[threading.Thread]:
     return threads
 
 
+@contextmanager
+def _drawing(run: _Run, devices: int) -> Iterator[Drawer]:
+    """The campaign's drawer, a process per device as cores allow; a campaign long enough to draw in it
+    starts that process now, so that it is ready when the first large batch is ordered."""
+    run.drawer = Drawer(run.prior, processes=min(devices, max(1, (os.cpu_count() or 1) - 1)))
+    budget = run.request.budget
+    if budget.seconds is not None or (budget.programs or 0) >= WARM_FROM_PROGRAMS:
+        run.drawer.warm()
+    try:
+        yield run.drawer
+    finally:
+        run.drawer.close()
+
+
 def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None) -> FuzzOutcome:
     """Fuzz every device of the target; on Ctrl-C the reports are written with what was found, then
     RunInterrupted is raised."""
@@ -760,7 +776,7 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
     started = time.monotonic()
     if request.budget.seconds is not None:
         run.deadline = started + request.budget.seconds
-    with open_targets(rr, rr.target, out_dir, profile) as targets:
+    with open_targets(rr, rr.target, out_dir, profile) as targets, _drawing(run, len(targets)):
         ordered = sorted(targets, key=lambda t: t.serial)
         workers = [_Worker(run, target, k, len(ordered)) for k, target in enumerate(ordered)]
         try:
@@ -778,7 +794,6 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
                    devices=[{"device": w.name, "position": w.position, "stride": w.stride, "status": w.status,
                              "detail": w.detail} for w in workers])
         active = [w for w in workers if w.status == "running"]
-        run.drawer = Drawer(run.prior, processes=min(len(active), max(1, (os.cpu_count() or 1) - 1)))
         interrupted = False
         threads: list[threading.Thread] = []
         try:

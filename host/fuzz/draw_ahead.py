@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -103,6 +104,13 @@ class Drawer:
         except (BrokenProcessPool, RuntimeError):  # gone, or shut down as the campaign ends
             return Pending(self, order, None)
 
+    def warm(self) -> None:
+        """Start the drawing process now (it imports the generator while the devices are prepared)."""
+        pool = self._started()
+        if pool is not None:
+            with suppress(BrokenProcessPool, RuntimeError):
+                pool.submit(_ready)
+
     def lost(self) -> None:
         with self._lock:
             self._unavailable = True
@@ -141,6 +149,10 @@ def _end_with(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(PARENT_POLL_S)
     os._exit(0)
+
+
+def _ready() -> bool:
+    return True
 
 
 def _draw_there(order: Order) -> list[Drawn]:

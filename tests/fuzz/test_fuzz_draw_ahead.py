@@ -55,6 +55,16 @@ def test_a_small_order_starts_no_process(drawer):
     assert pending.programs(order.indices[:5]) == draw_order(_order(0, 5), kit_prior())
 
 
+def test_warming_starts_the_process_before_any_order_and_closing_ends_it(drawer):
+    drawer.warm()
+    (process,) = multiprocessing.active_children()
+    drawer.close()
+    process.join(10)
+    assert not process.is_alive() and multiprocessing.active_children() == []
+    order = _order(0, draw_ahead.IN_PROCESS_FROM)
+    assert drawer.order(order)._future is None  # a closed drawer draws here
+
+
 def test_programs_past_the_order_are_chosen_on_its_snapshot(drawer):
     order = _order(30, 4)
     wanted = tuple(range(30, 40))
