@@ -78,6 +78,10 @@ STOP_GRACE_S: Final = 5.0
 # out a settle, is not repeated).
 GROUP_SHRINKS: Final = 5
 GROUP_SHRINK_S: Final = 20.0
+# --until-found fuzzes this long after a device's first divergence before the run may end: a defect that
+# breaks several sentences shows first under whichever a program reached first, the steering then favours
+# the clauses not failed yet, and each group found meanwhile is shrunk once (its sentence named on its own).
+AFTER_FIRST_FIND_S: Final = 20.0
 # How many times the written scenario is run again to check that it replays.
 REPLAYS: Final = 3
 BUDGET = re.compile(r"([0-9]+(?:\.[0-9]+)?)(s|m)?\Z")
@@ -375,6 +379,7 @@ class _Worker:
         self.unsupported = False  # a pair the device does not support was found (`$unsupported.*`)
         self.capacity: int | None = None  # the capacity the device declares
         self.next: Pending | None = None  # the next batch's programs, drawn while this batch runs
+        self.fuzzing_at_find: float | None = None  # --until-found: fuzzing_s when this device first diverged
 
     # -- preparation ---------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -444,6 +449,8 @@ class _Worker:
                 self.status = "interrupted"  # the batch's end may be the interrupt's, not the device's
                 return
             self.fuzzing_s += elapsed
+            if self.fuzzing_at_find is None and any(r is not None and r.divergent for r in results):
+                self.fuzzing_at_find = self.fuzzing_s
             divergent: list[_Divergent] = []
             for one, result in zip(drawn, results, strict=True):
                 program = one.program
@@ -497,7 +504,7 @@ class _Worker:
         first = run.get(*run.first_group) if run.first_group is not None else None
         if first is not None and first.replayed == 0:
             return
-        if (run.request.until_found and run.shrunk_at is not None
+        if (run.request.until_found and run.shrunk_at is not None and self._fuzzed_after_find()
                 and time.monotonic() - run.shrunk_at >= GROUP_SHRINK_S and run.first_written()):
             self.status = "found"
 
@@ -610,8 +617,12 @@ class _Worker:
         with the scenarios kept so far)."""
         run = self.run
         if (run.request.until_found and run.first_group == (self.build, shrunk.signature)
-                and not self._shrinks_left(shrunk) and run.first_written()):
+                and not self._shrinks_left(shrunk) and self._fuzzed_after_find() and run.first_written()):
             self.status = "found"
+
+    def _fuzzed_after_find(self) -> bool:
+        """--until-found: this device fuzzed AFTER_FIRST_FIND_S since its first divergence."""
+        return self.fuzzing_at_find is not None and self.fuzzing_s - self.fuzzing_at_find >= AFTER_FIRST_FIND_S
 
     def _shrinks_left(self, group: FuzzDivergence) -> bool:
         """Whether the group's next program is shrunk too: its count of shrinks and its shrinking time

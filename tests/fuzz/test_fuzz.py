@@ -792,6 +792,8 @@ def _scripted_worker(tmp_path, outcomes):
     worker = campaign._Worker.__new__(campaign._Worker)
     worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"
     worker.build = "local"
+    # The device fuzzed AFTER_FIRST_FIND_S since its first divergence: the groups alone decide the end.
+    worker.fuzzing_at_find = worker.fuzzing_s - campaign.AFTER_FIRST_FIND_S
     shrunk_programs: list[str] = []
     script = iter(outcomes)
 
@@ -934,6 +936,25 @@ def test_until_found_ends_once_its_group_is_not_met_again(tmp_path):
     worker._settle_unless_met_again()
     assert not run.enough.is_set() and worker.status == "running"  # its shrinks are not spent yet
     run.shrunk_at = time.monotonic() - campaign.GROUP_SHRINK_S
+    worker._settle_unless_met_again()
+    assert run.enough.is_set() and worker.status == "found"
+
+
+def test_until_found_fuzzes_a_while_after_its_first_find_before_it_ends(tmp_path):
+    """A group whose shrinks are spent does not end --until-found before the device fuzzed
+    AFTER_FIRST_FIND_S since its first divergence (a defect that breaks several sentences may show another
+    in that time); then the next batch's settle ends it."""
+    import time
+
+    from host.fuzz import campaign
+
+    run, worker, _ = _scripted_worker(tmp_path, [(3, 5, campaign.GROUP_SHRINK_S + 1)])
+    worker.fuzzing_at_find = worker.fuzzing_s  # it has just diverged
+    worker._divergent(_GROUP_PROGRAM, _group_found(0), 1, shrink_it=True)  # one slow shrink: none left
+    run.shrunk_at = time.monotonic() - campaign.GROUP_SHRINK_S  # and not met again since
+    worker._settle_unless_met_again()
+    assert not run.enough.is_set() and worker.status == "running"
+    worker.fuzzing_s += campaign.AFTER_FIRST_FIND_S
     worker._settle_unless_met_again()
     assert run.enough.is_set() and worker.status == "found"
 
