@@ -90,8 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--batch", type=int, default=50, help="programs per lane and round (default 50)")
     fuzz.add_argument(
         "--until-found",
-        action="store_true",
-        help="stop once the first divergence is shrunk and written (still bounded by --budget)",
+        nargs="?",
+        const="",
+        metavar="SECONDS",
+        help="stop once the first divergence is shrunk and written and a device fuzzed SECONDS (default 20) past "
+        "its first divergence, where a defect may show under each sentence it breaks (still bounded by --budget)",
     )
     fuzz.add_argument(
         "--coverage",

@@ -78,7 +78,7 @@ STOP_GRACE_S: Final = 5.0
 # out a settle, is not repeated).
 GROUP_SHRINKS: Final = 5
 GROUP_SHRINK_S: Final = 20.0
-# --until-found fuzzes this long after a device's first divergence before the run may end: a defect that
+# --until-found fuzzes this long (by default) after a device's first divergence before the run may end: a defect that
 # breaks several sentences shows first under whichever a program reached first, the steering then favours
 # the clauses not failed yet, and each group found meanwhile is shrunk once (its sentence named on its own).
 AFTER_FIRST_FIND_S: Final = 20.0
@@ -156,8 +156,10 @@ class FuzzRequest:
     batch: int = DEFAULT_BATCH
     shrink_budget_s: float = SHRINK_BUDGET_S
     target_defaulted: bool = False  # no --target given: fuzz's own default (local), not run's
-    # Stop every device once the first divergence is shrunk and written (still bounded by the budget).
+    # Stop every device once the first divergence is shrunk and written (still bounded by the budget), after
+    # after_find_s of fuzzing past the device's first divergence.
     until_found: bool = False
+    after_find_s: float = AFTER_FIRST_FIND_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +196,7 @@ def configuration(request: FuzzRequest) -> dict[str, Any]:
         "budget_bounds": "the whole command" if request.budget.seconds is not None else "the programs fuzzed",
         "shrink_bound_s": request.shrink_budget_s,
         "until_found": request.until_found,
+        "after_find_s": request.after_find_s if request.until_found else None,
         "batch": request.batch,
         "jobs": lanes(rr),
         "build_dir": _absolute(rr.build_dir),
@@ -621,8 +624,9 @@ class _Worker:
             self.status = "found"
 
     def _fuzzed_after_find(self) -> bool:
-        """--until-found: this device fuzzed AFTER_FIRST_FIND_S since its first divergence."""
-        return self.fuzzing_at_find is not None and self.fuzzing_s - self.fuzzing_at_find >= AFTER_FIRST_FIND_S
+        """--until-found: this device fuzzed the request's after_find_s since its first divergence."""
+        after = self.run.request.after_find_s
+        return self.fuzzing_at_find is not None and self.fuzzing_s - self.fuzzing_at_find >= after
 
     def _shrinks_left(self, group: FuzzDivergence) -> bool:
         """Whether the group's next program is shrunk too: its count of shrinks and its shrinking time

@@ -14,7 +14,7 @@ from ..errors import RunInterrupted, UsageError
 from ..options import apply_defaults
 from ..run import RunRequest, check_target_options, new_run_id
 from ..targets.kinds import DEFAULT_KIND
-from .campaign import Budget, FuzzProgress, FuzzRequest, fuzz
+from .campaign import AFTER_FIRST_FIND_S, Budget, FuzzProgress, FuzzRequest, fuzz
 from .coverage import render as render_coverage
 from .progress import progress_line, start_line
 
@@ -33,6 +33,20 @@ class _Progress:
         print(progress_line(progress, now), file=sys.stderr, flush=True)
 
 
+def _after_find_s(given: str | None) -> float:
+    """--until-found's SECONDS: AFTER_FIRST_FIND_S when not given; a number of seconds >= 0 (as 20 or 20s)."""
+    if not given:
+        return AFTER_FIRST_FIND_S
+    try:
+        seconds = float(given.removesuffix("s"))
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 3600:
+        raise UsageError(f"--until-found {given}: expected the seconds to fuzz past the first divergence, "
+                         "0 to 3600 (as 20 or 20s)")
+    return seconds
+
+
 def fuzz_command(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise UsageError(f"--batch {args.batch}: expected a number of programs >= 1")
@@ -47,7 +61,8 @@ def fuzz_command(args: argparse.Namespace) -> int:
         seed=args.seed,
         budget=Budget.parse(args.budget),
         batch=args.batch,
-        until_found=args.until_found,
+        until_found=args.until_found is not None,
+        after_find_s=_after_find_s(args.until_found),
         target_defaulted=args.target is None,
     )
     print(start_line(request), file=sys.stderr, flush=True)

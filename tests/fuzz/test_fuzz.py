@@ -92,6 +92,22 @@ def test_budget_is_a_time_or_a_count(text, seconds, programs):
     assert Budget.parse(text) == Budget(seconds=seconds, programs=programs)
 
 
+@pytest.mark.parametrize(("given", "seconds"), [(None, 20.0), ("", 20.0), ("0", 0.0), ("7.5", 7.5), ("30s", 30.0)])
+def test_until_found_takes_the_seconds_to_fuzz_past_the_first_divergence(given, seconds):
+    from host.fuzz.command import _after_find_s
+
+    assert _after_find_s(given) == seconds
+
+
+@pytest.mark.parametrize("text", ["-1", "soon", "nan", "inf", "1h", "4000"])
+def test_until_found_rejects_other_seconds_in_one_line(text):
+    done = npuconf("fuzz", "--until-found", text, "--budget", "5")
+    assert done.returncode == 3 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"npuconf: --until-found {text}: expected the seconds to fuzz past the first divergence, 0 to 3600 "
+        "(as 20 or 20s)"]
+
+
 @pytest.mark.parametrize("text", ["", "0", "-3", "1.5", "10h", "soon"])
 def test_budget_rejects_other_text(text):
     with pytest.raises(UsageError):
@@ -124,7 +140,7 @@ DEFECTS = {
 
 # A time budget bounds the whole command, shrinking included: the tests stop at the first shrunk divergence
 # and give it room to shrink whole on a loaded machine.
-FIND_AND_SHRINK = ("--budget", "60s", "--until-found")
+FIND_AND_SHRINK = ("--budget", "60s", "--until-found", "0")
 
 
 def results(run_dir: Path) -> list[dict]:
@@ -787,7 +803,8 @@ def _scripted_worker(tmp_path, outcomes):
 
     from host.fuzz import campaign
 
-    request = SimpleNamespace(seed=1, until_found=True, budget=campaign.Budget(programs=100))
+    request = SimpleNamespace(seed=1, until_found=True, after_find_s=campaign.AFTER_FIRST_FIND_S,
+                              budget=campaign.Budget(programs=100))
     run = campaign._Run(request, tmp_path)  # type: ignore[arg-type]
     worker = campaign._Worker.__new__(campaign._Worker)
     worker.run, worker.name, worker.fuzzing_s, worker.status = run, "local", 1.0, "running"

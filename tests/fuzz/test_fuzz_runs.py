@@ -169,6 +169,7 @@ def test_until_found_stops_once_the_first_divergence_is_shrunk(tmp_path, probe_b
     assert took < 100, took  # not the 120 s budget
     summary = json.loads((out / "fuzz.json").read_text())
     assert summary["status"] == "found" and summary["until_found"] and summary["exit_code"] == 1
+    assert summary["config"]["after_find_s"] == 20  # the default: it fuzzed that long past its first divergence
     first = summary["divergences"][0]
     assert first["shrunk"] and first["replays"] and first["steps_after"] <= 12, first
     assert summary["fuzzing_s"] < 60
