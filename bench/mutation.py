@@ -66,7 +66,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from equivalents_file import entries_of
 from mutation_c import Mutant, mutants_of
 
-from host.probe import DEFAULT_BUILD_DIR, PROBE_NAME, PROBE_SOURCE, VNPU_NAME, ProbeBuild, build_probe
+from host.probe import DEFAULT_BUILD_DIR, PROBE_NAME, PROBE_SOURCE, VNPU_NAME, current_build
+from host.probe.build import BUILT_STAMP
 from reference_model.caps import DEVICE_POLICIES
 from tests.vnpu_builds import vnpu_compile_flags
 
@@ -269,6 +270,9 @@ class Builder:
         probe = directory / PROBE_NAME
         if not probe.exists():
             probe.symlink_to(self.probe)
+        # Built now: a probe source newer than the host probe must not make `npuconf run` build the
+        # directory again (over the mutant's library).
+        (directory / BUILT_STAMP).write_bytes(b"")
         return directory
 
 
@@ -280,10 +284,8 @@ def _gcc(args: Sequence[str], check: bool = True) -> int:
 
 
 def _host_probe() -> Path:
-    build = ProbeBuild(ROOT / DEFAULT_BUILD_DIR)
-    if not build.exists():
-        build = build_probe(ROOT / DEFAULT_BUILD_DIR)
-    return build.probe.resolve()
+    """The host probe, built again first when a probe source is newer (as `npuconf run` would)."""
+    return current_build(ROOT / DEFAULT_BUILD_DIR).probe.resolve()
 
 
 # ---------------------------------------------------------------- running
