@@ -33,8 +33,10 @@ from ..probe import DEFAULT_BUILD_DIR, ProbeBuild
 NAMESPACE: Final = "digests"
 _U64: Final = 1 << 64
 # Ranges the C digest must agree with the model on before the memo uses it: empty, one byte, blocks
-# whole and cut, a seed past 255, a start past the pattern's 65,536-byte period.
-CHECKED: Final = ((0, 0, 0), (1, 0, 1), (9, 100, 5900), (255, 4095, 300), (300, 7, 513), (77, 65530, 20))
+# whole and cut, a seed past 255, a start past the pattern's 65,536-byte period, and sixteen spread over
+# seeds, starts and lengths (a model changed anywhere in them is not masked by the C).
+CHECKED: Final = ((0, 0, 0), (1, 0, 1), (9, 100, 5900), (255, 4095, 300), (300, 7, 513), (77, 65530, 20),
+                  *((k * 37 % 1000, k * 4099 % 70000, k * 613 % 5000) for k in range(1, 17)))
 
 NativeDigest = Callable[[int, int, int, int], int]  # (h, seed, first, count) -> h after those bytes
 

@@ -119,3 +119,16 @@ def test_a_library_others_may_write_is_not_loaded(tmp_path, monkeypatch):
     assert digests.load_native(library) is None
     assert loaded == []
     assert digests.load_native(tmp_path / "missing.so") is None
+
+
+def test_a_model_changed_in_part_of_its_ranges_is_not_masked_by_the_c(probe_build, monkeypatch):
+    """A model whose pattern differs only for seeds past 500 (a mutant, say) no longer agrees with the C on
+    every checked range: the C is not used, and the model's own digests decide."""
+    original = content.pattern_bytes
+
+    def changed(seed, first, count):
+        data = original(seed, first, count)
+        return bytes(b ^ 1 for b in data) if seed > 500 else data
+
+    monkeypatch.setattr(content, "pattern_bytes", changed)
+    assert digests.load_native(probe_build.digest) is None
