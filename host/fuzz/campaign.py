@@ -833,8 +833,6 @@ def fuzz(request: FuzzRequest, out_dir: Path, progress: ProgressFn | None = None
             for worker in active:
                 if worker.status == "running":
                     worker.status = "interrupted"
-        finally:
-            run.drawer.close()
         with _no_interrupt():
             summary = _summary(run, workers, started, "interrupted" if interrupted else None)
             paths = write_fuzz_reports(summary, out_dir)
