@@ -325,7 +325,9 @@ def preempt_now(s: Pen, b: str) -> None:
 def _preempt_window(s: Pen) -> None:
     """Calls on a buffer just preempted, before its onPreempt is seen (map: ENOENT, map-preempt-window-enoent;
     setPriority; free), then after it."""
-    b = a_buffer(s, onpreempt=s.chance(0.9))
+    # With onPreempt only where one can be had: the move is enabled by any buffer (has_buffer()), and where
+    # no new one may be bound (a declared capacity taken) a_buffer must find a quiet one with it.
+    b = a_buffer(s, onpreempt=s.chance(0.9) and has_buffer(onpreempt=True)(s))
     owed = s.model.preempts
     late = s.chance(LATE_SHARE)  # its window lasts PREEMPT_LATE_MS: the calls after it are surely inside
     s.add("vnpu", command=f"{'preempt_late' if late else 'preempt'}={b}")

@@ -124,3 +124,16 @@ def test_coverage_names_the_cells_missed_and_the_clauses_not_judged():
     assert any("judged: 1 of 1 testable clauses" in line for line in lines)
     summary = coverage.summary()
     assert summary["cells_missed"] == [list(other)] and summary["judged"]["shown"] == 1
+
+
+def test_a_preempt_window_under_a_taken_capacity_asks_onpreempt_only_of_a_buffer_it_can_have():
+    """Seed 0, program 6534, candidate 1, on a device declaring 256 MiB: a 256 MiB request took the capacity
+    and the only quiet buffer has no onPreempt; the window's move once allocated a new buffer anyway and
+    bound it, which the caller's model refuses (the allocation cannot be granted). It now takes the buffer
+    there is."""
+    from host.fuzz.generate import draw
+    from host.fuzz.legal import check
+
+    drawn = draw(0, 6534, vnpu_control=True, pointer64=True, pair=True, unsupported=True, capacity=256 << 20,
+                 variant=1)
+    assert check(drawn.program, capacity=256 << 20) is None
